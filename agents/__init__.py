@@ -1,0 +1,111 @@
+"""Everything that chooses moves, and `make_agent(spec)` to build one from a name or dict.
+
+Specs (strings or YAML mappings):
+    random | mcts[:SIMULATIONS] | cfr[:ITERATIONS] | human
+    always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift
+    llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
+                         tiny-llama, a local folder or a hub id); bare smollm2-135m and
+                         tiny-llama work too
+    {type: llm, model: ..., backend: transformers|vllm|openai, base_url: ..., <LLMAgentConfig fields>}
+    {type: mcts, simulations: 200}   (any bot with its keyword arguments)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.base import Agent, PendingTurn, decision
+
+__all__ = ["Agent", "PendingTurn", "decision", "make_agent", "BOTS"]
+
+BOTS = ("random", "mcts", "cfr", "human")
+_BACKENDS: dict[tuple, Any] = {}  # one backend per (kind, model, url): agents on a model share its batches
+
+
+def _social_names() -> tuple[str, ...]:
+    try:
+        from agents.social_bots import STRATEGIES
+    except ImportError:
+        return ()
+    return tuple(STRATEGIES)
+
+
+def _parse(spec: str | dict) -> dict:
+    if isinstance(spec, dict):
+        if "type" not in spec:
+            raise ValueError(f"agent spec {spec} needs a 'type' (random, mcts, cfr, human, llm, or a social strategy)")
+        return dict(spec)
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"agent spec must be a name or a mapping, got {spec!r}")
+    kind, _, arg = spec.strip().partition(":")
+    if kind == "mcts":
+        return {"type": "mcts", **({"simulations": int(arg)} if arg else {})}
+    if kind == "cfr":
+        return {"type": "cfr", **({"iterations": int(arg)} if arg else {})}
+    if kind == "llm":
+        if not arg:
+            raise ValueError("llm agent spec needs a model: llm:MODEL (e.g. llm:smollm2-135m)")
+        return {"type": "llm", "model": arg}
+    if kind in ("smollm2-135m", "tiny-llama"):
+        return {"type": "llm", "model": spec.strip()}
+    return {"type": kind}
+
+
+def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
+    """A shared backend instance for (kind, model, url)."""
+    key = (kind, model, base_url)
+    if key not in _BACKENDS:
+        if kind == "transformers":
+            from agents.transformers_backend import TransformersBackend
+
+            _BACKENDS[key] = TransformersBackend(model, **kwargs)
+        elif kind == "vllm":
+            from agents.vllm_backend import VLLMBackend
+
+            _BACKENDS[key] = VLLMBackend(model, **kwargs)
+        elif kind in ("openai", "http"):
+            from agents.openai_backend import OpenAIBackend
+
+            if not base_url:
+                raise ValueError("the openai backend needs base_url (e.g. http://localhost:8000/v1)")
+            _BACKENDS[key] = OpenAIBackend(base_url, model, **kwargs)
+        else:
+            raise ValueError(f"unknown backend {kind!r}; choose transformers, vllm or openai")
+    return _BACKENDS[key]
+
+
+def make_agent(spec: str | dict, name: str | None = None) -> Agent:
+    """Build an agent from a spec (see the module docstring)."""
+    from agents import bots
+
+    d = _parse(spec)
+    kind = d.pop("type")
+    name = name or d.pop("name", None) or (spec if isinstance(spec, str) else kind)
+    if kind == "random":
+        return bots.RandomAgent(name, **d)
+    if kind == "mcts":
+        return bots.MCTSAgent(name, **d)
+    if kind == "cfr":
+        return bots.CFRAgent(name, **d)
+    if kind == "human":
+        return bots.HumanAgent(name)
+    if kind in _social_names():
+        from agents.social_bots import STRATEGIES
+
+        return STRATEGIES[kind](name, **d)
+    if kind == "llm":
+        from agents.llm_agent import LLMAgent, LLMAgentConfig
+
+        model = d.pop("model", None)
+        if not model:
+            raise ValueError(f"llm agent {name!r} needs a model")
+        backend_kind = d.pop("backend", "transformers")
+        base_url = d.pop("base_url", None)
+        backend_kwargs = d.pop("backend_kwargs", {}) or {}
+        fields = set(LLMAgentConfig.__dataclass_fields__)
+        unknown = set(d) - fields
+        if unknown:
+            raise ValueError(f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}")
+        return LLMAgent(name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d))
+    known = ", ".join([*BOTS, *_social_names(), "llm:MODEL"])
+    raise ValueError(f"unknown agent {kind!r}; known: {known}")

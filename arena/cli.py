@@ -1,0 +1,184 @@
+"""The `arena` command line.
+
+    arena games [--split train|held_out|extra]   list the catalogue
+    arena games show NAME                        rules and a sample prompt for each seat
+    arena play GAME --agents A B [--matches N] [--out run.jsonl]
+    arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
+    arena tournament CONFIG                      create or resume a tournament
+    arena train CONFIG [--resume]                self-play RL
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def cmd_games(args: argparse.Namespace) -> None:
+    import games
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if args.action == "show":
+        if not args.name:
+            raise ValueError("usage: arena games show NAME")
+        _show_game(args.name, console)
+        return
+    table = Table(title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)")
+    for col in ("name", "players", "information", "kind", "moves", "split", "rules from", "description"):
+        table.add_column(col)
+    for name in games.names(args.split):
+        i = games.info(name)
+        table.add_row(name, str(i.num_players), i.information, i.kind, i.dynamics, i.split, i.source, i.description)
+    console.print(table)
+
+
+def _show_game(name: str, console) -> None:
+    import games
+    import numpy as np
+
+    env = games.make(name)
+    env.reset(seed=0)
+    info = env.info
+    console.rule(f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, {info.kind}, {info.dynamics}")
+    doc = sys.modules[type(env).__module__].__doc__
+    if doc:
+        console.print(doc.strip(), markup=False)
+    rng = np.random.default_rng(0)
+    shown: set[str] = set()
+    for _ in range(200):  # walk a random game until every seat has been shown a prompt
+        if not env.agents or len(shown) == len(env.possible_agents):
+            break
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            env.step(None)
+            continue
+        if agent not in shown:
+            shown.add(agent)
+            console.rule(f"sample prompt for {agent}")
+            console.print(env.view(agent).prompt(), markup=False)
+        if env.is_free_text(agent):
+            env.step("Hello.")
+        else:
+            mask = env.observe(agent)["action_mask"]
+            env.step(int(rng.choice(np.flatnonzero(mask))))
+
+
+def _params(pairs: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise ValueError(f"--param takes KEY=VALUE, got {p!r}")
+        k, v = p.split("=", 1)
+        out[k] = yaml.safe_load(v)
+    return out
+
+
+def cmd_play(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    import games
+    from agents import make_agent
+    from arena.runner import plan_matches, play
+    from arena.summary import print_summary
+
+    games.info(args.game)  # unknown game: clear error before loading any model
+    names = _unique_names(args.agents)
+    agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
+    plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param))
+    start = time.perf_counter()
+    with tqdm(total=len(plans), desc=f"{args.game}", unit="match") as bar:
+        records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))
+    print_summary(records, time.perf_counter() - start)
+    if args.out:
+        print(f"trajectories: {args.out}")
+
+
+def _unique_names(specs: list[str]) -> list[str]:
+    names = []
+    for s in specs:
+        base, n = s, 2
+        while s in names:
+            s = f"{base}#{n}"
+            n += 1
+        names.append(s)
+    return names
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from arena.serve import main as serve_main
+
+    serve_main(args)
+
+
+def cmd_tournament(args: argparse.Namespace) -> None:
+    from arena.tournament import main as tournament_main
+
+    tournament_main(args)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from training.selfplay import main as train_main
+
+    train_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="arena", description="LLM agents play games, get ranked, and improve by self-play.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("games", help="list the game catalogue, or show one game")
+    g.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    g.add_argument("name", nargs="?")
+    g.add_argument("--split", choices=["train", "held_out", "extra"])
+    g.set_defaults(func=cmd_games)
+
+    pl = sub.add_parser("play", help="play matches between agents")
+    pl.add_argument("game")
+    pl.add_argument("--agents", nargs="+", required=True, help="agent specs, one per seat rotation (random, mcts:200, cfr, tit_for_tat, llm:smollm2-135m, ...)")
+    pl.add_argument("--matches", type=int, default=10)
+    pl.add_argument("--concurrency", type=int, default=16, help="matches played at once (LLM turns are batched across them)")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--param", action="append", help="game parameter KEY=VALUE (repeatable)")
+    pl.add_argument("--out", help="append trajectories to this JSONL file")
+    pl.set_defaults(func=cmd_play)
+
+    s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")
+    s.add_argument("model")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    s.set_defaults(func=cmd_serve)
+
+    t = sub.add_parser("tournament", help="create or resume a tournament from a YAML config")
+    t.add_argument("config")
+    t.add_argument("--db", help="SQLite file (default: next to the config's output dir)")
+    t.set_defaults(func=cmd_tournament)
+
+    tr = sub.add_parser("train", help="self-play RL from a YAML config")
+    tr.add_argument("config")
+    tr.add_argument("--resume", action="store_true")
+    tr.set_defaults(func=cmd_train)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, RuntimeError, FileNotFoundError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"arena {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"arena {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Trajectory records: what the arena writes for every match, and what training reads.
+
+Schema version 1. On disk a run is JSONL, one `MatchRecord` per line (`asdict`), written
+as each match finishes (append + flush), so a killed run keeps every finished match.
+
+MatchRecord
+    schema_version  int                always SCHEMA_VERSION
+    match_id        str                unique within a run ("<run>-<index>")
+    game            str                registry name, e.g. "tic_tac_toe"
+    params          dict               game parameters passed to `games.make`
+    seed            int                env seed (chance events and bot randomness)
+    seats           dict[str, str]     env agent ("player_0") -> agent name
+    turns           list[TurnRecord]   every decision, in order
+    returns         dict[str, float]   final cumulative reward per env agent
+    outcome         dict[str, str]     per env agent: "win" | "loss" | "draw"
+    started_at, finished_at  float     unix seconds
+    prompt_tokens, completion_tokens  int   totals over LLM turns
+    error           str | None         set when the match was aborted (then returns are 0)
+
+TurnRecord
+    index           int                decision number within the match (0-based)
+    player          str                env agent who moved
+    agent           str                agent name in that seat
+    messages        list[dict]         chat messages sent to the model (LLM turns only)
+    completion      str                final completion text (raw, <think> kept)
+    token_ids       list[int]          completion token ids
+    logprobs        list[float]        behaviour log-probabilities of `token_ids`
+    prompt_token_ids list[int]         prompt token ids (when the backend returns them)
+    move            str                the move as text ("4", "Cooperate", a message)
+    action          Any                env action id (int) or message (str)
+    valid           bool               the final completion parsed to a legal move
+    retries         int                correction rounds used
+    fallback        str | None         "random" | "forfeit" when the policy stepped in
+    attempts        list[Attempt]      every completion tried, with its parse error
+    reward          float              reward this player accrued from this action until
+                                       its next decision (or the end): what RL credits
+    legal_moves     list[str]          legal moves offered
+    constrained     bool               decoding was restricted to the legal moves
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Attempt:
+    completion: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    error: str | None = None  # "<kind>: <message>" of the ParseError, None if it parsed
+
+
+@dataclass
+class TurnRecord:
+    index: int
+    player: str
+    agent: str
+    move: str
+    action: Any
+    valid: bool = True
+    messages: list[dict] = field(default_factory=list)
+    completion: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    prompt_token_ids: list[int] = field(default_factory=list)
+    retries: int = 0
+    fallback: str | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    reward: float = 0.0
+    legal_moves: list[str] = field(default_factory=list)
+    constrained: bool = False
+
+
+@dataclass
+class MatchRecord:
+    match_id: str
+    game: str
+    params: dict
+    seed: int
+    seats: dict[str, str]
+    turns: list[TurnRecord] = field(default_factory=list)
+    returns: dict[str, float] = field(default_factory=dict)
+    outcome: dict[str, str] = field(default_factory=dict)
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=_default)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MatchRecord":
+        version = d.get("schema_version", 0)
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"trajectory schema version {version} is not supported (expected {SCHEMA_VERSION})")
+        d = dict(d)
+        d["turns"] = [
+            TurnRecord(**{**t, "attempts": [Attempt(**a) for a in t.get("attempts", [])]}) for t in d.get("turns", [])
+        ]
+        return cls(**d)
+
+
+def outcomes(returns: dict[str, float]) -> dict[str, str]:
+    """win/loss/draw per player: the best strictly-highest return wins, ties draw."""
+    best = max(returns.values())
+    winners = [a for a, r in returns.items() if r == best]
+    if len(winners) == len(returns):
+        return {a: "draw" for a in returns}
+    return {a: ("win" if a in winners and len(winners) == 1 else "draw" if a in winners else "loss") for a in returns}
+
+
+def _default(x: Any) -> Any:
+    if hasattr(x, "item"):
+        return x.item()
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def append_jsonl(path: str | os.PathLike, record: MatchRecord) -> None:
+    """Append one match and flush to disk: a crash after this keeps the match."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(record.to_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[MatchRecord]:
+    """Read matches back; a torn last line (a killed writer) is skipped."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines) - 1:
+                return
+            raise ValueError(f"{path}:{n + 1}: corrupt JSON line")
+        yield MatchRecord.from_dict(d)

@@ -1,0 +1,178 @@
+"""The match runner: many matches at once, one agent call per agent per step.
+
+Each step the runner advances every live match to its next decision, gathers the pending
+turns of all matches by agent, and calls `agent.act(turns)` once per agent: an LLM agent
+answers all of its turns in a single backend batch, so throughput grows with the number
+of concurrent matches. Finished matches are yielded (and appended to the JSONL file, if
+one is given) as soon as they end, so a killed run keeps every finished match.
+
+Reproducibility: a match's env is reset with its seed and every agent decision in that
+match draws from one `np.random.Generator` seeded from it, so with bots a run is
+identical whatever the concurrency.
+
+Invalid moves: agents apply their own retry/fallback policy; a record that still has no
+action (`fallback="forfeit"`) ends the match through `env.forfeit(player)`, i.e. the
+env's illegal-move rule (offender `illegal_reward`, others 0).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+
+import games
+from agents.base import Agent, PendingTurn
+from arena.records import MatchRecord, TurnRecord, append_jsonl, outcomes
+
+
+@dataclass
+class MatchPlan:
+    """One match to play."""
+
+    match_id: str
+    game: str
+    seats: list[str]  # agent names in seat order: seats[i] plays player_i
+    seed: int = 0
+    params: dict = field(default_factory=dict)
+
+
+def plan_matches(
+    game: str,
+    agent_names: list[str],
+    n: int,
+    seed: int = 0,
+    params: dict | None = None,
+    prefix: str = "m",
+) -> list[MatchPlan]:
+    """`n` matches of `game` with seats rotated so each agent plays each seat equally often.
+
+    With two agents that is alternating seats; match i gets seed `seed + i`.
+    """
+    players = games.info(game).num_players if not game.startswith("openspiel:") else games.make(game, **(params or {})).num_agents
+    plans = []
+    for i in range(n):
+        seats = [agent_names[(i + k) % len(agent_names)] for k in range(players)]
+        plans.append(MatchPlan(f"{prefix}{i:05d}", game, seats, seed + i, dict(params or {})))
+    return plans
+
+
+@dataclass
+class _Live:
+    plan: MatchPlan
+    env: games.TextEnv
+    record: MatchRecord
+    rng: np.random.Generator
+    last_turn: dict[str, TurnRecord] = field(default_factory=dict)
+    returns: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+def play(
+    plans: Iterable[MatchPlan],
+    agents: dict[str, Agent],
+    concurrency: int = 16,
+    out: str | None = None,
+    max_turns: int = 2000,
+    progress=None,
+) -> Iterator[MatchRecord]:
+    """Play `plans` with at most `concurrency` matches live at once; yield each finished match.
+
+    `agents` maps the names used in `MatchPlan.seats` to agents. `out`: JSONL path that
+    every finished match is appended to. `progress`: a tqdm-like object to `update(1)`.
+    """
+    queue = list(plans)[::-1]
+    missing = {name for p in queue for name in p.seats} - set(agents)
+    if missing:
+        raise ValueError(f"no agent named {', '.join(sorted(missing))} (have: {', '.join(agents)})")
+    live: list[_Live] = []
+    while queue or live:
+        while queue and len(live) < concurrency:
+            live.append(_start(queue.pop()))
+        pending: dict[str, list[tuple[_Live, PendingTurn]]] = defaultdict(list)
+        still_live = []
+        for m in live:
+            player = _next_decision(m, max_turns)
+            if player is None:
+                rec = _finish(m)
+                for name in set(m.plan.seats):
+                    if hasattr(agents[name], "end_match"):
+                        agents[name].end_match(m.plan.match_id)
+                if out:
+                    append_jsonl(out, rec)
+                if progress is not None:
+                    progress.update(1)
+                yield rec
+                continue
+            still_live.append(m)
+            seat_agent = m.plan.seats[m.env.possible_agents.index(player)]
+            pending[seat_agent].append((m, PendingTurn(m.plan.match_id, m.env, player, m.rng)))
+        live = still_live
+        for name, items in pending.items():
+            decisions = agents[name].act([turn for _, turn in items])
+            if len(decisions) != len(items):
+                raise RuntimeError(f"agent {name} returned {len(decisions)} moves for {len(items)} turns")
+            for (m, turn), rec in zip(items, decisions):
+                _apply(m, turn.player, name, rec)
+
+
+def _start(plan: MatchPlan) -> _Live:
+    env = games.make(plan.game, **plan.params)
+    env.reset(seed=plan.seed)
+    if len(plan.seats) != len(env.possible_agents):
+        raise ValueError(f"{plan.game} has {len(env.possible_agents)} seats, match {plan.match_id} names {len(plan.seats)} agents")
+    record = MatchRecord(
+        match_id=plan.match_id,
+        game=plan.game,
+        params=dict(plan.params),
+        seed=plan.seed,
+        seats=dict(zip(env.possible_agents, plan.seats)),
+        started_at=time.time(),
+    )
+    return _Live(plan, env, record, np.random.default_rng(plan.seed))
+
+
+def _next_decision(m: _Live, max_turns: int) -> str | None:
+    """Step dead agents out; the agent to move next, or None when the match is over."""
+    env = m.env
+    while env.agents:
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            env.step(None)
+            continue
+        if len(m.record.turns) >= max_turns:
+            m.record.error = f"stopped after max_turns={max_turns} decisions"
+            return None
+        return agent
+    return None
+
+
+def _apply(m: _Live, player: str, agent_name: str, rec: TurnRecord) -> None:
+    env = m.env
+    rec.index = len(m.record.turns)
+    rec.player, rec.agent = player, agent_name
+    if not rec.legal_moves and not env.is_free_text(player):
+        rec.legal_moves = env.legal_moves(player)
+    m.record.turns.append(rec)
+    m.record.prompt_tokens += len(rec.prompt_token_ids)
+    m.record.completion_tokens += sum(len(a.token_ids) for a in rec.attempts) or len(rec.token_ids)
+    m.last_turn[player] = rec
+    if rec.action is None:
+        env.forfeit(player)
+    else:
+        env.step(rec.action)
+    for a, r in env.rewards.items():
+        if r:
+            m.returns[a] += float(r)
+            if a in m.last_turn:
+                m.last_turn[a].reward += float(r)
+
+
+def _finish(m: _Live) -> MatchRecord:
+    rec = m.record
+    rec.returns = {a: m.returns[a] for a in m.env.possible_agents}
+    rec.outcome = {a: "draw" for a in rec.returns} if rec.error else outcomes(rec.returns)
+    rec.finished_at = time.time()
+    return rec

@@ -1,0 +1,93 @@
+"""The game catalogue: `make(name, **params)`, `names()`, `info(name)`.
+
+Every game is a PettingZoo AEC env with a text layer (see `games.core`). Games whose
+rules OpenSpiel has are built on `pyspiel` (`games.openspiel_env`); text-native games are
+ours. Any other OpenSpiel game is reachable as `make("openspiel:<game>", **params)`.
+
+>>> import games
+>>> env = games.make("tic_tac_toe")
+>>> env.reset(seed=0)
+>>> env.unwrapped.view().prompt()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+
+from games.core import GameInfo, TextEnv, TextView
+from games.parsing import ParseError, parse_move
+
+__all__ = ["make", "make_parallel", "names", "info", "GameInfo", "TextEnv", "TextView", "ParseError", "parse_move"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str  # module with an `env(**params)` factory
+    info: GameInfo
+    params: dict = field(default_factory=dict)  # defaults, overridable in make()
+
+
+def _g(name, players, information, kind, dynamics, split, source, description, module=None, **params):
+    return name, Entry(module or f"games.{name}", GameInfo(name, players, information, kind, dynamics, split, source, description), params)
+
+
+CATALOGUE: dict[str, Entry] = dict(
+    [
+        # OpenSpiel rules (MARS split: train = tic_tac_toe, kuhn_poker, hanabi_mini).
+        _g("tic_tac_toe", 2, "perfect", "competitive", "sequential", "train", "openspiel", "3x3 noughts and crosses"),
+        _g("connect_four", 2, "perfect", "competitive", "sequential", "held_out", "openspiel", "drop discs, four in a row wins"),
+        _g("kuhn_poker", 2, "imperfect", "competitive", "sequential", "train", "openspiel", "3-card poker, one bet"),
+        _g("leduc_poker", 2, "imperfect", "competitive", "sequential", "held_out", "openspiel", "6-card poker, two rounds, public card"),
+        _g("liars_dice", 2, "imperfect", "competitive", "sequential", "extra", "openspiel", "bid on hidden dice, call liar"),
+        _g("goofspiel", 2, "perfect", "competitive", "simultaneous", "extra", "openspiel", "bid cards for prizes, simultaneous"),
+        _g("hanabi_mini", 2, "imperfect", "cooperative", "sequential", "train", "openspiel", "cooperative fireworks, 2 colours x 3 ranks", module="games.hanabi", preset="mini"),
+        _g("hanabi", 2, "imperfect", "cooperative", "sequential", "held_out", "openspiel", "cooperative fireworks, standard small", module="games.hanabi", preset="small"),
+    ]
+)
+
+
+def names(split: str | None = None) -> list[str]:
+    """Catalogue names, optionally only one split ("train", "held_out", "extra")."""
+    return [n for n, e in CATALOGUE.items() if split is None or e.info.split == split]
+
+
+def _entry(name: str) -> Entry:
+    if name in CATALOGUE:
+        return CATALOGUE[name]
+    close = difflib.get_close_matches(name, list(CATALOGUE), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"unknown game {name!r}{hint} (see `arena games`, or use 'openspiel:<game>')")
+
+
+def info(name: str) -> GameInfo:
+    """Metadata of a catalogue game, or of an OpenSpiel game via 'openspiel:<game>'."""
+    if name.startswith("openspiel:"):
+        from games.openspiel_env import openspiel_info
+
+        return openspiel_info(name.split(":", 1)[1])
+    return _entry(name).info
+
+
+def make(name: str, **params) -> TextEnv:
+    """A fresh AEC env for `name` (see `names()`), with game parameters overriding defaults."""
+    if name.startswith("openspiel:"):
+        from games.openspiel_env import OpenSpielEnv
+
+        return OpenSpielEnv(name.split(":", 1)[1], **params)
+    entry = _entry(name)
+    module = importlib.import_module(entry.module)
+    env = module.env(**{**entry.params, **params})
+    env.info = entry.info
+    return env
+
+
+def make_parallel(name: str, **params):
+    """The Parallel-API version of a simultaneous-move game."""
+    from pettingzoo.utils.conversions import aec_to_parallel
+
+    env = make(name, **params)
+    if not env.metadata.get("is_parallelizable"):
+        raise ValueError(f"{name} is not a simultaneous-move game; use make()")
+    return aec_to_parallel(env)

@@ -1,0 +1,265 @@
+"""Any OpenSpiel game as a PettingZoo AEC text game: `games.make("openspiel:<game>")`.
+
+Rules, chance and returns are OpenSpiel's (`pyspiel`); this module adds the AEC protocol
+and a generic text layer built from OpenSpiel's own strings. Catalogue games
+(`games/tic_tac_toe.py`, ...) subclass it to write their own prompts.
+
+Agents      `player_0` .. `player_{n-1}`, OpenSpiel player ids in order.
+Actions     `Discrete(num_distinct_actions)`; action ids equal OpenSpiel's.
+Observation `{"observation": float32 vector, "action_mask": int8 vector}`; the vector is
+            OpenSpiel's observation tensor for that player (else its information-state
+            tensor, else a single 0).
+Rewards     each step hands out what `state.returns()` gained since the previous step, so
+            a player's rewards summed over the episode equal `state.returns()` exactly
+            (Shimmy's wrapper double-counts the second player's final reward; we don't).
+Chance      sampled from `chance_outcomes()` with the env's seeded `np_random`.
+Simultaneous games are played in AEC turn order with actions buffered until every player
+            has chosen, then applied together (`apply_actions`); nobody sees a buffered
+            action. Such games also have a Parallel API (`games.make_parallel`).
+Illegal     an action outside the mask: offender gets `illegal_reward` (-1), others 0,
+            the game ends (PettingZoo classic); `infos[agent]["illegal_move"]` says who.
+
+Text is built only when asked for (`view`, `state_text`, `history_text`, ...), so random
+play pays only for OpenSpiel's C++ step and the observation tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyspiel
+from gymnasium import spaces
+
+from games.core import GameInfo, TextEnv
+
+
+def load_game(game: str | pyspiel.Game, params: dict | None = None) -> pyspiel.Game:
+    if isinstance(game, pyspiel.Game):
+        return game
+    if game not in pyspiel.registered_names():
+        import difflib
+
+        close = difflib.get_close_matches(game, pyspiel.registered_names(), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown OpenSpiel game {game!r}{hint}")
+    try:
+        return pyspiel.load_game(game, dict(params or {}))
+    except (pyspiel.SpielError, TypeError) as e:
+        raise ValueError(f"cannot load OpenSpiel game {game!r} with {params}: {e}") from None
+
+
+def openspiel_info(game_name: str, **params) -> GameInfo:
+    game = load_game(game_name, params)
+    t = game.get_type()
+    perfect = t.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+    utility = {
+        pyspiel.GameType.Utility.ZERO_SUM: "competitive",
+        pyspiel.GameType.Utility.CONSTANT_SUM: "competitive",
+        pyspiel.GameType.Utility.IDENTICAL: "cooperative",
+    }.get(t.utility, "general_sum")
+    simultaneous = t.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
+    return GameInfo(
+        name=f"openspiel:{game_name}",
+        num_players=game.num_players(),
+        information="perfect" if perfect else "imperfect",
+        kind=utility,
+        dynamics="simultaneous" if simultaneous else "sequential",
+        split="extra",
+        source="openspiel",
+        description=t.long_name,
+    )
+
+
+class OpenSpielEnv(TextEnv):
+    """A PettingZoo AEC env over one OpenSpiel game (see the module docstring)."""
+
+    metadata = {"render_modes": ["human", "ansi"], "name": "openspiel", "is_parallelizable": False}
+
+    def __init__(self, game: str | pyspiel.Game, render_mode: str | None = None, illegal_reward: float = -1.0, **params):
+        super().__init__(render_mode=render_mode, illegal_reward=illegal_reward)
+        self.game = load_game(game, params)
+        gtype = self.game.get_type()
+        if gtype.dynamics not in (pyspiel.GameType.Dynamics.SEQUENTIAL, pyspiel.GameType.Dynamics.SIMULTANEOUS):
+            raise ValueError(f"{gtype.short_name}: only sequential and simultaneous OpenSpiel games are supported")
+        self.game_name = gtype.short_name
+        self.params = dict(params)
+        self.simultaneous = gtype.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
+        self.perfect_information = gtype.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        self._intermediate_rewards = gtype.reward_model == pyspiel.GameType.RewardModel.REWARDS
+        self.metadata = {**self.metadata, "name": self.game_name, "is_parallelizable": self.simultaneous}
+        if getattr(type(self), "info", None) is None:
+            self.info = openspiel_info(self.game_name, **params)
+
+        n = self.game.num_players()
+        self.possible_agents = [f"player_{i}" for i in range(n)]
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.num_actions = self.game.num_distinct_actions()
+        if gtype.provides_observation_tensor:
+            self._tensor, shape = "observation", self.game.observation_tensor_shape()
+        elif gtype.provides_information_state_tensor:
+            self._tensor, shape = "information_state", self.game.information_state_tensor_shape()
+        else:
+            self._tensor, shape = None, [1]
+        self._obs_size = int(np.prod(shape))
+        obs_space = spaces.Dict(
+            {
+                "observation": spaces.Box(-np.inf, np.inf, (self._obs_size,), np.float32),
+                "action_mask": spaces.Box(0, 1, (self.num_actions,), np.int8),
+            }
+        )
+        self.observation_spaces = {a: obs_space for a in self.possible_agents}
+        self.action_spaces = {a: spaces.Discrete(self.num_actions) for a in self.possible_agents}
+        self.state: pyspiel.State | None = None
+        self.moves: list[tuple[int, Any]] = []  # (player or -1 for chance, action or joint list)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    # --- AEC protocol ---------------------------------------------------------------
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self._seed(seed)
+        self.state = self.game.new_initial_state()
+        self.moves = []
+        self._buffer: dict[int, int] = {}
+        self._paid = [0.0] * len(self.possible_agents)
+        self._start_episode()
+        self._advance()
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            return self._was_dead_step(action)
+        self._cumulative_rewards[agent] = 0.0
+        for a in self.agents:
+            self.rewards[a] = 0.0
+        player = self._index[agent]
+        if action is None or not self._is_legal(player, action):
+            return self._illegal(agent, action)
+        action = int(action)
+        if self.simultaneous_node:
+            self._buffer[player] = action
+            if len(self._buffer) < len(self._to_move):
+                self.agent_selection = self.possible_agents[self._to_move[len(self._buffer)]]
+                return
+            joint = [self._buffer.get(p, 0) for p in range(len(self.possible_agents))]
+            self.state.apply_actions(joint)
+            self.moves.append((-2, joint))
+            self._buffer = {}
+        else:
+            self.state.apply_action(action)
+            self.moves.append((player, action))
+        self._advance()
+
+    def _advance(self) -> None:
+        """Play chance, hand out rewards, pick the next agent or end the game."""
+        state = self.state
+        while state.is_chance_node():
+            outcomes, probs = zip(*state.chance_outcomes())
+            outcome = outcomes[self.np_random.choice(len(outcomes), p=probs)]
+            state.apply_action(outcome)
+            self.moves.append((-1, outcome))
+        if state.is_terminal() or self._intermediate_rewards:
+            returns = state.returns()
+            for i, a in enumerate(self.possible_agents):
+                self.rewards[a] = returns[i] - self._paid[i]
+                self._paid[i] = returns[i]
+        if state.is_terminal():
+            for a in self.agents:
+                self.terminations[a] = True
+        elif state.is_simultaneous_node():
+            self._to_move = [p for p in range(len(self.possible_agents)) if state.legal_actions(p)]
+            self.agent_selection = self.possible_agents[self._to_move[0]]
+        else:
+            self.agent_selection = self.possible_agents[state.current_player()]
+        self._accumulate_rewards()
+
+    @property
+    def simultaneous_node(self) -> bool:
+        return self.simultaneous and self.state.is_simultaneous_node()
+
+    def _is_legal(self, player: int, action: Any) -> bool:
+        try:
+            return int(action) in self.state.legal_actions(player)
+        except (TypeError, ValueError):
+            return False
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        player = self._index[agent]
+        state = self.state
+        if self._tensor is None:
+            obs = np.zeros(1, np.float32)
+        else:
+            try:
+                tensor = state.observation_tensor(player) if self._tensor == "observation" else state.information_state_tensor(player)
+                obs = np.asarray(tensor, dtype=np.float32)
+            except pyspiel.SpielError:  # some games have no tensor at terminal states
+                obs = np.zeros(self._obs_size, np.float32)
+        mask = np.zeros(self.num_actions, np.int8)
+        if not self.terminations.get(agent, True) and not self.truncations.get(agent, True):
+            mask[self.legal_actions(agent)] = 1
+        return {"observation": obs, "action_mask": mask}
+
+    # --- text layer: generic, from OpenSpiel's strings -------------------------------
+    def legal_actions(self, agent: str | None = None) -> list[int]:
+        agent = agent or self.agent_selection
+        state, player = self.state, self._index[agent]
+        if state.is_terminal() or self.terminations.get(agent) or self.truncations.get(agent):
+            return []
+        if self.simultaneous_node:
+            return [] if player in self._buffer else list(state.legal_actions(player))
+        return list(state.legal_actions(player)) if state.current_player() == player else []
+
+    def move_text(self, agent: str, action: int) -> str:
+        return self.state.action_to_string(self._index[agent], int(action))
+
+    def rules_text(self, agent: str) -> str:
+        t = self.game.get_type()
+        params = ", ".join(f"{k}={v}" for k, v in sorted(self.game.get_parameters().items())) or "defaults"
+        order = "simultaneously each round" if self.simultaneous else "in turns"
+        return (
+            f"You are {agent} ({self._index[agent] + 1} of {self.game.num_players()}) in the OpenSpiel game "
+            f"'{t.long_name}' ({params}). Players move {order}. Your goal is the highest final return. "
+            "Each turn you are shown the state as you can see it and your legal moves; answer with exactly one legal move."
+        )
+
+    def state_text(self, agent: str) -> str:
+        player, state, t = self._index[agent], self.state, self.game.get_type()
+        if t.provides_observation_string:
+            text = state.observation_string(player)
+        elif t.provides_information_state_string:
+            text = state.information_state_string(player)
+        elif self.perfect_information:
+            text = str(state)
+        else:
+            text = "(this game shows no state text)"
+        if state.is_terminal():
+            text += f"\nThe game is over. Returns: {', '.join(f'{r:g}' for r in state.returns())}"
+        return text
+
+    def history_text(self, agent: str) -> list[str]:
+        """One line per move this player has seen. Without perfect information only the
+        player's own moves are listed; what it may know of others is in `state_text`."""
+        me = self._index[agent]
+        lines, replay = [], self.game.new_initial_state()
+        for player, action in self.moves:
+            if player == -1:
+                if self.perfect_information:
+                    lines.append(f"chance: {replay.action_to_string(pyspiel.PlayerId.CHANCE, action)}")
+                replay.apply_action(action)
+            elif player == -2:
+                shown = [replay.action_to_string(p, a) for p, a in enumerate(action)]
+                if self.perfect_information:
+                    lines.append("; ".join(f"{self.possible_agents[p]}: {s}" for p, s in enumerate(shown)))
+                else:
+                    lines.append(f"you ({agent}): {shown[me]}")
+                replay.apply_actions(action)
+            else:
+                if self.perfect_information or player == me:
+                    who = f"you ({agent})" if player == me else self.possible_agents[player]
+                    lines.append(f"{who}: {replay.action_to_string(player, action)}")
+                replay.apply_action(action)
+        return lines

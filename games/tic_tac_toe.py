@@ -1,0 +1,74 @@
+"""Tic-tac-toe on OpenSpiel's rules (`pyspiel` game `tic_tac_toe`).
+
+Rules      Two players take turns marking cells of a 3x3 grid; player_0 plays X and
+           moves first, player_1 plays O. Three of your marks in a row, column or
+           diagonal wins; a full board without a line is a draw.
+Moves      the cell number 0-8, row by row (0 top-left, 8 bottom-right); the action id
+           is that number (OpenSpiel's). Only empty cells are legal.
+Observation  OpenSpiel's observation tensor (27 floats: empty/O/X planes) and an action
+           mask of 9.
+Rewards    +1 win, -1 loss, 0 draw at the end; an illegal action: -1 to the offender,
+           0 to the other, game over.
+Text       the board with empty cells shown by their number, e.g.
+                X | 1 | 2
+               ---+---+---
+                3 | O | 5
+               ---+---+---
+                6 | 7 | X
+"""
+
+from __future__ import annotations
+
+from games.openspiel_env import OpenSpielEnv
+
+MARKS = ("X", "O")
+
+
+def board_text(cells: list[str]) -> str:
+    """Render 9 cell strings ('X', 'O' or the cell number) as a grid."""
+    rows = [" " + " | ".join(cells[r * 3 : r * 3 + 3]) for r in range(3)]
+    return "\n---+---+---\n".join(rows)
+
+
+class TicTacToe(OpenSpielEnv):
+    metadata = {"render_modes": ["human", "ansi"], "name": "tic_tac_toe", "is_parallelizable": False}
+
+    def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
+        super().__init__("tic_tac_toe", render_mode=render_mode, illegal_reward=illegal_reward)
+
+    def _cells(self) -> list[str]:
+        cells = [str(i) for i in range(9)]
+        for player, action in self.moves:
+            cells[action] = MARKS[player]
+        return cells
+
+    def rules_text(self, agent: str) -> str:
+        me = self._index[agent]
+        return (
+            "Tic-tac-toe on a 3x3 board. Players take turns placing their mark in an empty cell; "
+            "X moves first. Three of your marks in a row, column or diagonal wins (+1); the loser gets -1; "
+            "a full board with no line is a draw (0).\n"
+            f"You play {MARKS[me]} ({'first' if me == 0 else 'second'}); your opponent plays {MARKS[1 - me]}.\n"
+            "Cells are numbered 0-8 row by row: 0 1 2 / 3 4 5 / 6 7 8. A move is the number of an empty cell."
+        )
+
+    def state_text(self, agent: str) -> str:
+        text = board_text(self._cells())
+        if self.state.is_terminal():
+            r = self.state.returns()[self._index[agent]]
+            return text + "\n" + ("You won." if r > 0 else "You lost." if r < 0 else "Draw.")
+        to_move = self.state.current_player()
+        return text + f"\n{MARKS[to_move]} to move" + (" (you)." if to_move == self._index[agent] else ".")
+
+    def move_text(self, agent: str, action: int) -> str:
+        return str(int(action))
+
+    def history_text(self, agent: str) -> list[str]:
+        me = self._index[agent]
+        return [
+            f"{'you' if p == me else 'opponent'} ({MARKS[p]}): {a}" for p, a in self.moves
+        ]
+
+
+def env(**kwargs) -> TicTacToe:
+    return TicTacToe(**kwargs)

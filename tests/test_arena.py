@@ -1,0 +1,99 @@
+"""The match runner and `arena play` with bots: reproducibility, forfeits, records, CLI errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agents import make_agent
+from agents.base import decision
+from arena.cli import main as arena_main
+from arena.records import read_jsonl
+from arena.runner import MatchPlan, plan_matches, play
+
+
+def _run(concurrency, seed=0, n=12, game="tic_tac_toe", specs=("random", "mcts:10")):
+    agents = {s: make_agent(s) for s in specs}
+    plans = plan_matches(game, list(specs), n, seed=seed)
+    return list(play(plans, agents, concurrency=concurrency))
+
+
+def _moves(records):
+    return {r.match_id: [(t.player, t.action) for t in r.turns] for r in records}
+
+
+def test_seeds_reproduce_a_run_exactly_whatever_the_concurrency():
+    a, b, c = _run(4), _run(4), _run(1)
+    assert _moves(a) == _moves(b) == _moves(c)
+    assert {r.match_id: r.returns for r in a} == {r.match_id: r.returns for r in c}
+    d = _run(4, seed=1)
+    assert _moves(d) != _moves(a)
+
+
+def test_seats_alternate_and_returns_match_turn_rewards():
+    records = _run(8, n=10)
+    firsts = [r.seats["player_0"] for r in sorted(records, key=lambda r: r.match_id)]
+    assert firsts.count("random") == firsts.count("mcts:10") == 5
+    for r in records:
+        for p in r.seats:
+            assert sum(t.reward for t in r.turns if t.player == p) == pytest.approx(r.returns[p])
+        assert sorted(r.returns.values()) in ([-1.0, 1.0], [0.0, 0.0])
+
+
+class Forfeiter:
+    """Forfeits its first decision (as an LLM agent whose fallback policy is forfeit)."""
+
+    name = "forfeiter"
+
+    def act(self, turns):
+        return [decision(t, self.name, None, move="", valid=False, fallback="forfeit") for t in turns]
+
+
+def test_forfeit_ends_the_match_with_the_offender_penalised():
+    agents = {"forfeiter": Forfeiter(), "random": make_agent("random")}
+    plans = [MatchPlan("f0", "tic_tac_toe", ["forfeiter", "random"], 0)]
+    (rec,) = play(plans, agents)
+    assert len(rec.turns) == 1 and rec.turns[0].fallback == "forfeit"
+    assert rec.returns == {"player_0": -1.0, "player_1": 0.0}
+    assert rec.outcome == {"player_0": "loss", "player_1": "win"}
+
+
+def test_cfr_beats_random_at_kuhn_poker():
+    pytest.importorskip("games.kuhn_poker")
+    records = _run(16, n=200, game="kuhn_poker", specs=("cfr", "random"))
+    cfr = sum(r.returns[p] for r in records for p, a in r.seats.items() if a == "cfr")
+    assert cfr / len(records) > 0.1  # the Nash policy wins ~0.2 a hand against random
+
+
+def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
+    out = tmp_path / "run.jsonl"
+    assert arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "6", "--out", str(out)]) == 0
+    records = list(read_jsonl(out))
+    assert len(records) == 6 and len({r.match_id for r in records}) == 6
+    assert set(records[0].seats.values()) == {"random", "random#2"}
+    assert json.loads(out.read_text().splitlines()[0])["schema_version"] == 1
+    assert "random#2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["play", "tic_tac_to", "--agents", "random", "random"], "did you mean tic_tac_toe"),
+        (["play", "tic_tac_toe", "--agents", "random", "nobody"], "unknown agent 'nobody'"),
+        (["games", "show", "chess_960_x"], "unknown game"),
+    ],
+)
+def test_bad_input_is_one_clear_line(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "arena.cli", *argv], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_torn_last_line_of_a_killed_writer_is_skipped(tmp_path):
+    out = tmp_path / "run.jsonl"
+    arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "3", "--out", str(out)])
+    with open(out, "a") as f:
+        f.write('{"schema_version": 1, "match_id": "half')
+    assert len(list(read_jsonl(out))) == 3
