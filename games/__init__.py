@@ -44,6 +44,14 @@ CATALOGUE: dict[str, Entry] = dict(
         _g("goofspiel", 2, "perfect", "competitive", "simultaneous", "extra", "openspiel", "bid cards for prizes, simultaneous"),
         _g("hanabi_mini", 2, "imperfect", "cooperative", "sequential", "train", "openspiel", "cooperative fireworks, 2 colours x 3 ranks", module="games.hanabi", preset="mini"),
         _g("hanabi", 2, "imperfect", "cooperative", "sequential", "held_out", "openspiel", "cooperative fireworks, standard small", module="games.hanabi", preset="small"),
+        # Text-native social dilemmas and negotiation.
+        _g("prisoners_dilemma", 2, "perfect", "social_dilemma", "simultaneous", "extra", "native", "iterated prisoner's dilemma, R=3 P=1 T=5 S=0, 10 rounds"),
+        _g("stag_hunt", 2, "perfect", "social_dilemma", "simultaneous", "extra", "native", "iterated stag hunt, 10 rounds"),
+        _g("chicken", 2, "perfect", "social_dilemma", "simultaneous", "extra", "native", "iterated chicken (hawk-dove), 10 rounds"),
+        _g("public_goods", 4, "perfect", "social_dilemma", "simultaneous", "extra", "native", "4-player public goods, endowment 10, multiplier 1.6, 10 rounds"),
+        _g("trust_and_split", 2, "imperfect", "social_dilemma", "mixed", "extra", "native", "hidden RPS hands set coin values; free-text messages, then claim coins; 10 rounds"),
+        _g("negotiation", 2, "imperfect", "general_sum", "sequential", "extra", "native", "trade resources with private values: offer, accept, deny; 10 turns"),
+        _g("simple_negotiation", 2, "imperfect", "competitive", "sequential", "extra", "native", "SPIRAL's SimpleNegotiation: Wood/Gold, opposite values, win/loss", module="games.negotiation", preset="spiral"),
     ]
 )
 

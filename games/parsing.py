@@ -10,8 +10,11 @@ precedence (the first style present decides):
 5. exactly one legal move is mentioned as a whole word in the reply
 
 `<think>...</think>` blocks are dropped first (an unclosed `<think>` drops everything after
-it). Matching ignores case, surrounding quotes/backticks/trailing punctuation and runs of
-whitespace. Failures raise `ParseError` whose `kind` is one of:
+it; a `</think>` without its opening tag, as when the chat template opened the block, drops
+everything before it). Matching ignores case, Unicode width variants (NFKC), zero-width
+characters, surrounding quotes/backticks/trailing punctuation, runs of whitespace and one
+wrapping pair of `<>`, `[]`, `{}` or `()` (MARS-style `<answer><Bet></answer>`); an explicit
+answer may itself hold a `\\boxed{}`. Failures raise `ParseError` whose `kind` is one of:
 
 - `empty`     nothing left after removing the thinking;
 - `no_move`   no candidate move found in the reply;
@@ -28,6 +31,7 @@ whitespace. Failures raise `ParseError` whose `kind` is one of:
 from __future__ import annotations
 
 import re
+import unicodedata
 
 ERROR_KINDS = ("empty", "no_move", "illegal", "ambiguous", "too_long")
 
@@ -50,44 +54,65 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 _BRACKET = re.compile(r"\[([^\[\]]{1,200})\]")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|texttt)\{([^{}]*)\}")
 _STRIP = " \t\r\n\"'`*.,;:!?"
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+_WRAPPERS = ("<>", "[]", "{}", "()")
 
 
 def strip_thinking(reply: str) -> str:
     """The reply without `<think>...</think>` blocks (an unclosed block runs to the end)."""
     text = _THINK.sub(" ", reply)
-    return text.replace("</think>", " ")
+    closing = text.lower().rfind("</think>")
+    return text[closing + len("</think>") :] if closing >= 0 else text
 
 
 def normalize(move: str) -> str:
     """Canonical form for comparing moves: lower case, single spaces, no wrapping quotes."""
+    move = unicodedata.normalize("NFKC", move).translate(_ZERO_WIDTH)
     return " ".join(move.strip(_STRIP).lower().split())
 
 
 def _boxed(text: str) -> list[str]:
-    """Contents of every `\\boxed{...}`, balancing nested braces."""
+    """Contents of every `\\boxed{...}`, balancing nested braces, in order of appearance.
+
+    One pass over the text with a stack of open braces, so a reply full of unclosed
+    `\\boxed{` costs linear time, not quadratic."""
+    starts = {m.end() - 1: m.end() for m in re.finditer(r"\\boxed\s*\{", text)}  # "{" index -> content start
+    if not starts:
+        return []
+    found, stack = [], []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(starts.get(i))
+        elif ch == "}" and stack:
+            start = stack.pop()
+            if start is not None:
+                found.append((start, text[start:i]))
     out = []
-    for m in re.finditer(r"\\boxed\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            inner = text[m.end() : i - 1]
-            while _TEXT.search(inner):
-                inner = _TEXT.sub(r"\1", inner)
-            out.append(inner)
+    for _, inner in sorted(found):
+        while _TEXT.search(inner):
+            inner = _TEXT.sub(r"\1", inner)
+        out.append(inner)
     return out
 
 
 def _variants(candidate: str) -> list[str]:
-    """Normalised forms a candidate may take: as is, and without a `move:`-style label."""
+    """Normalised forms a candidate may take: as is, unwrapped (`<Bet>`, `[4]`, a `\\boxed{}`
+    inside an answer), and each without a `move:`-style label."""
     c = normalize(candidate)
-    forms = [c]
-    if ":" in c:
-        forms.append(normalize(c.rsplit(":", 1)[1]))
-    for prefix in ("move ", "action ", "i choose ", "i play "):
-        if c.startswith(prefix):
-            forms.append(normalize(c[len(prefix) :]))
+    bases = [c]
+    if len(c) > 2 and any(c[0] == a and c[-1] == b for a, b in _WRAPPERS):
+        bases.append(normalize(c[1:-1]))
+    boxed = _boxed(candidate) if "boxed" in candidate else []
+    if boxed:
+        bases.append(normalize(boxed[-1]))
+    forms = []
+    for base in bases:
+        forms.append(base)
+        if ":" in base:
+            forms.append(normalize(base.rsplit(":", 1)[1]))
+        for prefix in ("move ", "action ", "i choose ", "i play "):
+            if base.startswith(prefix):
+                forms.append(normalize(base[len(prefix) :]))
     return forms
 
 
@@ -97,7 +122,7 @@ def parse_move(reply: str, legal_moves: list[str], max_chars: int = 20_000) -> i
         raise ParseError("empty", "the reply is empty")
     if len(reply) > max_chars:
         raise ParseError("too_long", f"the reply has {len(reply)} characters (limit {max_chars})")
-    text = strip_thinking(reply).strip()
+    text = unicodedata.normalize("NFKC", strip_thinking(reply)).translate(_ZERO_WIDTH).strip()
     if not text:
         raise ParseError("empty", "the reply is empty once <think> blocks are removed")
     index = {normalize(m): i for i, m in enumerate(legal_moves)}
