@@ -20,7 +20,7 @@ def cmd_games(args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # piped: don't squeeze to 80 columns
     if args.action == "show":
         if not args.name:
             raise ValueError("usage: arena games show NAME")
@@ -28,7 +28,7 @@ def cmd_games(args: argparse.Namespace) -> None:
         return
     table = Table(title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)")
     for col in ("name", "players", "information", "kind", "moves", "split", "rules from", "description"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "description")
     for name in games.names(args.split):
         i = games.info(name)
         table.add_row(name, str(i.num_players), i.information, i.kind, i.dynamics, i.split, i.source, i.description)

@@ -131,7 +131,9 @@ def _start(plan: MatchPlan) -> _Live:
         seats=dict(zip(env.possible_agents, plan.seats)),
         started_at=time.time(),
     )
-    return _Live(plan, env, record, np.random.default_rng(plan.seed))
+    # The agents' stream must be independent of the env's (seeded with the same number):
+    # sharing it lets a random agent's draws line up with the deal.
+    return _Live(plan, env, record, np.random.default_rng([plan.seed, 1]))
 
 
 def _next_decision(m: _Live, max_turns: int) -> str | None:

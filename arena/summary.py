@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -50,7 +51,7 @@ def print_summary(records: list[MatchRecord], seconds: float, console=None) -> N
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
     table = Table(title=f"{len(records)} matches in {seconds:.1f} s")
     for col in ("agent", "games", "W", "D", "L", "mean return", "invalid-move rate", "fallbacks", "tokens/s"):
         table.add_column(col, justify="left" if col == "agent" else "right")

@@ -60,10 +60,11 @@ def test_forfeit_ends_the_match_with_the_offender_penalised():
 
 
 def test_cfr_beats_random_at_kuhn_poker():
-    pytest.importorskip("games.kuhn_poker")
-    records = _run(16, n=200, game="kuhn_poker", specs=("cfr", "random"))
+    records = _run(16, n=2000, game="kuhn_poker", specs=("cfr", "random"))
     cfr = sum(r.returns[p] for r in records for p, a in r.seats.items() if a == "cfr")
-    assert cfr / len(records) > 0.1  # the Nash policy wins ~0.2 a hand against random
+    # exact expectation of this policy against uniform random: 0.145 a hand (0.124 as
+    # player_0, 0.167 as player_1); the standard error over 2000 hands is 0.03
+    assert cfr / len(records) > 0.07
 
 
 def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):

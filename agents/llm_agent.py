@@ -1,0 +1,262 @@
+"""The LLM agent: chat prompts from a game's text layer, one backend batch per step.
+
+`LLMAgent(name, backend, config)` implements the `Agent` protocol (`agents.base`). For
+every pending turn it reads `env.view(player)` and builds chat messages:
+
+- a system prompt with the game rules (as that player is told them) and the answer format;
+- `mode="fresh"` (as SPIRAL): one self-contained user message per move with the history,
+  the current state and the legal moves; nothing is remembered between moves;
+- `mode="multi_turn"` (as MARS): one growing conversation per (match, player); each new
+  turn appends a user message with what happened since the player's last move (the new
+  history lines), the current state and the legal moves, and the accepted reply is kept
+  as the assistant message. Rejected attempts and their corrections are not kept.
+  `end_match(match_id)` drops the match's conversations.
+
+Answer format (`answer_format`): "brackets" (`[4]`, as TextArena), "boxed" (`\\boxed{4}`,
+as SPIRAL) or "answer" (`<answer>4</answer>`, as MARS); `reasoning=True` asks the model to
+think inside `<think>...</think>` first. Replies are parsed by `env.parse(player, reply)`,
+which accepts every format and ignores `<think>` blocks (kept in the record). On
+free-text turns (`view.free_text`, e.g. a negotiation message) the reply is the message.
+
+Invalid replies (the parser raised `ParseError`, or the backend returned an error):
+
+1. up to `max_retries` correction rounds: the failed turns get their previous reply and a
+   private user message with the parse error (as TextArena) and are re-generated, all in
+   one batch per round;
+2. then the `fallback`: "forfeit" (as MARS/SPIRAL: the record has `action=None`,
+   `valid=False`, `fallback="forfeit"`, and the arena ends the match with this player
+   penalised by the env's illegal-move reward) or "random" (a uniformly random legal move
+   drawn from the turn's per-match generator; `valid=False`, `fallback="random"`; on a
+   free-text turn the message `fallback_message` is sent instead).
+
+Every attempt is recorded (`TurnRecord.attempts`, with the error string); the record's
+`messages`, `completion`, `token_ids`, `logprobs` and `prompt_token_ids` are those of the
+last attempt, i.e. the generation that decided the turn.
+
+`constrained=True` passes each turn's legal move strings to the backend as `allowed`, so
+the reply is exactly one legal move (free-text turns stay unconstrained).
+
+Batching: `act(turns)` sends all turns in one `backend.generate` call, then one call per
+retry round for the turns that failed. With `seed` set, the k-th call of this agent uses
+seed `seed + k`, so a run with the same sequence of calls reproduces exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agents.backend import Backend, Generation, SamplingParams
+from agents.base import PendingTurn, decision
+from arena.records import Attempt, TurnRecord
+from games.core import TextView
+from games.parsing import ParseError
+
+MODES = ("fresh", "multi_turn")
+FORMATS = ("brackets", "boxed", "answer")
+FALLBACKS = ("forfeit", "random")
+
+_FORMAT_TEXT = {
+    "brackets": "write it in square brackets, e.g. [MOVE]",
+    "boxed": "put your final answer within \\boxed{}, e.g. \\boxed{MOVE}",
+    "answer": "give your final answer as <answer>MOVE</answer>",
+}
+
+
+@dataclass
+class LLMAgentConfig:
+    """How an LLM agent prompts, samples and handles invalid replies."""
+
+    mode: str = "fresh"
+    """"fresh": a self-contained prompt per move (SPIRAL); "multi_turn": one growing conversation per match and player (MARS)."""
+    answer_format: str = "brackets"
+    """How the model is asked to give its move: "brackets" ([4]), "boxed" (\\boxed{4}) or "answer" (<answer>4</answer>)."""
+    reasoning: bool = False
+    """Ask the model to think inside <think>...</think> before answering."""
+    max_retries: int = 1
+    """Correction rounds after an invalid reply (0 = none, as MARS/SPIRAL; 1 = TextArena's one second chance)."""
+    fallback: str = "forfeit"
+    """After the retries: "forfeit" (the match ends, this player penalised) or "random" (a random legal move)."""
+    fallback_message: str = "I have nothing to add."
+    """The message sent by the "random" fallback on a free-text turn."""
+    constrained: bool = False
+    """Constrain decoding to the legal move strings (the reply is exactly one legal move)."""
+    max_new_tokens: int = 64
+    """Completion tokens per attempt."""
+    temperature: float = 0.7
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    seed: int | None = None
+    """Sampling seed; the k-th backend call of the agent uses seed + k. None: unseeded."""
+    system_prompt: str = "You are playing a game. Play to maximise your own reward."
+    """First line of the system prompt, before the rules and the answer format."""
+
+    def __post_init__(self):
+        for key, allowed in (("mode", MODES), ("answer_format", FORMATS), ("fallback", FALLBACKS)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {getattr(self, key)!r}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1; got {self.temperature}, {self.top_p}")
+        if self.reasoning and self.constrained:
+            raise ValueError("reasoning and constrained exclude each other: a constrained reply is exactly one legal move")
+
+
+@dataclass
+class _Conversation:
+    """A multi-turn conversation of one player in one match."""
+
+    messages: list[dict]
+    seen: int = 0  # history lines already shown
+    note: str = ""  # said at the start of the next user message
+
+
+@dataclass
+class _Work:
+    """One turn being decided."""
+
+    turn: PendingTurn
+    view: TextView
+    base: list[dict]  # messages of the first attempt
+    messages: list[dict]  # messages of the current attempt
+    attempts: list[Attempt] = field(default_factory=list)
+    generation: Generation | None = None
+    action: object = None
+    ok: bool = False
+
+
+class LLMAgent:
+    """An agent that asks an LLM backend for its moves (see the module docstring)."""
+
+    def __init__(self, name: str, backend: Backend, config: LLMAgentConfig | None = None):
+        self.name = name
+        self.backend = backend
+        self.config = config or LLMAgentConfig()
+        self._conversations: dict[tuple[str, str], _Conversation] = {}
+        self._calls = 0
+
+    # --- prompts --------------------------------------------------------------------------
+    def system_message(self, view: TextView) -> dict:
+        c = self.config
+        if view.free_text:
+            how = "When asked for a message, reply with the message itself."
+        elif c.constrained:
+            how = "Reply with exactly one legal move and nothing else."
+        else:
+            how = _FORMAT_TEXT[c.answer_format]
+            think = "First think step by step inside <think>...</think>, then choose" if c.reasoning else "Choose"
+            how = f"{think} one legal move and {how}."
+        return {"role": "system", "content": f"{c.system_prompt}\n\nGAME RULES:\n{view.rules}\n\nHOW TO ANSWER:\n{how}"}
+
+    def user_message(self, view: TextView, history: list[str], since_last: bool, note: str = "") -> dict:
+        parts = [note] if note else []
+        if history:
+            parts.append(("SINCE YOUR LAST MOVE:\n" if since_last else "HISTORY:\n") + "\n".join(history))
+        parts.append(f"CURRENT STATE:\n{view.state}")
+        if view.free_text:
+            parts.append(f"Write your message (at most {view.max_chars} characters).")
+        else:
+            parts.append("LEGAL MOVES: " + " ".join(f"[{m}]" for m in view.legal_moves))
+        return {"role": "user", "content": "\n\n".join(parts)}
+
+    def correction_message(self, view: TextView, error: str) -> dict:
+        if view.free_text:
+            text = f"Your message was not accepted ({error}). Write your message again."
+        else:
+            moves = " ".join(f"[{m}]" for m in view.legal_moves)
+            how = "" if self.config.constrained else "; " + _FORMAT_TEXT[self.config.answer_format]
+            text = f"Your reply was not accepted ({error}). Legal moves: {moves}. Reply again with one legal move{how}."
+        return {"role": "user", "content": text}
+
+    def _first_messages(self, turn: PendingTurn, view: TextView) -> list[dict]:
+        if self.config.mode == "fresh":
+            return [self.system_message(view), self.user_message(view, view.history, since_last=False)]
+        key = (turn.match_id, turn.player)
+        conv = self._conversations.get(key)
+        if conv is None:
+            conv = self._conversations[key] = _Conversation([self.system_message(view)])
+        first = len(conv.messages) == 1
+        new = view.history[conv.seen :] if len(view.history) >= conv.seen else view.history  # else: history was rewritten
+        return [*conv.messages, self.user_message(view, new, since_last=not first, note=conv.note)]
+
+    # --- acting ---------------------------------------------------------------------------
+    def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
+        work = []
+        for t in turns:
+            view = t.env.view(t.player)
+            base = self._first_messages(t, view)
+            work.append(_Work(t, view, base, base))
+        pending = list(work)
+        for round_ in range(self.config.max_retries + 1):
+            if not pending:
+                break
+            if round_ > 0:
+                for w in pending:
+                    w.messages = [*w.messages, {"role": "assistant", "content": w.generation.text},
+                                  self.correction_message(w.view, w.attempts[-1].error)]
+            gens = self._generate([w.messages for w in pending], [w.view for w in pending])
+            for w, g in zip(pending, gens):
+                w.generation = g
+                w.ok, w.action, error = self._parse(w, g)
+                w.attempts.append(Attempt(g.text, list(g.token_ids), list(g.logprobs), error))
+            pending = [w for w in pending if not w.ok]
+        return [self._record(w) for w in work]
+
+    def _generate(self, conversations: list[list[dict]], views: list[TextView]) -> list[Generation]:
+        c = self.config
+        seed = None if c.seed is None else c.seed + self._calls
+        self._calls += 1
+        allowed = None
+        if c.constrained and any(not v.free_text for v in views):
+            allowed = [None if v.free_text else list(v.legal_moves) for v in views]
+        params = SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seed=seed)
+        gens = self.backend.generate(conversations, params, allowed)
+        if len(gens) != len(conversations):
+            raise RuntimeError(f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations")
+        return gens
+
+    def _parse(self, w: _Work, g: Generation) -> tuple[bool, object, str | None]:
+        if g.finish_reason == "error":
+            return False, None, f"backend_error: {g.text[:200]}"
+        try:
+            return True, w.turn.env.parse(w.turn.player, g.text or ""), None
+        except ParseError as e:
+            return False, None, f"{e.kind}: {e.message}"
+
+    def _record(self, w: _Work) -> TurnRecord:
+        t, view, g, c = w.turn, w.view, w.generation, self.config
+        fields = dict(
+            messages=[dict(m) for m in w.messages],
+            completion=g.text,
+            token_ids=list(g.token_ids),
+            logprobs=list(g.logprobs),
+            prompt_token_ids=list(g.prompt_token_ids),
+            retries=len(w.attempts) - 1,
+            attempts=w.attempts,
+            legal_moves=list(view.legal_moves),
+            constrained=c.constrained and not view.free_text,
+        )
+        note = ""
+        if w.ok:
+            rec = decision(t, self.name, w.action, valid=True, **fields)
+        elif c.fallback == "forfeit":
+            rec = decision(t, self.name, None, move="", valid=False, fallback="forfeit", **fields)
+        else:
+            if view.free_text:
+                action = c.fallback_message
+            else:
+                action = view.actions[int(t.rng.integers(len(view.actions)))]
+            rec = decision(t, self.name, action, valid=False, fallback="random", **fields)
+            note = f"(Your last reply was not accepted, so {rec.move!r} was played for you at random.)"
+        if c.mode == "multi_turn":
+            conv = self._conversations[(t.match_id, t.player)]
+            conv.messages += [w.base[-1], {"role": "assistant", "content": g.text}]
+            conv.seen, conv.note = len(view.history), note
+        return rec
+
+    def end_match(self, match_id: str) -> None:
+        for key in [k for k in self._conversations if k[0] == match_id]:
+            del self._conversations[key]

@@ -1,0 +1,1 @@
+"""Runs matches between agents, records trajectories, and hosts the `arena` command line."""

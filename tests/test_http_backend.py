@@ -1,0 +1,285 @@
+"""The HTTP backend (agents.openai_backend) against a real `arena serve` server on localhost.
+
+End to end with the tiny Llama (logprobs checked against a teacher-forced forward pass),
+then failure behaviour with small in-test backends behind the same real server: a backend
+slower than the client timeout, a backend that raises, a concurrency limit counted on
+the server side, micro-batching, and malformed requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+import torch
+
+from agents.backend import Generation, SamplingParams
+from agents.openai_backend import OpenAIBackend
+from arena.serve import make_server
+
+CONV = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Rock, paper or scissors?"}]
+
+
+@contextlib.contextmanager
+def running(backend, **kwargs):
+    """A real server for `backend` on a free localhost port, in a thread."""
+    server = make_server(backend, "127.0.0.1", 0, **kwargs)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+class EchoBackend:
+    """Answers each conversation with its last message reversed; records batch sizes."""
+
+    name = "echo"
+
+    def __init__(self, delay: float = 0.0):
+        self.delay = delay
+        self.calls: list[int] = []
+
+    def generate(self, conversations, params, allowed=None):
+        self.calls.append(len(conversations))
+        time.sleep(self.delay)
+        return [Generation(c[-1]["content"][::-1], [5, 6], [-0.5, -0.25], [1, 2, 3]) for c in conversations]
+
+
+class StuckBackend:
+    """Blocks until released (or 10 s): slower than any client timeout in these tests."""
+
+    name = "stuck"
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def generate(self, conversations, params, allowed=None):
+        self.release.wait(10)
+        return [Generation("late") for _ in conversations]
+
+
+class FailingBackend:
+    """Raises on any batch holding a conversation that mentions `trigger`."""
+
+    name = "failing"
+
+    def __init__(self, trigger: str = ""):
+        self.trigger = trigger
+        self.calls = 0
+
+    def generate(self, conversations, params, allowed=None):
+        self.calls += 1
+        if any(self.trigger in c[-1]["content"] for c in conversations):
+            raise RuntimeError("boom: out of KV cache")
+        return [Generation("fine", [9], [-0.1], [1]) for c in conversations]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from agents.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend("tiny-llama")
+    with running(backend, model_name="tiny-llama") as server:
+        yield backend, server
+
+
+def test_end_to_end_tiny_llama_text_token_ids_and_logprobs(tiny):
+    backend, server = tiny
+    convs = [CONV, [{"role": "user", "content": "Say hi."}], [{"role": "user", "content": "Pick a number from 1 to 9."}]]
+    with OpenAIBackend(server.url, "tiny-llama", timeout=30) as client:
+        gens = client.generate(convs, SamplingParams(max_new_tokens=6, temperature=1.0, seed=7))
+    assert not client.errors
+    tok, model = backend.tokenizer, backend.model
+    for conv, g in zip(convs, gens):
+        assert g.finish_reason in ("stop", "length")
+        assert g.prompt_token_ids == backend.encode(conv)
+        assert 0 < len(g.token_ids) == len(g.logprobs) <= 6
+        assert g.text == tok.decode(g.token_ids, skip_special_tokens=True)
+        # the logprobs that crossed the wire are the model's: recompute them teacher-forced
+        ids = torch.tensor([g.prompt_token_ids + g.token_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(g.prompt_token_ids) - 1 : -1].float()  # (T, V)
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids).view(-1, 1)).squeeze(-1)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+
+
+def test_constrained_choice_and_raw_response_format(tiny):
+    _, server = tiny
+    choices = ["rock", "paper", "scissors"]
+    with OpenAIBackend(server.url, "tiny-llama", timeout=30) as client:
+        gens = client.generate([CONV, CONV, CONV], SamplingParams(max_new_tokens=8, seed=1), allowed=[choices, ["10", "11"], None])
+    assert gens[0].text in choices and gens[1].text in ("10", "11")
+    # the legacy vLLM field, a raw request: standard fields plus the token-id extension
+    body = {"model": "tiny-llama", "messages": CONV, "max_tokens": 8, "logprobs": True, "guided_choice": choices, "seed": 3}
+    data = httpx.post(server.url + "/chat/completions", json=body, timeout=30).json()
+    choice = data["choices"][0]
+    assert data["object"] == "chat.completion" and data["model"] == "tiny-llama"
+    assert choice["message"]["content"] in choices and choice["finish_reason"] == "stop"
+    tokens = [c["token"] for c in choice["logprobs"]["content"]]
+    assert "".join(tokens).replace("<|im_end|>", "") == choice["message"]["content"]
+    assert len(choice["token_ids"]) == len(tokens) == data["usage"]["completion_tokens"]
+    assert data["usage"]["prompt_tokens"] == len(data["prompt_token_ids"]) > 0
+    models = httpx.get(server.url + "/models").json()
+    assert [m["id"] for m in models["data"]] == ["tiny-llama"]
+
+
+def test_client_timeout_retries_then_error_generation():
+    backend = StuckBackend()
+    with running(backend) as server:
+        try:
+            with OpenAIBackend(server.url, "stuck", timeout=0.3, max_retries=2, backoff=0.05) as client:
+                t0 = time.monotonic()
+                gens = client.generate([CONV], SamplingParams())
+                elapsed = time.monotonic() - t0
+            assert server.stats["requests"] == 3  # first attempt + 2 retries
+        finally:
+            backend.release.set()
+    assert gens == [Generation(text="", finish_reason="error")]
+    assert len(client.errors) == 1 and "timed out" in client.errors[0] and "3 attempts" in client.errors[0]
+    assert 0.9 <= elapsed < 0.9 + 0.15 + 1.0  # 3 timeouts + at most 0.05 + 0.1 backoff, plus slack
+
+
+def test_server_error_500_retries_then_error_generation():
+    backend = FailingBackend()
+    with running(backend) as server:
+        with OpenAIBackend(server.url, "failing", timeout=5, max_retries=2, backoff=0.01) as client:
+            t0 = time.monotonic()
+            gens = client.generate([CONV], SamplingParams())
+            elapsed = time.monotonic() - t0
+        raw = httpx.post(server.url + "/chat/completions", json={"messages": CONV})
+    assert raw.status_code == 500 and "boom: out of KV cache" in raw.json()["error"]["message"]
+    assert gens[0].finish_reason == "error" and gens[0].text == ""
+    assert backend.calls == 3 + 1
+    assert "HTTP 500" in client.errors[0] and "boom" in client.errors[0]
+    assert elapsed < 2.0
+
+
+def test_one_failing_request_does_not_sink_its_batch():
+    backend = FailingBackend(trigger="poison")
+    with running(backend, batch_wait=0.2) as server:
+        with OpenAIBackend(server.url, "failing", max_retries=1, backoff=0.01) as client:
+            convs = [[{"role": "user", "content": t}] for t in ("a", "poison", "b")]
+            gens = client.generate(convs, SamplingParams())
+    assert [g.finish_reason for g in gens] == ["stop", "error", "stop"]
+    assert [g.text for g in gens] == ["fine", "", "fine"]
+    assert gens[0].token_ids == [9] and gens[0].logprobs == [-0.1]
+    assert len(client.errors) == 1
+
+
+def test_concurrency_limit_is_respected_and_order_kept():
+    backend = EchoBackend(delay=0.05)
+    with running(backend, batch_wait=0.0) as server:
+        with OpenAIBackend(server.url, "echo", concurrency=3) as client:
+            convs = [[{"role": "user", "content": f"message {i}"}] for i in range(12)]
+            gens = client.generate(convs, SamplingParams())
+        assert server.stats["peak_in_flight"] == 3
+        assert server.stats["requests"] == 12
+    assert [g.text for g in gens] == [f"message {i}"[::-1] for i in range(12)]
+    assert all(g.token_ids == [5, 6] and g.logprobs == [-0.5, -0.25] and g.prompt_token_ids == [1, 2, 3] for g in gens)
+
+
+def test_concurrent_requests_are_micro_batched():
+    backend = EchoBackend(delay=0.1)
+    with running(backend, batch_wait=0.05, max_batch=8) as server:
+        with OpenAIBackend(server.url, "echo", concurrency=8) as client:
+            convs = [[{"role": "user", "content": f"turn {i}"}] for i in range(8)]
+            gens = client.generate(convs, SamplingParams())
+        assert server.batcher.largest_batch >= 4
+    assert sum(backend.calls) == 8 and len(backend.calls) <= 3
+    assert [g.text for g in gens] == [f"turn {i}"[::-1] for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    "body, status, hint",
+    [
+        (b"{not json", 400, "not valid JSON"),
+        ({"model": "echo"}, 400, "'messages' must be a non-empty list"),
+        ({"messages": "hi"}, 400, "'messages' must be a non-empty list"),
+        ({"messages": [{"content": "hi"}]}, 400, "string 'role'"),
+        ({"messages": [{"role": "user", "content": 3}]}, 400, "content must be a string"),
+        ({"messages": CONV, "n": 2}, 400, "only n=1"),
+        ({"messages": CONV, "temperature": -1}, 400, "temperature must be >= 0"),
+        ({"messages": CONV, "max_tokens": 0}, 400, "max_tokens must be a positive integer"),
+        ({"messages": CONV, "top_p": 0}, 400, "top_p must be in (0, 1]"),
+        ({"messages": CONV, "guided_choice": []}, 400, "non-empty list"),
+        ({"messages": CONV, "structured_outputs": {"regex": "a+"}}, 400, "only {'choice'"),
+        ({"messages": CONV, "stream": True}, 400, "stream=true is not supported"),
+        ({"messages": CONV, "model": "gpt-4"}, 404, "this server serves 'echo'"),
+    ],
+)
+def test_malformed_requests_get_a_clear_4xx(body, status, hint):
+    backend = EchoBackend()
+    with running(backend) as server:
+        kwargs = {"content": body} if isinstance(body, bytes) else {"json": body}
+        r = httpx.post(server.url + "/chat/completions", **kwargs)
+        assert httpx.get(server.url + "/nowhere").status_code == 404
+    assert r.status_code == status
+    assert hint in r.json()["error"]["message"]
+    assert backend.calls == []
+
+
+def test_client_does_not_retry_4xx_and_raises_on_unknown_model():
+    backend = EchoBackend()
+    with running(backend) as server:
+        with OpenAIBackend(server.url, "echo", max_retries=3, backoff=0.01) as client:
+            gens = client.generate([[{"role": "user"}]], SamplingParams())  # no content: 400
+            assert server.stats["requests"] == 1
+            assert gens[0].finish_reason == "error" and "HTTP 400" in client.errors[0] and "not retried" in client.errors[0]
+        with OpenAIBackend(server.url, "not-served", max_retries=3, backoff=0.01) as wrong:
+            with pytest.raises(RuntimeError, match="HTTP 404.*not served here"):
+                wrong.generate([CONV], SamplingParams())
+        assert server.stats["requests"] == 2
+
+
+def test_connection_refused_is_retried_then_error_generation():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with OpenAIBackend(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff=0.01, timeout=2) as client:
+        gens = client.generate([CONV, CONV], SamplingParams())
+    assert [g.finish_reason for g in gens] == ["error", "error"]
+    assert all("connection error" in e and "2 attempts" in e for e in client.errors)
+
+
+def test_bad_client_arguments_are_one_line_value_errors():
+    with pytest.raises(ValueError, match="base_url must start with http"):
+        OpenAIBackend("localhost:8000", "m")
+    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+        OpenAIBackend("http://localhost:8000/v1", "m", concurrency=0)
+    with OpenAIBackend("http://localhost:8000/v1", "m", extensions=False) as client:
+        with pytest.raises(ValueError, match="constrained decoding needs extensions=True"):
+            client.generate([CONV], SamplingParams(), allowed=[["a"]])
+
+
+def test_arena_serve_entry_point_serves_tiny_llama():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "arena.serve", "tiny-llama", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url.replace("/v1", "/health"), timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stdout.read()
+                time.sleep(0.2)
+        with OpenAIBackend(url, "tiny-llama", timeout=30) as client:
+            gen = client.generate([CONV], SamplingParams(max_new_tokens=4, seed=0))[0]
+        assert gen.finish_reason in ("stop", "length") and len(gen.token_ids) == len(gen.logprobs) > 0
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,172 @@
+"""TransformersBackend on a tiny random Llama (SmolLM2 tokenizer): real forward passes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from agents.backend import SamplingParams
+from agents.models import tiny_llama
+from agents.transformers_backend import TransformersBackend
+
+
+def sharpened_tiny(seed: int = 0):
+    """tiny_llama with large non-embedding weights: a random init only echoes the last
+    prompt token, which would make greedy tests trivial; this one writes varied text."""
+    model, tok = tiny_llama(seed)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and "embed" not in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return TransformersBackend(sharpened_tiny(0))
+
+
+def conv(text: str) -> list[dict]:
+    return [{"role": "system", "content": "You play tic-tac-toe."}, {"role": "user", "content": text}]
+
+
+CONVS = [conv("Your move."), conv("The board is empty. " * 6 + "Your move?"), conv("x"), conv("Pick a cell from 0 to 8, please.")]
+
+
+def recomputed_logprobs(backend, prompt: list[int], completion: list[int], temperature: float) -> list[float]:
+    """Logprobs of `completion` from one forward pass over prompt + completion (no padding)."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = backend.model(input_ids=ids).logits[0].float()  # (T, V)
+    logp = torch.log_softmax(logits[len(prompt) - 1 : -1] / temperature, dim=-1)
+    return logp.gather(-1, torch.tensor(completion).view(-1, 1)).squeeze(-1).tolist()
+
+
+def test_batch_left_padding_gives_same_greedy_completion_as_alone(backend):
+    params = SamplingParams(max_new_tokens=12, temperature=0)
+    batch = backend.generate(CONVS, params)
+    assert len(batch) == len(CONVS)
+    assert len({len(g.prompt_token_ids) for g in batch}) > 1  # prompts really differ in length
+    for c, g in zip(CONVS, batch):
+        alone = backend.generate([c], params)[0]
+        assert g.prompt_token_ids == backend.encode(c)
+        assert g.token_ids == alone.token_ids
+        assert g.logprobs == pytest.approx(alone.logprobs, abs=1e-3)
+        assert len(g.token_ids) == len(g.logprobs) == 12 and g.finish_reason == "length"
+        assert backend.pad_id not in g.token_ids
+        assert g.text == backend.tokenizer.decode(g.token_ids, skip_special_tokens=True)
+    assert len({tuple(g.token_ids) for g in batch}) > 1  # the model writes varied text
+
+
+def test_logprobs_match_a_recomputed_forward_pass(backend):
+    for params, temp in ((SamplingParams(max_new_tokens=10, temperature=0.7, top_p=0.9, seed=1), 0.7),
+                         (SamplingParams(max_new_tokens=10, temperature=0), 1.0)):  # greedy: logprobs at T=1
+        for g in backend.generate(CONVS, params):
+            expected = recomputed_logprobs(backend, g.prompt_token_ids, g.token_ids, temp)
+            assert g.logprobs == pytest.approx(expected, abs=1e-3)
+    # constrained: still the full-vocabulary distribution (what a learner recomputes), not the masked one
+    params = SamplingParams(max_new_tokens=10, temperature=1.0, seed=2)
+    for g in backend.generate(CONVS, params, allowed=[["Cooperate", "Defect", "10", "1"]] * len(CONVS)):
+        assert g.logprobs == pytest.approx(recomputed_logprobs(backend, g.prompt_token_ids, g.token_ids, 1.0), abs=1e-3)
+        assert g.logprobs[0] < -2  # far below the masked distribution's log(1/4)
+
+
+def test_greedy_picks_the_argmax_and_tiny_top_p_is_greedy(backend):
+    greedy = backend.generate(CONVS, SamplingParams(max_new_tokens=6, temperature=0))
+    nucleus = backend.generate(CONVS, SamplingParams(max_new_tokens=6, temperature=1.0, top_p=1e-6, seed=0))
+    for g, n in zip(greedy, nucleus):
+        assert g.token_ids == n.token_ids
+        ids = torch.tensor([g.prompt_token_ids + g.token_ids[:1]])
+        with torch.no_grad():
+            first = backend.model(input_ids=ids).logits[0, len(g.prompt_token_ids) - 1]
+        assert g.token_ids[0] == int(first.argmax())
+
+
+def test_seeded_sampling_reproduces_and_seeds_differ(backend):
+    def run(seed):
+        return [g.token_ids for g in backend.generate(CONVS, SamplingParams(max_new_tokens=12, temperature=1.0, seed=seed))]
+
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_constrained_completion_is_always_one_allowed_string(backend):
+    rng = random.Random(0)
+    pool = ["1", "10", "100", "12", "2", "Cooperate", "Defect", "<X(0,1)>", "Offer: 3 Sheep -> 5 Brick",
+            " 7", "Fold", "Fo", "call", "Call", "café", "a b", "[4]"]
+    for temperature, top_p in ((1.0, 1.0), (0.0, 1.0), (1.5, 0.8)):
+        allowed = [rng.sample(pool, rng.randint(1, 6)) for _ in range(24)]
+        allowed[0] = ["1", "10"]  # one a prefix of the other
+        allowed[1] = ["Fo", "Fold"]
+        params = SamplingParams(max_new_tokens=16, temperature=temperature, top_p=top_p, seed=3)
+        gens = backend.generate([CONVS[i % len(CONVS)] for i in range(len(allowed))], params, allowed=allowed)
+        for a, g in zip(allowed, gens):
+            assert g.text in a, (g.text, a)
+            assert g.finish_reason == "stop" and g.token_ids[-1] == backend.tokenizer.eos_token_id
+            assert len(g.logprobs) == len(g.token_ids)
+    # every string of a prefix pair is reachable by sampling
+    gens = backend.generate([CONVS[0]] * 64, SamplingParams(max_new_tokens=4, temperature=1.0, seed=0), allowed=[["1", "10"]] * 64)
+    assert {g.text for g in gens} == {"1", "10"}
+
+
+def test_rows_finishing_early_do_not_disturb_the_others(backend):
+    """Constrained rows stop after 2 tokens and are dropped from the batch and KV cache;
+    the unconstrained rows must still match their solo completions."""
+    params = SamplingParams(max_new_tokens=10, temperature=0)
+    allowed = [["4"], None, ["Cooperate", "Defect"], None]
+    batch = backend.generate(CONVS, params, allowed=allowed)
+    for c, a, g in zip(CONVS, allowed, batch):
+        alone = backend.generate([c], params, allowed=[a])[0]
+        assert g.token_ids == alone.token_ids
+        assert g.logprobs == pytest.approx(alone.logprobs, abs=1e-3)
+    assert batch[0].text == "4" and batch[0].token_ids == [backend.tokenizer.encode("4")[0], backend.tokenizer.eos_token_id]
+    assert batch[1].finish_reason == "length" and len(batch[1].token_ids) == 10
+
+
+def test_in_place_weight_updates_are_seen_and_mode_is_restored():
+    model, tok = sharpened_tiny(1)
+    backend = TransformersBackend((model, tok))
+    assert backend.model is model and backend.tokenizer is tok
+    params = SamplingParams(max_new_tokens=8, temperature=0)
+    before = backend.generate(CONVS, params)
+    with torch.no_grad():  # what a learner's optimizer step does: same tensors, new values
+        for p in model.parameters():
+            if p.dim() == 2 and p.shape[0] != len(tok):
+                p.mul_(-1.5)
+    model.train()
+    after = backend.generate(CONVS, params)
+    assert [g.token_ids for g in before] != [g.token_ids for g in after]
+    assert model.training  # generation ran in eval mode and restored the learner's mode
+
+
+def test_split_batches_match_one_batch():
+    backend = TransformersBackend(sharpened_tiny(0), max_batch_size=3)
+    params = SamplingParams(max_new_tokens=6, temperature=0)
+    whole = TransformersBackend((backend.model, backend.tokenizer)).generate(CONVS * 2, params)
+    split = backend.generate(CONVS * 2, params)
+    assert [g.token_ids for g in split] == [g.token_ids for g in whole]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (([], SamplingParams()), "non-empty list"),
+        (([[{"content": "hi"}]], SamplingParams()), "role"),
+        (([conv("a")], SamplingParams(temperature=-1)), "temperature"),
+        (([conv("a")], SamplingParams(top_p=0)), "top_p"),
+        (([conv("a")], SamplingParams(max_new_tokens=0)), "max_new_tokens"),
+        (([conv("a")], SamplingParams(), [["1"], ["2"]]), "allowed has 2"),
+        (([conv("a")], SamplingParams(), [[]]), "non-empty list of non-empty strings"),
+    ],
+)
+def test_bad_input_is_a_clear_value_error(backend, args, message):
+    with pytest.raises(ValueError, match=message):
+        backend.generate(*args)
+
+
+def test_bad_model_argument():
+    with pytest.raises(ValueError, match="name or a \\(model, tokenizer\\) pair"):
+        TransformersBackend(42)
