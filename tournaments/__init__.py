@@ -1,0 +1,1 @@
+"""Tournament formats, ratings with confidence intervals, the SQLite results store, reports."""

@@ -1,0 +1,222 @@
+"""Tournament configuration: a dataclass and its loader from YAML.
+
+    name: quickstart
+    format: single_elimination          # round_robin | swiss | single_elimination | double_elimination | anchor
+    format_options: {seeding: anchor, anchor: random}
+    players:                            # name -> agent spec (opaque here; the arena reads it)
+      smollm2: {kind: llm, model: smollm2-135m}
+      random: {kind: random}
+    games:                              # every pairing plays each of these
+      - tic_tac_toe
+      - {name: kuhn_poker, params: {}}
+    games_per_pairing: 2                # k: games of each game per pairing (best-of-k in elimination)
+    seed: 0
+    rating: {reference: random, ci: sandwich}
+    arena: {concurrency: 16}            # passed through to the arena untouched
+
+`games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
+`best_of` (elimination). Malformed input raises a one-line ValueError naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tournaments.formats import FORMATS, format_options
+
+NAME_OK = re.compile(r"^[^|\s](?:[^|]*[^|\s])?$")  # no "|" (match-id separator), no outer spaces
+
+
+@dataclass
+class GameSpec:
+    """One game every pairing plays."""
+
+    name: str  # registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel"
+    params: dict = field(default_factory=dict)  # game parameters for `games.make`
+
+
+@dataclass
+class RatingOptions:
+    """How the leaderboard's Bradley-Terry ratings are computed."""
+
+    reference: str | None = None  # player pinned at 1000 Elo; None = mean at 1000
+    ci: str = "sandwich"  # "sandwich" | "bootstrap"
+    level: float = 0.95  # confidence level
+    bootstrap: int = 200  # resamples when ci == "bootstrap"
+
+
+@dataclass
+class TournamentConfig:
+    """A tournament: who plays, what, in which format."""
+
+    name: str  # shown in reports
+    format: str  # a key of tournaments.formats.FORMATS
+    players: dict[str, dict]  # player name -> agent spec for the arena
+    games: list[GameSpec]  # each pairing plays every game in this list
+    games_per_pairing: int = 1  # k per game (best-of-k series in elimination formats)
+    seed: int = 0  # match seeds and random seeding derive from it
+    format_options: dict = field(default_factory=dict)  # extra options of the format
+    rating: RatingOptions = field(default_factory=RatingOptions)  # leaderboard ratings
+    arena: dict = field(default_factory=dict)  # arena options (concurrency, ...), opaque here
+
+    def to_json(self) -> str:
+        """Canonical JSON (stored with the tournament; a resume must match it)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TournamentConfig":
+        return load_config(json.loads(text), check_games=False)
+
+    def format_kwargs(self) -> dict:
+        """Options for `make_format`: format_options plus games_per_pairing and seed."""
+        opts = dict(self.format_options)
+        known = format_options(self.format)
+        key = "best_of" if "best_of" in known else "games"
+        opts[key] = self.games_per_pairing
+        if "seed" in known:
+            opts.setdefault("seed", self.seed)
+        return opts
+
+
+TOP_KEYS = {f for f in TournamentConfig.__dataclass_fields__}
+
+
+def load_config(source: str | Path | Mapping, check_games: bool = True) -> TournamentConfig:
+    """A `TournamentConfig` from a YAML file path or an already-parsed mapping.
+
+    `check_games`: look the game names up in the `games` registry (did-you-mean errors).
+    """
+    where = ""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        where = f"{path}: "
+        if not path.is_file():
+            raise ValueError(f"tournament config {path} not found")
+        try:
+            source = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            at = f" at line {mark.line + 1}" if mark else ""
+            raise ValueError(f"{where}invalid YAML{at}: {getattr(e, 'problem', e)}") from None
+    try:
+        return _parse(source, check_games)
+    except ValueError as e:
+        raise ValueError(f"{where}{e}") from None
+
+
+def _parse(d: Any, check_games: bool) -> TournamentConfig:
+    if not isinstance(d, Mapping):
+        raise ValueError(f"a tournament config must be a mapping, got {type(d).__name__}")
+    unknown = sorted(set(d) - TOP_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key {', '.join(map(repr, unknown))} (known: {', '.join(sorted(TOP_KEYS))})")
+    for key in ("name", "format", "players", "games"):
+        if key not in d:
+            raise ValueError(f"missing key {key!r}")
+    name = d["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    fmt = d["format"]
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+    players = d["players"]
+    if not isinstance(players, Mapping) or len(players) < 2:
+        raise ValueError("players must map at least two player names to agent specs, e.g. {random: {kind: random}, ...}")
+    specs = {}
+    for pname, spec in players.items():
+        if not isinstance(pname, str) or not NAME_OK.match(pname):
+            raise ValueError(f"player name {pname!r} must be a non-empty string without '|' or surrounding spaces")
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"player {pname!r}: agent spec must be a mapping, got {type(spec).__name__}")
+        specs[pname] = dict(spec)
+
+    games_in = d["games"]
+    if isinstance(games_in, (str, Mapping)):
+        games_in = [games_in]
+    if not isinstance(games_in, list) or not games_in:
+        raise ValueError("games must be a non-empty list of game names or {name, params} mappings")
+    game_specs = []
+    for i, g in enumerate(games_in):
+        if isinstance(g, str):
+            g = {"name": g}
+        if not isinstance(g, Mapping) or not isinstance(g.get("name"), str):
+            raise ValueError(f"games[{i}] must be a game name or a mapping with a 'name', got {g!r}")
+        extra = sorted(set(g) - {"name", "params"})
+        if extra:
+            raise ValueError(f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: name, params)")
+        params = g.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise ValueError(f"games[{i}].params must be a mapping, got {type(params).__name__}")
+        game_specs.append(GameSpec(g["name"], dict(params)))
+    if check_games:
+        _check_games(game_specs)
+
+    k = d.get("games_per_pairing", 1)
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"games_per_pairing must be a positive integer, got {k!r}")
+    seed = d.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+
+    opts = d.get("format_options") or {}
+    if not isinstance(opts, Mapping):
+        raise ValueError(f"format_options must be a mapping, got {type(opts).__name__}")
+    known = [o for o in format_options(fmt) if o not in ("games", "best_of")]
+    bad = [o for o in opts if o not in known]
+    if bad:
+        hint = " (set games_per_pairing instead)" if set(bad) & {"games", "best_of"} else ""
+        raise ValueError(f"unknown format option {', '.join(map(repr, bad))} for {fmt}{hint} (known: {', '.join(known)})")
+    opts = dict(opts)
+    for key in ("anchor",):
+        if key in opts and opts[key] not in specs:
+            raise ValueError(f"format_options.{key} {opts[key]!r} is not a player (players: {', '.join(specs)})")
+    if "ratings" in opts:
+        r = opts["ratings"]
+        if not isinstance(r, Mapping) or not all(isinstance(v, (int, float)) for v in r.values()):
+            raise ValueError("format_options.ratings must map player names to numbers")
+        unknown_p = [p for p in r if p not in specs]
+        if unknown_p:
+            raise ValueError(f"format_options.ratings names unknown players: {', '.join(map(repr, unknown_p))}")
+        opts["ratings"] = dict(r)
+
+    rating_in = d.get("rating") or {}
+    if not isinstance(rating_in, Mapping):
+        raise ValueError(f"rating must be a mapping, got {type(rating_in).__name__}")
+    bad = sorted(set(rating_in) - set(RatingOptions.__dataclass_fields__))
+    if bad:
+        raise ValueError(f"unknown rating option {', '.join(map(repr, bad))} (known: {', '.join(RatingOptions.__dataclass_fields__)})")
+    rating = RatingOptions(**rating_in)
+    if rating.reference is not None and rating.reference not in specs:
+        raise ValueError(f"rating.reference {rating.reference!r} is not a player (players: {', '.join(specs)})")
+    if rating.ci not in ("sandwich", "bootstrap"):
+        raise ValueError(f"rating.ci must be 'sandwich' or 'bootstrap', got {rating.ci!r}")
+    if isinstance(rating.level, bool) or not isinstance(rating.level, (int, float)) or not 0 < rating.level < 1:
+        raise ValueError(f"rating.level must be a number in (0, 1), got {rating.level!r}")
+    if not isinstance(rating.bootstrap, int) or rating.bootstrap < 10:
+        raise ValueError(f"rating.bootstrap must be an integer >= 10, got {rating.bootstrap!r}")
+
+    arena = d.get("arena") or {}
+    if not isinstance(arena, Mapping):
+        raise ValueError(f"arena must be a mapping, got {type(arena).__name__}")
+    return TournamentConfig(name, fmt, specs, game_specs, k, seed, opts, rating, dict(arena))
+
+
+def _check_games(specs: list[GameSpec]) -> None:
+    """Every game must exist and have two seats (all formats are pairwise)."""
+    import games
+
+    for g in specs:
+        if g.name.startswith("openspiel:"):
+            continue  # seat count known only once built; the arena checks it
+        info = games.info(g.name)  # ValueError with did-you-mean for unknown names
+        if info.num_players != 2:
+            raise ValueError(f"game {g.name!r} has {info.num_players} players; tournament formats are pairwise (2 players)")

@@ -1,0 +1,162 @@
+"""Run a tournament: format rounds -> matches -> store, resumable after any crash.
+
+    result = run_tournament(config, play_matches, "runs/t.db")
+
+`play_matches(specs: list[MatchSpec]) -> Iterable[MatchResult]` plays a batch (a whole
+round, concurrently if it likes). Contract: it appends each finished match's MatchRecord
+to the JSONL beside the DB (`jsonl_beside(db)`, via `arena.records.append_jsonl`) and
+only then yields its `MatchResult` (`MatchResult.from_record(record, jsonl)`), in any
+order, as matches finish. Each yielded result is stored at once, in its own transaction.
+
+Expansion: a pairing (a, b) of the format plays, for each of its games g and each game j
+of the config, one match with seats [a, b] when g + j is even and [b, a] otherwise (seats
+alternate across repeats and across games). A game g of the format counts the mean points
+of its matches, so a multi-game pairing is still one comparison per g.
+
+Resume = rerun with the same config and DB: the format is replayed from its seed and the
+stored results, matches present in the JSONL but not in the store are recovered from it,
+and only the missing matches are played.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tournaments.config import TournamentConfig
+from tournaments.core import Outcome, PairResult, Pairing, drive
+from tournaments.formats import make_format
+from tournaments.ratings import Rating, bradley_terry
+from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside
+
+PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
+
+__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "match_specs", "match_seed", "jsonl_beside"]
+
+
+@dataclass
+class TournamentResult:
+    """A finished tournament."""
+
+    config: TournamentConfig
+    outcome: Outcome  # the format's ranking, rounds and bracket
+    schedule: list[MatchSpec]  # every match played, in order
+    results: dict[str, MatchResult]  # match_id -> result
+    ratings: dict[str, Rating]  # Bradley-Terry on the Elo scale, with CIs
+    db_path: str
+    jsonl_path: str
+    recovered: int = 0  # matches taken from the JSONL on resume instead of replayed
+    played: int = 0  # matches played by this call
+
+    def games(self) -> list[tuple[str, str, float]]:
+        """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
+        out = []
+        for s in self.schedule:
+            r = self.results[s.match_id]
+            out.append((s.seats[0], s.seats[1], r.points(s.seats[0])))
+        return out
+
+
+def match_seed(tournament_seed: int, match_id: str) -> int:
+    """A stable 31-bit env seed per match."""
+    return zlib.crc32(f"{tournament_seed}|{match_id}".encode()) & 0x7FFFFFFF
+
+
+def match_specs(config: TournamentConfig, pairing: Pairing, round_no: int) -> list[MatchSpec]:
+    """The matches one pairing plays this round (see the module doc for seats)."""
+    specs = []
+    for g in range(pairing.first_game, pairing.first_game + pairing.games):
+        for j, game in enumerate(config.games):
+            seats = [pairing.a, pairing.b] if (g + j) % 2 == 0 else [pairing.b, pairing.a]
+            mid = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}|{g}"
+            specs.append(MatchSpec(mid, game.name, dict(game.params), match_seed(config.seed, mid), seats, round_no, pairing.label))
+    return specs
+
+
+def pair_result(config: TournamentConfig, pairing: Pairing, results: dict[str, MatchResult], round_no: int) -> PairResult:
+    """Sum a pairing's matches into the format's PairResult (mean points over the games)."""
+    total = PairResult(0.0, 0.0, 0.0, 0.0, pairing.games)
+    per_game = len(config.games)
+    for k, spec in enumerate(match_specs(config, pairing, round_no)):
+        r = results[spec.match_id]
+        total.points_a += r.points(pairing.a) / per_game
+        total.points_b += r.points(pairing.b) / per_game
+        total.score_a += r.scores[pairing.a]
+        total.score_b += r.scores[pairing.b]
+    return total
+
+
+def run_tournament(
+    config: TournamentConfig,
+    play_matches: PlayMatches | None,
+    db_path: str | os.PathLike,
+    jsonl_path: str | os.PathLike | None = None,
+    on_result: Callable[[MatchResult], None] | None = None,
+) -> TournamentResult:
+    """Create or resume the tournament in `db_path` and play it to the end.
+
+    Args:
+      config: the tournament.
+      play_matches: plays a batch of matches (see the module doc); None only replays
+        stored results (raises if anything is missing).
+      db_path: the SQLite store; created if absent, resumed if present (same config).
+      jsonl_path: the trajectory file the arena writes (default: beside the DB).
+      on_result: called with each newly stored result (progress bars).
+    Returns:
+      the TournamentResult, ratings included.
+    """
+    jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
+    with Store(db_path) as store:
+        store.lock()
+        store.init(config.to_json(), config.players)
+        recovered = store.reconcile(jsonl)
+        results = store.results()
+        played = 0
+        round_no = 0
+
+        def play_round(pairings: list[Pairing]) -> list[PairResult]:
+            nonlocal round_no, played
+            specs = [s for p in pairings for s in match_specs(config, p, round_no)]
+            store.add_schedule(specs)
+            todo = [s for s in specs if s.match_id not in results]
+            if todo:
+                if play_matches is None:
+                    raise RuntimeError(f"tournament {config.name!r} in {db_path} is not finished ({len(todo)} matches of round {round_no} missing)")
+                wanted = {s.match_id for s in todo}
+                for r in play_matches(todo):
+                    if r.match_id not in wanted:
+                        raise ValueError(f"play_matches returned match {r.match_id!r}, which was not asked for (or twice)")
+                    wanted.discard(r.match_id)
+                    store.add_result(r)
+                    results[r.match_id] = r
+                    played += 1
+                    if on_result is not None:
+                        on_result(r)
+                if wanted:
+                    raise RuntimeError(f"play_matches finished without {len(wanted)} of the {len(todo)} matches asked for, e.g. {sorted(wanted)[0]!r}")
+            out = [pair_result(config, p, results, round_no) for p in pairings]
+            round_no += 1
+            return out
+
+        outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), play_round)
+        store.set_meta("status", "finished")
+        schedule = store.schedule()
+        results = store.results()
+    result = TournamentResult(config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played)
+    ro = config.rating
+    result.ratings = bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed)
+    return result
+
+
+def load_tournament(db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None) -> TournamentResult:
+    """A finished tournament from its DB alone (the config is stored in it)."""
+    if not Path(db_path).is_file():
+        raise ValueError(f"no tournament database at {db_path}")
+    with Store(db_path) as store:
+        text = store.meta("config")
+    if text is None:
+        raise ValueError(f"{db_path} is not a tournament database (no config stored)")
+    return run_tournament(TournamentConfig.from_json(text), None, db_path, jsonl_path)

@@ -1,0 +1,264 @@
+"""The tournament store: one SQLite file (WAL) that survives `kill -9`.
+
+Tables
+    meta      key -> value: "config" (canonical JSON of the TournamentConfig), "status"
+    players   name -> agent spec (JSON)
+    schedule  every match the format has asked for so far: match_id (unique), round,
+              label, position, game, params, seed, seats — written before it is played
+    matches   every finished match: match_id (unique, references schedule), scores,
+              outcome, trajectory (the JSONL file holding its MatchRecord), error
+
+Crash safety: the arena appends a match's `MatchRecord` to the JSONL beside the DB
+(`arena.records.append_jsonl`, fsynced) *before* the result is inserted here, and each
+insert is one transaction. So after a kill the JSONL holds every stored match and maybe a
+few more; `reconcile` inserts those from the JSONL instead of replaying them, and cuts a
+torn last line, leaving no lost and no duplicated match in either file. One process per
+tournament: `lock()` takes an exclusive lock on "<db>.lock" (released by the OS on kill).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS players (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS schedule (
+    match_id TEXT PRIMARY KEY, round INTEGER NOT NULL, label TEXT NOT NULL, position INTEGER NOT NULL,
+    game TEXT NOT NULL, params TEXT NOT NULL, seed INTEGER NOT NULL, seats TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS matches (
+    match_id TEXT PRIMARY KEY REFERENCES schedule(match_id), scores TEXT NOT NULL, outcome TEXT NOT NULL,
+    trajectory TEXT, error TEXT, finished_at REAL NOT NULL);
+"""
+
+
+@dataclass
+class MatchSpec:
+    """One match the tournament wants played (what the arena's runner needs)."""
+
+    match_id: str  # stable: "<round label>|<player a>|<player b>|<game index>.<game>|<game number>"
+    game: str  # registry name
+    params: dict  # game parameters
+    seed: int  # env seed, derived from the tournament seed and match_id
+    seats: list[str]  # player names in seat order: seats[i] plays player_i
+    round: int = 0  # format round (0-based) that scheduled it
+    label: str = ""  # round label ("RR", "S2", "W1", "L3", "GF", ...)
+
+
+@dataclass
+class MatchResult:
+    """A finished match as the tournament needs it."""
+
+    match_id: str
+    scores: dict[str, float]  # player name -> return of the match
+    outcome: dict[str, str]  # player name -> "win" | "loss" | "draw"
+    trajectory: str | None = None  # JSONL file holding the full MatchRecord (key: match_id)
+    error: str | None = None  # set when the arena aborted the match (outcome then draws)
+    finished_at: float = field(default_factory=time.time)
+
+    def points(self, player: str) -> float:
+        """1 for a win, 0.5 for a draw, 0 for a loss."""
+        return {"win": 1.0, "draw": 0.5, "loss": 0.0}[self.outcome[player]]
+
+    @classmethod
+    def from_record(cls, record, trajectory: str | os.PathLike | None = None) -> "MatchResult":
+        """From an `arena.records.MatchRecord` (seats map env agents to player names)."""
+        names = record.seats
+        if len(set(names.values())) != len(names):
+            raise ValueError(f"match {record.match_id}: one player in several seats; tournament matches are between distinct players")
+        return cls(
+            match_id=record.match_id,
+            scores={names[a]: float(r) for a, r in record.returns.items()},
+            outcome={names[a]: o for a, o in record.outcome.items()},
+            trajectory=str(trajectory) if trajectory is not None else None,
+            error=record.error,
+            finished_at=record.finished_at or time.time(),
+        )
+
+
+def jsonl_beside(db_path: str | os.PathLike) -> Path:
+    """The trajectory file of a tournament DB: "t.db" -> "t.jsonl"."""
+    return Path(db_path).with_suffix(".jsonl")
+
+
+class Store:
+    """A tournament's SQLite file."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.conn.executescript(SCHEMA)
+        self._lock = None
+
+    def close(self) -> None:
+        self.conn.close()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def lock(self) -> None:
+        """Hold an exclusive lock for this process; a second runner gets a clear error."""
+        f = open(str(self.path) + ".lock", "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise RuntimeError(f"tournament {self.path} is being run by another process") from None
+        self._lock = f
+
+    # -- config ------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def init(self, config_json: str, players: dict) -> bool:
+        """Record a new tournament, or check that a resumed one has the same config.
+
+        Returns True when the tournament is new.
+        """
+        stored = self.meta("config")
+        if stored is not None:
+            if stored != config_json:
+                diff = _diff(json.loads(stored), json.loads(config_json))
+                raise ValueError(f"{self.path} holds a tournament with a different config (differs in: {diff}); use another DB path or delete it")
+            return False
+        with self.conn:
+            self.conn.execute("INSERT INTO meta VALUES ('config', ?)", (config_json,))
+            self.conn.execute("INSERT INTO meta VALUES ('status', 'running')")
+            self.conn.executemany("INSERT INTO players VALUES (?, ?)", [(n, json.dumps(s, sort_keys=True)) for n, s in players.items()])
+        return True
+
+    def players(self) -> dict:
+        return {n: json.loads(s) for n, s in self.conn.execute("SELECT name, spec FROM players ORDER BY rowid")}
+
+    # -- schedule ----------------------------------------------------------------------
+
+    def add_schedule(self, specs: list[MatchSpec]) -> None:
+        """Record scheduled matches (idempotent; a replay must schedule the same specs)."""
+        known = {s.match_id: s for s in self.schedule([s.match_id for s in specs])}
+        new = [s for s in specs if s.match_id not in known]
+        for s in specs:
+            old = known.get(s.match_id)
+            if old is not None and (old.game, old.params, old.seed, old.seats) != (s.game, s.params, s.seed, s.seats):
+                raise RuntimeError(f"match {s.match_id} was scheduled differently before (non-deterministic format?)")
+        if not new:
+            return
+        with self.conn:
+            start = self.conn.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM schedule").fetchone()[0]
+            self.conn.executemany(
+                "INSERT INTO schedule VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(s.match_id, s.round, s.label, start + i, s.game, json.dumps(s.params, sort_keys=True), s.seed, json.dumps(s.seats)) for i, s in enumerate(new)],
+            )
+
+    def schedule(self, ids: list[str] | None = None) -> list[MatchSpec]:
+        """Scheduled matches in order (only `ids` when given)."""
+        rows = self.conn.execute("SELECT match_id, game, params, seed, seats, round, label FROM schedule ORDER BY position").fetchall()
+        if ids is not None:
+            wanted = set(ids)
+            rows = [r for r in rows if r[0] in wanted]
+        return [MatchSpec(m, g, json.loads(p), s, json.loads(seats), r, lab) for m, g, p, s, seats, r, lab in rows]
+
+    # -- results -----------------------------------------------------------------------
+
+    def add_result(self, result: MatchResult) -> None:
+        """Store one finished match in one transaction (it must be scheduled, and new)."""
+        row = self.conn.execute("SELECT seats FROM schedule WHERE match_id = ?", (result.match_id,)).fetchone()
+        if row is None:
+            raise ValueError(f"result for unscheduled match {result.match_id!r}")
+        seats = json.loads(row[0])
+        if set(result.outcome) != set(seats) or set(result.scores) != set(seats):
+            raise ValueError(f"result for {result.match_id!r} names {sorted(result.outcome)}, the match is between {seats}")
+        bad = [o for o in result.outcome.values() if o not in ("win", "loss", "draw")]
+        if bad:
+            raise ValueError(f"result for {result.match_id!r} has outcome {bad[0]!r} (expected win, loss or draw)")
+        try:
+            with self.conn:
+                self.conn.execute(
+                    "INSERT INTO matches VALUES (?, ?, ?, ?, ?, ?)",
+                    (result.match_id, json.dumps(result.scores), json.dumps(result.outcome), result.trajectory, result.error, result.finished_at),
+                )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"match {result.match_id!r} is already stored") from None
+
+    def results(self) -> dict[str, MatchResult]:
+        """Stored matches by id, in schedule order."""
+        rows = self.conn.execute(
+            "SELECT m.match_id, m.scores, m.outcome, m.trajectory, m.error, m.finished_at FROM matches m JOIN schedule s USING (match_id) ORDER BY s.position"
+        ).fetchall()
+        return {m: MatchResult(m, json.loads(sc), json.loads(o), t, e, f) for m, sc, o, t, e, f in rows}
+
+    def count(self) -> tuple[int, int]:
+        """(matches stored, matches scheduled)."""
+        done = self.conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0]
+        sched = self.conn.execute("SELECT COUNT(*) FROM schedule").fetchone()[0]
+        return done, sched
+
+    def reconcile(self, jsonl: str | os.PathLike) -> int:
+        """Insert matches the JSONL has and the store lacks; cut a torn last line.
+
+        Returns how many matches were recovered.
+        """
+        from arena.records import read_jsonl
+
+        path = Path(jsonl)
+        if not path.exists():
+            return 0
+        _cut_torn_tail(path)
+        scheduled = {s.match_id for s in self.schedule()}
+        stored = set(self.results())
+        recovered = 0
+        for rec in read_jsonl(path):
+            if rec.match_id in scheduled and rec.match_id not in stored:
+                self.add_result(MatchResult.from_record(rec, path))
+                stored.add(rec.match_id)
+                recovered += 1
+        return recovered
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a last line without its newline (a writer killed mid-write)."""
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        block = min(size, 1 << 20)
+        while True:
+            f.seek(size - block)
+            data = f.read(block)
+            cut = data.rfind(b"\n")
+            if cut >= 0 or block == size:
+                f.truncate(size - block + cut + 1 if cut >= 0 else 0)
+                f.flush()
+                os.fsync(f.fileno())
+                return
+            block = min(size, block * 2)
+
+
+def _diff(a: dict, b: dict) -> str:
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(keys) or "formatting"
