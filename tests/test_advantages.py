@@ -1,0 +1,197 @@
+"""Every advantage estimator on a small example whose numbers are worked out by hand."""
+
+import math
+
+import pytest
+
+from arena.records import MatchRecord, TurnRecord, outcomes
+from training.advantages import ESTIMATORS, AdvantageConfig, compute_advantages, turn_rewards
+
+RAW = dict(format_reward=0.0, draw_reward=0.0)  # shaping off: rewards are the env's
+
+
+def match(turns, seed=0, game="g", mid="m", bots=()):
+    """turns: (player, reward, n_tokens[, valid]); returns = per-player reward sums."""
+    recs = []
+    for i, t in enumerate(turns):
+        player, reward, n = t[:3]
+        valid = t[3] if len(t) > 3 else True
+        bot = player in bots
+        recs.append(
+            TurnRecord(index=i, player=player, agent="bot" if bot else "llm", move="x", action=0, valid=valid,
+                       token_ids=[] if bot else [7] * n, reward=reward)
+        )
+    players = sorted({t[0] for t in turns})
+    returns = {p: sum(t[1] for t in turns if t[0] == p) for p in players}
+    return MatchRecord(match_id=mid, game=game, params={}, seed=seed, seats={p: "llm" for p in players},
+                       turns=recs, returns=returns, outcome=outcomes(returns))
+
+
+def adv(samples):
+    return {(s.match_index, s.turn_index): s.advantage for s in samples}
+
+
+def test_shaped_turn_rewards():
+    cfg = AdvantageConfig(length_max=10, length_min=2, length_penalty_coef=0.5)
+    m = match([("p0", 0.0, 14), ("p1", 0.0, 1, False), ("p0", 0.0, 1), ("p1", 0.0, 1)])  # a draw
+    # p0: 0.05 format - 0.5*(14-10)/(10-2) = 0.05 - 0.25 = -0.2; p1's first is invalid: 0;
+    # last turns of a draw get +0.1: p0 0.05+0.1, p1 0.05+0.1
+    assert turn_rewards(m, cfg) == pytest.approx([-0.2, 0.0, 0.15, 0.15])
+
+
+def test_mars_full_recipe():
+    # match 0: p0 wins. match 1: a draw. Token counts in brackets.
+    m0 = match([("p0", 0.0, 2), ("p1", -1.0, 1), ("p0", 1.0, 1)])
+    m1 = match([("p0", 0.0, 1), ("p1", 0.0, 2), ("p0", 0.0, 1)])
+    out = adv(compute_advantages([m0, m1], AdvantageConfig(estimator="mars")))
+    # shaped r: m0 [0.05, -0.95, 1.05]; m1 [0.05, 0.15 (draw), 0.15 (draw)]
+    # per-(game, player) centring: p0 mean (0.05+1.05+0.05+0.15)/4 = 0.325; p1 mean -0.4
+    #   m0 [-0.275, -0.55, 0.725]; m1 [-0.275, 0.55, -0.175]
+    # whiten over 8 response tokens (rewards on last tokens, sum 0 -> mean 0):
+    #   sum sq = 0.275^2 + 0.55^2 + 0.725^2 + 0.275^2 + 0.55^2 + 0.175^2 = 1.3125; var = 1.3125/7
+    s = math.sqrt(1.3125 / 7 + 1e-8)
+    # return-to-go (per player, gamma 1), in units of 1/s:
+    #   m0: p0 k0 0.45, k2 0.725; p1 k1 -0.55.   m1: p0 k0 -0.45, k2 -0.175; p1 k1 0.55
+    # agent norm: p0 distinct values mean 0.55/4 = 0.1375 -> 0.3125, 0.5875, -0.5875, -0.3125
+    #             p1 mean 0 -> -0.55, 0.55
+    vals = {(0, 0): 0.3125, (0, 1): -0.55, (0, 2): 0.5875, (1, 0): -0.5875, (1, 1): 0.55, (1, 2): -0.3125}
+    n = {(0, 0): 2, (0, 1): 1, (0, 2): 1, (1, 0): 1, (1, 1): 2, (1, 2): 1}
+    # final whitening over tokens (a turn of n tokens counts n times): mean 0.8625/8 units
+    mean = 0.8625 / 8
+    ss = sum(n[k] * (vals[k] - mean) ** 2 for k in vals) / s**2
+    std = math.sqrt(ss / 7 + 1e-8)
+    expected = {k: (v - mean) / s / std for k, v in vals.items()}
+    assert out.keys() == expected.keys()
+    for k in expected:
+        assert out[k] == pytest.approx(expected[k], rel=1e-9)
+
+
+def test_mars_agent_norm_uses_distinct_values():
+    cfg = AdvantageConfig(estimator="mars", player_reward_norm=False, whiten_rewards=False, whiten_advantages=False, **RAW)
+    wins = [match([("p0", 0.0, 1), ("p0", 1.0, 1)]) for _ in range(2)]
+    loss = match([("p0", 0.0, 1), ("p0", -1.0, 1)])
+    # returns-to-go: wins 1, 1 (twice), loss -1, -1. Distinct {1, -1}: mean 0, so A = G.
+    out = adv(compute_advantages(wins + [loss], cfg))
+    assert out == {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1, (2, 0): -1, (2, 1): -1}
+    # over turns instead, the mean is (4 - 2)/6 = 1/3
+    cfg.agent_norm_unique = False
+    out = adv(compute_advantages(wins + [loss], cfg))
+    assert out[(0, 0)] == pytest.approx(2 / 3) and out[(2, 1)] == pytest.approx(-4 / 3)
+
+
+def test_mars_gamma_discounts_per_turn():
+    cfg = AdvantageConfig(estimator="mars", gamma=0.5, player_reward_norm=False, whiten_rewards=False,
+                          agent_norm=False, whiten_advantages=False, **RAW)
+    # p0 rewards 1, 0, 4 -> G = 1 + 0.5*0 + 0.25*4 = 2, 0 + 0.5*4 = 2, 4; the bot p1 is not trained
+    m = match([("p0", 1.0, 1), ("p1", 9.0, 0), ("p0", 0.0, 1), ("p1", 9.0, 0), ("p0", 4.0, 1)], bots=("p1",))
+    assert adv(compute_advantages([m], cfg)) == {(0, 0): 2.0, (0, 2): 2.0, (0, 4): 4.0}
+
+
+def test_grpo_and_median():
+    # one group (same game and seed) of 3 matches, p0 learns, p1 is a bot; p0 returns 3, 0, 0
+    group = [match([("p0", r, 1), ("p1", 0.0, 0)], seed=5, bots=("p1",)) for r in (3.0, 0.0, 0.0)]
+    alone = match([("p0", 1.0, 1)], seed=6)
+    cfg = AdvantageConfig(estimator="grpo", **RAW)
+    # mean 1, unbiased std sqrt((4+1+1)/2) = sqrt(3): A = 2/sqrt3, -1/sqrt3, -1/sqrt3; a lone match 0
+    sd = math.sqrt(3) + 1e-6
+    assert adv(compute_advantages(group + [alone], cfg)) == pytest.approx(
+        {(0, 0): 2 / sd, (1, 0): -1 / sd, (2, 0): -1 / sd, (3, 0): 0.0}
+    )
+    cfg.estimator = "grpo_median"  # median 0: A = 3/sqrt3, 0, 0
+    assert adv(compute_advantages(group, cfg)) == pytest.approx({(0, 0): 3 / sd, (1, 0): 0.0, (2, 0): 0.0})
+    cfg.group_std = False
+    assert adv(compute_advantages(group, cfg)) == pytest.approx({(0, 0): 3.0, (1, 0): 0.0, (2, 0): 0.0})
+
+
+def test_rae_is_stateful_and_drops_zero():
+    cfg = AdvantageConfig(estimator="rae", **RAW)
+    state = {}
+    batch1 = [match([("p0", r, 1), ("p0", 0.0, 1)]) for r in (0.0, 1.0, 1.0)]
+    # b starts 0. R=0: A=0 (dropped), b=0.  R=1: A=1, b=0.05.  R=1: A=0.95, b=0.95*0.05+0.05=0.0975
+    out = adv(compute_advantages(batch1, cfg, state))
+    assert out == pytest.approx({(1, 0): 1.0, (1, 1): 1.0, (2, 0): 0.95, (2, 1): 0.95})
+    assert state["rae"]["g/p0"] == pytest.approx(0.0975)
+    # next batch continues from the stored baseline: R=-1: A = -1 - 0.0975
+    out = adv(compute_advantages([match([("p0", -1.0, 1)])], cfg, state))
+    assert out == pytest.approx({(0, 0): -1.0975})
+    assert state["rae"]["g/p0"] == pytest.approx(0.95 * 0.0975 - 0.05)
+    cfg.drop_zero_advantage = False
+    assert len(compute_advantages([match([("p0", 0.0, 1)], game="h")], cfg, {})) == 1
+
+
+def test_leave_one_out():
+    cfg = AdvantageConfig(estimator="loo", **RAW)
+    ms = [match([("p0", 0.0, 1), ("p0", 1.0, 1)]), match([("p0", 1.0, 1), ("p0", -1.0, 1)]), match([("p0", 0.5, 1)])]
+    # return-to-go: m0 [1, 1], m1 [0, -1], m2 [0.5] (0 after its end)
+    # m0: 1 - (0+0.5)/2 = 0.75, 1 - (-1+0)/2 = 1.5;  m1: 0 - (1+0.5)/2 = -0.75, -1 - (1+0)/2 = -1.5
+    # m2: 0.5 - (1+0)/2 = 0
+    assert adv(compute_advantages(ms, cfg)) == pytest.approx(
+        {(0, 0): 0.75, (0, 1): 1.5, (1, 0): -0.75, (1, 1): -1.5, (2, 0): 0.0}
+    )
+
+
+def test_advantage_alignment():
+    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
+    # turn order p0 p1 p0 p1. m0 rewards p0 [1, 0], p1 [0, 2]; m1 p0 [0, 0], p1 [1, 0]
+    m0 = match([("p0", 1.0, 1), ("p1", 0.0, 1), ("p0", 0.0, 1), ("p1", 2.0, 1)])
+    m1 = match([("p0", 0.0, 1), ("p1", 1.0, 1), ("p0", 0.0, 1), ("p1", 0.0, 1)])
+    # G: m0 p0 [1,0] p1 [2,2]; m1 p0 [0,0] p1 [1,0]. LOO (the other match is the baseline):
+    # A1 m0 p0 [1,0] p1 [1,2]; m1 p0 [-1,0] p1 [-1,-2]
+    # A*_t = g^t [A1_t + beta g (sum_{k<t} g^(t-k) A1_k) A2_t], beta g = 1:
+    # m0 p0: t0 1; t1 0.5 [0 + (0.5*1)*2] = 0.5.   m0 p1: t0 1; t1 0.5 [2 + (0.5*1)*0] = 1
+    # m1 p0: t0 -1; t1 0.5 [0 + (0.5*-1)*-2] = 0.5. m1 p1: t0 -1; t1 0.5 [-2 + (0.5*-1)*0] = -1
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {(0, 0): 1, (0, 2): 0.5, (0, 1): 1, (0, 3): 1, (1, 0): -1, (1, 2): 0.5, (1, 1): -1, (1, 3): -1}
+    )
+    three = match([("p0", 0.0, 1), ("p1", 0.0, 1), ("p2", 0.0, 1)])
+    with pytest.raises(ValueError, match="two-player"):
+        compute_advantages([three], cfg)
+
+
+def test_advevo_public_baseline():
+    cfg = AdvantageConfig(estimator="advevo", functional_groups={"p0": "team", "p1": "team", "p2": "attacker"}, **RAW)
+    m0 = match([("p0", 1.0, 1), ("p1", 3.0, 1), ("p2", -2.0, 1)])
+    m1 = match([("p0", 2.0, 1), ("p1", 2.0, 1), ("p2", 0.0, 1)])
+    # team baseline mean(1, 3, 2, 2) = 2; attacker baseline mean(-2, 0) = -1
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {(0, 0): -1, (0, 1): 1, (0, 2): -1, (1, 0): 0, (1, 1): 0, (1, 2): 1}
+    )
+
+
+def test_arena_ranks():
+    cfg = AdvantageConfig(estimator="arena_ranks", **RAW)
+    ms = [match([("p0", r, 1)], seed=1) for r in (3.0, 1.0, 2.0, 1.0)]
+    # ranks from returns (ties share the best rank): 0, 2, 1, 2 -> r = 1 - rank/3 = 1, 1/3, 2/3, 1/3
+    # mean 7/12; deviations 5/12, -3/12, 1/12, -3/12; unbiased var (25+9+1+9)/144/3 = 11/108
+    sd = math.sqrt(11 / 108) + 1e-6
+    assert adv(compute_advantages(ms, cfg)) == pytest.approx(
+        {(0, 0): 5 / 12 / sd, (1, 0): -3 / 12 / sd, (2, 0): 1 / 12 / sd, (3, 0): -3 / 12 / sd}
+    )
+    # ranks given (e.g. by a judge): 3, 0, 1, 2 -> r = 0, 1, 2/3, 1/3; mean 1/2; var (1/4+1/4+1/36+1/36)/3 = 5/27
+    sd = math.sqrt(5 / 27) + 1e-6
+    ranks = [{"p0": 3}, {"p0": 0}, {"p0": 1}, {"p0": 2}]
+    assert adv(compute_advantages(ms, cfg, ranks=ranks)) == pytest.approx(
+        {(0, 0): -0.5 / sd, (1, 0): 0.5 / sd, (2, 0): (1 / 6) / sd, (3, 0): (-1 / 6) / sd}
+    )
+    with pytest.raises(ValueError, match="4 matches"):
+        compute_advantages(ms, cfg, ranks=ranks[:2])
+
+
+def test_every_estimator_returns_samples_with_turns():
+    ms = [match([("p0", 1.0, 2), ("p1", -1.0, 3)], mid=f"m{i}") for i in range(2)]
+    ms.append(match([("p0", -1.0, 2), ("p1", 1.0, 3)], mid="m2"))
+    for name in ESTIMATORS:
+        samples = compute_advantages(ms, AdvantageConfig(estimator=name, drop_zero_advantage=False))
+        assert len(samples) == 6, name
+        for s in samples:
+            assert s.turn is ms[s.match_index].turns[s.turn_index]
+            assert math.isfinite(s.advantage)
+
+
+def test_aborted_matches_are_skipped_and_bad_names_rejected():
+    ok, bad = match([("p0", 1.0, 1)]), match([("p0", 1.0, 1)])
+    bad.error = "backend died"
+    samples = compute_advantages([bad, ok], AdvantageConfig(estimator="grpo"))
+    assert [s.match_index for s in samples] == [1]
+    with pytest.raises(ValueError, match="unknown advantage estimator 'ppo'"):
+        compute_advantages([ok], AdvantageConfig(estimator="ppo"))

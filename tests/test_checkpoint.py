@@ -1,0 +1,114 @@
+"""Checkpoints: atomic on disk, and a resumed run is bit-for-bit the uninterrupted one."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from agents.models import tiny_llama
+from training import checkpoint
+from training.league import League
+from training.learner import Learner, LearnerConfig, Sequence
+from training.loss import LossConfig
+
+STEPS, SPLIT = 4, 2
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_llama(0)[1]
+
+
+def make_batches(tok):
+    """Fixed token batches: real tokenised prompts and completions."""
+    texts = [("X to move. Board: ...|...|...", " 4"), ("O to move. Board: X..|...|...", " 0 is best"),
+             ("Kuhn poker, you hold K.", " bet"), ("Pick a cell", " 8<|im_end|>")]
+    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+    return [[Sequence(enc(p), enc(c), 0.0) for p, c in texts[i:] + texts[:i]] for i in range(len(texts))]
+
+
+def train(learner, batches, steps, rng):
+    """A stand-in training loop that consumes python, numpy-global and Generator randomness."""
+    for _ in range(steps):
+        b = batches[random.randrange(len(batches))]
+        noise = np.random.normal(size=len(b))
+        adv = rng.normal(size=len(b)) + noise
+        learner.step([Sequence(s.prompt_ids, s.completion_ids, float(a)) for s, a in zip(b, adv)])
+
+
+def seed_all(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("cfg", [
+    LearnerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1, dual_clip=1.4)),
+    LearnerConfig(lr=1e-3, lora_rank=4, lora_dropout=0.2),  # dropout draws from the torch RNG
+], ids=["full", "lora"])
+def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
+    batches = make_batches(tok)
+    lg = League()
+    lg.add("random", "bot", "random")
+    lg.record("random", 1.0)
+
+    rng = seed_all(0)
+    straight = Learner(tiny_llama(0)[0], tok, cfg)
+    train(straight, batches, STEPS, rng)
+
+    rng = seed_all(0)
+    first = Learner(tiny_llama(0)[0], tok, cfg)
+    train(first, batches, SPLIT, rng)
+    checkpoint.save(tmp_path, first, SPLIT, config={"lr": cfg.lr}, league=lg.state_dict(), state={"rae": {"g/p0": 0.25}}, rng=rng)
+    del first
+    seed_all(123)  # the resumed process starts from different RNG states and other weights
+    rng = np.random.default_rng(999)
+    resumed = Learner(tiny_llama(7)[0], tok, cfg)
+    meta = checkpoint.load(tmp_path, resumed, rng=rng)
+    assert meta["step"] == SPLIT and resumed.step_count == SPLIT
+    assert League.from_state_dict(meta["league"]) == lg and meta["state"] == {"rae": {"g/p0": 0.25}}
+    train(resumed, batches, STEPS - SPLIT, rng)
+
+    for (n, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
+        assert torch.equal(a, b), n
+
+
+def test_rng_streams_are_restored(tmp_path, tok):
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
+    rng = seed_all(5)
+    checkpoint.save(tmp_path, learner, 0, rng=rng)
+    expected = (random.random(), np.random.rand(), torch.rand(1).item(), rng.random())
+    seed_all(6)
+    rng2 = np.random.default_rng(0)
+    checkpoint.load(tmp_path, learner, rng=rng2)
+    assert (random.random(), np.random.rand(), torch.rand(1).item(), rng2.random()) == expected
+
+
+def test_atomic_layout_latest_pointer_and_pruning(tmp_path, tok):
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
+    for step in (1, 2, 3, 4):
+        checkpoint.save(tmp_path, learner, step, keep=2)
+    assert sorted(p.name for p in tmp_path.glob("step_*")) == ["step_00000003", "step_00000004"]
+    assert checkpoint.latest(tmp_path).name == "step_00000004"
+    assert not list(tmp_path.glob(".tmp-*"))
+    # a run killed mid-save leaves a temp folder; it is never mistaken for a checkpoint
+    (tmp_path / ".tmp-step_00000005-1").mkdir()
+    assert checkpoint.latest(tmp_path).name == "step_00000004"
+    assert checkpoint.load(tmp_path, learner)["step"] == 4
+    # a failing save (state not JSON-serialisable) leaves the previous checkpoint in place
+    with pytest.raises(ValueError, match="JSON"):
+        checkpoint.save(tmp_path, learner, 5, state={"bad": object()})
+    assert checkpoint.latest(tmp_path).name == "step_00000004"
+    assert not (tmp_path / "step_00000005").exists()
+
+
+def test_load_errors(tmp_path, tok):
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        checkpoint.load(tmp_path, learner)
+    checkpoint.save(tmp_path, learner, 1)
+    bigger = Learner(tiny_llama(0, hidden=32)[0], tok, LearnerConfig())
+    with pytest.raises(ValueError, match="does not fit this model"):
+        checkpoint.load(tmp_path, bigger)

@@ -1,0 +1,201 @@
+"""The learner on the real tiny Llama: log-probabilities, constraints, micro-batching, LoRA."""
+
+import math
+import time
+
+import pytest
+import torch
+
+from agents.constrained import allowed_token_ids
+from agents.models import tiny_llama
+from arena.records import TurnRecord
+from training.advantages import TurnSample
+from training.learner import Learner, LearnerConfig, Sequence, sequences_from_samples
+from training.loss import LossConfig
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_llama(0)[1]
+
+
+def fresh(seed=0):
+    model, _ = tiny_llama(seed)
+    return model
+
+
+def ids(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def batch(tok):
+    return [
+        Sequence(ids(tok, "The board is empty. Your move:"), ids(tok, " 4 because centre") + [tok.eos_token_id], 1.0),
+        Sequence(ids(tok, "Hi"), ids(tok, " 2"), -0.5),
+        Sequence(ids(tok, "A much longer prompt with many more tokens in it, to force padding"), ids(tok, " 7 wins"), 0.25),
+    ]
+
+
+# --- agents.constrained ------------------------------------------------------------------
+
+
+def test_allowed_token_ids_walks_the_trie(tok):
+    moves = ["<X(0,0)>", "<X(0,1)>", "<O(2,2)>"]
+    eos = tok.eos_token_id
+    toks = {m: ids(tok, m) for m in moves}
+    first = allowed_token_ids(tok, moves, [])
+    assert sorted(first) == sorted({t[0] for t in toks.values()})
+    full = toks["<X(0,1)>"]
+    for j in range(1, len(full)):  # every prefix allows its continuation, never EOS early
+        nxt = allowed_token_ids(tok, moves, full[:j])
+        assert full[j] in nxt and eos not in nxt
+    assert allowed_token_ids(tok, moves, full) == [eos]  # complete: only EOS
+    assert allowed_token_ids(tok, moves, full + [eos]) == []
+    assert allowed_token_ids(tok, moves, [first[0] + 1 if first[0] + 1 not in first else 0]) == []
+
+
+def test_allowed_token_ids_prefix_strings_and_cache(tok):
+    a, ab = "cat", "catalogue"
+    ta, tab = ids(tok, a), ids(tok, ab)
+    if tab[: len(ta)] == ta:  # "cat" is a token prefix of "catalogue": both EOS and the continuation
+        assert set(allowed_token_ids(tok, [a, ab], ta)) == {tok.eos_token_id, tab[len(ta)]}
+    moves = [str(i) for i in range(9)]
+    allowed_token_ids(tok, moves, [])
+    t0 = time.perf_counter()
+    for _ in range(10000):
+        allowed_token_ids(tok, moves, [])
+    assert time.perf_counter() - t0 < 0.5  # cached: ~microseconds per call
+
+
+# --- log-probabilities ---------------------------------------------------------------------
+
+
+def test_logprobs_equal_unpadded_forward(tok):
+    model = fresh()
+    learner = Learner(model, tok, LearnerConfig(temperature=0.7))
+    seqs = batch(tok)
+    got = learner.logprobs(seqs)
+    for s, lp in zip(seqs, got):
+        x = torch.tensor([s.prompt_ids + s.completion_ids])
+        with torch.no_grad():
+            logits = model(input_ids=x).logits[0].float() / 0.7
+        P = len(s.prompt_ids)
+        ref = torch.log_softmax(logits[P - 1 : -1], -1).gather(-1, torch.tensor(s.completion_ids)[:, None]).squeeze(-1)
+        assert lp == pytest.approx(ref.tolist(), abs=1e-4)
+
+
+def test_logprobs_match_the_transformers_backend_records(tok):
+    from agents.backend import SamplingParams
+    from agents.transformers_backend import TransformersBackend
+
+    model = fresh()
+    backend = TransformersBackend((model, tok))
+    convs = [[{"role": "user", "content": "Pick a cell."}], [{"role": "user", "content": "Pick a cell, any cell, from 0 to 8."}]]
+    gens = backend.generate(convs, SamplingParams(max_new_tokens=6, temperature=0.8, seed=1))
+    learner = Learner(model, tok, LearnerConfig(temperature=0.8))
+    seqs = [Sequence(g.prompt_token_ids, g.token_ids, 0.0) for g in gens]
+    for g, lp in zip(gens, learner.logprobs(seqs)):
+        assert lp == pytest.approx(g.logprobs, abs=1e-4)
+
+
+def test_constrained_logprobs_use_the_legal_move_mask(tok):
+    learner = Learner(fresh(), tok, LearnerConfig())
+    moves = ["<X(0,0)>", "<X(1,1)>", "<O(2,2)>"]
+    prompt = ids(tok, "Your move:")
+    seqs = [Sequence(prompt, ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves) for m in moves]
+    lps = learner.logprobs(seqs)
+    # sequence probabilities under the masked distribution sum to 1 over the legal moves
+    assert sum(math.exp(sum(lp)) for lp in lps) == pytest.approx(1.0, abs=1e-5)
+    assert lps[0][-1] == pytest.approx(0.0, abs=1e-6)  # EOS is the only continuation of a whole move
+    unmasked = learner.logprobs([Sequence(s.prompt_ids, s.completion_ids, 0.0) for s in seqs])
+    assert sum(math.exp(sum(lp)) for lp in unmasked) < 0.01
+    bad = Sequence(prompt, ids(tok, "hello") + [tok.eos_token_id], 0.0, allowed=moves)
+    with pytest.raises(ValueError, match="leaves the legal moves"):
+        learner.logprobs([bad])
+
+
+# --- the update --------------------------------------------------------------------------
+
+
+def test_micro_batches_accumulate_to_one_batch_step(tok):
+    a = Learner(fresh(), tok, LearnerConfig(lr=1e-3, micro_batch_tokens=1))  # one row per micro-batch
+    b = Learner(fresh(), tok, LearnerConfig(lr=1e-3, micro_batch_tokens=10**6))
+    ma, mb = a.step(batch(tok)), b.step(batch(tok))
+    assert ma["loss"] == pytest.approx(mb["loss"], rel=1e-5)
+    assert ma["grad_norm"] == pytest.approx(mb["grad_norm"], rel=1e-4)
+    # Adam's first step is ~lr * sign(grad), which float noise flips on near-zero grads: compare grads
+    for (n, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters()):
+        assert torch.allclose(pa.grad, pb.grad, rtol=1e-4, atol=1e-7), n
+
+
+def test_steps_move_probability_towards_positive_advantage(tok):
+    learner = Learner(fresh(), tok, LearnerConfig(lr=3e-3, loss=LossConfig(dual_clip=1.4)))
+    prompt = ids(tok, "Move:")
+    good, bad = ids(tok, "4"), ids(tok, "0")  # one token each
+    seqs = [Sequence(prompt, good, 1.0), Sequence(prompt, bad, -1.0)]
+    before = learner.logprobs(seqs)
+    for _ in range(5):
+        m = learner.step([Sequence(s.prompt_ids, s.completion_ids, s.advantage) for s in seqs])
+    after = learner.logprobs(seqs)
+    assert after[0][0] > before[0][0] + 0.1 and after[1][0] < before[1][0] - 0.1
+    for key in ("clip_frac", "entropy", "ratio_mean", "approx_kl_behaviour", "grad_norm", "lr"):
+        assert key in m and math.isfinite(m[key])
+    assert learner.step_count == 5
+
+
+def test_prepare_freezes_behaviour_logprobs_for_several_steps(tok):
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, loss=LossConfig(aggregation="token_mean")))
+    seqs = batch(tok)
+    learner.prepare(seqs)
+    assert all(s.logprobs is not None for s in seqs)
+    first = learner.step(seqs)
+    second = learner.step(seqs)  # the policy moved: ratios leave 1
+    assert first["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert abs(second["ratio_mean"] - 1.0) > 1e-4 and second["approx_kl_behaviour"] > 0
+
+
+def test_lora_trains_adapters_only_with_base_as_kl_reference(tok):
+    model = fresh()
+    base = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = LearnerConfig(lr=1e-2, lora_rank=4, loss=LossConfig(kl_coef=0.1))
+    learner = Learner(model, tok, cfg)
+    m0 = learner.step(batch(tok))
+    assert m0["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # LoRA starts as the identity
+    for _ in range(3):
+        m = learner.step(batch(tok))
+    assert m["kl_ref"] > 1e-6
+    sd = learner.policy_state_dict()
+    assert set(sd) == set(base)  # base-model names, adapters merged in
+    assert any(not torch.equal(sd[k], base[k]) for k in base)
+    plain = fresh(seed=1)
+    plain.load_state_dict(sd)  # a plain model with the merged weights is the same policy
+    merged = Learner(plain, tok, LearnerConfig()).logprobs(batch(tok))
+    for a, b in zip(merged, learner.logprobs(batch(tok))):
+        assert a == pytest.approx(b, abs=1e-4)
+    for k, v in learner.model.get_base_model().state_dict().items():  # the base itself is untouched
+        if "lora_" not in k:
+            assert torch.equal(v, base[k.replace(".base_layer.", ".")]), k
+
+
+def test_full_finetune_kl_uses_a_frozen_copy(tok):
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, loss=LossConfig(kl_coef=0.2, entropy_coef=0.01)))
+    first = learner.step(batch(tok))
+    later = learner.step(batch(tok))
+    assert first["kl_ref"] == pytest.approx(0.0, abs=1e-6) and later["kl_ref"] > 0
+
+
+def test_sequences_from_samples(tok):
+    constrained = TurnRecord(index=0, player="p0", agent="llm", move="4", action=4, token_ids=[36, 2], logprobs=[-0.1, -0.2],
+                             prompt_token_ids=[1, 2, 3], legal_moves=["4", "5"], constrained=True)
+    free = TurnRecord(index=1, player="p1", agent="llm", move="x", action=0, token_ids=[5], logprobs=[-1.0],
+                      messages=[{"role": "user", "content": "hi"}])
+    empty = TurnRecord(index=2, player="p0", agent="bot", move="x", action=0)
+    samples = [TurnSample(0, k, 0.5, "g", t.player, t) for k, t in enumerate([constrained, free, empty])]
+    seqs = sequences_from_samples(samples, tok)
+    assert len(seqs) == 2
+    assert seqs[0].logprobs is None and seqs[0].allowed == ["4", "5"]  # recomputed under the mask
+    assert seqs[1].logprobs == [-1.0] and seqs[1].allowed is None
+    assert seqs[1].prompt_ids == tok.apply_chat_template(free.messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert sequences_from_samples(samples, tok, recompute="missing")[0].logprobs == [-0.1, -0.2]
+    with pytest.raises(ValueError, match="recompute"):
+        sequences_from_samples(samples, tok, recompute="sometimes")

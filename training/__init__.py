@@ -1,0 +1,1 @@
+"""Self-play RL: advantage estimators, policy loss, the shared learner, checkpoints, leagues."""

@@ -1,0 +1,420 @@
+"""Advantage estimators over recorded matches: one interface, many recipes.
+
+`compute_advantages(matches, cfg, state)` reads a batch of `MatchRecord`s and returns one
+`TurnSample` per turn of a learning agent (in match order, then turn order), each holding
+its advantage and the `TurnRecord` the learner trains on. Which turns learn: those whose
+`agent` is in `cfg.learners`, or, when that is None, every turn with completion tokens.
+
+Shaped turn reward (shared by every estimator, see `turn_rewards`)::
+
+    r_k = reward_scale * turn.reward               # env reward from this move to the player's next
+        + format_reward   if the turn was valid     # MARS: +0.05 per valid turn
+        - length_penalty_coef * max(0, n_tokens - length_max) / (length_max - length_min)
+        + draw_reward     on a player's last turn of a drawn match   # MARS: a draw's 0 -> 0.1
+
+The episode return of a player is the sum of its shaped turn rewards; the group-based
+estimators use it. Groups ("same initial state") are matches with the same game, params
+and seed, compared seat by seat. Estimators (`ESTIMATORS`):
+
+- `mars` (thu-nics/MARS `reinforce` with per-player norms, gamma per turn):
+  r -= mean of r over turns of the same (game, player) in the batch;
+  r = whiten(r over response tokens);  G_k = sum_{j>=k} gamma^(j-k) r_j over the player's
+  turns; per player: G -= mean of the distinct G values;  A = whiten(G over response
+  tokens). "Over response tokens" means a turn of n tokens counts n times in the mean and
+  the (unbiased) variance; the reward sits on the turn's last token, its other tokens are 0.
+- `grpo`: A = (R - mean_group R) / (std_group R + eps) on every turn of the player.
+- `grpo_median`: the same, centred on the group median.
+- `rae` (SPIRAL): per (game, seat) EMA baseline b (decay 0.95, init 0), updated match by
+  match: A = R - b (before the update), b <- decay b + (1 - decay) R; turns with A == 0
+  are dropped when `drop_zero_advantage`. Stateful: pass the same `state` dict every batch.
+- `loo` (Advantage Alignment paper's group baseline): A_t = G_t - mean over the other
+  matches of the group of their G_t (t = the player's t-th decision, G = return-to-go).
+- `advantage_alignment`: A*_t = gamma^t [A1_t + beta gamma (sum_{k<t} gamma^(t-k) A1_k) A2_t]
+  with A1 the player's `loo` advantage and A2 the opponent's at its t-th decision
+  (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`).
+- `advevo` (AdvEvo-MARL public baseline): A = R - mean of R over every (match, seat) of
+  the same game in the same functional group (`functional_groups` maps seat -> group;
+  default: each seat is its own group).
+- `arena_ranks` (ArenaRL): with ranks 0 (best) .. N-1 in a group, r = 1 - rank/(N-1),
+  z-scored in the group (unbiased std + 1e-6). Ranks come from `ranks=` (one dict
+  seat -> rank per match, e.g. from a judge tournament) or, by default, from R (ties share
+  the best rank, as pandas' rank(method="min")).
+
+A group of one match has no comparison: its advantage is 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from arena.records import MatchRecord, TurnRecord, outcomes
+from tournaments.judge import ranks_to_advantages
+
+
+@dataclass
+class AdvantageConfig:
+    estimator: str = "mars"
+    """name in ESTIMATORS"""
+    learners: list[str] | None = None
+    """agent names whose turns are trained on; None: every turn that has completion tokens"""
+    gamma: float = 1.0
+    """turn-level discount of the return-to-go (mars, loo)"""
+    reward_scale: float = 1.0
+    """multiplies the env reward before shaping (Advantage Alignment divides IPD by 5)"""
+    format_reward: float = 0.05
+    """added to every valid turn"""
+    draw_reward: float = 0.1
+    """added to each player's last turn of a drawn match"""
+    length_penalty_coef: float = 0.5
+    """penalty per (length_max - length_min) tokens beyond length_max"""
+    length_max: int = 2048
+    """completion tokens allowed before the length penalty starts"""
+    length_min: int = 11
+    """shortest sensible completion; sets the penalty's slope with length_max"""
+    player_reward_norm: bool = True
+    """mars: subtract the per-(game, player) mean turn reward"""
+    whiten_rewards: bool = True
+    """mars: whiten turn rewards over response tokens"""
+    agent_norm: bool = True
+    """mars: subtract, per player, the mean of the distinct return-to-go values"""
+    agent_norm_unique: bool = True
+    """mars: that mean is over distinct values (as MARS does); False: over turns"""
+    whiten_advantages: bool = True
+    """mars: whiten advantages over response tokens"""
+    group_std: bool = True
+    """grpo, grpo_median: divide by the group's std"""
+    eps: float = 1e-6
+    """added to stds before dividing"""
+    rae_decay: float = 0.95
+    """rae: EMA decay of the per-(game, role) baseline"""
+    drop_zero_advantage: bool = True
+    """rae: drop turns whose advantage is exactly 0"""
+    aa_beta: float = 2.0
+    """advantage_alignment: weight of the opponent-shaping term"""
+    aa_gamma: float = 0.96
+    """advantage_alignment: discount"""
+    functional_groups: dict[str, str] | None = None
+    """advevo: seat -> functional group name; unlisted seats are their own group"""
+
+
+@dataclass
+class TurnSample:
+    """One learning turn and its advantage."""
+
+    match_index: int
+    turn_index: int
+    advantage: float
+    game: str
+    player: str
+    turn: TurnRecord
+
+
+@dataclass
+class _Turn:
+    m: int  # match index
+    k: int  # turn index in the match
+    t: int  # this player's decision number in the match
+    game: str
+    player: str
+    group: tuple  # (game, params, seed): matches with the same initial state
+    reward: float  # shaped
+    n_tokens: int
+    learn: bool
+
+
+def _learns(turn: TurnRecord, cfg: AdvantageConfig) -> bool:
+    if cfg.learners is None:
+        return bool(turn.token_ids)
+    return turn.agent in cfg.learners
+
+
+def length_penalty(n_tokens: int, cfg: AdvantageConfig) -> float:
+    over = max(0, n_tokens - cfg.length_max)
+    return -cfg.length_penalty_coef * over / max(1, cfg.length_max - cfg.length_min)
+
+
+def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
+    """Shaped reward of every turn of `match` (see the module docstring)."""
+    outcome = match.outcome or (outcomes(match.returns) if match.returns else {})
+    last = {t.player: i for i, t in enumerate(match.turns)}
+    rewards = []
+    for i, t in enumerate(match.turns):
+        r = cfg.reward_scale * float(t.reward)
+        if t.valid:
+            r += cfg.format_reward
+        r += length_penalty(len(t.token_ids), cfg)
+        if last[t.player] == i and outcome.get(t.player) == "draw":
+            r += cfg.draw_reward
+        rewards.append(r)
+    return rewards
+
+
+def _flatten(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[_Turn]:
+    out = []
+    for m, match in enumerate(matches):
+        if match.error is not None:  # an aborted match carries no outcome
+            continue
+        group = (match.game, json.dumps(match.params, sort_keys=True, default=str), match.seed)
+        decision = defaultdict(int)
+        for k, (turn, r) in enumerate(zip(match.turns, turn_rewards(match, cfg))):
+            out.append(_Turn(m, k, decision[turn.player], match.game, turn.player, group, r, max(1, len(turn.token_ids)), _learns(turn, cfg)))
+            decision[turn.player] += 1
+    return out
+
+
+def _returns(turns: list[_Turn]) -> dict[tuple[int, str], float]:
+    """Episode return (sum of shaped turn rewards) per (match, seat)."""
+    R: dict[tuple[int, str], float] = defaultdict(float)
+    for x in turns:
+        R[(x.m, x.player)] += x.reward
+    return dict(R)
+
+
+def _rtg(turns: list[_Turn], gamma: float) -> dict[tuple[int, int], float]:
+    """Turn-level return-to-go G of every turn over its player's later turns in the match."""
+    by_seat: dict[tuple[int, str], list[_Turn]] = defaultdict(list)
+    for x in turns:
+        by_seat[(x.m, x.player)].append(x)
+    G = {}
+    for seq in by_seat.values():
+        acc = 0.0
+        for x in reversed(seq):
+            acc = x.reward + gamma * acc
+            G[(x.m, x.k)] = acc
+    return G
+
+
+def _weighted_whiten(values: np.ndarray, weights: np.ndarray, zeros: float = 0.0) -> np.ndarray:
+    """Whiten per-turn `values` as if each were repeated `weights` times (token counts).
+
+    `zeros` extra tokens per turn-set hold 0 (rewards sit on a turn's last token only);
+    pass their total count. Unbiased variance, as MARS's masked_whiten.
+    """
+    n = weights.sum() + zeros
+    mean = (weights * values).sum() / n
+    ss = (weights * (values - mean) ** 2).sum() + zeros * mean**2
+    if n < 2:
+        return values - mean
+    return (values - mean) / math.sqrt(ss / (n - 1) + 1e-8)
+
+
+def _samples(matches, turns: list[_Turn], adv: dict[tuple[int, int], float]) -> list[TurnSample]:
+    return [
+        TurnSample(x.m, x.k, float(adv[(x.m, x.k)]), x.game, x.player, matches[x.m].turns[x.k])
+        for x in turns
+        if x.learn and (x.m, x.k) in adv
+    ]
+
+
+def _learning_seats(turns: list[_Turn]) -> set[tuple[int, str]]:
+    return {(x.m, x.player) for x in turns if x.learn}
+
+
+def _seats_by_match(matches: list[MatchRecord], turns: list[_Turn]) -> dict[int, list[str]]:
+    seats: dict[int, set[str]] = defaultdict(set)
+    for x in turns:
+        seats[x.m].add(x.player)
+    return {m: sorted(s | set(matches[m].seats)) for m, s in seats.items()}
+
+
+# --- estimators -------------------------------------------------------------------------
+
+
+def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    turns = _flatten(matches, cfg)
+    learn = [x for x in turns if x.learn]
+    if not learn:
+        return []
+    r = np.array([x.reward for x in learn], dtype=np.float64)
+    n = np.array([x.n_tokens for x in learn], dtype=np.float64)
+    if cfg.player_reward_norm:
+        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, x in enumerate(learn):
+            groups[(x.game, x.player)].append(i)
+        for idx in groups.values():
+            r[idx] -= r[idx].mean()
+    if cfg.whiten_rewards:
+        # the reward sits on each turn's last token; the turn's other n-1 tokens hold 0
+        r = _weighted_whiten(r, np.ones_like(n), zeros=(n - 1).sum())
+    for x, v in zip(learn, r):
+        x.reward = float(v)
+    G = _rtg(learn, cfg.gamma)
+    A = np.array([G[(x.m, x.k)] for x in learn], dtype=np.float64)
+    if cfg.agent_norm:
+        players: dict[str, list[int]] = defaultdict(list)
+        for i, x in enumerate(learn):
+            players[x.player].append(i)
+        for idx in players.values():
+            vals = A[idx]
+            base = np.unique(np.round(vals, 12)).mean() if cfg.agent_norm_unique else vals.mean()
+            A[idx] = vals - base
+    if cfg.whiten_advantages:
+        A = _weighted_whiten(A, n)
+    return _samples(matches, turns, {(x.m, x.k): a for x, a in zip(learn, A)})
+
+
+def _group_baseline(matches, cfg: AdvantageConfig, centre: Callable[[np.ndarray], float]) -> list[TurnSample]:
+    turns = _flatten(matches, cfg)
+    R = _returns(turns)
+    seats = _learning_seats(turns)
+    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
+    group_of = {(x.m, x.player): x.group for x in turns}
+    for seat in sorted(seats):
+        groups[(group_of[seat], seat[1])].append(seat)
+    A_seat = {}
+    for members in groups.values():
+        vals = np.array([R[s] for s in members])
+        if len(vals) < 2:
+            A_seat.update({s: 0.0 for s in members})
+            continue
+        a = vals - centre(vals)
+        if cfg.group_std:
+            a = a / (vals.std(ddof=1) + cfg.eps)
+        A_seat.update(dict(zip(members, a)))
+    return _samples(matches, turns, {(x.m, x.k): A_seat[(x.m, x.player)] for x in turns if x.learn})
+
+
+def grpo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    return _group_baseline(matches, cfg, np.mean)
+
+
+def grpo_median(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    return _group_baseline(matches, cfg, np.median)
+
+
+def rae(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """SPIRAL's role-conditioned baseline; `state["rae"]` maps "game/seat" -> baseline."""
+    turns = _flatten(matches, cfg)
+    R = _returns(turns)
+    seats = _learning_seats(turns)
+    baseline: dict[str, float] = state.setdefault("rae", {})
+    A_seat = {}
+    for m, players in sorted(_seats_by_match(matches, turns).items()):
+        match = matches[m]
+        for player in players:
+            if (m, player) not in seats:
+                continue
+            key = f"{match.game}/{player}"
+            b = baseline.get(key, 0.0)
+            A_seat[(m, player)] = R[(m, player)] - b
+            baseline[key] = cfg.rae_decay * b + (1 - cfg.rae_decay) * R[(m, player)]
+    adv = {(x.m, x.k): A_seat[(x.m, x.player)] for x in turns if x.learn}
+    if cfg.drop_zero_advantage:
+        adv = {key: a for key, a in adv.items() if a != 0.0}
+    return _samples(matches, turns, adv)
+
+
+def _loo_by_decision(turns: list[_Turn], cfg: AdvantageConfig) -> dict[tuple[int, str, int], float]:
+    """Leave-one-out advantage per (match, seat, decision t) for every seat in `turns`."""
+    G = _rtg(turns, cfg.gamma)
+    rtg: dict[tuple[int, str], list[float]] = defaultdict(list)
+    group_of = {}
+    for x in turns:  # in decision order within a match
+        rtg[(x.m, x.player)].append(G[(x.m, x.k)])
+        group_of[(x.m, x.player)] = (x.group, x.player)
+    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
+    for seat in sorted(rtg):
+        groups[group_of[seat]].append(seat)
+    out = {}
+    for members in groups.values():
+        for s in members:
+            others = [o for o in members if o != s]
+            for t, g in enumerate(rtg[s]):
+                if not others:
+                    out[(s[0], s[1], t)] = 0.0
+                    continue
+                # a match that already ended has return-to-go 0 at decision t
+                base = sum(rtg[o][t] if t < len(rtg[o]) else 0.0 for o in others) / len(others)
+                out[(s[0], s[1], t)] = g - base
+    return out
+
+
+def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    turns = _flatten(matches, cfg)
+    A = _loo_by_decision(turns, cfg)
+    return _samples(matches, turns, {(x.m, x.k): A[(x.m, x.player, x.t)] for x in turns if x.learn})
+
+
+def advantage_alignment(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    turns = _flatten(matches, cfg)
+    seats = _seats_by_match(matches, turns)
+    for m, players in seats.items():
+        if len(players) != 2:
+            raise ValueError(f"advantage_alignment needs two-player matches; match {matches[m].match_id!r} has {len(players)} players")
+    A1 = _loo_by_decision(turns, cfg)
+    g, beta = cfg.aa_gamma, cfg.aa_beta
+    adv = {}
+    for x in turns:
+        if not x.learn:
+            continue
+        opp = next(p for p in seats[x.m] if p != x.player)
+        past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
+        a2 = A1.get((x.m, opp, x.t), 0.0)
+        adv[(x.m, x.k)] = g**x.t * (A1[(x.m, x.player, x.t)] + beta * g * past * a2)
+    return _samples(matches, turns, adv)
+
+
+def advevo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    turns = _flatten(matches, cfg)
+    R = _returns(turns)
+    fg = cfg.functional_groups or {}
+    game_of = {(x.m, x.player): x.game for x in turns}
+    members: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for seat, r in R.items():
+        members[(game_of[seat], fg.get(seat[1], seat[1]))].append(r)
+    b = {key: float(np.mean(v)) for key, v in members.items()}
+    adv = {(x.m, x.k): R[(x.m, x.player)] - b[(x.game, fg.get(x.player, x.player))] for x in turns if x.learn}
+    return _samples(matches, turns, adv)
+
+
+def arena_ranks(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict, ranks: list[dict[str, int]] | None = None) -> list[TurnSample]:
+    if ranks is not None and len(ranks) != len(matches):
+        raise ValueError(f"ranks has {len(ranks)} entries for {len(matches)} matches (one seat->rank dict per match)")
+    turns = _flatten(matches, cfg)
+    R = _returns(turns)
+    seats = _learning_seats(turns)
+    group_of = {(x.m, x.player): (x.group, x.player) for x in turns}
+    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
+    for seat in sorted(seats):
+        groups[group_of[seat]].append(seat)
+    A_seat = {}
+    for members in groups.values():
+        if ranks is not None:
+            try:
+                rk = [int(ranks[m][p]) for m, p in members]
+            except KeyError as e:
+                raise ValueError(f"ranks: no rank for seat {e.args[0]!r}") from None
+        else:  # 0 = best return; ties share the best rank
+            vals = [R[s] for s in members]
+            rk = [sum(v > x for v in vals) for x in vals]
+        A_seat.update(dict(zip(members, ranks_to_advantages(rk).tolist())))
+    return _samples(matches, turns, {(x.m, x.k): A_seat[(x.m, x.player)] for x in turns if x.learn})
+
+
+ESTIMATORS: dict[str, Callable[..., list[TurnSample]]] = {
+    "mars": mars,
+    "grpo": grpo,
+    "grpo_median": grpo_median,
+    "rae": rae,
+    "loo": loo,
+    "advantage_alignment": advantage_alignment,
+    "advevo": advevo,
+    "arena_ranks": arena_ranks,
+}
+
+
+def compute_advantages(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict | None = None, **kwargs) -> list[TurnSample]:
+    """One `TurnSample` per learning turn. `state` carries estimator state across batches
+    (rae's baselines); keep it in the checkpoint. Extra kwargs go to the estimator
+    (`ranks=` for arena_ranks)."""
+    if cfg.estimator not in ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {cfg.estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+    if not 0.0 <= cfg.gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {cfg.gamma}")
+    return ESTIMATORS[cfg.estimator](matches, cfg, {} if state is None else state, **kwargs)

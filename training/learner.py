@@ -1,0 +1,356 @@
+"""The learner: one model for every role and game, updated on turn-level advantages.
+
+A training example is a `Sequence`: prompt token ids, completion token ids, one advantage,
+the behaviour log-probabilities (or None) and, for a turn decoded under legal-move
+constraints, the allowed strings. `Learner.step(seqs)` makes one optimizer step over them:
+
+1. sort by length and pack into micro-batches of at most `micro_batch_tokens` padded
+   tokens; each row is laid out `[pad.. prompt | completion ..pad]` so every completion
+   starts at the same column, positions count real tokens only (as a left-padded
+   rollout does), and the LM head runs on completion positions only (`logits_to_keep`);
+2. new log-probabilities are `log_softmax(logits / temperature)` of the taken tokens. On a
+   constrained turn the softmax runs over `agents.constrained.allowed_token_ids` at
+   each position - the distribution the rollout sampled from;
+3. behaviour log-probabilities missing from a sequence are the new ones, detached (exact
+   for the first update on freshly sampled data; call `prepare()` first when taking
+   several steps on the same data); reference log-probabilities (for the k3 KL) come
+   from a frozen copy of the initial model, or from the LoRA base with the adapter off;
+4. `training.loss.policy_loss` with the full batch's token/sequence counts, so the
+   micro-batch gradients add up to one big-batch gradient; clip the norm; AdamW.
+
+fp32 on CPU, bf16 autocast on GPU: the same code. LoRA (`peft`) when `lora_rank > 0`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from agents.constrained import allowed_token_ids
+from training.loss import LossConfig, policy_loss
+
+
+@dataclass
+class LearnerConfig:
+    lr: float = 1e-5
+    """AdamW learning rate (peak, after warmup)"""
+    weight_decay: float = 0.0
+    """AdamW weight decay"""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas"""
+    max_grad_norm: float = 1.0
+    """clip the global gradient norm to this (0: no clipping)"""
+    lr_schedule: str = "constant"
+    """"constant" or "cosine" (decays to min_lr_ratio * lr at total_steps)"""
+    warmup_steps: int = 0
+    """linear warmup steps"""
+    total_steps: int = 0
+    """cosine horizon"""
+    min_lr_ratio: float = 0.0
+    """cosine floor as a fraction of lr"""
+    micro_batch_tokens: int = 8192
+    """padded tokens per micro-batch (gradient accumulation beyond that)"""
+    temperature: float = 1.0
+    """sampling temperature of the rollouts: logits are divided by it"""
+    lora_rank: int = 0
+    """LoRA rank; 0 trains all weights"""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator"""
+    lora_dropout: float = 0.0
+    """LoRA dropout"""
+    lora_targets: str | list[str] = "all-linear"
+    """modules LoRA adapts (peft target_modules)"""
+    log_entropy: bool = True
+    """compute the policy entropy as a metric even when entropy_coef is 0"""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """the policy loss"""
+
+    def __post_init__(self):
+        if isinstance(self.loss, dict):
+            self.loss = LossConfig(**self.loss)
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 (greedy rollouts have no usable logprobs), got {self.temperature}")
+        if self.micro_batch_tokens < 1:
+            raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
+
+
+@dataclass
+class Sequence:
+    """One training example: a completion after a prompt, with its advantage."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+    logprobs: list[float] | None = None
+    """behaviour log-probabilities of completion_ids; None: use the current policy's"""
+    allowed: list[str] | None = None
+    """the legal moves when decoding was constrained to them"""
+
+
+def sequences_from_samples(samples, tokenizer=None, recompute: str = "constrained") -> list[Sequence]:
+    """`Sequence`s from `training.advantages.TurnSample`s.
+
+    `recompute` says whose recorded behaviour logprobs to drop (then the current policy's
+    are used): "missing" (only turns without them), "constrained" (also constrained
+    turns: a backend may record the unmasked distribution, which would skew the ratio),
+    or "all". A turn without `prompt_token_ids` is re-rendered from its `messages` with
+    the tokenizer's chat template. Turns without completion tokens are skipped.
+    """
+    if recompute not in ("missing", "constrained", "all"):
+        raise ValueError(f"recompute must be 'missing', 'constrained' or 'all', got {recompute!r}")
+    out = []
+    for s in samples:
+        t = s.turn
+        if not t.token_ids:
+            continue
+        prompt = list(t.prompt_token_ids)
+        if not prompt:
+            if not t.messages or tokenizer is None:
+                raise ValueError(f"turn {s.turn_index} of match {s.match_index} has no prompt_token_ids and no messages to render")
+            prompt = _render(tokenizer, t.messages)
+        logprobs = list(t.logprobs) if t.logprobs else None
+        if logprobs is not None and len(logprobs) != len(t.token_ids):
+            raise ValueError(f"turn {s.turn_index} of match {s.match_index}: {len(logprobs)} logprobs for {len(t.token_ids)} tokens")
+        if recompute == "all" or (recompute == "constrained" and t.constrained):
+            logprobs = None
+        out.append(Sequence(prompt, list(t.token_ids), float(s.advantage), logprobs, list(t.legal_moves) if t.constrained else None))
+    return out
+
+
+def _render(tokenizer, messages) -> list[int]:
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    return list(ids)
+
+
+@dataclass
+class _Micro:
+    """One padded micro-batch."""
+
+    input_ids: torch.Tensor  # (B, P + C - 1)
+    attention_mask: torch.Tensor  # (B, P + C - 1)
+    position_ids: torch.Tensor  # (B, P + C - 1)
+    targets: torch.Tensor  # (B, C) completion tokens (pad beyond each length)
+    mask: torch.Tensor  # (B, C) 1 on completion tokens
+    advantages: torch.Tensor  # (B,)
+    old_logp: torch.Tensor  # (B, C) behaviour logprobs (0 where missing)
+    has_old: torch.Tensor  # (B,) bool: behaviour logprobs recorded
+    constrained: list[tuple[int, int, list[int]]]  # (row, position, allowed ids)
+    index: list[int]  # rows -> positions in the caller's list
+
+
+class Learner:
+    """Holds the policy, its optimizer and the frozen reference; see the module docstring."""
+
+    def __init__(self, model, tokenizer, cfg: LearnerConfig | None = None):
+        self.cfg = cfg or LearnerConfig()
+        self.tokenizer = tokenizer
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.device = next(model.parameters()).device
+        self.autocast = self.device.type == "cuda"  # bf16 compute on GPU, plain fp32 on CPU
+        if self.cfg.lora_rank > 0:
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(r=self.cfg.lora_rank, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
+                              target_modules=self.cfg.lora_targets, task_type="CAUSAL_LM")
+            model = get_peft_model(model, lora)
+        self.model = model
+        self.ref_model = None
+        if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, betas=self.cfg.betas, weight_decay=self.cfg.weight_decay)
+        self.step_count = 0
+
+    # --- batching ---------------------------------------------------------------------
+
+    def _micro_batches(self, seqs: list[Sequence]) -> list[_Micro]:
+        order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i].prompt_ids) + len(seqs[i].completion_ids), i), reverse=True)
+        groups, cur, P, C = [], [], 0, 0
+        for i in order:
+            p, c = len(seqs[i].prompt_ids), len(seqs[i].completion_ids)
+            nP, nC = max(P, p), max(C, c)
+            if cur and (len(cur) + 1) * (nP + nC) > self.cfg.micro_batch_tokens:
+                groups.append(cur)
+                cur, nP, nC = [], p, c
+            cur.append(i)
+            P, C = nP, nC
+        if cur:
+            groups.append(cur)
+        return [self._pad([seqs[i] for i in g], g) for g in groups]
+
+    def _pad(self, rows: list[Sequence], index: list[int]) -> _Micro:
+        P = max(len(s.prompt_ids) for s in rows)
+        C = max(len(s.completion_ids) for s in rows)
+        B = len(rows)
+        ids = torch.full((B, P + C), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((B, P + C), dtype=torch.long)
+        old = torch.zeros((B, C))
+        has_old = torch.zeros(B, dtype=torch.bool)
+        constrained = []
+        for b, s in enumerate(rows):
+            p, c = len(s.prompt_ids), len(s.completion_ids)
+            ids[b, P - p : P] = torch.tensor(s.prompt_ids)
+            ids[b, P : P + c] = torch.tensor(s.completion_ids)
+            attn[b, P - p : P + c] = 1
+            if s.logprobs is not None:
+                old[b, :c] = torch.tensor(s.logprobs)
+                has_old[b] = True
+            if s.allowed is not None:
+                for j in range(c):
+                    allowed = allowed_token_ids(self.tokenizer, s.allowed, s.completion_ids[:j])
+                    if s.completion_ids[j] not in allowed:
+                        raise ValueError(
+                            f"constrained completion {self.tokenizer.decode(s.completion_ids)!r} leaves the legal moves at token {j}; "
+                            "was it decoded with agents.constrained.allowed_token_ids?"
+                        )
+                    constrained.append((b, j, allowed))
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        mask = (torch.arange(C)[None, :] < torch.tensor([len(s.completion_ids) for s in rows])[:, None]).float()
+        dev = self.device
+        return _Micro(
+            input_ids=ids[:, :-1].to(dev),  # the last token predicts nothing
+            attention_mask=attn[:, :-1].to(dev),
+            position_ids=pos[:, :-1].to(dev),
+            targets=ids[:, P:].to(dev),
+            mask=mask.to(dev),
+            advantages=torch.tensor([s.advantage for s in rows], dtype=torch.float32).to(dev),
+            old_logp=old.to(dev),
+            has_old=has_old.to(dev),
+            constrained=constrained,
+            index=index,
+        )
+
+    # --- log-probabilities ------------------------------------------------------------
+
+    def _logprobs(self, model, mb: _Micro, entropy_mode: str | None):
+        """(logp, entropy or None), both (B, C), under the (possibly masked) sampling distribution.
+
+        entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
+        C = mb.targets.shape[1]
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+                        logits_to_keep=C, use_cache=False)
+        logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
+        lse = torch.logsumexp(logits, dim=-1)  # (B, C)
+        taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
+        entropy = None
+        if entropy_mode is not None:
+            with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
+                entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+        if mb.constrained:
+            rows = torch.tensor([r for r, _, _ in mb.constrained], device=logits.device)
+            cols = torch.tensor([c for _, c, _ in mb.constrained], device=logits.device)
+            K = max(len(a) for _, _, a in mb.constrained)
+            idx = torch.zeros((len(mb.constrained), K), dtype=torch.long)
+            valid = torch.zeros((len(mb.constrained), K), dtype=torch.bool)
+            for n, (_, _, a) in enumerate(mb.constrained):
+                idx[n, : len(a)] = torch.tensor(a)
+                valid[n, : len(a)] = True
+            idx, valid = idx.to(logits.device), valid.to(logits.device)
+            sub = logits[rows, cols].gather(-1, idx).masked_fill(~valid, float("-inf"))  # (N, K)
+            sub_lse = torch.logsumexp(sub, dim=-1)
+            lse = lse.index_put((rows, cols), sub_lse)
+            if entropy is not None:
+                with torch.set_grad_enabled(entropy.requires_grad):
+                    p = torch.softmax(sub, dim=-1)
+                    h = sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
+                    entropy = entropy.index_put((rows, cols), h)
+        logp = (taken - lse) * mb.mask
+        if entropy is not None:
+            entropy = entropy * mb.mask
+        return logp, entropy
+
+    @torch.no_grad()
+    def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
+        if self.ref_model is not None:
+            return self._logprobs(self.ref_model, mb, None)[0]
+        with self.model.disable_adapter():  # LoRA: the base model is the reference
+            return self._logprobs(self.model, mb, None)[0]
+
+    @torch.no_grad()
+    def logprobs(self, seqs: list[Sequence], reference: bool = False) -> list[list[float]]:
+        """Per-token log-probabilities of each completion under the policy (or the reference)."""
+        out: list[list[float]] = [[] for _ in seqs]
+        for mb in self._micro_batches(seqs):
+            lp = self._ref_logprobs(mb) if reference else self._logprobs(self.model, mb, None)[0]
+            for b, i in enumerate(mb.index):
+                out[i] = lp[b, : len(seqs[i].completion_ids)].tolist()
+        return out
+
+    def prepare(self, seqs: list[Sequence]) -> None:
+        """Fill missing behaviour logprobs from the current policy (before several steps on one batch)."""
+        missing = [s for s in seqs if s.logprobs is None]
+        for s, lp in zip(missing, self.logprobs(missing) if missing else []):
+            s.logprobs = lp
+
+    # --- the update -------------------------------------------------------------------
+
+    def lr_at(self, step: int) -> float:
+        c = self.cfg
+        if c.warmup_steps and step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        if c.lr_schedule == "cosine" and c.total_steps > c.warmup_steps:
+            frac = min(1.0, (step - c.warmup_steps) / (c.total_steps - c.warmup_steps))
+            return c.lr * (c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+        return c.lr
+
+    def step(self, seqs: list[Sequence]) -> dict[str, float]:
+        """One optimizer step over `seqs`; returns the step's metrics."""
+        seqs = [s for s in seqs if s.completion_ids]
+        if not seqs:
+            raise ValueError("no sequences with completion tokens to train on")
+        for s in seqs:
+            if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
+                raise ValueError(f"a sequence has {len(s.logprobs)} logprobs for {len(s.completion_ids)} completion tokens")
+        self.model.train()
+        lcfg = self.cfg.loss
+        num_tokens = sum(len(s.completion_ids) for s in seqs)
+        num_seqs = len(seqs)
+        lr = self.lr_at(self.step_count)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        ratio_min, ratio_max, loss_total = math.inf, -math.inf, 0.0
+        for mb in self._micro_batches(seqs):
+            ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
+            want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy else None
+            logp, entropy = self._logprobs(self.model, mb, want)
+            old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
+            loss, m = policy_loss(logp, old, mb.advantages, mb.mask, lcfg, ref_logp=ref, entropy=entropy,
+                                  num_tokens=num_tokens, num_seqs=num_seqs)
+            loss.backward()
+            loss_total += float(loss.detach())
+            n = m.pop("tokens")
+            ratio_min, ratio_max = min(ratio_min, m.pop("ratio_min")), max(ratio_max, m.pop("ratio_max"))
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v * n
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf)
+        self.optimizer.step()
+        self.step_count += 1
+        metrics = {k: v / num_tokens for k, v in sums.items()}
+        metrics.update(loss=loss_total, grad_norm=float(grad_norm), lr=lr, ratio_min=ratio_min, ratio_max=ratio_max,
+                       tokens=float(num_tokens), sequences=float(num_seqs))
+        return metrics
+
+    # --- weights out ------------------------------------------------------------------
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The policy's weights under the base model's names (LoRA merged in), for weight sync."""
+        if self.cfg.lora_rank == 0:
+            return {k: v.detach() for k, v in self.model.state_dict().items()}
+        # W + delta computed aside: merge_adapter/unmerge_adapter would leave rounding drift in W
+        base = self.model.get_base_model()
+        sd = {k.replace(".base_layer.", "."): v.detach() for k, v in base.state_dict().items() if "lora_" not in k}
+        with torch.no_grad():
+            for name, module in base.named_modules():
+                if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
+                    delta = sum(module.get_delta_weight(a) for a in module.active_adapters)
+                    sd[f"{name}.weight"] = module.base_layer.weight.detach() + delta
+        return sd

@@ -1,0 +1,145 @@
+"""The token-level policy loss: PPO ratio clipping, dual clip, k3 KL, entropy bonus.
+
+Per completion token t of sequence i, with ratio rho = exp(logp_new - logp_old)::
+
+    pg   = max(-A rho, -A clip(rho, 1 - clip_low, 1 + clip_high))
+    pg   = min(pg, -A dual_clip)               if A < 0 and dual_clip is set (c > 1)
+    k3   = exp(logp_ref - logp_new) - (logp_ref - logp_new) - 1   (>= 0; clamped to 10)
+    loss = pg + kl_coef k3 - entropy_coef H
+
+Aggregation over the (B, T) token grid (`mask` marks completion tokens):
+
+- `token_mean`            sum of all token losses / number of tokens;
+- `seq_mean_token_mean`   mean over sequences of each sequence's token mean (MARS);
+- `seq_mean_token_sum_norm` sum of all token losses / (sequences x `norm_constant`)
+  (Dr.GRPO; SPIRAL uses a constant of 4096).
+
+Gradient accumulation: pass the whole batch's `num_tokens` / `num_seqs` and every
+micro-batch's loss is its share of the full-batch loss, so the summed gradients equal one
+big-batch step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+
+
+@dataclass
+class LossConfig:
+    clip_low: float = 0.2
+    """PPO clip range below 1 (ratio floor 1 - clip_low)"""
+    clip_high: float = 0.2
+    """PPO clip range above 1 (ratio ceiling 1 + clip_high)"""
+    dual_clip: float | None = None
+    """dual-clip constant c > 1 bounding the loss of negative-advantage tokens (MARS: 1.4); None: off"""
+    kl_coef: float = 0.0
+    """weight of the k3 KL to the frozen reference (MARS: 0.2); 0 skips the reference pass"""
+    entropy_coef: float = 0.0
+    """weight of the entropy bonus"""
+    aggregation: str = "seq_mean_token_mean"
+    """one of AGGREGATIONS"""
+    norm_constant: float = 4096.0
+    """Dr.GRPO's constant per-sequence normaliser (seq_mean_token_sum_norm)"""
+
+    def __post_init__(self):
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown loss aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
+        if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
+            raise ValueError(f"clip ranges must be clip_low in [0, 1), clip_high >= 0; got {self.clip_low}, {self.clip_high}")
+
+
+def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(new || ref) per token: e^d - d - 1 with d = ref - new."""
+    d = ref_logp - logp
+    return (torch.exp(d) - d - 1).clamp(max=10.0)
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: LossConfig,
+    ref_logp: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    num_tokens: float | None = None,
+    num_seqs: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The aggregated loss and its metrics.
+
+    Args:
+        logp, old_logp: (B, T) log-probabilities of the taken tokens, new (with grad) and behaviour.
+        advantages: (B,) one per sequence, or (B, T) per token.
+        mask: (B, T) 1 on completion tokens.
+        ref_logp: (B, T) reference log-probabilities; needed when cfg.kl_coef > 0.
+        entropy: (B, T) per-token entropy of the new policy; needed when cfg.entropy_coef > 0.
+        num_tokens, num_seqs: the full batch's token / sequence counts (gradient
+            accumulation); default: this batch's.
+    Returns:
+        (loss, metrics): metrics are token means over this batch (`tokens` is its count)
+        plus ratio min/max.
+    """
+    mask = mask.to(logp.dtype)
+    if advantages.dim() == 1:
+        advantages = advantages[:, None]
+    advantages = advantages.to(logp.dtype).expand_as(logp)
+    log_ratio = logp - old_logp
+    ratio = torch.exp(log_ratio)
+    pg1 = -advantages * ratio
+    pg2 = -advantages * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+    pg = torch.maximum(pg1, pg2)
+    dual = torch.zeros_like(pg, dtype=torch.bool)
+    if cfg.dual_clip is not None:
+        bound = -advantages * cfg.dual_clip
+        dual = (advantages < 0) & (pg > bound)
+        pg = torch.where(advantages < 0, torch.minimum(pg, bound), pg)
+    per_token = pg
+    kl = None
+    if cfg.kl_coef > 0:
+        if ref_logp is None:
+            raise ValueError("kl_coef > 0 needs ref_logp")
+        kl = k3(logp, ref_logp)
+        per_token = per_token + cfg.kl_coef * kl
+    if cfg.entropy_coef > 0:
+        if entropy is None:
+            raise ValueError("entropy_coef > 0 needs entropy")
+        per_token = per_token - cfg.entropy_coef * entropy
+
+    tok_count = mask.sum()
+    seq_tokens = mask.sum(-1)  # (B,)
+    n_tok = float(tok_count) if num_tokens is None else float(num_tokens)
+    n_seq = float((seq_tokens > 0).sum()) if num_seqs is None else float(num_seqs)
+    masked = per_token * mask
+    if cfg.aggregation == "token_mean":
+        loss = masked.sum() / max(n_tok, 1.0)
+    elif cfg.aggregation == "seq_mean_token_mean":
+        loss = (masked.sum(-1) / seq_tokens.clamp(min=1)).sum() / max(n_seq, 1.0)
+    else:  # seq_mean_token_sum_norm
+        loss = masked.sum() / (max(n_seq, 1.0) * cfg.norm_constant)
+
+    with torch.no_grad():
+        denom = tok_count.clamp(min=1)
+        clipped = (pg2 > pg1) & ~dual
+        m = mask.bool()
+        metrics = {
+            "tokens": float(tok_count),
+            "pg_loss": float((pg * mask).sum() / denom),
+            "clip_frac": float((clipped.to(mask.dtype) * mask).sum() / denom),
+            "dual_clip_frac": float((dual.to(mask.dtype) * mask).sum() / denom),
+            "ratio_mean": float((ratio * mask).sum() / denom),
+            "ratio_min": float(ratio[m].min()) if m.any() else 1.0,
+            "ratio_max": float(ratio[m].max()) if m.any() else 1.0,
+            # k3 of behaviour vs new: how far this update has moved from the rollout policy
+            "approx_kl_behaviour": float((k3(logp, old_logp) * mask).sum() / denom),
+        }
+        if kl is not None:
+            metrics["kl_ref"] = float((kl * mask).sum() / denom)
+        if entropy is not None:
+            metrics["entropy"] = float((entropy * mask).sum() / denom)
+    return loss, metrics
