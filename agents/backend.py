@@ -38,3 +38,24 @@ class Backend(Protocol):
         params: SamplingParams,
         allowed: list[list[str]] | None = None,
     ) -> list[Generation]: ...
+
+
+def check_request(conversations: list[list[dict]], params: SamplingParams, allowed: list[list[str] | None] | None) -> None:
+    """One-line ValueErrors for a malformed `generate` call (every backend calls this first)."""
+    if not isinstance(conversations, list) or not conversations:
+        raise ValueError("conversations must be a non-empty list of chat message lists")
+    for i, conv in enumerate(conversations):
+        if not isinstance(conv, list) or not conv or not all(isinstance(m, dict) and "role" in m and "content" in m for m in conv):
+            raise ValueError(f"conversation {i} must be a non-empty list of {{'role', 'content'}} dicts")
+    if params.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {params.max_new_tokens}")
+    if params.temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {params.temperature}")
+    if not 0 < params.top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
+    if allowed is not None:
+        if len(allowed) != len(conversations):
+            raise ValueError(f"allowed has {len(allowed)} entries for {len(conversations)} conversations")
+        for i, a in enumerate(allowed):
+            if a is not None and (not a or not all(isinstance(s, str) and s for s in a)):
+                raise ValueError(f"allowed[{i}] must be None or a non-empty list of non-empty strings")

@@ -50,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from agents.backend import Generation, SamplingParams
+from agents.backend import Generation, SamplingParams, check_request
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +141,9 @@ class OpenAIBackend:
         allowed: list[list[str] | None] | None = None,
     ) -> list[Generation]:
         """One completion per conversation, requested concurrently (see the module docstring)."""
-        if not isinstance(conversations, list) or not conversations:
-            raise ValueError("conversations must be a non-empty list of chat message lists")
-        if allowed is not None:
-            if len(allowed) != len(conversations):
-                raise ValueError(f"allowed has {len(allowed)} entries for {len(conversations)} conversations")
-            if not self.extensions and any(a is not None for a in allowed):
-                raise ValueError("constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)")
+        check_request(conversations, params, allowed)
+        if allowed is not None and not self.extensions and any(a is not None for a in allowed):
+            raise ValueError("constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)")
         bodies = [self._body(conv, params, allowed[i] if allowed else None) for i, conv in enumerate(conversations)]
         return list(self._pool.map(self._request, bodies))
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agents.backend import Generation, SamplingParams
+from agents.backend import Generation, SamplingParams, check_request
 from agents.constrained import allowed_token_ids
 
 
@@ -120,7 +120,7 @@ class TransformersBackend:
         allowed: list[list[str] | None] | None = None,
     ) -> list[Generation]:
         """One completion per conversation (see the module docstring for what it holds)."""
-        _check(conversations, params, allowed)
+        check_request(conversations, params, allowed)
         rows = [
             _Row(self.encode(conv), allowed[i] if allowed else None, [], [])
             for i, conv in enumerate(conversations)
@@ -228,23 +228,3 @@ def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | 
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
         tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     return tokens, logps.gather(-1, tokens.view(-1, 1)).squeeze(-1)
-
-
-def _check(conversations, params: SamplingParams, allowed) -> None:
-    if not isinstance(conversations, list) or not conversations:
-        raise ValueError("conversations must be a non-empty list of chat message lists")
-    for i, conv in enumerate(conversations):
-        if not isinstance(conv, list) or not conv or not all(isinstance(m, dict) and "role" in m and "content" in m for m in conv):
-            raise ValueError(f"conversation {i} must be a non-empty list of {{'role', 'content'}} dicts")
-    if params.max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {params.max_new_tokens}")
-    if params.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-    if not 0 < params.top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-    if allowed is not None:
-        if len(allowed) != len(conversations):
-            raise ValueError(f"allowed has {len(allowed)} entries for {len(conversations)} conversations")
-        for i, a in enumerate(allowed):
-            if a is not None and (not a or not all(isinstance(s, str) and s for s in a)):
-                raise ValueError(f"allowed[{i}] must be None or a non-empty list of non-empty strings")

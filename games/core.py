@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
@@ -85,6 +86,12 @@ class TextEnv(AECEnv):
         self.render_mode = render_mode
         self.illegal_reward = float(illegal_reward)
         self.np_random, _ = seeding.np_random(None)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
 
     # --- text layer (subclasses override) -------------------------------------------
     def rules_text(self, agent: str) -> str:

@@ -142,12 +142,6 @@ class Negotiation(TextEnv):
         self.events: list[Event] = []
         self.turn = 0
 
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
-
     # --- AEC protocol ------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._seed(seed)

@@ -113,12 +113,6 @@ class OpenSpielEnv(TextEnv):
         self.state: pyspiel.State | None = None
         self.moves: list[tuple[int, Any]] = []  # (player or -1 for chance, action or joint list)
 
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
-
     # --- AEC protocol ---------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._seed(seed)

@@ -175,12 +175,6 @@ class RepeatedGame(TextEnv):
         return "the other player" if self.num_players == 2 else self.possible_agents[p]
 
     # --- AEC protocol ------------------------------------------------------------------
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
-
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._seed(seed)
         self.num_rounds = self.horizon.draw(self.np_random)

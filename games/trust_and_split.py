@@ -128,12 +128,6 @@ class TrustAndSplit(TextEnv):
         self._claims: dict[int, int] = {}
         self._fixed_hands: list[tuple[str, str]] = []
 
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
-
     # --- AEC protocol ------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._seed(seed)

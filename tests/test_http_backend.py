@@ -230,7 +230,7 @@ def test_client_does_not_retry_4xx_and_raises_on_unknown_model():
     backend = EchoBackend()
     with running(backend) as server:
         with OpenAIBackend(server.url, "echo", max_retries=3, backoff=0.01) as client:
-            gens = client.generate([[{"role": "user"}]], SamplingParams())  # no content: 400
+            gens = client.generate([[{"role": "user", "content": 5}]], SamplingParams())  # not text: 400
             assert server.stats["requests"] == 1
             assert gens[0].finish_reason == "error" and "HTTP 400" in client.errors[0] and "not retried" in client.errors[0]
         with OpenAIBackend(server.url, "not-served", max_retries=3, backoff=0.01) as wrong:
