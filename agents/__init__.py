@@ -8,11 +8,16 @@ Specs (strings or YAML mappings):
                          tiny-llama work too
     {type: llm, model: ..., backend: transformers|vllm|openai, base_url: ..., <LLMAgentConfig fields>}
     {type: mcts, simulations: 200}   (any bot with its keyword arguments)
+A string spec takes the same keyword arguments after commas, values read as YAML:
+    llm:smollm2-135m,fallback=random,max_retries=2,temperature=0.3
+    llm:my-model,backend=openai,base_url=http://localhost:8000/v1
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import yaml
 
 from agents.base import Agent, PendingTurn, decision
 
@@ -37,18 +42,27 @@ def _parse(spec: str | dict) -> dict:
         return dict(spec)
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a name or a mapping, got {spec!r}")
-    kind, _, arg = spec.strip().partition(":")
-    if kind == "mcts":
-        return {"type": "mcts", **({"simulations": int(arg)} if arg else {})}
-    if kind == "cfr":
-        return {"type": "cfr", **({"iterations": int(arg)} if arg else {})}
-    if kind == "llm":
+    head, *options = spec.strip().split(",")
+    kind, _, arg = head.partition(":")
+    d: dict[str, Any] = {"type": kind}
+    if kind in ("mcts", "cfr") and arg:
+        if not arg.isdigit():
+            raise ValueError(f"agent spec {spec!r}: {kind}:N needs a whole number, got {arg!r}")
+        d["simulations" if kind == "mcts" else "iterations"] = int(arg)
+    elif kind == "llm":
         if not arg:
             raise ValueError("llm agent spec needs a model: llm:MODEL (e.g. llm:smollm2-135m)")
-        return {"type": "llm", "model": arg}
-    if kind in ("smollm2-135m", "tiny-llama"):
-        return {"type": "llm", "model": spec.strip()}
-    return {"type": kind}
+        d["model"] = arg
+    elif kind in ("smollm2-135m", "tiny-llama") or kind.startswith("tiny-llama"):
+        d = {"type": "llm", "model": head}
+    elif arg:
+        raise ValueError(f"agent spec {spec!r}: {kind} takes no ':' argument")
+    for opt in options:  # ",key=value" options; values read as YAML scalars (true, 0.5, 3, text)
+        key, eq, value = opt.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"agent spec {spec!r}: options are key=value, got {opt!r}")
+        d[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    return d
 
 
 def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
@@ -81,18 +95,16 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     d = _parse(spec)
     kind = d.pop("type")
     name = name or d.pop("name", None) or (spec if isinstance(spec, str) else kind)
-    if kind == "random":
-        return bots.RandomAgent(name, **d)
-    if kind == "mcts":
-        return bots.MCTSAgent(name, **d)
-    if kind == "cfr":
-        return bots.CFRAgent(name, **d)
-    if kind == "human":
-        return bots.HumanAgent(name)
+    bot_classes = {"random": bots.RandomAgent, "mcts": bots.MCTSAgent, "cfr": bots.CFRAgent, "human": bots.HumanAgent}
     if kind in _social_names():
         from agents.social_bots import STRATEGIES
 
-        return STRATEGIES[kind](name, **d)
+        bot_classes[kind] = STRATEGIES[kind]
+    if kind in bot_classes:
+        try:
+            return bot_classes[kind](name, **d)
+        except TypeError as e:  # an unknown keyword argument
+            raise ValueError(f"agent {name!r}: {e}") from None
     if kind == "llm":
         from agents.llm_agent import LLMAgent, LLMAgentConfig
 

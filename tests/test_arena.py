@@ -98,3 +98,13 @@ def test_torn_last_line_of_a_killed_writer_is_skipped(tmp_path):
     with open(out, "a") as f:
         f.write('{"schema_version": 1, "match_id": "half')
     assert len(list(read_jsonl(out))) == 3
+
+
+def test_agent_specs_take_options_and_reject_bad_ones():
+    assert make_agent("mcts:7,rollouts=2").simulations == 7 and make_agent("mcts:7,rollouts=2").rollouts == 2
+    llm = make_agent("llm:tiny-llama,fallback=random,max_retries=0,temperature=0.0")
+    assert (llm.config.fallback, llm.config.max_retries, llm.config.temperature) == ("random", 0, 0.0)
+    for bad, says in [("mcts:many", "whole number"), ("random:3", "no ':' argument"), ("mcts,depth", "key=value"),
+                      ("mcts,depth=3", "depth"), ("llm:tiny-llama,colour=red", "unknown option"), ("wizard", "unknown agent")]:
+        with pytest.raises(ValueError, match=says):
+            make_agent(bad)
