@@ -1,1 +1,16 @@
-"""Tournament formats, ratings with confidence intervals, the SQLite results store, reports."""
+"""Tournaments and ratings, written once over "players" and a "compare two players" function.
+
+    core.py      the round protocol: a format is a generator of rounds of Pairings
+    formats.py   round robin, Swiss, and `make_format(name, players, **options)`
+    bracket.py   seeded single elimination (ArenaRL) and double elimination
+    seeding.py   anchor comparisons and seeding orders
+    judge.py     rank a group of trajectories with a judge; ranks -> ArenaRL advantages
+    ratings.py   Bradley-Terry with CIs (Elo scale), OpenSkill, alpha-rank, Nash averaging
+    config.py    the tournament YAML
+    store.py     the SQLite store (WAL) that survives kill -9
+    run.py       format rounds -> matches -> store, resumable
+    report.py    terminal leaderboard and static HTML report
+    sim.py       simulated Bradley-Terry players (tests, benchmarks)
+
+The arena front end is `arena tournament CONFIG` (`arena/tournament.py`).
+"""

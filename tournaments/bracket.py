@@ -16,10 +16,18 @@ fewest games that could decide it, so a 2-0 in a best-of-3 stops there. A series
 level after k games goes to the higher total score, then to the higher seed.
 
 Final ranking: the champion, then by the round a player was knocked out in (later is
-better), players out in the same round by the mean score of all their games (including
-the seeding phase), then by seed. Single elimination plays N-1 pairings; double
-elimination 2N-2, or 2N-1 when the losers'-bracket champion wins the grand final and the
-final is replayed (`grand_final_reset`).
+better); players out in the same round by `tiebreak`:
+
+    "score"  the mean score of all their games, seeding phase included, then seed (ArenaRL)
+    "seed"   the seed alone: right when the seeds come from prior ratings built on many
+             games, which one or two bracket games' scores would only add noise to
+    "auto"   (default) "seed" when seeding == "ratings", else "score"
+
+(`bench/tournament_efficiency.py` measures both.) Single elimination plays N-1 pairings;
+double elimination 2N-2, or 2N-1 when the losers'-bracket champion wins the grand final
+and the final is replayed (`grand_final_reset`). A seeding phase against an anchor adds
+N-1. Bracket rounds are not format rounds: every match whose entrants are known is
+played at once, so a match between two players who had byes joins the first round.
 """
 
 from __future__ import annotations
@@ -122,13 +130,15 @@ def single_elimination(
     anchor: Player | None = None,
     seed_games: int = 1,
     seed: int = 0,
+    tiebreak: str = "auto",
 ) -> FormatGen:
     """Seeded single elimination (ArenaRL): N-1 best-of-`best_of` series, plus seeding.
 
     `seeding`: "order" | "ratings" | "random" | "anchor" (see `tournaments.seeding`);
     "anchor" first plays everyone vs `anchor` (default the first player) `seed_games` times.
+    `tiebreak` orders players out in the same round (see the module doc).
     """
-    return (yield from _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, double=False))
+    return (yield from _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double=False))
 
 
 def double_elimination(
@@ -139,14 +149,22 @@ def double_elimination(
     anchor: Player | None = None,
     seed_games: int = 1,
     seed: int = 0,
+    tiebreak: str = "auto",
     grand_final_reset: bool = True,
 ) -> FormatGen:
     """Double elimination: out after two lost series; ~2N-2 series. Options as single_elimination."""
-    return (yield from _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, double=True, reset=grand_final_reset))
+    return (yield from _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double=True, reset=grand_final_reset))
 
 
-def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, double, reset=True) -> FormatGen:
+TIEBREAKS = ("auto", "score", "seed")
+
+
+def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double, reset=True) -> FormatGen:
     players = check_players(players)
+    if tiebreak not in TIEBREAKS:
+        raise ValueError(f"unknown tiebreak {tiebreak!r} (choose from {', '.join(TIEBREAKS)})")
+    if tiebreak == "auto":
+        tiebreak = "seed" if seeding == "ratings" else "score"
     _check_games(best_of, "best_of")
     _check_games(seed_games, "seed_games")
     tally = Tally(players)
@@ -166,7 +184,10 @@ def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, d
     if double:  # whoever lost only in the grand final is second
         exit_stage[final.loser] = CHAMPION - 1
     seed_rank = {p: i for i, p in enumerate(order)}
-    ranked = sort_players(order, lambda p: (exit_stage[p], tally.mean_score(p)))
+    if tiebreak == "seed":
+        ranked = sort_players(order, lambda p: exit_stage[p])
+    else:
+        ranked = sort_players(order, lambda p: (exit_stage[p], tally.mean_score(p)))
     stats = tally.stats(seed={p: i + 1 for p, i in seed_rank.items()}, eliminated=exit_label)
     return Outcome(ranked, stats, tally.rounds, matches)
 

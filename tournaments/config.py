@@ -3,16 +3,25 @@
     name: quickstart
     format: single_elimination          # round_robin | swiss | single_elimination | double_elimination | anchor
     format_options: {seeding: anchor, anchor: random}
-    players:                            # name -> agent spec (opaque here; the arena reads it)
-      smollm2: {kind: llm, model: smollm2-135m}
-      random: {kind: random}
+    players:                            # name -> agent spec, as `agents.make_agent` takes it
+      smollm2: {type: llm, model: smollm2-135m, fallback: random}
+      random: random
+      mcts: mcts:50
+      expert:                           # a different agent per game
+        by_game: {tic_tac_toe: mcts:200, kuhn_poker: cfr, prisoners_dilemma: tit_for_tat}
     games:                              # every pairing plays each of these
       - tic_tac_toe
       - {name: kuhn_poker, params: {}}
     games_per_pairing: 2                # k: games of each game per pairing (best-of-k in elimination)
     seed: 0
     rating: {reference: random, ci: sandwich}
-    arena: {concurrency: 16}            # passed through to the arena untouched
+    arena: {concurrency: 16}            # arena options (`arena.tournament.ARENA_OPTIONS`)
+
+An agent spec is a string ("random", "mcts:50", "llm:smollm2-135m") or a mapping with a
+`type` (see `agents/__init__.py`); this module checks only its shape, the arena builds it.
+`{by_game: {GAME: SPEC, ..., default: SPEC}}` plays each game with its own agent, for bots
+that know one game (MCTS needs perfect information, CFR knows poker, tit-for-tat social
+dilemmas); every game of the config needs an entry or a `default`.
 
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key.
@@ -57,7 +66,7 @@ class TournamentConfig:
 
     name: str  # shown in reports
     format: str  # a key of tournaments.formats.FORMATS
-    players: dict[str, dict]  # player name -> agent spec for the arena
+    players: dict[str, str | dict]  # player name -> agent spec (`agents.make_agent`) or {by_game: {...}}
     games: list[GameSpec]  # each pairing plays every game in this list
     games_per_pairing: int = 1  # k per game (best-of-k series in elimination formats)
     seed: int = 0  # match seeds and random seeding derive from it
@@ -128,16 +137,12 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
 
     players = d["players"]
     if not isinstance(players, Mapping) or len(players) < 2:
-        raise ValueError("players must map at least two player names to agent specs, e.g. {random: {kind: random}, ...}")
+        raise ValueError("players must map at least two player names to agent specs, e.g. {random: random, mcts: mcts:50}")
     specs = {}
     for pname, spec in players.items():
         if not isinstance(pname, str) or not NAME_OK.match(pname):
             raise ValueError(f"player name {pname!r} must be a non-empty string without '|' or surrounding spaces")
-        if spec is None:
-            spec = {}
-        if not isinstance(spec, Mapping):
-            raise ValueError(f"player {pname!r}: agent spec must be a mapping, got {type(spec).__name__}")
-        specs[pname] = dict(spec)
+        specs[pname] = _check_spec(pname, spec)
 
     games_in = d["games"]
     if isinstance(games_in, (str, Mapping)):
@@ -159,6 +164,11 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         game_specs.append(GameSpec(g["name"], dict(params)))
     if check_games:
         _check_games(game_specs)
+    for pname, spec in specs.items():
+        if isinstance(spec, Mapping) and "by_game" in spec:
+            missing = [g.name for g in game_specs if g.name not in spec["by_game"] and "default" not in spec["by_game"]]
+            if missing:
+                raise ValueError(f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')")
 
     k = d.get("games_per_pairing", 1)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -208,6 +218,23 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     if not isinstance(arena, Mapping):
         raise ValueError(f"arena must be a mapping, got {type(arena).__name__}")
     return TournamentConfig(name, fmt, specs, game_specs, k, seed, opts, rating, dict(arena))
+
+
+def _check_spec(pname: str, spec: Any) -> str | dict:
+    """The shape of an agent spec (the arena checks the rest when it builds the agent)."""
+    if isinstance(spec, str) and spec.strip():
+        return spec.strip()
+    if isinstance(spec, Mapping) and "by_game" in spec:
+        extra = sorted(set(spec) - {"by_game"})
+        per = spec["by_game"]
+        if extra or not isinstance(per, Mapping) or not per:
+            raise ValueError(f"player {pname!r}: by_game must be the only key and map game names to agent specs")
+        return {"by_game": {g: _check_spec(f"{pname}.by_game.{g}", s) for g, s in per.items()}}
+    if isinstance(spec, Mapping):
+        if not isinstance(spec.get("type"), str):
+            raise ValueError(f"player {pname!r}: agent spec {dict(spec)} needs a 'type' (random, mcts, cfr, llm, tit_for_tat, ...)")
+        return dict(spec)
+    raise ValueError(f"player {pname!r}: agent spec must be a name like 'mcts:50' or a mapping with a 'type', got {spec!r}")
 
 
 def _check_games(specs: list[GameSpec]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import Counter
 from itertools import combinations
 from typing import Sequence
 
@@ -56,9 +57,9 @@ def swiss(
 
     Each round pairs players with equal or close points, never twice the same pair when it
     can be avoided: a maximum-weight perfect matching over the pairs not yet played
-    (networkx), weighted against point differences and then standing distance. With an
-    odd count the lowest-standing player without a bye sits out and scores a won pairing
-    (`games` points, no games). Ranked by points, then Buchholz (sum of the opponents'
+    (networkx), weighted against point differences, then the top half of each score
+    group against its bottom half (Dutch system). With an odd count the lowest-standing
+    player without a bye sits out and scores a won pairing (`games` points, no games). Ranked by points, then Buchholz (sum of the opponents'
     points), then mean score, then the initial order (`seeding`, see `tournaments.seeding`).
     """
     players = check_players(players)
@@ -106,10 +107,21 @@ def swiss(
 
 
 def _pair(pool: list, rank: dict, points, met: set) -> list[tuple]:
-    """Pair `pool` (in standing order): perfect matching, fewest rematches, closest scores."""
+    """Pair `pool` (in standing order): perfect matching, fewest rematches, closest scores.
+
+    Within a score group of g players the top half meets the bottom half (1 v g/2+1,
+    2 v g/2+2, ..., the Dutch system), so the leaders do not knock each other out early.
+    """
     n = len(pool)
     scale = n + 1  # one point of difference outweighs any standing distance
-    costs = {(i, j): (points(pool[i]) - points(pool[j])) ** 2 * scale + (j - i) for i, j in combinations(range(n), 2)}
+    group = Counter(points(p) for p in pool)
+
+    def cost(i: int, j: int) -> float:
+        pi, pj = points(pool[i]), points(pool[j])
+        distance = abs((j - i) - group[pi] // 2) if pi == pj else j - i
+        return (pi - pj) ** 2 * scale + distance
+
+    costs = {(i, j): cost(i, j) for i, j in combinations(range(n), 2)}
     penalty = (max(costs.values(), default=0) + 1) * n  # one rematch outweighs every cost together
     base = penalty * (n + 1)  # keeps every weight positive
     graph = nx.Graph()

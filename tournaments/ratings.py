@@ -1,7 +1,7 @@
 """Ratings from game results: Bradley-Terry with confidence intervals, OpenSkill, alpha-rank, Nash averaging.
 
 Bradley-Terry: P(i beats j) = sigmoid(theta_i - theta_j). `bradley_terry` fits theta by
-maximum likelihood (scipy L-BFGS) on games given as (a, b, points_a) with a draw as half a
+maximum likelihood (scipy trust-exact Newton) on games given as (a, b, points_a) with a draw as half a
 win, under a weak Gaussian prior (`l2`) that keeps an undefeated player finite. Shown on
 the Elo scale, elo = 400/ln(10) * theta + 1000, pinned so the `reference` player is
 exactly 1000 (or the mean is 1000 when there is none). Confidence intervals:
@@ -117,24 +117,34 @@ def bradley_terry(
 
 
 def _fit(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float, x0: np.ndarray | None = None) -> np.ndarray:
+    """Penalised maximum likelihood: Newton steps with the exact Hessian (scipy trust-exact)."""
+    X = _design(ia, ib, n)
+
     def loss(theta):
-        d = theta[ia] - theta[ib]
-        p = expit(d)
+        d = X @ theta
         # -[y log p + (1-y) log(1-p)] written stably with logaddexp
         nll = np.sum(y * np.logaddexp(0, -d) + (1 - y) * np.logaddexp(0, d)) + 0.5 * l2 * theta @ theta
-        g = p - y
-        grad = np.bincount(ia, g, n) - np.bincount(ib, g, n) + l2 * theta
-        return nll, grad
+        return nll, X.T @ (expit(d) - y) + l2 * theta
 
-    res = minimize(loss, np.zeros(n) if x0 is None else x0, jac=True, method="L-BFGS-B", options={"maxiter": 1000, "gtol": 1e-10})
-    return res.x
+    def hess(theta):
+        p = expit(X @ theta)
+        return (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(n)
+
+    x0 = np.zeros(n) if x0 is None else x0
+    return minimize(loss, x0, jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}).x
+
+
+def _design(ia: np.ndarray, ib: np.ndarray, n: int) -> np.ndarray:
+    """(games, players) matrix with +1 for a, -1 for b: theta_a - theta_b = X @ theta."""
+    X = np.zeros((len(ia), n))
+    X[np.arange(len(ia)), ia] += 1.0
+    X[np.arange(len(ia)), ib] -= 1.0
+    return X
 
 
 def _sandwich(theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float) -> np.ndarray:
-    p = expit(theta[ia] - theta[ib])
-    X = np.zeros((len(y), n))
-    X[np.arange(len(y)), ia] += 1.0
-    X[np.arange(len(y)), ib] -= 1.0
+    X = _design(ia, ib, n)
+    p = expit(X @ theta)
     H = (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(n)
     G = X * (y - p)[:, None]  # per-game score
     B = G.T @ G

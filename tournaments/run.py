@@ -15,7 +15,8 @@ of its matches, so a multi-game pairing is still one comparison per g.
 
 Resume = rerun with the same config and DB: the format is replayed from its seed and the
 stored results, matches present in the JSONL but not in the store are recovered from it,
-and only the missing matches are played.
+and only the missing matches are played. `arena` and `rating` options may change between
+runs (they decide how matches are played and rated, not which); anything else may not.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from typing import Callable, Iterable
 from tournaments.config import TournamentConfig
 from tournaments.core import Outcome, PairResult, Pairing, drive
 from tournaments.formats import make_format
-from tournaments.ratings import Rating, bradley_terry
 from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
@@ -45,7 +45,7 @@ class TournamentResult:
     outcome: Outcome  # the format's ranking, rounds and bracket
     schedule: list[MatchSpec]  # every match played, in order
     results: dict[str, MatchResult]  # match_id -> result
-    ratings: dict[str, Rating]  # Bradley-Terry on the Elo scale, with CIs
+    ratings: dict  # player -> tournaments.ratings.Rating (Bradley-Terry, Elo scale, with CIs)
     db_path: str
     jsonl_path: str
     recovered: int = 0  # matches taken from the JSONL on resume instead of replayed
@@ -95,6 +95,7 @@ def run_tournament(
     db_path: str | os.PathLike,
     jsonl_path: str | os.PathLike | None = None,
     on_result: Callable[[MatchResult], None] | None = None,
+    on_schedule: Callable[[list[MatchSpec]], None] | None = None,
 ) -> TournamentResult:
     """Create or resume the tournament in `db_path` and play it to the end.
 
@@ -105,13 +106,14 @@ def run_tournament(
       db_path: the SQLite store; created if absent, resumed if present (same config).
       jsonl_path: the trajectory file the arena writes (default: beside the DB).
       on_result: called with each newly stored result (progress bars).
+      on_schedule: called with the matches of a round still to play, before they are.
     Returns:
       the TournamentResult, ratings included.
     """
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with Store(db_path) as store:
         store.lock()
-        store.init(config.to_json(), config.players)
+        store.init(config.to_json(), config.players, free=("arena", "rating"))
         recovered = store.reconcile(jsonl)
         results = store.results()
         played = 0
@@ -125,6 +127,8 @@ def run_tournament(
             if todo:
                 if play_matches is None:
                     raise RuntimeError(f"tournament {config.name!r} in {db_path} is not finished ({len(todo)} matches of round {round_no} missing)")
+                if on_schedule is not None:
+                    on_schedule(todo)
                 wanted = {s.match_id for s in todo}
                 for r in play_matches(todo):
                     if r.match_id not in wanted:
@@ -146,6 +150,8 @@ def run_tournament(
         schedule = store.schedule()
         results = store.results()
     result = TournamentResult(config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played)
+    from tournaments.ratings import bradley_terry  # scipy: imported only once there is something to rate
+
     ro = config.rating
     result.ratings = bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed)
     return result

@@ -74,7 +74,7 @@ def sim_config(n: int, fmt: str, k: int = 1, seed: int = 0, games: tuple[str, ..
     from tournaments.config import load_config
 
     return load_config({
-        "name": f"sim-{fmt}-{n}", "format": fmt, "players": {f"p{i:02d}": {"kind": "sim"} for i in range(n)},
+        "name": f"sim-{fmt}-{n}", "format": fmt, "players": {f"p{i:02d}": {"type": "sim"} for i in range(n)},
         "games": list(games), "games_per_pairing": k, "seed": seed, "format_options": format_options,
     }, check_games=False)
 
@@ -99,13 +99,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--games", default="tic_tac_toe", help="comma-separated game names")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds per batch of matches")
     ap.add_argument("--draw", type=float, default=0.0)
+    ap.add_argument("--concurrency", type=int, default=4, help="matches per batch")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--option", action="append", default=[], help="format option key=json value")
     args = ap.parse_args(argv)
     opts = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
     config = sim_config(args.players, args.format, args.k, args.seed, tuple(args.games.split(",")), **opts)
     strengths = strengths_of(list(config.players), seed=args.seed)
-    result = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(args.db)), args.delay, args.draw), args.db)
+    result = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(args.db)), args.delay, args.draw, args.concurrency), args.db)
     print(json.dumps({"order": result.outcome.order, "matches": len(result.results), "recovered": result.recovered, "played": result.played}))
 
 

@@ -132,15 +132,18 @@ class Store:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def init(self, config_json: str, players: dict) -> bool:
+    def init(self, config_json: str, players: dict, free: tuple[str, ...] = ()) -> bool:
         """Record a new tournament, or check that a resumed one has the same config.
 
+        Top-level config keys in `free` may differ on resume (they do not change which
+        matches are played, e.g. arena concurrency); the stored config keeps the first.
         Returns True when the tournament is new.
         """
         stored = self.meta("config")
         if stored is not None:
-            if stored != config_json:
-                diff = _diff(json.loads(stored), json.loads(config_json))
+            old, new = json.loads(stored), json.loads(config_json)
+            diff = _diff({k: v for k, v in old.items() if k not in free}, {k: v for k, v in new.items() if k not in free})
+            if diff:
                 raise ValueError(f"{self.path} holds a tournament with a different config (differs in: {diff}); use another DB path or delete it")
             return False
         with self.conn:
@@ -260,5 +263,5 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def _diff(a: dict, b: dict) -> str:
-    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    return ", ".join(keys) or "formatting"
+    """The top-level keys whose values differ, comma-separated ("" when none)."""
+    return ", ".join(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))

@@ -1,0 +1,151 @@
+"""`arena tournament CONFIG`: play a tournament through the arena, resumable, with a report.
+
+    arena tournament configs/quickstart.yaml                 # create, or resume after a crash
+    arena tournament configs/quickstart.yaml --db t.db       # another store
+    arena tournament configs/quickstart.yaml --report-only   # re-render the finished report
+
+The config (`tournaments.config`) names the players (agent specs for
+`agents.make_agent`, or `{by_game: {...}}`), the games and the format. Each format round
+is played as one batch by `arena.runner.play` (up to `arena.concurrency` matches live at
+once, an LLM agent's turns batched across them); every finished match is appended to
+the JSONL beside the DB and then stored (`tournaments.run`). Output, by default in
+runs/<name>/: tournament.db (SQLite, WAL), tournament.jsonl (trajectories),
+tournament.html (report). Killed at any point (even `kill -9`), the same command finishes
+the tournament without losing or repeating a match.
+
+Arena options (`arena:` in the config): concurrency (16), max_turns (2000). Agents are built
+before the first match (an LLM loads its model then), and not at all when the tournament
+in the store is already finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+from typing import Iterator
+
+from arena.records import TurnRecord
+
+ARENA_OPTIONS = {"concurrency": 16, "max_turns": 2000}
+
+
+class ByGameAgent:
+    """One player that is a different agent in each game (`{by_game: {GAME: SPEC}}`)."""
+
+    def __init__(self, name: str, agents: dict, default=None):
+        self.name = name
+        self.agents = agents  # game name -> Agent
+        self.default = default
+
+    def act(self, turns: list) -> list[TurnRecord]:
+        out: list = [None] * len(turns)
+        groups: dict[str, list[int]] = {}
+        for i, t in enumerate(turns):
+            groups.setdefault(t.env.info.name, []).append(i)
+        for game, idx in groups.items():
+            agent = self.agents.get(game, self.default)
+            if agent is None:
+                raise ValueError(f"player {self.name!r} has no agent for {game}")
+            for i, rec in zip(idx, agent.act([turns[i] for i in idx])):
+                out[i] = rec
+        return out
+
+    def end_match(self, match_id: str) -> None:
+        for agent in [*self.agents.values(), self.default]:
+            if agent is not None and hasattr(agent, "end_match"):
+                agent.end_match(match_id)
+
+
+def build_agent(name: str, spec):
+    """An agent for one player: `agents.make_agent(spec, name)`, or a ByGameAgent."""
+    from agents import make_agent
+
+    if isinstance(spec, dict) and "by_game" in spec:
+        per = dict(spec["by_game"])
+        default = per.pop("default", None)
+        return ByGameAgent(name, {g: make_agent(s, name) for g, s in per.items()},
+                           make_agent(default, name) if default is not None else None)
+    return make_agent(spec, name)
+
+
+def arena_options(options: dict) -> dict:
+    """The config's `arena:` mapping with defaults; unknown keys are an error."""
+    bad = sorted(set(options) - set(ARENA_OPTIONS))
+    if bad:
+        raise ValueError(f"unknown arena option {', '.join(map(repr, bad))} (known: {', '.join(ARENA_OPTIONS)})")
+    out = {**ARENA_OPTIONS, **options}
+    for k, v in out.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"arena.{k} must be a positive integer, got {v!r}")
+    return out
+
+
+def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None):
+    """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`."""
+    from arena.runner import MatchPlan, play
+    from tournaments.store import MatchResult
+
+    def play_matches(specs) -> Iterator[MatchResult]:
+        plans = [MatchPlan(s.match_id, s.game, list(s.seats), s.seed, dict(s.params)) for s in specs]
+        try:
+            for rec in play(plans, agents, concurrency=concurrency, out=str(jsonl), max_turns=max_turns, progress=progress):
+                yield MatchResult.from_record(rec, jsonl)
+        except ValueError as e:  # typically a bot asked to play a game it does not know
+            raise ValueError(f"{e} (a player can use a different agent per game: {{by_game: {{GAME: SPEC, default: SPEC}}}})") from e
+
+    return play_matches
+
+
+def finished(db: Path) -> bool:
+    """Is there a finished tournament in `db`? (Then no agent needs to be built.)"""
+    from tournaments.store import Store
+
+    if not db.is_file():
+        return False
+    with Store(db) as store:
+        return store.meta("status") == "finished"
+
+
+def default_db(name: str) -> Path:
+    return Path("runs") / re.sub(r"[^\w.-]+", "_", name) / "tournament.db"
+
+
+def main(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from tournaments.config import load_config
+    from tournaments.report import print_leaderboard, write_html
+    from tournaments.run import run_tournament
+    from tournaments.store import jsonl_beside
+
+    config = load_config(args.config)
+    opts = arena_options(config.arena)
+    db = Path(args.db) if getattr(args, "db", None) else default_db(config.name)
+    report = db.with_suffix(".html")
+    start = time.perf_counter()
+    if getattr(args, "report_only", False):
+        if not db.is_file():
+            raise ValueError(f"no tournament database at {db}")
+        result = run_tournament(config, None, db)  # raises if unfinished; this config's rating options apply
+    else:
+        jsonl = jsonl_beside(db)
+        print(f"tournament {config.name!r}: {config.format}, {len(config.players)} players, "
+              f"{', '.join(g.name for g in config.games)}; store {db}")
+        # build the agents first (bad specs fail before anything runs), unless nothing is left to play
+        done = finished(db)
+        agents = {} if done else {name: build_agent(name, spec) for name, spec in config.players.items()}
+        with tqdm(total=0, desc=config.name, unit="match", dynamic_ncols=True, disable=done) as bar:
+            def scheduled(todo):
+                bar.total += len(todo)
+                bar.refresh()
+
+            play_matches = arena_play_matches(agents, jsonl, opts["concurrency"], opts["max_turns"], bar)
+            result = run_tournament(config, play_matches, db, jsonl, on_schedule=scheduled)
+        if result.recovered:
+            print(f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded")
+        print(f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s")
+    print_leaderboard(result)
+    write_html(result, report)
+    print(f"report: {report}")

@@ -1,0 +1,116 @@
+"""Ratings: Bradley-Terry MLE on the Elo scale with CIs that shrink with more games,
+OpenSkill, alpha-rank and Nash averaging on non-transitive populations."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tournaments.ratings import ELO_SCALE, alpha_rank, bradley_terry, nash_average, openskill_ratings, win_rates
+
+
+def simulate(strengths, rounds, seed=0):
+    """`rounds` games between every ordered pair, Bradley-Terry outcomes."""
+    rng = np.random.default_rng(seed)
+    games = []
+    for _ in range(rounds):
+        for a in strengths:
+            for b in strengths:
+                if a != b:
+                    p = 1 / (1 + math.exp(strengths[b] - strengths[a]))
+                    games.append((a, b, float(rng.random() < p)))
+    return games
+
+
+def test_two_players_hand_computed():
+    # a wins 3 of 4: the MLE difference is ln 3, i.e. 400 log10(3) = 190.8 Elo
+    games = [("a", "b", 1.0)] * 3 + [("a", "b", 0.0)]
+    r = bradley_terry(games, reference="b", l2=1e-6)
+    assert r["b"].elo == pytest.approx(1000.0)
+    assert r["a"].elo - r["b"].elo == pytest.approx(400 * math.log10(3), abs=0.5)
+    assert r["a"].games == r["b"].games == 4
+    assert r["b"].lo == r["b"].hi == pytest.approx(1000.0)  # the reference is pinned: a point interval
+
+
+def test_draws_count_half():
+    # two draws and a win each way = 2 points each: equal ratings
+    games = [("a", "b", 0.5), ("b", "a", 0.5), ("a", "b", 1.0), ("b", "a", 1.0)]
+    r = bradley_terry(games)
+    assert r["a"].elo == pytest.approx(1000.0, abs=1e-6) and r["b"].elo == pytest.approx(1000.0, abs=1e-6)
+    # a draw is worth half a win: 1 win + 2 draws of 3 games = 2/3, i.e. ln 2 in theta
+    r = bradley_terry([("a", "b", 1.0), ("a", "b", 0.5), ("a", "b", 0.5)], reference="b", l2=1e-6)
+    assert r["a"].theta - r["b"].theta == pytest.approx(math.log(2), abs=1e-3)
+
+
+def test_recovers_known_strengths():
+    strengths = {"p0": 0.0, "p1": 0.7, "p2": 1.4, "p3": -1.0}
+    r = bradley_terry(simulate(strengths, 150), reference="p0")
+    for p, s in strengths.items():
+        assert r[p].elo == pytest.approx(1000 + ELO_SCALE * s, abs=40)
+        assert r[p].lo <= 1000 + ELO_SCALE * s <= r[p].hi
+    assert sorted(strengths, key=lambda p: -r[p].elo) == ["p2", "p1", "p0", "p3"]
+
+
+@pytest.mark.parametrize("ci", ["sandwich", "bootstrap"])
+def test_confidence_intervals_shrink_with_more_games(ci):
+    strengths = {"a": 0.0, "b": 0.5, "c": 1.0}
+    widths = []
+    for rounds in (10, 40, 160):
+        r = bradley_terry(simulate(strengths, rounds, seed=rounds), reference="a", ci=ci, bootstrap=100)
+        widths.append(np.mean([r[p].hi - r[p].lo for p in ("b", "c")]))
+    assert widths[0] > widths[1] > widths[2]
+    # 1/sqrt(games): four times the games, about half the width
+    assert widths[1] / widths[0] == pytest.approx(0.5, abs=0.15)
+    assert widths[2] / widths[1] == pytest.approx(0.5, abs=0.15)
+
+
+def test_unplayed_player_and_validation():
+    r = bradley_terry([("a", "b", 1.0)], players=["a", "b", "c"])
+    assert r["c"].games == 0 and math.isnan(r["c"].lo)
+    with pytest.raises(ValueError, match="not in the rated list"):
+        bradley_terry([("a", "z", 1.0)], players=["a", "b"])
+    with pytest.raises(ValueError, match="points must lie in"):
+        bradley_terry([("a", "b", 2.0)])
+    with pytest.raises(ValueError, match="reference player"):
+        bradley_terry([("a", "b", 1.0)], reference="q")
+    with pytest.raises(ValueError, match="ci must be"):
+        bradley_terry([("a", "b", 1.0)], ci="jackknife")
+
+
+def test_openskill_multiplayer_and_teams():
+    matches = [{"a": 3, "b": 2, "c": 1}] * 5  # a always first of three
+    r = openskill_ratings(matches)
+    assert r["a"].mu > r["b"].mu > r["c"].mu
+    assert r["a"].matches == 5 and r["a"].ordinal == pytest.approx(r["a"].mu - 3 * r["a"].sigma)
+    teams = openskill_ratings([{("x", "y"): 1, ("z", "w"): 0}] * 3, model="BradleyTerryFull")
+    assert teams["x"].mu > teams["z"].mu and teams["x"].mu == pytest.approx(teams["y"].mu)
+    with pytest.raises(ValueError, match="unknown openskill model"):
+        openskill_ratings(matches, model="Glicko")
+
+
+ROCK_PAPER_SCISSORS = np.array([[0.5, 0.0, 1.0], [1.0, 0.5, 0.0], [0.0, 1.0, 0.5]])
+
+
+def test_alpha_rank_cycle_and_dominance():
+    np.testing.assert_allclose(alpha_rank(ROCK_PAPER_SCISSORS), [1 / 3] * 3, atol=1e-6)
+    dominant = np.array([[0.5, 0.9, 0.9], [0.1, 0.5, 0.6], [0.1, 0.4, 0.5]])
+    mass = alpha_rank(dominant)
+    assert mass[0] > 0.99 and mass.sum() == pytest.approx(1.0)
+
+
+def test_nash_average_cycle_and_dominance():
+    mix, payoff = nash_average(ROCK_PAPER_SCISSORS)
+    np.testing.assert_allclose(mix, [1 / 3] * 3, atol=1e-4)
+    np.testing.assert_allclose(payoff, 0.0, atol=1e-4)  # nobody beats the mixture of the cycle
+    # a dominated fourth player (loses to everyone) gets no Nash mass and a negative payoff
+    P = np.full((4, 4), 0.5)
+    P[:3, :3] = ROCK_PAPER_SCISSORS
+    P[:3, 3], P[3, :3] = 0.8, 0.2
+    mix, payoff = nash_average(P)
+    assert mix[3] == pytest.approx(0.0, abs=1e-4) and payoff[3] < -0.5
+
+
+def test_win_rates_matrix():
+    P = win_rates([("a", "b", 1.0), ("a", "b", 0.5), ("b", "c", 0.0)], ["a", "b", "c"])
+    assert P[0, 1] == 0.75 and P[1, 0] == 0.25 and P[2, 1] == 1.0
+    assert P[0, 2] == 0.5 and P[1, 1] == 0.5  # unplayed and diagonal

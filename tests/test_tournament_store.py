@@ -1,0 +1,159 @@
+"""The tournament store: a real SQLite file, a real process killed with SIGKILL at random
+points and resumed, JSONL recovery, config checks on resume, one runner per tournament."""
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from arena.records import read_jsonl
+from tournaments.run import load_tournament, run_tournament
+from tournaments.sim import bt_play_matches, bt_record, sim_config, strengths_of
+from tournaments.store import Store, jsonl_beside
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reference(tmp_path, fmt, n, k):
+    config = sim_config(n, fmt, k)
+    db = tmp_path / f"ref-{fmt}.db"
+    strengths = strengths_of(list(config.players))
+    return run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+
+
+def jsonl_lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+@pytest.mark.parametrize("fmt,n,k", [("double_elimination", 10, 3), ("swiss", 11, 2)])
+def test_kill_9_at_random_points_then_resume(tmp_path, fmt, n, k):
+    ref = reference(tmp_path, fmt, n, k)
+    total = len(ref.schedule)
+    db = tmp_path / "t.db"
+    jsonl = jsonl_beside(db)
+    cmd = [sys.executable, "-m", "tournaments.sim", "--db", str(db), "--players", str(n), "--format", fmt,
+           "--k", str(k), "--delay", "0.03", "--concurrency", "2"]
+    rng = random.Random(f"{fmt}-{n}")
+    kills = 0
+    for _ in range(4):
+        before = jsonl_lines(jsonl)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while proc.poll() is None and jsonl_lines(jsonl) <= before and time.time() < deadline:
+            time.sleep(0.005)  # wait until this run has played at least one match
+        time.sleep(rng.uniform(0.0, 0.15))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        assert proc.returncode in (0, -signal.SIGKILL), proc.stderr.read().decode()
+        if proc.returncode == 0:
+            break
+    assert kills >= 2, "the tournament finished before it could be killed twice: raise --delay"
+
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["matches"] == total
+
+    # no lost and no duplicated match, in the store and in the trajectory file
+    ids = [r.match_id for r in read_jsonl(jsonl)]
+    assert len(ids) == total and not [m for m, c in Counter(ids).items() if c > 1]
+    with sqlite3.connect(db) as conn:
+        stored = [m for (m,) in conn.execute("SELECT match_id FROM matches")]
+        sched = [m for (m,) in conn.execute("SELECT match_id FROM schedule")]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert sorted(stored) == sorted(sched) == sorted(ids) == sorted(s.match_id for s in ref.schedule)
+    # and the same tournament as an uninterrupted run
+    resumed = load_tournament(db)
+    assert resumed.outcome.order == ref.outcome.order
+    assert {m: r.outcome for m, r in resumed.results.items()} == {m: r.outcome for m, r in ref.results.items()}
+
+
+def test_matches_in_the_jsonl_but_not_the_store_are_recovered_not_replayed(tmp_path):
+    config = sim_config(4, "round_robin", 2)
+    strengths = strengths_of(list(config.players))
+    db = tmp_path / "t.db"
+    jsonl = jsonl_beside(db)
+    played = []
+
+    def crash_after(limit):
+        inner = bt_play_matches(strengths, str(jsonl), concurrency=1)
+
+        def play(specs):
+            for i, r in enumerate(inner(specs)):
+                if i == limit:  # killed after the JSONL append, before the store insert
+                    raise KeyboardInterrupt
+                played.append(r.match_id)
+                yield r
+
+        return play
+
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(config, crash_after(5), db)
+    assert jsonl_lines(jsonl) == 6 and Store(db).count() == (5, 12)
+    with open(jsonl, "a") as f:  # and a torn line from a writer killed mid-write
+        f.write('{"match_id": "RR|p00|p01|0.tic_tac_toe|0", "ga')
+    result = run_tournament(config, bt_play_matches(strengths, str(jsonl), concurrency=1), db)
+    assert result.recovered == 1 and result.played == 6
+    ids = [r.match_id for r in read_jsonl(jsonl)]
+    assert len(ids) == len(set(ids)) == 12
+    again = run_tournament(config, None, db)  # finished: nothing to play, no agents needed
+    assert again.played == 0 and again.recovered == 0 and len(again.results) == 12
+
+
+def test_resume_with_another_config_is_refused(tmp_path):
+    config = sim_config(4, "round_robin")
+    strengths = strengths_of(list(config.players))
+    db = tmp_path / "t.db"
+    run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    other = sim_config(4, "round_robin", k=2)
+    with pytest.raises(ValueError, match="different config .*games_per_pairing"):
+        run_tournament(other, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    # how matches are played (arena) and rated (rating) may change: same matches, new ratings
+    relaxed = sim_config(4, "round_robin")
+    relaxed.arena = {"concurrency": 2}
+    relaxed.rating.reference = "p02"
+    result = run_tournament(relaxed, None, db)
+    assert result.played == 0 and result.ratings["p02"].elo == pytest.approx(1000.0)
+
+
+def test_unfinished_tournament_cannot_be_loaded_and_second_runner_is_locked(tmp_path):
+    config = sim_config(4, "round_robin")
+    db = tmp_path / "t.db"
+    with Store(db) as first:
+        first.lock()
+        with pytest.raises(RuntimeError, match="being run by another process"):
+            run_tournament(config, None, db)
+    with pytest.raises(RuntimeError, match="not finished"):
+        run_tournament(config, None, db)
+    with pytest.raises(ValueError, match="no tournament database"):
+        load_tournament(tmp_path / "missing.db")
+
+
+def test_store_rejects_bad_results(tmp_path):
+    from tournaments.store import MatchResult, MatchSpec
+
+    with Store(tmp_path / "s.db") as store:
+        spec = MatchSpec("m1", "tic_tac_toe", {}, 7, ["a", "b"])
+        store.add_schedule([spec])
+        store.add_schedule([spec])  # idempotent
+        with pytest.raises(RuntimeError, match="scheduled differently"):
+            store.add_schedule([MatchSpec("m1", "tic_tac_toe", {}, 8, ["a", "b"])])
+        with pytest.raises(ValueError, match="unscheduled"):
+            store.add_result(MatchResult("m2", {"a": 1, "b": -1}, {"a": "win", "b": "loss"}))
+        with pytest.raises(ValueError, match="between"):
+            store.add_result(MatchResult("m1", {"a": 1, "c": -1}, {"a": "win", "c": "loss"}))
+        store.add_result(MatchResult.from_record(bt_record(spec, {"a": 0.0, "b": 0.0})))
+        with pytest.raises(ValueError, match="already stored"):
+            store.add_result(MatchResult.from_record(bt_record(spec, {"a": 0.0, "b": 0.0})))
+        assert store.count() == (1, 1)
+        assert os.path.exists(str(tmp_path / "s.db") + "-wal")

@@ -1,0 +1,434 @@
+"""Tournament reports: a terminal leaderboard and a self-contained static HTML page.
+
+    rows = leaderboard(result)                 # list[Row], in the format's final order
+    print_leaderboard(result)                  # rich table: rank, rating with CI, W/D/L, games
+    write_html(result, "runs/t/tournament.html")
+
+The HTML page needs nothing but a browser (figures are inline base64 PNGs, the little
+JavaScript is inline): the leaderboard (sortable), the bracket drawn (elimination
+formats) or the rounds (others), a win-rate heat map, the ratings with their confidence
+intervals, other views of the same games (OpenSkill, alpha-rank, Nash averaging), and
+every match's replay turn by turn (prompt, reply, move), read from the trajectory JSONL
+(`arena.records.read_jsonl`).
+
+The rank is the format's ranking (`Outcome.order`: points, bracket exit, tie-breaks); the
+rating is Bradley-Terry over every match played (`TournamentResult.ratings`), so the two
+can disagree where a format decides on few games.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tournaments.ratings import alpha_rank, nash_average, openskill_ratings, win_matrix
+from tournaments.run import TournamentResult
+
+
+@dataclass
+class Row:
+    """One leaderboard line."""
+
+    rank: int  # 1-based position in the format's final order
+    player: str
+    elo: float  # Bradley-Terry rating on the Elo scale
+    lo: float  # confidence interval (nan without games)
+    hi: float
+    wins: int  # matches won / drawn / lost
+    draws: int
+    losses: int
+    games: int  # matches played
+    points: float  # the format's points (a pairing's games count as one each)
+    mean_return: dict[str, float] = field(default_factory=dict)  # game -> mean return
+
+
+def leaderboard(result: TournamentResult) -> list[Row]:
+    """Rows in the format's final order."""
+    wdl = {p: [0, 0, 0] for p in result.config.players}
+    returns: dict = defaultdict(list)
+    for spec in result.schedule:
+        r = result.results.get(spec.match_id)
+        if r is None:
+            continue
+        for p in spec.seats:
+            wdl[p][("win", "draw", "loss").index(r.outcome[p])] += 1
+            returns[p, spec.game].append(r.scores[p])
+    games = list(dict.fromkeys(s.game for s in result.schedule))
+    rows = []
+    for i, p in enumerate(result.outcome.order):
+        rt = result.ratings[p]
+        w, d, l_ = wdl[p]
+        mean = {g: float(np.mean(returns[p, g])) for g in games if returns[p, g]}
+        stats = result.outcome.stats.get(p, {})
+        rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean))
+    return rows
+
+
+def _ci(row: Row) -> str:
+    if math.isnan(row.lo):
+        return f"{row.elo:.0f}"
+    if abs(row.hi - row.lo) < 1e-9:
+        return f"{row.elo:.0f} (reference)"
+    return f"{row.elo:.0f} [{row.lo:.0f}, {row.hi:.0f}]"
+
+
+def print_leaderboard(result: TournamentResult, console=None) -> None:
+    """The leaderboard as a rich table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    cfg = result.config
+    ro = cfg.rating
+    pinned = f", {ro.reference} = 1000" if ro.reference else ", mean = 1000"
+    title = f"{cfg.name}: {cfg.format}, {len(result.results)} matches"
+    table = Table(title=title, caption=f"rating: Bradley-Terry (Elo scale{pinned}), {int(ro.level * 100)}% {ro.ci} CI")
+    for col in ("rank", "player", "rating [CI]", "W", "D", "L", "games", "points"):
+        table.add_column(col, justify="left" if col == "player" else "right")
+    for r in leaderboard(result):
+        table.add_row(str(r.rank), r.player, _ci(r), str(r.wins), str(r.draws), str(r.losses), str(r.games), f"{r.points:.4g}")
+    console.print(table)
+
+
+# --- figures --------------------------------------------------------------------------------
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def winrate_figure(result: TournamentResult) -> str:
+    """Heat map of the share of points each row player took from each column player."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    players = result.outcome.order
+    pts, cnt = win_matrix(result.games(), players)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        P = np.where(cnt > 0, pts / np.maximum(cnt, 1), np.nan)
+    n = len(players)
+    size = max(3.5, 0.55 * n + 1.5)
+    fig, ax = plt.subplots(figsize=(size + 1, size))
+    im = ax.imshow(np.ma.masked_invalid(P), cmap="RdYlGn", vmin=0, vmax=1)
+    ax.set_facecolor("#dddddd")
+    ax.set_xticks(range(n), players, rotation=45, ha="right")
+    ax.set_yticks(range(n), players)
+    if n <= 16:
+        for i in range(n):
+            for j in range(n):
+                if cnt[i, j]:
+                    ax.text(j, i, f"{P[i, j]:.2f}\n({int(cnt[i, j])})", ha="center", va="center", fontsize=7)
+    ax.set_xlabel("opponent")
+    ax.set_title("win rate of row vs column (draw = 1/2; games)")
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    return _png(fig)
+
+
+def rating_figure(result: TournamentResult) -> str:
+    """Ratings with their confidence intervals, best on top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(leaderboard(result), key=lambda r: r.elo)
+    fig, ax = plt.subplots(figsize=(6.5, 0.4 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    elo = np.array([r.elo for r in rows])
+    lo = np.array([r.lo if not math.isnan(r.lo) else r.elo for r in rows])
+    hi = np.array([r.hi if not math.isnan(r.hi) else r.elo for r in rows])
+    ax.errorbar(elo, y, xerr=[elo - lo, hi - elo], fmt="o", capsize=3)
+    ax.set_yticks(y, [r.player for r in rows])
+    ax.axvline(1000, color="gray", lw=0.8, ls=":")
+    ro = result.config.rating
+    ax.set_xlabel(f"Bradley-Terry rating, Elo scale ({int(ro.level * 100)}% {ro.ci} CI)")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+# --- HTML -----------------------------------------------------------------------------------
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:.5em 0} th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f3f3f3;cursor:pointer} td.l,th.l{text-align:left}
+.bracket{display:flex;gap:14px;overflow-x:auto;padding:6px 0}
+.col{display:flex;flex-direction:column;justify-content:space-around;min-width:150px}
+.col h4{margin:0 0 4px 0;text-align:center;color:#555}
+.m{border:1px solid #999;border-radius:4px;margin:5px 0;font-size:13px;background:#fafafa}
+.m div{padding:2px 6px;display:flex;justify-content:space-between} .m .w{font-weight:bold;background:#e3f4e3}
+.m .bye{color:#999;font-style:italic}
+details.replay{border:1px solid #ddd;border-radius:4px;margin:4px 0;padding:3px 8px}
+details.replay summary{cursor:pointer}
+.turn{border-left:3px solid #aac;margin:6px 0 6px 6px;padding:2px 8px}
+.turn.bad{border-left-color:#d88}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:4px 6px;margin:3px 0;font-size:12px}
+.k{color:#666;font-size:12px}
+"""
+
+JS = """
+function sortTable(th){
+  const table=th.closest('table'), idx=[...th.parentNode.children].indexOf(th);
+  const rows=[...table.tBodies[0].rows], asc=th.dataset.asc!=='1';
+  rows.sort((a,b)=>{const x=a.cells[idx].dataset.v??a.cells[idx].textContent, y=b.cells[idx].dataset.v??b.cells[idx].textContent;
+    const nx=parseFloat(x), ny=parseFloat(y);
+    const c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y); return asc?c:-c;});
+  th.dataset.asc=asc?'1':'0'; rows.forEach(r=>table.tBodies[0].appendChild(r));
+}
+function filterMatches(){
+  const p=document.getElementById('fplayer').value, g=document.getElementById('fgame').value;
+  let shown=0;
+  document.querySelectorAll('details.replay').forEach(d=>{
+    const ok=(!p||d.dataset.players.split('|').includes(p))&&(!g||d.dataset.game===g);
+    d.style.display=ok?'':'none'; shown+=ok;});
+  document.getElementById('shown').textContent=shown+' of '+document.querySelectorAll('details.replay').length+' matches shown';
+}
+document.addEventListener('DOMContentLoaded',()=>{
+  document.querySelectorAll('#leaderboard th').forEach(th=>th.addEventListener('click',()=>sortTable(th)));
+  const fp=document.getElementById('fplayer'), fg=document.getElementById('fgame');
+  const players=new Set(), games=new Set();
+  document.querySelectorAll('details.replay').forEach(d=>{d.dataset.players.split('|').forEach(x=>players.add(x)); games.add(d.dataset.game);});
+  [...players].sort().forEach(x=>fp.add(new Option(x,x))); [...games].sort().forEach(x=>fg.add(new Option(x,x)));
+  fp.addEventListener('change',filterMatches); fg.addEventListener('change',filterMatches);
+  filterMatches();
+});
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _invalid_replies(records: dict) -> dict:
+    """Player -> (LLM turns whose first reply named no legal move, LLM turns)."""
+    out: dict = defaultdict(lambda: [0, 0])
+    for rec in records.values():
+        for t in rec.turns:
+            if t.messages:  # an LLM turn
+                out[t.agent][1] += 1
+                out[t.agent][0] += bool(t.attempts and t.attempts[0].error) or not t.valid
+    return out
+
+
+def _leaderboard_html(result: TournamentResult, records: dict) -> str:
+    rows = leaderboard(result)
+    invalid = _invalid_replies(records)
+    games = list(dict.fromkeys(s.game for s in result.schedule))
+    head = "".join(f"<th>{_e(h)}</th>" for h in ("rank",)) + '<th class="l">player</th>'
+    head += "".join(f"<th>{_e(h)}</th>" for h in ("rating", "CI", "W", "D", "L", "games", "points"))
+    head += "".join(f"<th>mean return: {_e(g)}</th>" for g in games)
+    head += "<th>invalid first replies</th>" if invalid else ""
+    body = []
+    for r in rows:
+        ci = "" if math.isnan(r.lo) else ("reference" if abs(r.hi - r.lo) < 1e-9 else f"[{r.lo:.0f}, {r.hi:.0f}]")
+        cells = [f"<td>{r.rank}</td>", f'<td class="l player">{_e(r.player)}</td>', f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
+                 f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{ci}</td>',
+                 *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)), f"<td>{r.points:.4g}</td>"]
+        cells += [f"<td>{r.mean_return[g]:+.2f}</td>" if g in r.mean_return else "<td></td>" for g in games]
+        if invalid:
+            bad, n = invalid.get(r.player, (0, 0))
+            cells.append(f'<td data-v="{bad / n if n else -1}">{bad}/{n} ({100 * bad / n:.0f}%)</td>' if n else "<td></td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f'<table id="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _bracket_html(result: TournamentResult) -> str:
+    """The bracket as columns of match boxes, one column per round label, per side."""
+    matches = result.outcome.bracket or []
+    seeds = {p: s.get("seed") for p, s in result.outcome.stats.items()}
+    double = any(m.side == "L" for m in matches)
+    sides = [("W", "Winners' bracket" if double else ""), ("L", "Losers' bracket"), ("F", "Grand final")]
+    out = []
+    for side, title in sides:
+        ms = [m for m in matches if m.side == side and not (m.id == "GF2" and m.a is None and m.b is None)]
+        if not ms:
+            continue
+        cols = []
+        for label in dict.fromkeys(m.label for m in ms):
+            boxes = []
+            for m in (m for m in ms if m.label == label):
+                lines = []
+                for who, pts in ((m.a, m.result.points_a if m.result else None), (m.b, m.result.points_b if m.result else None)):
+                    if who is None:
+                        lines.append('<div class="bye">bye</div>')
+                        continue
+                    seed = f"<span class=k>{seeds.get(who)}</span> " if seeds.get(who) else ""
+                    score = "" if pts is None else f"{pts:.3g}"
+                    cls = ' class="w"' if who == m.winner else ""
+                    lines.append(f"<div{cls}><span>{seed}{_e(who)}</span><span>{score}</span></div>")
+                boxes.append(f'<div class="m" data-match="{_e(m.id)}">{"".join(lines)}</div>')
+            cols.append(f'<div class="col"><h4>{_e(label)}</h4>{"".join(boxes)}</div>')
+        heading = f"<h3>{_e(title)}</h3>" if title else ""
+        out.append(f"{heading}<div class=\"bracket\">{''.join(cols)}</div>")
+    seeding = [rnd for rnd in result.outcome.rounds if rnd and all(p.label == "A" for p, _ in rnd)]
+    if seeding:
+        out.insert(0, "<h3>Seeding phase (vs the anchor)</h3>" + _rounds_html(result, seeding, "seeding-rounds"))
+    return f'<div id="bracket">{"".join(out)}</div>'
+
+
+def _rounds_html(result: TournamentResult, rounds: list | None = None, id_: str = "rounds") -> str:
+    rounds = result.outcome.rounds if rounds is None else rounds
+    parts = []
+    for k, rnd in enumerate(rounds):
+        if not rnd:
+            continue
+        rows = "".join(
+            f'<tr><td class="l">{_e(p.label)}</td><td class="l">{_e(p.a)}</td><td>{r.points_a:.3g} : {r.points_b:.3g}</td><td class="l">{_e(p.b)}</td><td>{r.games}</td></tr>'
+            for p, r in rnd
+        )
+        parts.append(f"<details{' open' if len(rounds) <= 3 else ''}><summary>round {k + 1} ({len(rnd)} pairings)</summary>"
+                     f"<table><tr><th class=l>round</th><th class=l>player</th><th>points</th><th class=l>opponent</th><th>games</th></tr>{rows}</table></details>")
+    return f'<div id="{id_}">{"".join(parts)}</div>'
+
+
+def _other_ratings_html(result: TournamentResult) -> str:
+    players = result.outcome.order
+    games = result.games()
+    skill = openskill_ratings([{a: s, b: 1 - s} for a, b, s in games]) if games else {}
+    pts, cnt = win_matrix(games, players)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        P = np.where(cnt > 0, pts / np.maximum(cnt, 1), 0.5)
+    np.fill_diagonal(P, 0.5)
+    notes = []
+    try:
+        mass = alpha_rank(P)
+    except Exception as e:  # a degenerate matrix must not cost the whole report
+        mass, notes = None, notes + [f"alpha-rank failed: {_e(e)}"]
+    try:
+        mix, payoff = nash_average(P)
+    except Exception as e:
+        mix, payoff, notes = None, None, notes + [f"Nash averaging failed: {_e(e)}"]
+    rows = []
+    for i, p in enumerate(players):
+        s = skill.get(p)
+        cells = [f'<td class="l">{_e(p)}</td>',
+                 f"<td>{s.mu:.1f} ± {s.sigma:.1f}</td><td>{s.ordinal:.1f}</td>" if s else "<td></td><td></td>",
+                 f"<td>{mass[i]:.3f}</td>" if mass is not None else "<td></td>",
+                 f"<td>{mix[i]:.3f}</td><td>{payoff[i]:+.3f}</td>" if mix is not None else "<td></td><td></td>"]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    head = ("<tr><th class=l>player</th><th>OpenSkill μ ± σ</th><th>ordinal μ-3σ</th><th>alpha-rank mass</th>"
+            "<th>Nash mixture</th><th>payoff vs Nash</th></tr>")
+    note = "".join(f"<p class=k>{n}</p>" for n in notes)
+    return (f"<table id=\"other-ratings\">{head}{''.join(rows)}</table>{note}"
+            "<p class=k>OpenSkill (Plackett-Luce, matches in order); alpha-rank (OpenSpiel, alpha=10) and Nash averaging "
+            "(OpenSpiel) on the win-rate matrix, unplayed pairs at 1/2: a cycle among players shows as mass or Nash "
+            "support spread over them, where a single rating would order them.</p>")
+
+
+def _records(result: TournamentResult) -> dict:
+    """match_id -> MatchRecord of the tournament's matches, from its JSONL."""
+    path = Path(result.jsonl_path)
+    if not path.exists():
+        return {}
+    from arena.records import read_jsonl
+
+    return {r.match_id: r for r in read_jsonl(path) if r.match_id in result.results}
+
+
+def _replays_html(result: TournamentResult, records: dict) -> str:
+    parts = []
+    for spec in result.schedule:
+        res = result.results.get(spec.match_id)
+        if res is None:
+            continue
+        a, b = spec.seats
+        summary = (f"<b>{_e(spec.label)}</b> {_e(spec.game)}: {_e(a)} ({res.scores[a]:+g}, {res.outcome[a]}) vs "
+                   f"{_e(b)} ({res.scores[b]:+g}, {res.outcome[b]})")
+        rec = records.get(spec.match_id)
+        if rec is None:
+            body = "<p class=k>no trajectory stored for this match</p>"
+        else:
+            body = "".join(_turn_html(t) for t in rec.turns) or "<p class=k>no decisions</p>"
+            if rec.error:
+                body += f"<p class=k>aborted: {_e(rec.error)}</p>"
+        parts.append(f'<details class="replay" data-match-id="{_e(spec.match_id)}" data-game="{_e(spec.game)}" '
+                     f'data-players="{_e(a)}|{_e(b)}"><summary>{summary}</summary>'
+                     f"<p class=k>match {_e(spec.match_id)}, seed {spec.seed}; seats: player_0 = {_e(a)}, player_1 = {_e(b)}</p>{body}</details>")
+    return "".join(parts)
+
+
+def _turn_html(t) -> str:
+    flags = []
+    if t.retries:
+        flags.append(f"{t.retries} retr{'y' if t.retries == 1 else 'ies'}")
+    if t.fallback:
+        flags.append(f"fallback: {t.fallback}")
+    head = f"<b>#{t.index}</b> {_e(t.player)} ({_e(t.agent)}) plays <b class=move>{_e(t.move) or '(nothing)'}</b>"
+    if flags:
+        head += f" <span class=k>[{_e(', '.join(flags))}]</span>"
+    body = ""
+    if t.messages:
+        system = [m for m in t.messages if m.get("role") == "system"]
+        rest = [m for m in t.messages if m.get("role") != "system"]
+        if system:
+            body += f"<details><summary class=k>system prompt</summary><pre>{_e(system[0]['content'])}</pre></details>"
+        first_prompt = next((m for m in rest if m.get("role") == "user"), None)
+        if first_prompt is not None:
+            body += f"<div class=k>prompt</div><pre class=prompt>{_e(first_prompt['content'])}</pre>"
+        for k, att in enumerate(t.attempts or []):
+            tag = "reply" if len(t.attempts) == 1 else f"reply {k + 1}"
+            body += f"<div class=k>{tag}{' — rejected: ' + _e(att.error) if att.error else ''}</div><pre class=reply>{_e(att.completion)}</pre>"
+        if not t.attempts and t.completion:
+            body += f"<div class=k>reply</div><pre class=reply>{_e(t.completion)}</pre>"
+    return f'<div class="turn{" bad" if not t.valid else ""}">{head}{body}</div>'
+
+
+def write_html(result: TournamentResult, path: str | Path) -> Path:
+    """Write the report page; returns its path."""
+    cfg = result.config
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    games = ", ".join(g.name + (f" {json.dumps(g.params)}" if g.params else "") for g in cfg.games)
+    specs = "".join(f"<tr><td class=l>{_e(p)}</td><td class=l><code>{_e(json.dumps(s) if not isinstance(s, str) else s)}</code></td></tr>"
+                    for p, s in cfg.players.items())
+    records = _records(result)
+    elim = bool(result.outcome.bracket)
+    structure = _bracket_html(result) if elim else _rounds_html(result)
+    ro = cfg.rating
+    pinned = f"{_e(ro.reference)} pinned at 1000" if ro.reference else "mean pinned at 1000"
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{_e(cfg.name)} — tournament report</title>
+<style>{CSS}</style><script>{JS}</script></head><body>
+<h1>{_e(cfg.name)}</h1>
+<p class="sub">{_e(cfg.format)} · {len(cfg.players)} players · games: {_e(games)} · {cfg.games_per_pairing} per pairing ·
+{len(result.results)} matches · seed {cfg.seed}</p>
+<h2>Leaderboard</h2>
+{_leaderboard_html(result, records)}
+<p class=k>rank: the format's final order; rating: Bradley-Terry maximum likelihood over every match (draw = half a win),
+Elo scale, {pinned}, {int(ro.level * 100)}% {_e(ro.ci)} confidence interval; invalid first replies: LLM turns whose
+first reply named no legal move (retries and fallbacks then decided the move). Click a column to sort.</p>
+<h2>{'Bracket' if elim else 'Rounds'}</h2>
+{structure}
+<h2>Win rates</h2>
+<img id="winrate" alt="win-rate matrix" src="data:image/png;base64,{winrate_figure(result)}">
+<h2>Ratings with confidence intervals</h2>
+<img id="ratings" alt="ratings with confidence intervals" src="data:image/png;base64,{rating_figure(result)}">
+<h2>Other ratings</h2>
+{_other_ratings_html(result)}
+<h2>Players</h2>
+<table>{specs}</table>
+<h2 id="replays">Matches</h2>
+<p>player <select id="fplayer"><option value="">all</option></select> game <select id="fgame"><option value="">all</option></select>
+<span id="shown" class="k"></span></p>
+{_replays_html(result, records)}
+</body></html>
+"""
+    path.write_text(page, encoding="utf-8")
+    return path
