@@ -33,6 +33,13 @@ Every attempt is recorded (`TurnRecord.attempts`, with the error string); the re
 `messages`, `completion`, `token_ids`, `logprobs` and `prompt_token_ids` are those of the
 last attempt, i.e. the generation that decided the turn.
 
+`prompt="compact"` drops the rules and the answer instructions: the system prompt is
+`system_prompt` alone, the user messages are unchanged (history, state, legal moves). A
+short prompt suits a tiny model learning from scratch (`configs/train_tictactoe_tiny.yaml`):
+it reads who played which cell from the history lines ("you (X): 4"), whose cell numbers
+are tokens of their own, more easily than from board positions, which shift with the
+board's content.
+
 `constrained=True` passes each turn's legal move strings to the backend as `allowed`, so
 the reply is exactly one legal move (free-text turns stay unconstrained).
 
@@ -52,6 +59,7 @@ from games.core import TextView
 from games.parsing import ParseError
 
 MODES = ("fresh", "multi_turn")
+PROMPTS = ("full", "compact")
 FORMATS = ("brackets", "boxed", "answer")
 FALLBACKS = ("forfeit", "random")
 
@@ -68,6 +76,8 @@ class LLMAgentConfig:
 
     mode: str = "fresh"
     """"fresh": a self-contained prompt per move (SPIRAL); "multi_turn": one growing conversation per match and player (MARS)."""
+    prompt: str = "full"
+    """"full": the system prompt has the rules and the answer format; "compact": system_prompt alone (user messages unchanged)."""
     answer_format: str = "brackets"
     """How the model is asked to give its move: "brackets" ([4]), "boxed" (\\boxed{4}) or "answer" (<answer>4</answer>)."""
     reasoning: bool = False
@@ -92,7 +102,7 @@ class LLMAgentConfig:
     """First line of the system prompt, before the rules and the answer format."""
 
     def __post_init__(self):
-        for key, allowed in (("mode", MODES), ("answer_format", FORMATS), ("fallback", FALLBACKS)):
+        for key, allowed in (("mode", MODES), ("prompt", PROMPTS), ("answer_format", FORMATS), ("fallback", FALLBACKS)):
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {getattr(self, key)!r}")
         if self.max_retries < 0:
@@ -141,6 +151,8 @@ class LLMAgent:
     # --- prompts --------------------------------------------------------------------------
     def system_message(self, view: TextView) -> dict:
         c = self.config
+        if c.prompt == "compact":
+            return {"role": "system", "content": c.system_prompt}
         if view.free_text:
             how = "When asked for a message, reply with the message itself."
         elif c.constrained:

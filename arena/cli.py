@@ -5,7 +5,7 @@
     arena play GAME --agents A B [--matches N] [--out run.jsonl]
     arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
     arena tournament CONFIG                      create or resume a tournament
-    arena train CONFIG [--resume]                self-play RL
+    arena train CONFIG [--resume] [--steps N] [--out DIR]   self-play RL
 """
 
 from __future__ import annotations
@@ -156,12 +156,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tournament", help="create or resume a tournament from a YAML config")
     t.add_argument("config")
-    t.add_argument("--db", help="SQLite file (default: next to the config's output dir)")
+    t.add_argument("--db", help="SQLite file (default: runs/<name>/tournament.db; trajectories and report beside it)")
+    t.add_argument("--report-only", action="store_true", help="only print the leaderboard and rewrite the HTML report of a finished tournament")
     t.set_defaults(func=cmd_tournament)
 
     tr = sub.add_parser("train", help="self-play RL from a YAML config")
     tr.add_argument("config")
-    tr.add_argument("--resume", action="store_true")
+    tr.add_argument("--resume", action="store_true", help="continue from the run dir's latest checkpoint")
+    tr.add_argument("--steps", type=int, help="override the config's steps")
+    tr.add_argument("--out", help="override the config's run_dir")
     tr.set_defaults(func=cmd_train)
     return p
 

@@ -1,0 +1,779 @@
+"""Self-play RL: `arena train CONFIG [--resume]`, the whole loop in one file.
+
+One policy (an LLM) plays every game of the config, in every seat or against opponents
+from a league, and is updated on turn-level advantages::
+
+    build the model, the Learner, a rollout backend that samples from the learner's
+    weights, and the league (bots + past snapshots of the policy)
+    step 0: evaluate against the fixed eval opponents (greedy, both seats)
+    for step in 1..steps:
+        pick opponents       a `self_play` share of match pairs: the policy in every seat;
+                             the rest: one opponent per pair, drawn by PFSP from the league
+        play                 `arena.runner.play`, the policy's turns batched across matches
+        advantages           `training.advantages.compute_advantages` on the policy's turns
+        update               `epochs` x `minibatches` PPO steps (`training.learner.Learner`)
+        weight sync          transformers: nothing (the backend holds the learner's module);
+                             vLLM: `backend.load_weights(learner.policy_state_dict())`
+        log                  TensorBoard (<run>/tb) + metrics.jsonl + a console line
+        every eval.every     W/D/L and non-losing rate with a Wilson 95% CI vs each eval
+                             opponent, half the games in each seat -> eval.jsonl, eval.png
+        every league.snapshot_every   a snapshot of the policy joins the league
+        every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
+                                      league, estimator state) -> `--resume` continues exactly
+
+Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
+line per evaluation and opponent), eval.png (the curve), tb/ (TensorBoard events),
+checkpoints/ (`training.checkpoint`), league/ (snapshot weights).
+
+Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
+league opponents, invalid-move rate and response length of the policy's turns, the PPO
+statistics (KL to the behaviour policy and, with a KL term, to the reference; entropy;
+clip fraction), rollout and learner tokens/s.
+
+Exact resume: every random draw of the loop comes from one numpy Generator (match seeds,
+sampling seeds, opponent picks) whose state is in the checkpoint with the global RNGs;
+rollouts sample from seeded torch generators; evaluation draws nothing from the training
+streams. A resumed run therefore repeats the uninterrupted one bit for bit (with bots or
+snapshots as opponents, on the same machine and thread count).
+
+Past snapshots as opponents run on the transformers backend (also when the policy's
+rollouts use vLLM), each a frozen copy of the base model with the snapshot's weights;
+at most `league.max_loaded` are kept in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+import typing
+from collections import OrderedDict, defaultdict
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+import yaml
+
+from agents.llm_agent import LLMAgent, LLMAgentConfig
+from arena.records import MatchRecord
+from arena.runner import MatchPlan, plan_matches, play
+from training import checkpoint
+from training.advantages import AdvantageConfig, compute_advantages
+from training.league import League
+from training.learner import Learner, LearnerConfig, sequences_from_samples
+
+POLICY = "policy"  # the learning agent's name in every match
+SELF = "self"  # eval opponent spec: the policy in every seat
+
+
+# --- config -------------------------------------------------------------------------------
+
+
+@dataclass
+class GameEntry:
+    """One training game."""
+
+    name: str
+    """registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel\""""
+    weight: float = 1.0
+    """share of the match pairs of a step (normalised over the games)"""
+    params: dict = field(default_factory=dict)
+    """game parameters for `games.make`"""
+
+
+@dataclass
+class LeagueConfig:
+    """Who the policy plays against during training."""
+
+    self_play: float = 1.0
+    """share of each step's match pairs with the current policy in every seat; the rest meet league opponents"""
+    bots: list = field(default_factory=list)
+    """bot specs in the league (e.g. random, mcts:25); each is named by its spec string"""
+    snapshot_every: int = 0
+    """add a snapshot of the policy to the league every N steps (0: never)"""
+    weighting: str = "hard"
+    """PFSP weighting: hard (1-x)^2, variance x(1-x) or uniform"""
+    decay: float = 0.99
+    """per-game decay of the win-rate table"""
+    max_checkpoints: int = 10
+    """snapshots kept in the league (oldest retired and deleted first)"""
+    max_loaded: int = 4
+    """snapshot models kept in memory at once"""
+
+
+@dataclass
+class EvalConfig:
+    """Periodic evaluation against fixed opponents (nothing here touches the training RNGs)."""
+
+    every: int = 10
+    """evaluate every N steps (and before the first); 0: never"""
+    games: int = 200
+    """games per (game, opponent), half in each seat"""
+    opponents: Any = field(default_factory=lambda: ["random"])
+    """agent specs for every game, or a mapping game -> list of specs; "self" = the policy in every seat"""
+    temperature: float = 0.0
+    """sampling temperature of the policy in evaluation (0: greedy)"""
+    seed: int = 1_000_000
+    """match seeds of the evaluation games (the same games every time)"""
+
+
+@dataclass
+class TrainConfig:
+    """A self-play training run (YAML: these keys; sections are mappings)."""
+
+    model: str = "tiny-llama"
+    """policy model: a name for agents.models.load_model (tiny-llama[:seed], smollm2-135m, a folder, a hub id)"""
+    backend: str = "transformers"
+    """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
+    backend_kwargs: dict = field(default_factory=dict)
+    """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options)"""
+    run_dir: str = ""
+    """output folder; default runs/<config file stem>"""
+    seed: int = 0
+    """seeds the model init order, torch/numpy/python RNGs and the loop's generator"""
+    steps: int = 100
+    """training steps (each: one batch of matches, then the updates)"""
+    max_minutes: float = 0.0
+    """stop (with a final evaluation and checkpoint) once the run's wall time passes this; 0: no limit"""
+    threads: int = 0
+    """torch CPU threads (0: torch's default); 1 is fastest for tiny models on a busy machine"""
+    games: list = field(default_factory=lambda: [GameEntry("tic_tac_toe")])
+    """training games: names or {name, weight, params} mappings"""
+    matches_per_step: int = 64
+    """matches played per step (in pairs: one per seat order against the same opponent)"""
+    concurrency: int = 64
+    """matches live at once (the policy's turns across them share one backend batch)"""
+    epochs: int = 1
+    """passes over each step's batch"""
+    minibatches: int = 1
+    """optimizer steps per pass (the batch is shuffled and split)"""
+    max_turns: int = 200
+    """decisions after which a match is aborted (it then carries no learning signal)"""
+    checkpoint_every: int = 20
+    """checkpoint every N steps (and at the end); 0: only at the end"""
+    keep_checkpoints: int = 2
+    """checkpoints kept on disk"""
+    log_every: int = 1
+    """console line every N steps (TensorBoard and metrics.jsonl get every step)"""
+    agent: LLMAgentConfig = field(default_factory=lambda: LLMAgentConfig(temperature=1.0, max_retries=0))
+    """how the policy prompts and samples (agents.llm_agent.LLMAgentConfig)"""
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    """advantage estimator (training.advantages.AdvantageConfig); learners is set to the policy"""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """optimizer and loss (training.learner.LearnerConfig); temperature follows agent.temperature"""
+    league: LeagueConfig = field(default_factory=LeagueConfig)
+    """opponent pool and matchmaking"""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """periodic evaluation"""
+
+
+def _origin(hint) -> tuple:
+    """The runtime types a type hint allows (None: anything)."""
+    if hint is Any or isinstance(hint, typing.TypeVar):
+        return None
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        out = []
+        for a in args:
+            o = _origin(a)
+            if o is None:
+                return None
+            out += o
+        return tuple(out)
+    if hint is type(None):
+        return (type(None),)
+    if origin is not None:
+        return (origin,)
+    return (hint,) if isinstance(hint, type) else None
+
+
+def _build(cls, d: Any, where: str, base=None):
+    """A `cls` dataclass from a mapping (over the defaults in `base`), with one-line errors naming the bad key."""
+    if d is None:
+        d = {}
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{where or 'config'} must be a mapping, got {type(d).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        name = f"{where}." if where else ""
+        raise ValueError(f"unknown key {', '.join(repr(name + k) for k in unknown)} (known in {where or 'the config'}: {', '.join(known)})")
+    hints = typing.get_type_hints(cls)
+    base = base if base is not None else cls()
+    kwargs = {}
+    for key, value in d.items():
+        hint, path = hints[key], f"{where}.{key}" if where else key
+        if is_dataclass(hint):
+            kwargs[key] = _build(hint, value, path, getattr(base, key))
+            continue
+        allowed = _origin(hint)
+        if allowed is not None:
+            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if tuple in allowed and isinstance(value, list):
+                value = tuple(value)
+            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+                want = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+                raise ValueError(f"{path} must be {want}, got {value!r}")
+        kwargs[key] = value
+    try:
+        return replace(base, **kwargs)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}" if where else str(e)) from None
+
+
+def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig:
+    """A validated `TrainConfig` from a parsed mapping; derived values filled in."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
+    d = dict(d)
+    learner_in = d.get("learner") or {}
+    if isinstance(learner_in, Mapping) and "temperature" in learner_in:
+        raise ValueError("learner.temperature is set from agent.temperature (the rollouts' temperature); remove it")
+    adv_in = d.get("advantage") or {}
+    if isinstance(adv_in, Mapping) and "learners" in adv_in:
+        raise ValueError(f"advantage.learners is set by the loop (the policy's turns, agent {POLICY!r}); remove it")
+    games_in = d.pop("games", None)
+    cfg = _build(TrainConfig, d, "")
+    cfg.games = _games(games_in) if games_in is not None else [GameEntry("tic_tac_toe")]
+    _validate(cfg)
+    # derived values
+    cfg.run_dir = cfg.run_dir or default_run_dir
+    cfg.learner.temperature = cfg.agent.temperature
+    cfg.advantage.learners = [POLICY]
+    if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
+        cfg.learner.total_steps = cfg.steps * cfg.epochs * cfg.minibatches
+    return cfg
+
+
+def _games(games_in: Any) -> list[GameEntry]:
+    import games
+
+    if isinstance(games_in, (str, Mapping)):
+        games_in = [games_in]
+    if not isinstance(games_in, list) or not games_in:
+        raise ValueError("games must be a non-empty list of game names or {name, weight, params} mappings")
+    out = []
+    for i, g in enumerate(games_in):
+        if isinstance(g, str):
+            g = {"name": g}
+        entry = _build(GameEntry, g, f"games[{i}]", base=GameEntry(""))
+        if not isinstance(entry.name, str):
+            raise ValueError(f"games[{i}].name must be a game name")
+        if not entry.name.startswith("openspiel:"):
+            games.info(entry.name)  # unknown game: ValueError with suggestions
+        if entry.weight <= 0:
+            raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
+        out.append(entry)
+    return out
+
+
+def _validate(cfg: TrainConfig) -> None:
+    positive = {"steps": cfg.steps, "matches_per_step": cfg.matches_per_step, "concurrency": cfg.concurrency,
+                "epochs": cfg.epochs, "minibatches": cfg.minibatches, "max_turns": cfg.max_turns, "log_every": cfg.log_every}
+    for key, v in positive.items():
+        if v < 1:
+            raise ValueError(f"{key} must be >= 1, got {v}")
+    if cfg.matches_per_step % 2:
+        raise ValueError(f"matches_per_step must be even (matches come in pairs, one per seat order), got {cfg.matches_per_step}")
+    if cfg.backend not in ("transformers", "vllm"):
+        raise ValueError(f"backend must be 'transformers' or 'vllm', got {cfg.backend!r}")
+    for key in ("checkpoint_every", "keep_checkpoints", "threads", "max_minutes"):
+        if getattr(cfg, key) < 0:
+            raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+    if cfg.agent.temperature <= 0:
+        raise ValueError("agent.temperature must be > 0: training rollouts sample (greedy evaluation is eval.temperature: 0)")
+    lg = cfg.league
+    if not 0.0 <= lg.self_play <= 1.0:
+        raise ValueError(f"league.self_play must be in [0, 1], got {lg.self_play}")
+    if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
+        raise ValueError("league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every")
+    if lg.snapshot_every < 0 or lg.max_loaded < 1 or lg.max_checkpoints < 1:
+        raise ValueError("league.snapshot_every must be >= 0, league.max_loaded and league.max_checkpoints >= 1")
+    League(weighting=lg.weighting, decay=lg.decay)  # validates weighting and decay
+    for spec in lg.bots:
+        _check_spec(spec, "league.bots")
+    ev = cfg.eval
+    if ev.every < 0 or ev.games < 0 or ev.temperature < 0:
+        raise ValueError("eval.every, eval.games and eval.temperature must be >= 0")
+    if ev.games % 2:
+        raise ValueError(f"eval.games must be even (half in each seat), got {ev.games}")
+    opp = ev.opponents
+    names = {g.name for g in cfg.games}
+    if isinstance(opp, Mapping):
+        for game, specs in opp.items():
+            if game not in names:
+                raise ValueError(f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})")
+            if not isinstance(specs, list):
+                raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
+            for s in specs:
+                _check_spec(s, f"eval.opponents.{game}")
+    elif isinstance(opp, list):
+        for s in opp:
+            _check_spec(s, "eval.opponents")
+    else:
+        raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
+
+
+def _check_spec(spec: Any, where: str) -> None:
+    from agents import BOTS, _social_names
+
+    if spec == SELF or isinstance(spec, Mapping):
+        return
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"{where}: agent spec must be a string or mapping, got {spec!r}")
+    kind = spec.split(":", 1)[0]
+    if kind not in (*BOTS, *_social_names(), "llm", "smollm2-135m", "tiny-llama"):
+        raise ValueError(f"{where}: unknown agent {spec!r} (bots: {', '.join([*BOTS, *_social_names()])}; or llm:MODEL, self)")
+
+
+def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
+    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's);
+    ValueError (one line, naming the key) when malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"train config {path} not found")
+    try:
+        d = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise ValueError(f"{path}: invalid YAML{f' at line {mark.line + 1}' if mark else ''}: {getattr(e, 'problem', e)}") from None
+    try:
+        if d is not None and not isinstance(d, Mapping):
+            raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
+        return parse_config({**(d or {}), **(overrides or {})}, default_run_dir=str(Path("runs") / path.stem))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def config_dict(cfg: TrainConfig) -> dict:
+    """The config as plain data (what config.yaml and the checkpoints hold)."""
+    return json.loads(json.dumps(asdict(cfg), default=list))
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of k successes in n trials."""
+    if n == 0:
+        return 0.0, 1.0
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
+    """The rollout backend: in-process transformers on the learner's module, or a vLLM engine."""
+    if cfg.backend == "transformers":
+        from agents.transformers_backend import TransformersBackend
+
+        kwargs = {"max_batch_size": 256, **cfg.backend_kwargs}
+        return TransformersBackend((learner.model, tokenizer), name=POLICY, **kwargs)
+    from agents.vllm_backend import VLLMBackend
+
+    return VLLMBackend(cfg.model, name=POLICY, **cfg.backend_kwargs)
+
+
+def sync_weights(learner: Learner, backend) -> None:
+    """Make the rollout backend sample from the learner's current weights."""
+    if getattr(backend, "model", None) is learner.model:
+        return  # in-process transformers: the same module, already updated in place
+    if not hasattr(backend, "load_weights"):
+        raise RuntimeError(f"backend {getattr(backend, 'name', type(backend).__name__)} neither shares the learner's module nor has load_weights")
+    backend.load_weights(learner.policy_state_dict())
+
+
+class Opponents:
+    """Agents for league opponents: bots by spec, snapshots as frozen transformers models (LRU cache)."""
+
+    def __init__(self, cfg: TrainConfig, device):
+        self.cfg, self.device = cfg, device
+        self._bots: dict[str, Any] = {}
+        self._models: OrderedDict[str, Any] = OrderedDict()
+
+    def agent(self, name: str, spec: str, kind: str, seed: int):
+        from agents import make_agent
+
+        if kind == "bot":
+            if name not in self._bots:
+                self._bots[name] = make_agent(spec, name)
+            return self._bots[name]
+        if name not in self._models:
+            self._models[name] = self._load(spec)
+            while len(self._models) > self.cfg.league.max_loaded:
+                self._models.popitem(last=False)
+        self._models.move_to_end(name)
+        return LLMAgent(name, self._models[name], replace(self.cfg.agent, seed=seed))
+
+    def _load(self, path: str):
+        from safetensors.torch import load_file
+
+        from agents.models import load_model
+        from agents.transformers_backend import TransformersBackend
+
+        model, tok = load_model(self.cfg.model, device=str(self.device))
+        missing, unexpected = model.load_state_dict(load_file(path, device=str(self.device)), strict=False)
+        tied = {k for k in missing if k.endswith("lm_head.weight")}
+        if unexpected or set(missing) - tied:
+            raise ValueError(f"league snapshot {path} does not fit {self.cfg.model}: missing {sorted(set(missing) - tied)[:3]}, unexpected {unexpected[:3]}")
+        model.eval().requires_grad_(False)
+        return TransformersBackend((model, tok), max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
+
+
+def save_snapshot(learner: Learner, path: Path) -> None:
+    """The policy's weights (LoRA merged, tied copies dropped) as one safetensors file."""
+    from safetensors.torch import save_file
+
+    seen, out = set(), {}
+    for k, v in learner.policy_state_dict().items():
+        if v.data_ptr() in seen:
+            continue  # tied weights (lm_head = embeddings): stored once
+        seen.add(v.data_ptr())
+        out[k] = v.detach().contiguous().cpu()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    save_file(out, str(tmp))
+    os.replace(tmp, path)
+
+
+def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: int) -> list[tuple[MatchPlan, str | None]]:
+    """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders."""
+    pairs = cfg.matches_per_step // 2
+    n_self = round(cfg.league.self_play * pairs) if league.opponents else pairs
+    weights = np.array([g.weight for g in cfg.games], dtype=float)
+    game_idx = rng.choice(len(cfg.games), size=pairs, p=weights / weights.sum())
+    opponents = [None] * n_self + (league.sample(rng, pairs - n_self) if pairs > n_self else [])
+    seeds = rng.integers(0, 2**31 - 1, size=pairs)
+    out = []
+    for j, (gi, opp) in enumerate(zip(game_idx, opponents)):
+        g = cfg.games[gi]
+        names = [POLICY] if opp is None else [POLICY, opp]
+        for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m"):
+            plan.seed = int(seeds[j])  # both seat orders of a pair play the same deal
+            out.append((plan, opp))
+    return out
+
+
+def _score(rec: MatchRecord, agent: str) -> list[str]:
+    """Outcomes of `agent`'s seats in a match."""
+    return [rec.outcome.get(p, "draw") for p, a in rec.seats.items() if a == agent]
+
+
+def rollout_metrics(records: list[MatchRecord], opponents: list[str | None]) -> dict[str, float]:
+    """Reward, results against opponents, invalid-move rate and response length of the policy."""
+    returns, results = [], []
+    turns = invalid = tokens = 0
+    for rec, opp in zip(records, opponents):
+        for p, a in rec.seats.items():
+            if a == POLICY:
+                returns.append(rec.returns.get(p, 0.0))
+        if opp is not None:
+            results += _score(rec, POLICY)
+        for t in rec.turns:
+            if t.agent == POLICY:
+                turns += 1
+                invalid += not t.valid
+                tokens += len(t.token_ids)
+    m = {"reward": float(np.mean(returns)) if returns else 0.0,
+         "invalid_rate": invalid / max(1, turns), "response_length": tokens / max(1, turns),
+         "policy_turns": float(turns), "aborted": float(sum(r.error is not None for r in records))}
+    if results:
+        m.update(win_rate=results.count("win") / len(results), draw_rate=results.count("draw") / len(results),
+                 loss_rate=results.count("loss") / len(results))
+    return m
+
+
+def evaluate(cfg: TrainConfig, backend, step: int) -> list[dict]:
+    """Play the eval games (policy greedy unless eval.temperature > 0); one summary per (game, opponent)."""
+    from agents import make_agent
+
+    policy = LLMAgent(POLICY, backend, replace(cfg.agent, temperature=cfg.eval.temperature, seed=cfg.eval.seed))
+    rows = []
+    for g in cfg.games:
+        specs = cfg.eval.opponents.get(g.name, []) if isinstance(cfg.eval.opponents, Mapping) else cfg.eval.opponents
+        for spec in specs:
+            label = spec if isinstance(spec, str) else spec.get("name") or spec.get("type", "opponent")
+            if spec == SELF:
+                agents, names = {POLICY: policy}, [POLICY]
+            else:
+                agents, names = {POLICY: policy, label: make_agent(spec, label)}, [POLICY, label]
+            plans = plan_matches(g.name, names, cfg.eval.games, seed=cfg.eval.seed, params=g.params, prefix=f"eval{step}-{label}-")
+            records = list(play(plans, agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns))
+            rows.append(eval_summary(records, g.name, label, step))
+    return rows
+
+
+def eval_summary(records: list[MatchRecord], game: str, opponent: str, step: int) -> dict:
+    """W/D/L, non-losing rate with its Wilson CI, per-seat non-losing rates, mean return, invalid rate."""
+    results, returns, per_seat = [], [], defaultdict(list)
+    turns = invalid = 0
+    for rec in records:
+        seats = [p for p, a in rec.seats.items() if a == POLICY]
+        if opponent == SELF:
+            seats = seats[:1]  # one result per game: the policy's seat 0
+        for p in seats:
+            o = rec.outcome.get(p, "draw")
+            results.append(o)
+            per_seat[p].append(o != "loss")
+            returns.append(rec.returns.get(p, 0.0))
+        for t in rec.turns:
+            if t.agent == POLICY:
+                turns += 1
+                invalid += not t.valid
+    n = len(results)
+    non_losing = sum(o != "loss" for o in results)
+    low, high = wilson(non_losing, n)
+    return {
+        "step": step, "game": game, "opponent": opponent, "games": n,
+        "wins": results.count("win"), "draws": results.count("draw"), "losses": results.count("loss"),
+        "non_losing": non_losing / max(1, n), "ci_low": low, "ci_high": high,
+        "non_losing_by_seat": {p: float(np.mean(v)) for p, v in sorted(per_seat.items())},
+        "mean_return": float(np.mean(returns)) if returns else 0.0, "invalid_rate": invalid / max(1, turns),
+    }
+
+
+def plot_eval(run_dir: Path) -> Path | None:
+    """eval.png from eval.jsonl: non-losing rate (95% Wilson band) vs step and vs wall minutes."""
+    path = run_dir / "eval.jsonl"
+    if not path.exists():
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    series: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        series[(r["game"], r["opponent"])].append(r)
+    gnames = sorted({g for g, _ in series})
+    fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
+    for i, game in enumerate(gnames):
+        for (g, opp), rs in sorted(series.items()):
+            if g != game:
+                continue
+            for j, x_key in enumerate(("step", "minutes")):
+                ax = axes[i][j]
+                x = [r[x_key] for r in rs]
+                ax.plot(x, [r["non_losing"] for r in rs], marker="o", ms=3, label=f"vs {opp}")
+                ax.fill_between(x, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2)
+                ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
+                ax.set_ylabel("non-losing rate")
+                ax.set_ylim(0, 1.02)
+                ax.grid(alpha=0.3)
+                ax.set_title(f"{game} (95% Wilson CI, {rs[-1]['games']} games per point)")
+                ax.legend(loc="lower right")
+    fig.tight_layout()
+    out = run_dir / "eval.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _append(path: Path, row: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _truncate_after(path: Path, step: int) -> None:
+    """Drop lines of steps after `step` (written by a run killed after its last checkpoint)."""
+    if path.exists():
+        keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+        path.write_text("".join(line + "\n" for line in keep))
+
+
+def _console_line(step: int, m: dict, ev: list[dict]) -> str:
+    parts = [f"step {step:>4}", f"reward {m['reward']:+.3f}"]
+    if "win_rate" in m:
+        parts.append(f"win {m['win_rate']:.2f}")
+    parts += [f"invalid {m['invalid_rate']:.2f}", f"len {m['response_length']:.1f}", f"kl {m.get('approx_kl_behaviour', 0):.4f}",
+              f"ent {m.get('entropy', float('nan')):.3f}", f"clip {m.get('clip_frac', 0):.3f}",
+              f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}", f"{m['step_seconds']:.1f}s"]
+    for r in ev:
+        parts.append(f"| eval {r['game']} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]")
+    return "  ".join(parts)
+
+
+# --- the loop -----------------------------------------------------------------------------
+
+
+def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
+    """Run (or resume) training; returns {"step", "elapsed", "games", "eval": last eval rows}."""
+    from rich.console import Console
+    from torch.utils.tensorboard import SummaryWriter
+
+    from agents.models import load_model
+
+    console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 240)
+    run_dir = Path(cfg.run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    if not resume and checkpoint.latest(ckpt_dir) is not None:
+        raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)")
+    if resume and checkpoint.latest(ckpt_dir) is None:
+        raise ValueError(f"--resume: no checkpoint in {ckpt_dir}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config_dict(cfg), sort_keys=False))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+
+    # model, learner, rollout backend, league
+    seed_everything(cfg.seed)  # LoRA init draws from torch
+    model, tokenizer = load_model(cfg.model)
+    learner = Learner(model, tokenizer, cfg.learner)
+    backend = make_backend(cfg, learner, tokenizer)
+    rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
+    league = League(weighting=cfg.league.weighting, decay=cfg.league.decay, max_checkpoints=cfg.league.max_checkpoints)
+    for spec in cfg.league.bots:
+        league.add(spec, "bot", spec)
+    adv_state: dict = {}
+    start_step, elapsed, games_played = 0, 0.0, 0
+    if resume:
+        meta = checkpoint.load(ckpt_dir, learner, rng=rng)
+        start_step = int(meta["step"])
+        league = League.from_state_dict(meta["league"])
+        adv_state = meta["state"]["advantage"]
+        elapsed, games_played = float(meta["state"]["elapsed"]), int(meta["state"]["games"])
+        sync_weights(learner, backend)
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            _truncate_after(run_dir / name, start_step)
+        console.print(f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min)")
+    opponents = Opponents(cfg, learner.device)
+    writer = SummaryWriter(str(run_dir / "tb"), purge_step=start_step + 1 if resume else None)
+    n_params = sum(p.numel() for p in learner.model.parameters() if p.requires_grad)
+    console.print(f"training {cfg.model} ({n_params / 1e6:.1f}M trainable) on {', '.join(g.name for g in cfg.games)}; "
+                  f"run dir {run_dir}; steps {start_step}->{cfg.steps}")
+
+    def run_eval(step: int) -> list[dict]:
+        if not cfg.eval.every or not cfg.eval.games:
+            return []
+        rows = evaluate(cfg, backend, step)
+        for r in rows:
+            r.update(minutes=elapsed / 60, train_games=games_played)
+            _append(run_dir / "eval.jsonl", r)
+            tag = f"eval/{r['game']}/{r['opponent']}"
+            writer.add_scalar(f"{tag}/non_losing", r["non_losing"], step)
+            writer.add_scalar(f"{tag}/mean_return", r["mean_return"], step)
+        plot_eval(run_dir)
+        return rows
+
+    def save(step: int) -> None:
+        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played}
+        checkpoint.save(ckpt_dir, learner, step, config=config_dict(cfg), league=league.state_dict(), state=state,
+                        rng=rng, keep=cfg.keep_checkpoints)
+
+    last_eval: list[dict] = []
+    if start_step == 0:
+        t0 = time.perf_counter()
+        last_eval = run_eval(0)
+        elapsed += time.perf_counter() - t0
+        console.print(_console_line(0, {"reward": 0.0, "invalid_rate": 0.0, "response_length": 0.0, "rollout_tokens_per_s": 0.0,
+                                        "learn_tokens_per_s": 0.0, "step_seconds": 0.0}, last_eval))
+
+    step = start_step
+    for step in range(start_step + 1, cfg.steps + 1):
+        t0 = time.perf_counter()
+        # 1. matches: self-play pairs and PFSP-drawn league opponents
+        planned = plan_step(cfg, league, rng, step)
+        agents: dict[str, Any] = {POLICY: LLMAgent(POLICY, backend, replace(cfg.agent, seed=int(rng.integers(2**31 - 1))))}
+        for name in sorted({opp for _, opp in planned if opp is not None}):
+            o = league.get(name)
+            agents[name] = opponents.agent(name, o.spec, o.kind, seed=int(rng.integers(2**31 - 1)))
+        by_id = {p.match_id: opp for p, opp in planned}
+        records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns),
+                         key=lambda r: r.match_id)  # completion order varies with timing; the batch must not
+        match_opps = [by_id[r.match_id] for r in records]
+        for rec, opp in zip(records, match_opps):
+            if opp is not None and rec.error is None:
+                for o in _score(rec, POLICY):
+                    league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
+        t_roll = time.perf_counter() - t0
+        rollout_tokens = sum(len(t.prompt_token_ids) + len(t.token_ids) for r in records for t in r.turns if t.agent == POLICY)
+        games_played += len(records)
+
+        # 2. advantages -> sequences -> PPO updates
+        t1 = time.perf_counter()
+        samples = compute_advantages(records, cfg.advantage, adv_state)
+        seqs = sequences_from_samples(samples, tokenizer)
+        m = rollout_metrics(records, match_opps)
+        if seqs:
+            if cfg.epochs * cfg.minibatches > 1:
+                learner.prepare(seqs)  # freeze behaviour logprobs before the first update
+            stats: dict[str, list[float]] = defaultdict(list)
+            for _ in range(cfg.epochs):
+                order = rng.permutation(len(seqs)) if cfg.minibatches > 1 else np.arange(len(seqs))
+                for chunk in np.array_split(order, cfg.minibatches):
+                    if len(chunk):
+                        for k, v in learner.step([seqs[i] for i in chunk]).items():
+                            stats[k].append(v)
+            m.update({k: float(np.mean(v)) for k, v in stats.items()})
+            m["ratio_min"], m["ratio_max"] = min(stats["ratio_min"]), max(stats["ratio_max"])
+            sync_weights(learner, backend)
+        else:
+            console.print(f"step {step}: no policy turns to learn from (all matches aborted?); no update")
+        t_learn = time.perf_counter() - t1
+        learn_tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in seqs) * cfg.epochs
+        elapsed += time.perf_counter() - t0
+        m.update(rollout_seconds=t_roll, learn_seconds=t_learn, step_seconds=t_roll + t_learn,
+                 rollout_tokens_per_s=rollout_tokens / max(t_roll, 1e-9), learn_tokens_per_s=learn_tokens / max(t_learn, 1e-9),
+                 games=float(games_played), minutes=elapsed / 60, samples=float(len(seqs)))
+        for name, p in league.probabilities().items() if league.opponents else []:
+            writer.add_scalar(f"league/p/{name}", p, step)
+            writer.add_scalar(f"league/win_rate/{name}", league.win_rate(name), step)
+
+        # 3. evaluation, league snapshot, checkpoint
+        last = step == cfg.steps or (cfg.max_minutes > 0 and elapsed / 60 >= cfg.max_minutes)
+        ev = []
+        if cfg.eval.every and (step % cfg.eval.every == 0 or last):
+            t2 = time.perf_counter()
+            ev = last_eval = run_eval(step)
+            elapsed += time.perf_counter() - t2
+        if cfg.league.snapshot_every and step % cfg.league.snapshot_every == 0:
+            path = run_dir / "league" / f"step_{step:08d}.safetensors"
+            save_snapshot(learner, path)
+            league.add(f"ckpt-{step}", "checkpoint", str(path))
+            kept = {o.spec for o in league.opponents}
+            for f in (run_dir / "league").glob("*.safetensors"):
+                if str(f) not in kept:
+                    f.unlink()
+        _append(run_dir / "metrics.jsonl", {"step": step, **m})
+        for k, v in m.items():
+            writer.add_scalar(f"train/{k}", v, step)
+        if step % cfg.log_every == 0 or ev:
+            console.print(_console_line(step, m, ev))
+        if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or last:
+            save(step)
+        if last:
+            break
+    writer.close()
+    return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval}
+
+
+def main(args: argparse.Namespace) -> None:
+    """`arena train CONFIG [--resume] [--steps N] [--out DIR]`."""
+    overrides = {}
+    if getattr(args, "steps", None) is not None:
+        overrides["steps"] = args.steps
+    if getattr(args, "out", None):
+        overrides["run_dir"] = args.out
+    cfg = load_config(args.config, overrides)
+    result = train(cfg, resume=bool(args.resume))
+    for r in result["eval"]:
+        print(f"final eval {r['game']} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
+              f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})")
+    print(f"{result['games']} training games in {result['elapsed'] / 60:.1f} min; run dir {cfg.run_dir}")
