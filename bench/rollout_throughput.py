@@ -1,0 +1,98 @@
+"""LLM rollout tokens/s: the arena vs raw batched generation vs one match at a time.
+
+    python bench/rollout_throughput.py                         # SmolLM2-135M, 16 matches
+    python bench/rollout_throughput.py --model tiny-llama --quick
+
+Three paths over the same model, in one run:
+
+- arena     `arena.runner.play`: 16 tic-tac-toe matches live at once, the LLM (free text,
+            random fallback, no retries) in both seats (self-play, so every live match
+            has an LLM turn pending; `--opponent random` halves the batches); every step
+            the pending LLM turns of all matches go to the backend as one batch.
+- raw       the exact batches the arena sent (same conversations, same sizes, same
+            sampling seeds), replayed straight into `backend.generate`: the ceiling.
+- serial    the same 16 matches with `concurrency=1`: one match at a time.
+
+Throughput is completion tokens / wall seconds. Targets (issue 3): arena >= 0.9x raw,
+arena >= 4x serial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from agents.backend import SamplingParams
+from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.transformers_backend import TransformersBackend
+from arena.runner import plan_matches, play
+
+
+class RecordingBackend:
+    """Passes calls through and remembers each batch, for the raw replay."""
+
+    def __init__(self, backend):
+        self.backend, self.name = backend, backend.name
+        self.calls: list[tuple[list, SamplingParams, list | None]] = []
+
+    def generate(self, conversations, params, allowed=None):
+        self.calls.append((conversations, params, allowed))
+        return self.backend.generate(conversations, params, allowed)
+
+
+def run_arena(backend, matches: int, concurrency: int, max_new_tokens: int, opponent: str = "self") -> tuple[int, float]:
+    config = LLMAgentConfig(max_new_tokens=max_new_tokens, temperature=0.7, max_retries=0, fallback="random", seed=0)
+    from agents.bots import RandomAgent
+
+    agents = {"llm": LLMAgent("llm", backend, config), "random": RandomAgent("random")}
+    plans = plan_matches("tic_tac_toe", ["llm", "llm" if opponent == "self" else "random"], matches, seed=0)
+    start = time.perf_counter()
+    records = list(play(plans, agents, concurrency=concurrency))
+    seconds = time.perf_counter() - start
+    return sum(r.completion_tokens for r in records), seconds
+
+
+def run_raw(backend, calls) -> tuple[int, float]:
+    start = time.perf_counter()
+    tokens = sum(len(g.token_ids) for conv, params, allowed in calls for g in backend.generate(conv, params, allowed))
+    return tokens, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--matches", type=int, default=16, help="matches, all live at once on the arena path")
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--opponent", choices=["self", "random"], default="self")
+    p.add_argument("--quick", action="store_true", help="4 matches, 8 tokens (smoke run)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.matches, args.max_new_tokens = 4, 8
+
+    backend = TransformersBackend(args.model)
+    run_arena(backend, 2, 2, 4)  # warm-up: first calls pay for allocations
+    recorder = RecordingBackend(backend)
+    arena_tokens, arena_s = run_arena(recorder, args.matches, args.matches, args.max_new_tokens, args.opponent)
+    raw_tokens, raw_s = run_raw(backend, recorder.calls)
+    serial_tokens, serial_s = run_arena(backend, args.matches, 1, args.max_new_tokens, args.opponent)
+
+    rates = {"arena": arena_tokens / arena_s, "raw": raw_tokens / raw_s, "serial": serial_tokens / serial_s}
+    from rich.console import Console
+    from rich.table import Table
+
+    sizes = [len(c) for c, _, _ in recorder.calls]
+    table = Table(title=f"{args.model}: {args.matches} tic-tac-toe matches, batches {sizes}")
+    for col in ("path", "completion tokens", "seconds", "tokens/s"):
+        table.add_column(col, justify="right" if col != "path" else "left")
+    for path, (tokens, seconds) in {"arena": (arena_tokens, arena_s), "raw batched": (raw_tokens, raw_s), "one at a time": (serial_tokens, serial_s)}.items():
+        table.add_row(path, str(tokens), f"{seconds:.1f}", f"{tokens / seconds:.1f}")
+    console = Console()
+    console.print(table)
+    vs_raw, vs_serial = rates["arena"] / rates["raw"], rates["arena"] / rates["serial"]
+    console.print(f"arena / raw batched   = {vs_raw:.2f}x  (target >= 0.9x: {'met' if vs_raw >= 0.9 else 'MISSED'})")
+    console.print(f"arena / one at a time = {vs_serial:.2f}x  (target >= 4x: {'met' if vs_serial >= 4 else 'MISSED'})")
+    return {"vs_raw": vs_raw, "vs_serial": vs_serial}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""The benches run end to end in their --quick form (figures come from full runs, not here)."""
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_env_throughput_quick_measures_both_games():
+    ratios = load("env_throughput").main(["--quick"])
+    assert set(ratios) == {"tic_tac_toe", "connect_four"} and all(r > 0 for r in ratios.values())
+
+
+def test_rollout_throughput_quick_replays_the_arena_batches():
+    out = load("rollout_throughput").main(["--quick", "--model", "tiny-llama"])
+    assert out["vs_raw"] > 0 and out["vs_serial"] > 0
