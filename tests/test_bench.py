@@ -21,3 +21,8 @@ def test_env_throughput_quick_measures_both_games():
 def test_rollout_throughput_quick_replays_the_arena_batches():
     out = load("rollout_throughput").main(["--quick", "--model", "tiny-llama"])
     assert out["vs_raw"] > 0 and out["vs_serial"] > 0
+
+
+def test_learner_throughput_quick_runs_both_paths_in_subprocesses():
+    out = load("learner_throughput").main(["--quick", "--model", "tiny-llama"])
+    assert out["ratio"] > 0 and out["plain"]["peak_rss_mib"] > 0 and out["learner"]["peak_rss_mib"] > 0
