@@ -40,6 +40,12 @@ it reads who played which cell from the history lines ("you (X): 4"), whose cell
 are tokens of their own, more easily than from board positions, which shift with the
 board's content.
 
+`prompt="state"` goes further, for Markov games whose state text says everything (e.g.
+tic-tac-toe with `board="line"`): the system prompt is `system_prompt` alone and the user
+message is the current state only: no history, and no legal-move list when decoding is
+constrained to the legal moves anyway. Every prompt then has the same length and layout,
+so a tiny model finds each cell at a fixed position.
+
 `constrained=True` passes each turn's legal move strings to the backend as `allowed`, so
 the reply is exactly one legal move (free-text turns stay unconstrained).
 
@@ -59,7 +65,7 @@ from games.core import TextView
 from games.parsing import ParseError
 
 MODES = ("fresh", "multi_turn")
-PROMPTS = ("full", "compact")
+PROMPTS = ("full", "compact", "state")
 FORMATS = ("brackets", "boxed", "answer")
 FALLBACKS = ("forfeit", "random")
 
@@ -77,7 +83,7 @@ class LLMAgentConfig:
     mode: str = "fresh"
     """"fresh": a self-contained prompt per move (SPIRAL); "multi_turn": one growing conversation per match and player (MARS)."""
     prompt: str = "full"
-    """"full": the system prompt has the rules and the answer format; "compact": system_prompt alone (user messages unchanged)."""
+    """"full": the system prompt has the rules and the answer format; "compact": system_prompt alone (user messages unchanged); "state": system_prompt alone and the current state only"""
     answer_format: str = "brackets"
     """How the model is asked to give its move: "brackets" ([4]), "boxed" (\\boxed{4}) or "answer" (<answer>4</answer>)."""
     reasoning: bool = False
@@ -151,7 +157,7 @@ class LLMAgent:
     # --- prompts --------------------------------------------------------------------------
     def system_message(self, view: TextView) -> dict:
         c = self.config
-        if c.prompt == "compact":
+        if c.prompt in ("compact", "state"):
             return {"role": "system", "content": c.system_prompt}
         if view.free_text:
             how = "When asked for a message, reply with the message itself."
@@ -165,6 +171,11 @@ class LLMAgent:
 
     def user_message(self, view: TextView, history: list[str], since_last: bool, note: str = "") -> dict:
         parts = [note] if note else []
+        if self.config.prompt == "state" and not view.free_text:
+            parts.append(view.state)
+            if not self.config.constrained:
+                parts.append("LEGAL MOVES: " + " ".join(f"[{m}]" for m in view.legal_moves))
+            return {"role": "user", "content": "\n\n".join(parts)}
         if history:
             parts.append(("SINCE YOUR LAST MOVE:\n" if since_last else "HISTORY:\n") + "\n".join(history))
         parts.append(f"CURRENT STATE:\n{view.state}")

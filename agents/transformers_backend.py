@@ -67,6 +67,10 @@ class TransformersBackend:
         dtype: weights dtype when loading by name ("auto": fp32 on CPU, bf16 on GPU).
         max_batch_size: conversations per forward batch; larger requests are split.
         name: backend name (default: the model name).
+        share_prefixes: prefill a prompt prefix shared by several conversations of a batch
+            once and copy its KV cache (see `shared_prefix_groups`); same results as
+            prefilling every prompt whole, fewer tokens through the model.
+        min_shared_prefix: the shortest shared prefix worth a separate prefill (tokens).
     """
 
     def __init__(
@@ -76,6 +80,8 @@ class TransformersBackend:
         dtype: str = "auto",
         max_batch_size: int = 64,
         name: str | None = None,
+        share_prefixes: bool = True,
+        min_shared_prefix: int = 16,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -95,6 +101,7 @@ class TransformersBackend:
             raise ValueError(f"tokenizer of {default_name!r} has no chat template; the backend needs one to render conversations")
         self.name = name or default_name
         self.max_batch_size = max_batch_size
+        self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         eos = {tok.eos_token_id}
@@ -150,15 +157,26 @@ class TransformersBackend:
 
     def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator) -> None:
         device = self.device
-        width = max(len(r.prompt) for r in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):  # left padding: prompts end at the same column
-            input_ids[i, width - len(r.prompt) :] = torch.tensor(r.prompt)
-            mask[i, width - len(r.prompt) :] = 1
-        input_ids, mask = input_ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T): real tokens count from 0
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        groups = shared_prefix_groups([r.prompt for r in rows], self.min_shared_prefix) if self.share_prefixes else []
+        cache, past_mask = None, torch.zeros((len(rows), 0), dtype=torch.long, device=device)
+        starts = [0] * len(rows)
+        if groups:  # prefill each shared prefix once, then copy its KV cache to the group's rows
+            heads = [rows[g[0]].prompt[:length] for g, length in groups]
+            ids, past_mask = _left_pad(heads, self.pad_id, device)
+            out = self.model(input_ids=ids, attention_mask=past_mask, position_ids=_positions(past_mask), use_cache=True, logits_to_keep=1)
+            owner = [0] * len(rows)  # rows in no group borrow group 0's cache, masked out below
+            for k, (members, length) in enumerate(groups):
+                for i in members:
+                    owner[i], starts[i] = k, length
+            cache = out.past_key_values
+            cache.batch_select_indices(torch.tensor(owner, device=device))
+            past_mask = past_mask[owner] * torch.tensor([[s > 0] for s in starts], device=device)
+        # the rest of every prompt, left-padded so all prompts end at the same column
+        input_ids, new_mask = _left_pad([r.prompt[s:] for r, s in zip(rows, starts)], self.pad_id, device)
+        mask = torch.cat([past_mask, new_mask], dim=1)
+        positions = _positions(mask)[:, past_mask.shape[1] :]  # (B, T): real tokens count from 0
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                         use_cache=True, logits_to_keep=1)
         logits, cache = out.logits[:, -1, :].float(), out.past_key_values  # (B, V)
         last_pos = positions[:, -1]  # (B,)
         live = list(range(len(rows)))  # rows still generating, in batch order
@@ -201,6 +219,81 @@ class TransformersBackend:
         return ids
 
 
+def shared_prefix_groups(prompts: list[list[int]], min_length: int) -> list[tuple[list[int], int]]:
+    """Rows that share a prompt prefix worth prefilling once: [(row indices, prefix length)].
+
+    Prompts are sorted so that shared prefixes are neighbours; a sorted run of prompts
+    shares the smallest common prefix of its neighbours. A dynamic programme over the
+    sorted order picks the runs that minimise the prompt tokens run through the model
+    (a shared prefix once, plus every row's remainder). Every row keeps at least its last
+    prompt token to itself (it yields the first logits). Rows in no returned group
+    (or when sharing saves nothing) are prefilled whole.
+    """
+    n = len(prompts)
+    if n < 2:
+        return []
+    order = sorted(range(n), key=lambda i: prompts[i])
+    lcp = []  # lcp[k]: common prefix of sorted neighbours k and k+1, keeping one own token each
+    for a, b in zip(order, order[1:]):
+        pa, pb = prompts[a], prompts[b]
+        limit = min(len(pa), len(pb)) - 1
+        k = 0
+        while k < limit and pa[k] == pb[k]:
+            k += 1
+        lcp.append(k)
+    lengths = [len(prompts[i]) for i in order]
+    best = [0] + [None] * n  # best[j]: fewest tokens to prefill sorted rows < j
+    cut: list[tuple[int, int]] = [(0, 0)] * (n + 1)  # (start of the last run, its shared length)
+    for j in range(1, n + 1):
+        shared = 10**9
+        total = 0
+        for i in range(j - 1, -1, -1):  # run = sorted rows i..j-1
+            total += lengths[i]
+            if i < j - 1:
+                shared = min(shared, lcp[i])
+            length = shared if i < j - 1 and shared >= min_length else 0
+            cost = best[i] + total - (j - i - 1) * length
+            if best[j] is None or cost < best[j]:
+                best[j], cut[j] = cost, (i, length)
+    groups, j = [], n
+    while j > 0:
+        i, length = cut[j]
+        if length > 0:
+            groups.append(([order[k] for k in range(i, j)], length))
+        j = i
+    return groups[::-1]
+
+
+def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, mask), both (B, max length), sequences right-aligned."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, width - len(s) :] = torch.tensor(s)
+            mask[i, width - len(s) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that count real tokens from 0 and skip padding anywhere in the row."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _sample(probs: torch.Tensor, generator) -> torch.Tensor:
+    """One token per row from (B, V) probabilities by inverting the CDF.
+
+    torch.multinomial over a 49k vocabulary was a third of a tiny model's rollout time on
+    the CPU; a cumsum and a binary search are ~10x cheaper. u lies in (0, 1], so a
+    zero-probability token (the CDF flat there) is never the first to reach u * total.
+    """
+    cdf = probs.cumsum(-1)
+    u = 1.0 - torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
+    idx = torch.searchsorted(cdf, u * cdf[:, -1:]).squeeze(-1)
+    return idx.clamp(max=probs.shape[-1] - 1)
+
+
 def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | None], generator):
     """Next token per row and its behaviour logprob (full distribution, see module doc).
 
@@ -209,14 +302,15 @@ def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | 
     temperature = params.temperature if params.temperature > 0 else 1.0
     logps = torch.log_softmax(logits / temperature, dim=-1)  # (B, V) behaviour distribution
     scores = logps
-    if any(m is not None for m in masks):
-        scores = torch.full_like(logps, float("-inf"))
-        for b, m in enumerate(masks):
-            if m is None:
-                scores[b] = logps[b]
-            else:
-                ids = torch.tensor(m, device=logps.device)
-                scores[b, ids] = logps[b, ids]
+    if any(m is not None for m in masks):  # one scatter for the whole batch
+        allow = torch.zeros_like(logps, dtype=torch.bool)
+        rows = [b for b, m in enumerate(masks) if m is not None for _ in m]
+        cols = [t for m in masks if m is not None for t in m]
+        allow[rows, cols] = True
+        free = [b for b, m in enumerate(masks) if m is None]
+        if free:
+            allow[free] = True
+        scores = logps.masked_fill(~allow, float("-inf"))
     if params.temperature == 0:
         tokens = scores.argmax(dim=-1)
     else:
@@ -226,5 +320,5 @@ def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | 
             drop = sorted_p.cumsum(-1) - sorted_p >= params.top_p  # mass before this token already enough
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        tokens = _sample(probs, generator)
     return tokens, logps.gather(-1, tokens.view(-1, 1)).squeeze(-1)

@@ -12,6 +12,9 @@ Three paths over the same model, in one run:
 - raw       the exact batches the arena sent (same conversations, same sizes, same
             sampling seeds), replayed straight into `backend.generate`: the ceiling.
 - serial    the same 16 matches with `concurrency=1`: one match at a time.
+- arena, whole prompts   the arena path again with the backend's prefix sharing off
+            (`share_prefixes=False`): every prompt prefilled in full, to show what
+            prefilling a batch's shared prompt prefixes once buys.
 
 Throughput is completion tokens / wall seconds. Targets (issue 3): arena >= 0.9x raw,
 arena >= 4x serial.
@@ -75,6 +78,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     arena_tokens, arena_s = run_arena(recorder, args.matches, args.matches, args.max_new_tokens, args.opponent)
     raw_tokens, raw_s = run_raw(backend, recorder.calls)
     serial_tokens, serial_s = run_arena(backend, args.matches, 1, args.max_new_tokens, args.opponent)
+    backend.share_prefixes = False
+    whole_tokens, whole_s = run_arena(backend, args.matches, args.matches, args.max_new_tokens, args.opponent)
+    backend.share_prefixes = True
 
     rates = {"arena": arena_tokens / arena_s, "raw": raw_tokens / raw_s, "serial": serial_tokens / serial_s}
     from rich.console import Console
@@ -84,13 +90,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     table = Table(title=f"{args.model}: {args.matches} tic-tac-toe matches, batches {sizes}")
     for col in ("path", "completion tokens", "seconds", "tokens/s"):
         table.add_column(col, justify="right" if col != "path" else "left")
-    for path, (tokens, seconds) in {"arena": (arena_tokens, arena_s), "raw batched": (raw_tokens, raw_s), "one at a time": (serial_tokens, serial_s)}.items():
+    paths = {"arena": (arena_tokens, arena_s), "raw batched": (raw_tokens, raw_s), "one at a time": (serial_tokens, serial_s),
+             "arena, whole prompts": (whole_tokens, whole_s)}
+    for path, (tokens, seconds) in paths.items():
         table.add_row(path, str(tokens), f"{seconds:.1f}", f"{tokens / seconds:.1f}")
     console = Console()
     console.print(table)
     vs_raw, vs_serial = rates["arena"] / rates["raw"], rates["arena"] / rates["serial"]
     console.print(f"arena / raw batched   = {vs_raw:.2f}x  (target >= 0.9x: {'met' if vs_raw >= 0.9 else 'MISSED'})")
     console.print(f"arena / one at a time = {vs_serial:.2f}x  (target >= 4x: {'met' if vs_serial >= 4 else 'MISSED'})")
+    console.print(f"prefix sharing: arena {rates['arena']:.1f} vs whole prompts {whole_tokens / whole_s:.1f} tokens/s "
+                  f"= {rates['arena'] / (whole_tokens / whole_s):.2f}x")
     return {"vs_raw": vs_raw, "vs_serial": vs_serial}
 
 

@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--outcome-only", action="store_true", help="scores are 1/0 (no margin)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", help="save a matches-vs-tau figure here")
+    ap.add_argument("--scan", type=float, nargs="*", default=[1.0, 2.0, 3.0, 4.0, 6.0],
+                    help="also print the N=16 target ratios at these strength spreads (none: skip)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     table = measure(args.sizes, args.formats, args.trials, args.spread, args.prior_noise, args.outcome_only, args.seed)
@@ -179,6 +181,15 @@ def main(argv: list[str] | None = None) -> dict:
             ok = r["tau"] >= 0.9 * rr["tau"] and rr["matches"] >= 7 * r["matches"]
             print(f"target at N=16 ({fmt}: tau >= 0.9 x RR with >= 7x fewer matches): "
                   f"{r['tau'] / rr['tau']:.3f} x tau, {rr['matches'] / r['matches']:.1f}x fewer -> {'MET' if ok else 'not met'}")
+    if args.scan:
+        print(f"\nwhere the claim holds (N=16, {args.trials} trials per cell): tau as a fraction of round robin's, by strength spread")
+        print(f"{'spread':>6}  {'RR tau':>6}  {'se_anchor (4x fewer)':>20}  {'se_prior (8x fewer)':>19}  {'prior alone':>11}")
+        for spread in args.scan:
+            t = measure([16], ["round_robin", "se_anchor", "se_prior", "prior"], args.trials, spread, args.prior_noise,
+                        args.outcome_only, args.seed)
+            rr = t[16, "round_robin"]["tau"]
+            print(f"{spread:>6.1f}  {rr:>6.3f}  {t[16, 'se_anchor']['tau'] / rr:>20.3f}  {t[16, 'se_prior']['tau'] / rr:>19.3f}"
+                  f"  {t[16, 'prior']['tau'] / rr:>11.3f}")
     if args.plot:
         plot(table, args.sizes, args.formats, args.plot)
     return table

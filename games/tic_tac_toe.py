@@ -15,6 +15,10 @@ Text       the board with empty cells shown by their number, e.g.
                 3 | O | 5
                ---+---+---
                 6 | 7 | X
+           or, with `board="line"`, one token per cell in reading order, '.' for empty:
+               Board: X . . . O . . . X
+           (fixed length and fixed positions: what a tiny model learning from scratch
+           reads most easily; `configs/train_tictactoe_tiny.yaml` uses it).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from games.openspiel_env import OpenSpielEnv
 
 MARKS = ("X", "O")
+BOARDS = ("grid", "line")
 
 
 def board_text(cells: list[str]) -> str:
@@ -33,7 +38,10 @@ def board_text(cells: list[str]) -> str:
 class TicTacToe(OpenSpielEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "tic_tac_toe", "is_parallelizable": False}
 
-    def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
+    def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0, board: str = "grid"):
+        if board not in BOARDS:
+            raise ValueError(f"tic_tac_toe board must be one of {', '.join(BOARDS)}, got {board!r}")
+        self.board = board
         super().__init__("tic_tac_toe", render_mode=render_mode, illegal_reward=illegal_reward)
 
     def _cells(self) -> list[str]:
@@ -53,7 +61,11 @@ class TicTacToe(OpenSpielEnv):
         )
 
     def state_text(self, agent: str) -> str:
-        text = board_text(self._cells())
+        cells = self._cells()
+        if self.board == "line":
+            text = "Board: " + " ".join(c if c in MARKS else "." for c in cells)
+        else:
+            text = board_text(cells)
         if self.state.is_terminal():
             r = self.state.returns()[self._index[agent]]
             return text + "\n" + ("You won." if r > 0 else "You lost." if r < 0 else "Draw.")

@@ -170,3 +170,45 @@ def test_bad_input_is_a_clear_value_error(backend, args, message):
 def test_bad_model_argument():
     with pytest.raises(ValueError, match="name or a \\(model, tokenizer\\) pair"):
         TransformersBackend(42)
+
+
+def test_shared_prefix_groups_pick_the_runs_that_save_tokens():
+    from agents.transformers_backend import shared_prefix_groups
+
+    a = [1] * 20
+    prompts = [a + [5, 6], [9, 9, 9], a + [7], a[:10] + [3] * 30, a[:10] + [3] * 30 + [4]]
+    groups = {tuple(sorted(g)): n for g, n in shared_prefix_groups(prompts, min_length=8)}
+    # rows 0 and 2 share 20 tokens; rows 3 and 4 share 40 (row 3 keeps its last token: 39)
+    assert groups == {(0, 2): 20, (3, 4): 39}
+    assert shared_prefix_groups(prompts, min_length=50) == []  # nothing long enough
+    assert shared_prefix_groups([a], min_length=1) == []  # one row: nothing to share
+    assert shared_prefix_groups([a, a], min_length=1) == [([0, 1], 19)]  # identical prompts
+
+
+def test_prefix_sharing_gives_the_same_generations_as_whole_prompts():
+    from agents.transformers_backend import shared_prefix_groups
+
+    model, tok = sharpened_tiny(1)
+    shared, whole = TransformersBackend((model, tok)), TransformersBackend((model, tok), share_prefixes=False)
+    rules = "Tic-tac-toe. Three in a row wins; the loser gets -1; a full board is a draw. "
+    convs = [[{"role": "system", "content": rules + f"You play {mark}."}, {"role": "user", "content": board}]
+             for mark in ("X", "O") for board in ("Empty board.", "X in the centre, your move", "O 0, X 4, X 8")]
+    convs.insert(2, [{"role": "system", "content": "Something else entirely."}, {"role": "user", "content": "Hi."}])
+    groups = shared_prefix_groups([shared.encode(c) for c in convs], shared.min_shared_prefix)
+    assert groups and 2 not in [i for g, _ in groups for i in g]  # a row outside every group rides along
+    params = SamplingParams(max_new_tokens=10, temperature=0)
+    got, want = shared.generate(convs, params), whole.generate(convs, params)
+    for g, w in zip(got, want):
+        assert g.token_ids == w.token_ids
+        assert g.logprobs == pytest.approx(w.logprobs, abs=1e-4)
+    sampled = SamplingParams(max_new_tokens=10, temperature=1.0, seed=3)
+    assert [g.token_ids for g in shared.generate(convs, sampled)] == [g.token_ids for g in whole.generate(convs, sampled)]
+
+
+def test_cdf_sampling_follows_the_probabilities_and_never_picks_a_zero():
+    from agents.transformers_backend import _sample
+
+    probs = torch.tensor([[0.0, 0.2, 0.0, 0.5, 0.3, 0.0]]).repeat(100_000, 1)
+    counts = torch.bincount(_sample(probs, torch.Generator().manual_seed(0)), minlength=6).float() / 100_000
+    assert counts[[0, 2, 5]].sum() == 0
+    assert counts[[1, 3, 4]].tolist() == pytest.approx([0.2, 0.5, 0.3], abs=0.01)
