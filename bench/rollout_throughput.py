@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         args.matches, args.max_new_tokens = 4, 8
 
     backend = TransformersBackend(args.model)
-    run_arena(backend, 2, 2, 4)  # warm-up: first calls pay for allocations
+    run_arena(backend, args.matches, args.matches, 2)  # warm-up in the measured batch shapes: first calls pay for allocations
     recorder = RecordingBackend(backend)
     arena_tokens, arena_s = run_arena(recorder, args.matches, args.matches, args.max_new_tokens, args.opponent)
     raw_tokens, raw_s = run_raw(backend, recorder.calls)

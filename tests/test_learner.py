@@ -114,6 +114,24 @@ def test_constrained_logprobs_use_the_legal_move_mask(tok):
         learner.logprobs([bad])
 
 
+def test_constrained_fast_path_equals_the_full_vocabulary_path(tok, monkeypatch):
+    import training.learner as learner_mod
+
+    moves = ["3", "4", "5", "<X(1,1)>"]
+    seqs = [Sequence(ids(tok, p), ids(tok, m) + [tok.eos_token_id], adv, allowed=moves)
+            for p, m, adv in [("Board: . X .", "4", 1.0), ("Your move, O:", "<X(1,1)>", -0.5), ("Go", "3", 0.3)]]
+    cfg = LearnerConfig(lr=1e-3, temperature=0.7, loss=LossConfig(entropy_coef=0.01))
+    fast, slow = Learner(fresh(), tok, cfg), Learner(fresh(), tok, cfg)
+    assert learner_mod._plain_lm_head(fast.model) is True
+    m_fast = fast.step(seqs)
+    monkeypatch.setattr(learner_mod, "_plain_lm_head", lambda model: False)
+    m_slow = slow.step(seqs)
+    for key in ("loss", "entropy", "grad_norm"):
+        assert m_fast[key] == pytest.approx(m_slow[key], rel=1e-4), key
+    for (n, pa), (_, pb) in zip(fast.model.named_parameters(), slow.model.named_parameters()):
+        assert torch.allclose(pa.grad, pb.grad, rtol=1e-3, atol=1e-7), n
+
+
 # --- the update --------------------------------------------------------------------------
 
 

@@ -143,6 +143,19 @@ class _Micro:
     index: list[int]  # rows -> positions in the caller's list
 
 
+def _plain_lm_head(model) -> bool:
+    """The logits are exactly `get_output_embeddings()(last hidden state)`: a Linear head,
+    no soft-capping or logit scale (then `_constrained_logprobs` may slice the head)."""
+    try:
+        head = model.get_output_embeddings()
+        model.get_decoder()
+    except (AttributeError, NotImplementedError):
+        return False
+    cfg = getattr(model, "config", None)
+    return (isinstance(head, torch.nn.Linear) and getattr(cfg, "final_logit_softcapping", None) is None
+            and getattr(cfg, "logit_scale", None) is None and getattr(cfg, "logits_scaling", None) is None)
+
+
 class Learner:
     """Holds the policy, its optimizer and the frozen reference; see the module docstring."""
 
@@ -231,6 +244,8 @@ class Learner:
         """(logp, entropy or None), both (B, C), under the (possibly masked) sampling distribution.
 
         entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
+        if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
+            return self._constrained_logprobs(model, mb, entropy_mode)
         C = mb.targets.shape[1]
         with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
@@ -264,6 +279,46 @@ class Learner:
         if entropy is not None:
             entropy = entropy * mb.mask
         return logp, entropy
+
+    def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
+        """`_logprobs` when every completion token was constrained: the LM head runs on the
+        allowed tokens' rows of its weight only, never over the whole vocabulary (a tiny
+        model's step was mostly a 49k-wide softmax and its backward)."""
+        B, C = mb.targets.shape
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            hidden = model.get_decoder()(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
+                                         position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
+        head = model.get_output_embeddings()
+        dev = hidden.device
+        rows = torch.tensor([r for r, _, _ in mb.constrained], device=dev)
+        cols = torch.tensor([c for _, c, _ in mb.constrained], device=dev)
+        K = max(len(a) for _, _, a in mb.constrained)
+        idx = torch.zeros((len(mb.constrained), K), dtype=torch.long)
+        valid = torch.zeros((len(mb.constrained), K), dtype=torch.bool)
+        for n, (_, _, a) in enumerate(mb.constrained):
+            idx[n, : len(a)] = torch.tensor(a)
+            valid[n, : len(a)] = True
+        idx, valid = idx.to(dev), valid.to(dev)
+        # logits of the allowed tokens: one matmul against the distinct rows of the head, then
+        # a gather (indexing the head per (position, token) would make its gradient a
+        # scatter-add over duplicates, whose summation order varies run to run)
+        uniq, where = torch.unique(idx, return_inverse=True)
+        logits = hidden[rows, cols].float() @ head.weight[uniq].float().T  # (N, U)
+        if head.bias is not None:
+            logits = logits + head.bias[uniq].float()
+        sub = logits.gather(-1, where)  # (N, K)
+        sub = (sub / self.cfg.temperature).masked_fill(~valid, float("-inf"))  # (N, K)
+        sub_lse = torch.logsumexp(sub, dim=-1)
+        pick = (idx == mb.targets[rows, cols].unsqueeze(-1)) & valid
+        taken = sub.masked_fill(~pick, 0.0).sum(-1)
+        logp = torch.zeros((B, C), device=dev).index_put((rows, cols), taken - sub_lse)
+        entropy = None
+        if entropy_mode is not None:
+            with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
+                p = torch.softmax(sub, dim=-1)
+                h_ent = sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
+                entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h_ent) * mb.mask
+        return logp * mb.mask, entropy
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
