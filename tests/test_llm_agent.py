@@ -93,6 +93,40 @@ def test_fresh_prompt_has_rules_format_state_and_legal_moves(fmt, marker, reply)
     assert rec.prompt_token_ids == [1, 2, 3] and rec.logprobs == [-0.5] * len(rec.token_ids)
 
 
+@pytest.mark.parametrize("constrained", [True, False])
+def test_state_prompt_is_the_current_state_only(constrained):
+    backend = ScriptedBackend(lambda conv, allowed, k: "4")
+    agent = LLMAgent("llm", backend, LLMAgentConfig(prompt="state", constrained=constrained, system_prompt="Tic-tac-toe."))
+    env = games.make("tic_tac_toe", board="line")
+    env.reset(seed=0)
+    env.step(0)
+    (rec,) = agent.act([PendingTurn("m0", env, env.agent_selection, np.random.default_rng(0))])
+    system, user = rec.messages
+    assert system["content"] == "Tic-tac-toe."
+    legal = "\n\nLEGAL MOVES: [1] [2] [3] [4] [5] [6] [7] [8]"
+    assert user["content"] == "Board: X . . . . . . . .\nO to move (you)." + ("" if constrained else legal)
+    assert rec.action == 4
+
+
+def test_line_board_has_one_token_per_cell_at_fixed_positions():
+    from agents.models import load_tokenizer
+
+    tok = load_tokenizer("smollm2-135m")
+    lengths = set()
+    for moves in ([], [4], [4, 0, 8], [0, 1, 2, 3, 5, 4]):
+        env = games.make("tic_tac_toe", board="line")
+        env.reset(seed=0)
+        for a in moves:
+            env.step(a)
+        board = env.view("player_0").state.splitlines()[0]
+        ids = tok(board)["input_ids"]
+        lengths.add(len(ids))
+        assert [tok.decode([i]).strip() for i in ids[-9:]] == [("X" if c in moves[0::2] else "O" if c in moves[1::2] else ".") for c in range(9)]
+    assert len(lengths) == 1
+    with pytest.raises(ValueError, match="board must be one of grid, line"):
+        games.make("tic_tac_toe", board="hex")
+
+
 def test_think_is_kept_in_the_record_and_ignored_by_the_parser():
     reply = "<think>[0] looks good... no, the centre</think> [4]"
     agent = LLMAgent("llm", ScriptedBackend(lambda c, a, k: reply), LLMAgentConfig(reasoning=True))

@@ -62,7 +62,7 @@ def quiet():
     ({"matches_per_step": 7}, "matches_per_step must be even"),
     ({"games": ["tic_tac_tow"]}, "tic_tac_tow"),
     ({"games": [{"name": "tic_tac_toe", "wieght": 2}]}, "unknown key 'games[0].wieght'"),
-    ({"agent": {"prompt": "short"}}, "agent: prompt must be one of full, compact"),
+    ({"agent": {"prompt": "short"}}, "agent: prompt must be one of full, compact, state"),
     ({"agent": {"temperature": 0.0}}, "agent.temperature must be > 0"),
     ({"learner": {"temperature": 0.5}}, "learner.temperature is set from agent.temperature"),
     ({"advantage": {"learners": ["x"]}}, "advantage.learners is set by the loop"),
