@@ -102,6 +102,7 @@ class TransformersBackend:
         self.name = name or default_name
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
+        use_gqa_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         eos = {tok.eos_token_id}
@@ -217,6 +218,41 @@ class TransformersBackend:
         if not ids:
             raise RuntimeError(f"constrained decoding reached a dead end after {self.tokenizer.decode(row.tokens)!r} (allowed: {row.allowed[:5]})")
         return ids
+
+
+GQA_SDPA = "sdpa_gqa"
+
+
+def _gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """transformers' SDPA attention, but grouped-query attention with a padding mask runs
+    through SDPA's `enable_gqa` instead of first copying every key/value head
+    (`repeat_kv`). transformers copies whenever a mask is given, which on the CPU was 39% of
+    a SmolLM2 decode step at batch 16 (2.1 ms vs 0.55 ms per layer, same numbers)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if (query.shape[2] != 1 or attention_mask is None or getattr(module, "num_key_value_groups", 1) == 1
+            or kwargs.get("position_bias") is not None):  # prefill: transformers' path (faster there)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_gqa_sdpa(model) -> bool:
+    """Switch a CPU model with grouped-query SDPA attention to `_gqa_sdpa`; True if switched."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    cfg = model.config
+    heads, kv_heads = getattr(cfg, "num_attention_heads", None), getattr(cfg, "num_key_value_heads", None)
+    if getattr(cfg, "_attn_implementation", None) != "sdpa" or not heads or not kv_heads or kv_heads == heads:
+        return False
+    if next(model.parameters()).device.type != "cpu":
+        return False
+    AttentionInterface.register(GQA_SDPA, _gqa_sdpa)
+    AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
+    model.set_attn_implementation(GQA_SDPA)
+    return True
 
 
 def shared_prefix_groups(prompts: list[list[int]], min_length: int) -> list[tuple[list[int], int]]:

@@ -212,3 +212,25 @@ def test_cdf_sampling_follows_the_probabilities_and_never_picks_a_zero():
     counts = torch.bincount(_sample(probs, torch.Generator().manual_seed(0)), minlength=6).float() / 100_000
     assert counts[[0, 2, 5]].sum() == 0
     assert counts[[1, 3, 4]].tolist() == pytest.approx([0.2, 0.5, 0.3], abs=0.01)
+
+
+def test_grouped_query_attention_without_copies_gives_the_same_logits():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from agents.transformers_backend import GQA_SDPA, use_gqa_sdpa
+
+    cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 300, (3, 12))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # left padding: a mask reaches the attention
+    with torch.no_grad():
+        prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
+        want = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
+        assert use_gqa_sdpa(model) and model.config._attn_implementation == GQA_SDPA
+        prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
+        got = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
+    assert torch.allclose(got, want, atol=1e-5)
+    assert not use_gqa_sdpa(tiny_llama(0)[0])  # no grouped heads: left alone
