@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--matches", type=int, default=16, help="matches, all live at once on the arena path")
-    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens a turn at most (the LLM agent default)")
     p.add_argument("--opponent", choices=["self", "random"], default="self")
     p.add_argument("--quick", action="store_true", help="4 matches, 8 tokens (smoke run)")
     args = p.parse_args(argv)
