@@ -143,6 +143,20 @@ class _Micro:
     index: list[int]  # rows -> positions in the caller's list
 
 
+def _allowed_index(constrained: list[tuple[int, int, list[int]]], device):
+    """(rows, cols, idx, valid) of constrained positions: idx (N, K) the allowed token ids,
+    right-padded with 0 where `valid` is False."""
+    rows = torch.tensor([r for r, _, _ in constrained], device=device)
+    cols = torch.tensor([c for _, c, _ in constrained], device=device)
+    K = max(len(a) for _, _, a in constrained)
+    idx = torch.zeros((len(constrained), K), dtype=torch.long)
+    valid = torch.zeros((len(constrained), K), dtype=torch.bool)
+    for n, (_, _, a) in enumerate(constrained):
+        idx[n, : len(a)] = torch.tensor(a)
+        valid[n, : len(a)] = True
+    return rows, cols, idx.to(device), valid.to(device)
+
+
 def _plain_lm_head(model) -> bool:
     """The logits are exactly `get_output_embeddings()(last hidden state)`: a Linear head,
     no soft-capping or logit scale (then `_constrained_logprobs` may slice the head)."""
@@ -258,15 +272,7 @@ class Learner:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
         if mb.constrained:
-            rows = torch.tensor([r for r, _, _ in mb.constrained], device=logits.device)
-            cols = torch.tensor([c for _, c, _ in mb.constrained], device=logits.device)
-            K = max(len(a) for _, _, a in mb.constrained)
-            idx = torch.zeros((len(mb.constrained), K), dtype=torch.long)
-            valid = torch.zeros((len(mb.constrained), K), dtype=torch.bool)
-            for n, (_, _, a) in enumerate(mb.constrained):
-                idx[n, : len(a)] = torch.tensor(a)
-                valid[n, : len(a)] = True
-            idx, valid = idx.to(logits.device), valid.to(logits.device)
+            rows, cols, idx, valid = _allowed_index(mb.constrained, logits.device)
             sub = logits[rows, cols].gather(-1, idx).masked_fill(~valid, float("-inf"))  # (N, K)
             sub_lse = torch.logsumexp(sub, dim=-1)
             lse = lse.index_put((rows, cols), sub_lse)
@@ -290,15 +296,7 @@ class Learner:
                                          position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
         head = model.get_output_embeddings()
         dev = hidden.device
-        rows = torch.tensor([r for r, _, _ in mb.constrained], device=dev)
-        cols = torch.tensor([c for _, c, _ in mb.constrained], device=dev)
-        K = max(len(a) for _, _, a in mb.constrained)
-        idx = torch.zeros((len(mb.constrained), K), dtype=torch.long)
-        valid = torch.zeros((len(mb.constrained), K), dtype=torch.bool)
-        for n, (_, _, a) in enumerate(mb.constrained):
-            idx[n, : len(a)] = torch.tensor(a)
-            valid[n, : len(a)] = True
-        idx, valid = idx.to(dev), valid.to(dev)
+        rows, cols, idx, valid = _allowed_index(mb.constrained, dev)
         # logits of the allowed tokens: one matmul against the distinct rows of the head, then
         # a gather (indexing the head per (position, token) would make its gradient a
         # scatter-add over duplicates, whose summation order varies run to run)
