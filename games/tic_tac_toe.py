@@ -17,8 +17,8 @@ Text       the board with empty cells shown by their number, e.g.
                 6 | 7 | X
            or, with `board="line"`, one token per cell in reading order, '.' for empty:
                Board: X . . . O . . . X
-           (fixed length and fixed positions: what a tiny model learning from scratch
-           reads most easily; `configs/train_tictactoe_tiny.yaml` uses it).
+           (fixed length and fixed positions, for a tiny model learning from scratch;
+           pair it with the LLM agent's `prompt="state"`).
 """
 
 from __future__ import annotations

@@ -33,13 +33,19 @@ TINY = {
 }
 
 
-def tiny(tmp_path, name="run", **over):
+def merged(over: dict) -> dict:
+    """A copy of TINY with `over` applied (sections updated key by key)."""
     d = json.loads(json.dumps(TINY))
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(d.get(k), dict):
             d[k].update(v)
         else:
             d[k] = v
+    return d
+
+
+def tiny(tmp_path, name="run", **over):
+    d = merged(over)
     d["run_dir"] = str(tmp_path / name)
     return parse_config(d)
 
@@ -75,14 +81,8 @@ def quiet():
     ({"backend": "sglang"}, "backend must be 'transformers' or 'vllm'"),
 ])
 def test_bad_configs_are_one_line_value_errors(patch, message):
-    d = json.loads(json.dumps(TINY))
-    for k, v in patch.items():
-        if isinstance(v, dict) and isinstance(d.get(k), dict):
-            d[k].update(v)
-        else:
-            d[k] = v
     with pytest.raises(ValueError) as e:
-        parse_config(d)
+        parse_config(merged(patch))
     assert message in str(e.value) and "\n" not in str(e.value)
 
 

@@ -157,6 +157,13 @@ def _allowed_index(constrained: list[tuple[int, int, list[int]]], device):
     return rows, cols, idx.to(device), valid.to(device)
 
 
+def _masked_entropy(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Entropy per row of the distribution over the allowed tokens: sub (N, K) logits, -inf
+    where `valid` is False; sub_lse (N,) their logsumexp."""
+    p = torch.softmax(sub, dim=-1)
+    return sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
+
+
 def _plain_lm_head(model) -> bool:
     """The logits are exactly `get_output_embeddings()(last hidden state)`: a Linear head,
     no soft-capping or logit scale (then `_constrained_logprobs` may slice the head)."""
@@ -278,9 +285,7 @@ class Learner:
             lse = lse.index_put((rows, cols), sub_lse)
             if entropy is not None:
                 with torch.set_grad_enabled(entropy.requires_grad):
-                    p = torch.softmax(sub, dim=-1)
-                    h = sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
-                    entropy = entropy.index_put((rows, cols), h)
+                    entropy = entropy.index_put((rows, cols), _masked_entropy(sub, sub_lse, valid))
         logp = (taken - lse) * mb.mask
         if entropy is not None:
             entropy = entropy * mb.mask
@@ -313,9 +318,8 @@ class Learner:
         entropy = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
-                p = torch.softmax(sub, dim=-1)
-                h_ent = sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
-                entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h_ent) * mb.mask
+                h = _masked_entropy(sub, sub_lse, valid)
+                entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h) * mb.mask
         return logp * mb.mask, entropy
 
     @torch.no_grad()
