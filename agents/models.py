@@ -8,7 +8,9 @@
   model built from the config; and `quantization_config` is dropped from the saved
   `config.json`, or vLLM rejects the folder.
 - `tiny-llama` (or `tiny-llama:<seed>`) is a randomly initialised 2-layer Llama (hidden
-  64) with the SmolLM2 tokenizer, for tests and CPU-minute training runs.
+  64) with the SmolLM2 tokenizer, for tests and CPU-minute training runs. Its shape is
+  set by keywords after colons: `tiny-llama:seed=0:hidden=128:heads=8:layers=2:init=0.05`
+  (`init` is the std of the normal initialisation, transformers' default 0.02).
 - Anything else is passed to `from_pretrained` (a hub id or a local folder).
 """
 
@@ -88,7 +90,7 @@ def load_tokenizer(name: str):
     return tok
 
 
-def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4):
+def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02):
     """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -102,6 +104,7 @@ def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4)
         num_attention_heads=heads,
         num_key_value_heads=heads,
         max_position_embeddings=2048,
+        initializer_range=init,
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
@@ -111,6 +114,32 @@ def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4)
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+TINY_FIELDS = {"seed": int, "hidden": int, "layers": int, "heads": int, "init": float}
+
+
+def tiny_llama_args(name: str) -> dict:
+    """Keyword arguments of `tiny_llama` from a name: tiny-llama, tiny-llama:3, tiny-llama:hidden=128:heads=8."""
+    _, _, spec = name.partition(":")
+    if not spec:
+        return {}
+    if "=" not in spec:
+        try:
+            return {"seed": int(spec)}
+        except ValueError:
+            raise ValueError(f"bad model name {name!r}: expected tiny-llama:<seed> or tiny-llama:key=value:...") from None
+    args = {}
+    for item in spec.split(":"):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key not in TINY_FIELDS:
+            raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
+        try:
+            args[key] = TINY_FIELDS[key](value)
+        except ValueError:
+            raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    return args
 
 
 def load_model(name: str, dtype: str = "auto", device: str = "auto"):
@@ -123,8 +152,7 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     if dtype == "auto":
         dtype = "bfloat16" if device.startswith("cuda") else "float32"
     if name.lower().startswith(TINY):
-        seed = int(name.split(":", 1)[1]) if ":" in name else 0
-        model, tok = tiny_llama(seed)
+        model, tok = tiny_llama(**tiny_llama_args(name))
     else:
         path = resolve(name)
         try:

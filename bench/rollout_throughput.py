@@ -16,13 +16,15 @@ Three paths over the same model, in one run:
             (`share_prefixes=False`): every prompt prefilled in full, to show what
             prefilling a batch's shared prompt prefixes once buys.
 
-Throughput is completion tokens / wall seconds. Targets (issue 3): arena >= 0.9x raw,
+Throughput is completion tokens / wall seconds. `--repeats 3` measures every path three
+times, interleaved in rotating order, and compares medians (this VM's speed drifts). Targets (issue 3): arena >= 0.9x raw,
 arena >= 4x serial.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 from agents.backend import SamplingParams
@@ -61,12 +63,17 @@ def run_raw(backend, calls) -> tuple[int, float]:
     return tokens, time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
+PATHS = ("arena", "raw batched", "one at a time", "arena, whole prompts")
+
+
+def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--matches", type=int, default=16, help="matches, all live at once on the arena path")
     p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens a turn at most (the LLM agent default)")
     p.add_argument("--opponent", choices=["self", "random"], default="self")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="measure every path this many times, interleaved in rotating order; report medians")
     p.add_argument("--quick", action="store_true", help="4 matches, 8 tokens (smoke run)")
     args = p.parse_args(argv)
     if args.quick:
@@ -75,33 +82,55 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     backend = TransformersBackend(args.model)
     run_arena(backend, args.matches, args.matches, 2)  # warm-up in the measured batch shapes: first calls pay for allocations
     recorder = RecordingBackend(backend)
-    arena_tokens, arena_s = run_arena(recorder, args.matches, args.matches, args.max_new_tokens, args.opponent)
-    raw_tokens, raw_s = run_raw(backend, recorder.calls)
-    serial_tokens, serial_s = run_arena(backend, args.matches, 1, args.max_new_tokens, args.opponent)
-    backend.share_prefixes = False
-    whole_tokens, whole_s = run_arena(backend, args.matches, args.matches, args.max_new_tokens, args.opponent)
-    backend.share_prefixes = True
 
-    rates = {"arena": arena_tokens / arena_s, "raw": raw_tokens / raw_s, "serial": serial_tokens / serial_s}
+    def measure(path: str) -> tuple[int, float]:
+        if path == "arena":
+            if recorder.calls:
+                return run_arena(backend, args.matches, args.matches, args.max_new_tokens, args.opponent)
+            return run_arena(recorder, args.matches, args.matches, args.max_new_tokens, args.opponent)
+        if path == "raw batched":
+            return run_raw(backend, recorder.calls)
+        if path == "one at a time":
+            return run_arena(backend, args.matches, 1, args.max_new_tokens, args.opponent)
+        backend.share_prefixes = False
+        try:
+            return run_arena(backend, args.matches, args.matches, args.max_new_tokens, args.opponent)
+        finally:
+            backend.share_prefixes = True
+
+    # The VM's speed drifts by up to 1.5x between minutes, so with --repeats every path is
+    # measured in each round, the order rotating (raw always after the first arena run,
+    # which records the batches it replays), and medians are compared.
+    runs: dict[str, list[tuple[int, float]]] = {path: [] for path in PATHS}
+    for r in range(args.repeats):
+        order = PATHS[r % len(PATHS):] + PATHS[: r % len(PATHS)]
+        for path in order:
+            runs[path].append(measure(path))
+    rates = {path: statistics.median(t / s for t, s in results) for path, results in runs.items()}
+
     from rich.console import Console
     from rich.table import Table
 
     sizes = [len(c) for c, _, _ in recorder.calls]
-    table = Table(title=f"{args.model}: {args.matches} tic-tac-toe matches, batches {sizes}")
-    for col in ("path", "completion tokens", "seconds", "tokens/s"):
+    title = f"{args.model}: {args.matches} tic-tac-toe matches, batches {sizes}"
+    table = Table(title=title + (f", median of {args.repeats} interleaved runs" if args.repeats > 1 else ""))
+    for col in ("path", "completion tokens", "seconds", "tokens/s", "each run"):
         table.add_column(col, justify="right" if col != "path" else "left")
-    paths = {"arena": (arena_tokens, arena_s), "raw batched": (raw_tokens, raw_s), "one at a time": (serial_tokens, serial_s),
-             "arena, whole prompts": (whole_tokens, whole_s)}
-    for path, (tokens, seconds) in paths.items():
-        table.add_row(path, str(tokens), f"{seconds:.1f}", f"{tokens / seconds:.1f}")
+    for path, results in runs.items():
+        tokens, seconds = results[0][0], statistics.median(s for _, s in results)
+        table.add_row(path, str(tokens), f"{seconds:.1f}", f"{rates[path]:.1f}", " ".join(f"{t / s:.1f}" for t, s in results))
     console = Console()
     console.print(table)
-    vs_raw, vs_serial = rates["arena"] / rates["raw"], rates["arena"] / rates["serial"]
+    vs_raw, vs_serial = rates["arena"] / rates["raw batched"], rates["arena"] / rates["one at a time"]
     console.print(f"arena / raw batched   = {vs_raw:.2f}x  (target >= 0.9x: {'met' if vs_raw >= 0.9 else 'MISSED'})")
     console.print(f"arena / one at a time = {vs_serial:.2f}x  (target >= 4x: {'met' if vs_serial >= 4 else 'MISSED'})")
-    console.print(f"prefix sharing: arena {rates['arena']:.1f} vs whole prompts {whole_tokens / whole_s:.1f} tokens/s "
-                  f"= {rates['arena'] / (whole_tokens / whole_s):.2f}x")
-    return {"vs_raw": vs_raw, "vs_serial": vs_serial}
+    if args.repeats > 1:
+        per_round = [runs["arena"][r][0] / runs["arena"][r][1] / (runs["one at a time"][r][0] / runs["one at a time"][r][1])
+                     for r in range(args.repeats)]
+        console.print("arena / one at a time in each round: " + " ".join(f"{x:.2f}x" for x in per_round))
+    whole = rates["arena, whole prompts"]
+    console.print(f"prefix sharing: arena {rates['arena']:.1f} vs whole prompts {whole:.1f} tokens/s = {rates['arena'] / whole:.2f}x")
+    return {"vs_raw": vs_raw, "vs_serial": vs_serial, "tokens": {path: [t for t, _ in results] for path, results in runs.items()}}
 
 
 if __name__ == "__main__":

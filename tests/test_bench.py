@@ -19,8 +19,12 @@ def test_env_throughput_quick_measures_both_games():
 
 
 def test_rollout_throughput_quick_replays_the_arena_batches():
-    out = load("rollout_throughput").main(["--quick", "--model", "tiny-llama"])
+    out = load("rollout_throughput").main(["--quick", "--model", "tiny-llama", "--repeats", "2"])
     assert out["vs_raw"] > 0 and out["vs_serial"] > 0
+    tokens = out["tokens"]
+    assert all(len(runs) == 2 for runs in tokens.values())
+    assert tokens["raw batched"] == tokens["arena"]  # the replay generates exactly the arena's tokens
+    assert len(set(tokens["arena"])) == 1  # seeded: every repeat plays the same matches
 
 
 def test_learner_throughput_quick_runs_both_paths_in_subprocesses():
