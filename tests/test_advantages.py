@@ -195,3 +195,20 @@ def test_aborted_matches_are_skipped_and_bad_names_rejected():
     assert [s.match_index for s in samples] == [1]
     with pytest.raises(ValueError, match="unknown advantage estimator 'ppo'"):
         compute_advantages([ok], AdvantageConfig(estimator="ppo"))
+
+
+def test_mars_norm_by_opponent_centres_per_opponent():
+    # p0 plays two matches against a random bot (a win, a draw) and two in self-play (a loss, a draw)
+    vs_bot = [match([("p0", 1.0, 1), ("p1", -1.0, 1)], bots=("p1",)), match([("p0", 0.0, 1), ("p1", 0.0, 1)], bots=("p1",))]
+    for m in vs_bot:
+        m.seats["p1"] = "random"
+    selfplay = [match([("p0", -1.0, 1), ("p1", 1.0, 1)]), match([("p0", 0.0, 1), ("p1", 0.0, 1)])]
+    only_centring = dict(RAW, estimator="mars", whiten_rewards=False, agent_norm=False, whiten_advantages=False)
+    plain = adv(compute_advantages(vs_bot + selfplay, AdvantageConfig(**only_centring)))
+    per_opponent = adv(compute_advantages(vs_bot + selfplay, AdvantageConfig(**only_centring, norm_by_opponent=True)))
+    # p0's mean over all four is 0: the bot matches look good and the self-play loss bad
+    assert [plain[(m, 0)] for m in range(4)] == pytest.approx([1.0, 0.0, -1.0, 0.0])
+    # per opponent: vs random mean 0.5, in self-play mean -0.5; the draws sit on opposite sides
+    assert [per_opponent[(m, 0)] for m in range(4)] == pytest.approx([0.5, -0.5, -0.5, 0.5])
+    # p1 learns only in self-play (the bot's turns have no tokens): mean 0.5
+    assert [per_opponent[(m, 1)] for m in (2, 3)] == pytest.approx([0.5, -0.5])

@@ -17,7 +17,8 @@ estimators use it. Groups ("same initial state") are matches with the same game,
 and seed, compared seat by seat. Estimators (`ESTIMATORS`):
 
 - `mars` (thu-nics/MARS `reinforce` with per-player norms, gamma per turn):
-  r -= mean of r over turns of the same (game, player) in the batch;
+  r -= mean of r over turns of the same (game, player) in the batch (with
+  `norm_by_opponent`: of the same (game, player, opponents), here and below);
   r = whiten(r over response tokens);  G_k = sum_{j>=k} gamma^(j-k) r_j over the player's
   turns; per player: G -= mean of the distinct G values;  A = whiten(G over response
   tokens). "Over response tokens" means a turn of n tokens counts n times in the mean and
@@ -87,6 +88,9 @@ class AdvantageConfig:
     """mars: that mean is over distinct values (as MARS does); False: over turns"""
     whiten_advantages: bool = True
     """mars: whiten advantages over response tokens"""
+    norm_by_opponent: bool = False
+    """mars: both per-player means are also per opponent (the agents in the other seats), a
+    baseline for who the player faced when one batch mixes self-play and league opponents"""
     group_std: bool = True
     """grpo, grpo_median: divide by the group's std"""
     eps: float = 1e-6
@@ -123,6 +127,7 @@ class _Turn:
     game: str
     player: str
     group: tuple  # (game, params, seed): matches with the same initial state
+    opponents: tuple  # agent names in the match's other seats
     reward: float  # shaped
     n_tokens: int
     learn: bool
@@ -163,7 +168,9 @@ def _flatten(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[_Turn]:
         group = (match.game, json.dumps(match.params, sort_keys=True, default=str), match.seed)
         decision = defaultdict(int)
         for k, (turn, r) in enumerate(zip(match.turns, turn_rewards(match, cfg))):
-            out.append(_Turn(m, k, decision[turn.player], match.game, turn.player, group, r, max(1, len(turn.token_ids)), _learns(turn, cfg)))
+            opponents = tuple(sorted(a for seat, a in match.seats.items() if seat != turn.player))
+            out.append(_Turn(m, k, decision[turn.player], match.game, turn.player, group, opponents, r,
+                             max(1, len(turn.token_ids)), _learns(turn, cfg)))
             decision[turn.player] += 1
     return out
 
@@ -233,10 +240,13 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
         return []
     r = np.array([x.reward for x in learn], dtype=np.float64)
     n = np.array([x.n_tokens for x in learn], dtype=np.float64)
+    def key(x: _Turn) -> tuple:
+        return (x.game, x.player, x.opponents) if cfg.norm_by_opponent else (x.game, x.player)
+
     if cfg.player_reward_norm:
-        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        groups: dict[tuple, list[int]] = defaultdict(list)
         for i, x in enumerate(learn):
-            groups[(x.game, x.player)].append(i)
+            groups[key(x)].append(i)
         for idx in groups.values():
             r[idx] -= r[idx].mean()
     if cfg.whiten_rewards:
@@ -247,9 +257,9 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     G = _rtg(learn, cfg.gamma)
     A = np.array([G[(x.m, x.k)] for x in learn], dtype=np.float64)
     if cfg.agent_norm:
-        players: dict[str, list[int]] = defaultdict(list)
+        players: dict[tuple, list[int]] = defaultdict(list)
         for i, x in enumerate(learn):
-            players[x.player].append(i)
+            players[(x.player, x.opponents) if cfg.norm_by_opponent else (x.player,)].append(i)
         for idx in players.values():
             vals = A[idx]
             base = np.unique(np.round(vals, 12)).mean() if cfg.agent_norm_unique else vals.mean()

@@ -549,7 +549,8 @@ def eval_summary(records: list[MatchRecord], game: str, opponent: str, step: int
 
 
 def plot_eval(run_dir: Path) -> Path | None:
-    """eval.png from eval.jsonl: non-losing rate (95% Wilson band) vs step and vs wall minutes."""
+    """eval.png from eval.jsonl: non-losing rate (95% Wilson band) and legal-move rate
+    (dashed) vs step and vs wall minutes."""
     path = run_dir / "eval.jsonl"
     if not path.exists():
         return None
@@ -573,8 +574,9 @@ def plot_eval(run_dir: Path) -> Path | None:
                 x = [r[x_key] for r in rs]
                 ax.plot(x, [r["non_losing"] for r in rs], marker="o", ms=3, label=f"vs {opp}")
                 ax.fill_between(x, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2)
+                ax.plot(x, [1 - r["invalid_rate"] for r in rs], ls="--", color=ax.lines[-1].get_color(), label=f"legal moves vs {opp}")
                 ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
-                ax.set_ylabel("non-losing rate")
+                ax.set_ylabel("non-losing / legal-move rate")
                 ax.set_ylim(0, 1.02)
                 ax.grid(alpha=0.3)
                 ax.set_title(f"{game} (95% Wilson CI, {rs[-1]['games']} games per point)")
