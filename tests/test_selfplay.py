@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,9 +108,10 @@ def test_yaml_loader_defaults_derived_values_and_file_errors(tmp_path):
 
 
 def test_shipped_configs_load():
-    for name in ("train_tictactoe_tiny", "train_mars_smollm2", "train_mars_qwen3_4b"):
-        cfg = load_config(f"configs/{name}.yaml")
-        assert cfg.steps > 0 and cfg.games
+    for path in sorted(Path("configs").glob("train_*.yaml")):
+        cfg = load_config(path)
+        assert cfg.steps > 0 and cfg.games, path
+    assert len(list(Path("configs").glob("train_*.yaml"))) >= 4
 
 
 # --- pieces -----------------------------------------------------------------------------------
