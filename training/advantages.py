@@ -240,6 +240,7 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
         return []
     r = np.array([x.reward for x in learn], dtype=np.float64)
     n = np.array([x.n_tokens for x in learn], dtype=np.float64)
+
     def key(x: _Turn) -> tuple:
         return (x.game, x.player, x.opponents) if cfg.norm_by_opponent else (x.game, x.player)
 
