@@ -34,17 +34,14 @@ Every attempt is recorded (`TurnRecord.attempts`, with the error string); the re
 last attempt, i.e. the generation that decided the turn.
 
 `prompt="compact"` drops the rules and the answer instructions: the system prompt is
-`system_prompt` alone, the user messages are unchanged (history, state, legal moves). A
-short prompt suits a tiny model learning from scratch (`configs/train_tictactoe_tiny.yaml`):
-it reads who played which cell from the history lines ("you (X): 4"), whose cell numbers
-are tokens of their own, more easily than from board positions, which shift with the
-board's content.
+`system_prompt` alone, the user messages are unchanged (history, state, legal moves):
+shorter prompts for a model that needs no rules text.
 
 `prompt="state"` goes further, for Markov games whose state text says everything (e.g.
 tic-tac-toe with `board="line"`): the system prompt is `system_prompt` alone and the user
 message is the current state only: no history, and no legal-move list when decoding is
 constrained to the legal moves anyway. Every prompt then has the same length and layout,
-so a tiny model finds each cell at a fixed position.
+so a tiny model finds each cell at a fixed position (`configs/train_tictactoe_tiny.yaml`).
 
 `constrained=True` passes each turn's legal move strings to the backend as `allowed`, so
 the reply is exactly one legal move (free-text turns stay unconstrained).

@@ -16,9 +16,9 @@ Three paths over the same model, in one run:
             (`share_prefixes=False`): every prompt prefilled in full, to show what
             prefilling a batch's shared prompt prefixes once buys.
 
-Throughput is completion tokens / wall seconds. `--repeats 3` measures every path three
-times, interleaved in rotating order, and compares medians (this VM's speed drifts). Targets (issue 3): arena >= 0.9x raw,
-arena >= 4x serial.
+Throughput is completion tokens / wall seconds. Targets (issue 3): arena >= 0.9x raw,
+arena >= 4x serial. `--repeats 3` measures every path three times, interleaved in rotating
+order, and compares medians (this VM's speed drifts from minute to minute).
 """
 
 from __future__ import annotations

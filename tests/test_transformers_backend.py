@@ -179,10 +179,10 @@ def test_tiny_llama_shape_comes_from_the_name():
     cfg = model.config
     assert (cfg.hidden_size, cfg.num_attention_heads, cfg.num_hidden_layers) == (32, 2, 3)
     assert 0.04 < model.model.layers[0].mlp.up_proj.weight.std().item() < 0.06
-    same, _ = load_model("tiny-llama:1")  # seed alone: default shape, seeded weights
-    other, _ = load_model("tiny-llama:2")
-    assert same.config.hidden_size == 64
-    assert not torch.equal(same.model.embed_tokens.weight, other.model.embed_tokens.weight)
+    seed1, _ = load_model("tiny-llama:1")  # a seed alone: the default shape, seeded weights
+    seed2, _ = load_model("tiny-llama:2")
+    assert seed1.config.hidden_size == 64
+    assert not torch.equal(seed1.model.embed_tokens.weight, seed2.model.embed_tokens.weight)
     for bad, message in [("tiny-llama:x", "tiny-llama:<seed>"), ("tiny-llama:width=3", "unknown tiny-llama field 'width'"),
                          ("tiny-llama:hidden=big", "hidden must be a number")]:
         with pytest.raises(ValueError, match=message):

@@ -128,7 +128,7 @@ class TrainConfig:
     """A self-play training run (YAML: these keys; sections are mappings)."""
 
     model: str = "tiny-llama"
-    """policy model: a name for agents.models.load_model (tiny-llama[:seed], smollm2-135m, a folder, a hub id)"""
+    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id)"""
     backend: str = "transformers"
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
