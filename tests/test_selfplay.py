@@ -108,10 +108,11 @@ def test_yaml_loader_defaults_derived_values_and_file_errors(tmp_path):
 
 
 def test_shipped_configs_load():
-    for path in sorted(Path("configs").glob("train_*.yaml")):
+    paths = sorted(Path("configs").glob("train_*.yaml"))
+    assert len(paths) >= 4
+    for path in paths:
         cfg = load_config(path)
         assert cfg.steps > 0 and cfg.games, path
-    assert len(list(Path("configs").glob("train_*.yaml"))) >= 4
 
 
 # --- pieces -----------------------------------------------------------------------------------

@@ -167,9 +167,9 @@ def _flatten(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[_Turn]:
             continue
         group = (match.game, json.dumps(match.params, sort_keys=True, default=str), match.seed)
         decision = defaultdict(int)
+        opponents = {p: tuple(sorted(a for seat, a in match.seats.items() if seat != p)) for p in match.seats}
         for k, (turn, r) in enumerate(zip(match.turns, turn_rewards(match, cfg))):
-            opponents = tuple(sorted(a for seat, a in match.seats.items() if seat != turn.player))
-            out.append(_Turn(m, k, decision[turn.player], match.game, turn.player, group, opponents, r,
+            out.append(_Turn(m, k, decision[turn.player], match.game, turn.player, group, opponents.get(turn.player, tuple(sorted(match.seats.values()))), r,
                              max(1, len(turn.token_ids)), _learns(turn, cfg)))
             decision[turn.player] += 1
     return out
@@ -241,13 +241,13 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     r = np.array([x.reward for x in learn], dtype=np.float64)
     n = np.array([x.n_tokens for x in learn], dtype=np.float64)
 
-    def key(x: _Turn) -> tuple:
-        return (x.game, x.player, x.opponents) if cfg.norm_by_opponent else (x.game, x.player)
+    def opp(x: _Turn) -> tuple:  # who the player faced, when the baselines are per opponent
+        return x.opponents if cfg.norm_by_opponent else ()
 
     if cfg.player_reward_norm:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, x in enumerate(learn):
-            groups[key(x)].append(i)
+            groups[(x.game, x.player, opp(x))].append(i)
         for idx in groups.values():
             r[idx] -= r[idx].mean()
     if cfg.whiten_rewards:
@@ -260,7 +260,7 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     if cfg.agent_norm:
         players: dict[tuple, list[int]] = defaultdict(list)
         for i, x in enumerate(learn):
-            players[(x.player, x.opponents) if cfg.norm_by_opponent else (x.player,)].append(i)
+            players[(x.player, opp(x))].append(i)
         for idx in players.values():
             vals = A[idx]
             base = np.unique(np.round(vals, 12)).mean() if cfg.agent_norm_unique else vals.mean()
