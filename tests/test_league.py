@@ -52,6 +52,26 @@ def test_all_zero_weights_fall_back_to_uniform_and_sampling_follows_probabilitie
     assert lg.sample(np.random.default_rng(1), 10) == lg.sample(np.random.default_rng(1), 10)
 
 
+def test_a_draw_holds_at_most_max_checkpoints_snapshots_and_bots_keep_their_share():
+    lg = League(weighting="uniform")
+    lg.add("random", "bot", "random")
+    for i in range(10):
+        lg.add(f"ckpt-{i}", "checkpoint", f"p{i}")
+    rng = np.random.default_rng(0)
+    counts: dict[str, int] = {}
+    for _ in range(2000):
+        draws = lg.sample(rng, 32, max_checkpoints=3)
+        assert len({d for d in draws if d.startswith("ckpt")}) <= 3
+        for d in draws:
+            counts[d] = counts.get(d, 0) + 1
+    total = 2000 * 32
+    assert counts["random"] / total == pytest.approx(1 / 11, abs=0.01)
+    for i in range(10):  # over many steps every snapshot is played about equally
+        assert counts[f"ckpt-{i}"] / total == pytest.approx(1 / 11, abs=0.01)
+    plain = lg.sample(np.random.default_rng(5), 32)
+    assert len({d for d in plain if d.startswith("ckpt")}) > 3  # without the cap a draw spreads wide
+
+
 def test_old_checkpoints_retire_and_state_round_trips():
     lg = League(max_checkpoints=2)
     lg.add("random", "bot", "random")

@@ -28,7 +28,7 @@ TINY = {
     "agent": {"prompt": "compact", "constrained": True, "temperature": 1.0, "max_new_tokens": 4, "max_retries": 0},
     "advantage": {"estimator": "mars", "format_reward": 0.0},
     "learner": {"lr": 3e-3},
-    "league": {"self_play": 0.5, "bots": ["random"], "snapshot_every": 1, "max_checkpoints": 2},
+    "league": {"self_play": 0.5, "bots": ["random"], "snapshot_every": 1, "max_checkpoints": 2, "max_loaded": 1},
     "eval": {"every": 2, "games": 8, "opponents": ["random"]},
     "checkpoint_every": 2,
 }

@@ -103,11 +103,26 @@ class League:
         p = w / w.sum()
         return {o.name: float(q) for o, q in zip(self.opponents, p)}
 
-    def sample(self, rng: np.random.Generator, n: int = 1) -> list[str]:
-        """`n` opponent names drawn independently by PFSP."""
+    def sample(self, rng: np.random.Generator, n: int = 1, max_checkpoints: int | None = None) -> list[str]:
+        """`n` opponent names drawn independently by PFSP.
+
+        `max_checkpoints` caps how many distinct checkpoints one call may return (each is a
+        model to hold in memory): that many are chosen first, without replacement by PFSP
+        weight, and a draw landing on any other checkpoint is redrawn among the chosen ones
+        by their weights. Bots keep their exact share; each checkpoint keeps its share up
+        to the cap's rounding.
+        """
         probs = self.probabilities()
-        names = list(probs)
-        return [names[i] for i in rng.choice(len(names), size=n, p=list(probs.values()))]
+        names, p = list(probs), np.array(list(probs.values()))
+        draws = [names[i] for i in rng.choice(len(names), size=n, p=p)]
+        ckpts = [i for i, o in enumerate(self.opponents) if o.kind == "checkpoint" and p[i] > 0]
+        if max_checkpoints is None or len(ckpts) <= max_checkpoints:
+            return draws
+        w = p[ckpts] / p[ckpts].sum()
+        kept = [names[ckpts[i]] for i in rng.choice(len(ckpts), size=max_checkpoints, replace=False, p=w)]
+        kept_p = np.array([probs[k] for k in kept])
+        is_ckpt = {names[i] for i in ckpts}
+        return [d if d not in is_ckpt or d in kept else kept[rng.choice(len(kept), p=kept_p / kept_p.sum())] for d in draws]
 
     def state_dict(self) -> dict:
         return asdict(self)

@@ -38,7 +38,8 @@ snapshots as opponents, on the same machine and thread count).
 
 Past snapshots as opponents run on the transformers backend (also when the policy's
 rollouts use vLLM), each a frozen copy of the base model with the snapshot's weights;
-at most `league.max_loaded` are kept in memory.
+at most `league.max_loaded` are kept in memory, and one step draws at most that many
+distinct snapshots (more would be reloaded from disk within the step).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class LeagueConfig:
     max_checkpoints: int = 10
     """snapshots kept in the league (oldest retired and deleted first)"""
     max_loaded: int = 4
-    """snapshot models kept in memory at once"""
+    """snapshot models kept in memory at once, and the most distinct snapshots one step plays"""
 
 
 @dataclass
@@ -458,7 +459,7 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
     n_self = round(cfg.league.self_play * pairs) if league.opponents else pairs
     weights = np.array([g.weight for g in cfg.games], dtype=float)
     game_idx = rng.choice(len(cfg.games), size=pairs, p=weights / weights.sum())
-    opponents = [None] * n_self + (league.sample(rng, pairs - n_self) if pairs > n_self else [])
+    opponents = [None] * n_self + (league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded) if pairs > n_self else [])
     seeds = rng.integers(0, 2**31 - 1, size=pairs)
     out = []
     for j, (gi, opp) in enumerate(zip(game_idx, opponents)):
