@@ -18,7 +18,11 @@ Text       the board with empty cells shown by their number, e.g.
            or, with `board="line"`, one token per cell in reading order, '.' for empty:
                Board: X . . . O . . . X
            (fixed length and fixed positions, for a tiny model learning from scratch;
-           pair it with the LLM agent's `prompt="state"`).
+           pair it with the LLM agent's `prompt="state"`), or, with `board="relative"`,
+           the same line from the reader's side: Y your marks, T theirs,
+               Board: T . . . Y . . . T          (O's view of the board above)
+           so a pattern learnt in one seat (complete your line, block theirs) reads the
+           same in the other.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from __future__ import annotations
 from games.openspiel_env import OpenSpielEnv
 
 MARKS = ("X", "O")
-BOARDS = ("grid", "line")
+BOARDS = ("grid", "line", "relative")
+RELATIVE = ("Y", "T")  # board="relative": the reader's marks, the opponent's
 
 
 def board_text(cells: list[str]) -> str:
@@ -64,6 +69,9 @@ class TicTacToe(OpenSpielEnv):
         cells = self._cells()
         if self.board == "line":
             text = "Board: " + " ".join(c if c in MARKS else "." for c in cells)
+        elif self.board == "relative":
+            mine = MARKS[self._index[agent]]
+            text = "Board: " + " ".join(RELATIVE[c != mine] if c in MARKS else "." for c in cells)
         else:
             text = board_text(cells)
         if self.state.is_terminal():

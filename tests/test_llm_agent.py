@@ -123,8 +123,18 @@ def test_line_board_has_one_token_per_cell_at_fixed_positions():
         lengths.add(len(ids))
         assert [tok.decode([i]).strip() for i in ids[-9:]] == [("X" if c in moves[0::2] else "O" if c in moves[1::2] else ".") for c in range(9)]
     assert len(lengths) == 1
-    with pytest.raises(ValueError, match="board must be one of grid, line"):
+    with pytest.raises(ValueError, match="board must be one of grid, line, relative"):
         games.make("tic_tac_toe", board="hex")
+
+
+def test_relative_board_shows_each_reader_its_own_marks_as_y():
+    env = games.make("tic_tac_toe", board="relative")
+    env.reset(seed=0)
+    for a in (4, 0, 8):  # X 4, O 0, X 8
+        env.step(a)
+    assert env.view("player_0").state.splitlines()[0] == "Board: T . . . Y . . . Y"
+    assert env.view("player_1").state.splitlines()[0] == "Board: Y . . . T . . . T"
+    assert env.view("player_1").state.splitlines()[1] == "O to move (you)."
 
 
 def test_think_is_kept_in_the_record_and_ignored_by_the_parser():
