@@ -4,8 +4,9 @@ Specs (strings or YAML mappings):
     random | mcts[:SIMULATIONS] | cfr[:ITERATIONS] | human
     always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
-                         tiny-llama, a local folder or a hub id); bare smollm2-135m and
-                         tiny-llama work too
+                         tiny-llama, a local folder, a hub id, or a training checkpoint /
+                         run directory, which also brings the agent settings it was
+                         trained with); bare smollm2-135m and tiny-llama work too
     {type: llm, model: ..., backend: transformers|vllm|openai, base_url: ..., <LLMAgentConfig fields>}
     {type: mcts, simulations: 200}   (any bot with its keyword arguments)
 A string spec takes the same keyword arguments after commas, values read as YAML:
@@ -107,6 +108,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
             raise ValueError(f"agent {name!r}: {e}") from None
     if kind == "llm":
         from agents.llm_agent import LLMAgent, LLMAgentConfig
+        from agents.models import checkpoint_config, find_checkpoint
 
         model = d.pop("model", None)
         if not model:
@@ -115,6 +117,9 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         base_url = d.pop("base_url", None)
         backend_kwargs = d.pop("backend_kwargs", {}) or {}
         fields = set(LLMAgentConfig.__dataclass_fields__)
+        if backend_kind == "transformers" and (ckpt := find_checkpoint(model)) is not None:
+            trained = checkpoint_config(ckpt).get("agent") or {}  # play as it was trained unless told otherwise
+            d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
         unknown = set(d) - fields
         if unknown:
             raise ValueError(f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}")

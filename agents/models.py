@@ -11,6 +11,12 @@
   64) with the SmolLM2 tokenizer, for tests and CPU-minute training runs. Its shape is
   set by keywords after colons: `tiny-llama:seed=0:hidden=128:heads=8:layers=2:init=0.05`
   (`init` is the std of the normal initialisation, transformers' default 0.02).
+- A training checkpoint (`arena train` writes them): a checkpoint folder
+  (`runs/x/checkpoints/step_00000200`), a `checkpoints/` folder or a run directory (both:
+  its latest checkpoint). The base model named in the checkpoint's config is built and
+  the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
+  tournaments and evaluations like any model; `agents.make_agent` also takes the agent
+  settings it was trained with (prompt, system prompt, constrained decoding...) as defaults.
 - Anything else is passed to `from_pretrained` (a hub id or a local folder).
 """
 
@@ -142,6 +148,54 @@ def tiny_llama_args(name: str) -> dict:
     return args
 
 
+def find_checkpoint(name: str) -> Path | None:
+    """The training checkpoint `name` points at (a checkpoint, a checkpoints/ folder or a run directory), else None."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return None
+    if (path / "meta.json").is_file():
+        return path
+    for root in (path, path / "checkpoints"):
+        pointer = root / "latest"
+        if pointer.is_file() and (root / pointer.read_text().strip() / "meta.json").is_file():
+            return root / pointer.read_text().strip()
+    return None
+
+
+def checkpoint_config(folder: Path) -> dict:
+    """The run config stored in a training checkpoint (it names the base model)."""
+    try:
+        config = json.loads((folder / "meta.json").read_text()).get("config") or {}
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"checkpoint {folder}: unreadable meta.json ({e})") from None
+    if not config.get("model"):
+        raise ValueError(f"checkpoint {folder}: its meta.json names no base model (config.model)")
+    return config
+
+
+def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
+    """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
+    from safetensors.torch import load_model as load_weights
+
+    config = checkpoint_config(folder)
+    model, tok = load_model(config["model"], dtype=dtype, device=device)
+    lc = config.get("learner") or {}
+    if lc.get("lora_rank", 0) > 0:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=lc["lora_rank"], lora_alpha=lc.get("lora_alpha", 16.0),
+                                                 target_modules=lc.get("lora_targets", "all-linear"), task_type="CAUSAL_LM"))
+    try:
+        missing, unexpected = load_weights(model, str(folder / "model.safetensors"), strict=False, device=str(model.device))
+    except (RuntimeError, FileNotFoundError) as e:
+        raise ValueError(f"checkpoint {folder} does not fit {config['model']}: {str(e).splitlines()[0]}") from None
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {folder} does not fit {config['model']}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
+    if lc.get("lora_rank", 0) > 0:
+        model = model.merge_and_unload()
+    return model.eval(), tok
+
+
 def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) for a name; fp32 on CPU, bf16 on GPU unless `dtype` says otherwise."""
     import torch
@@ -153,6 +207,8 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
         dtype = "bfloat16" if device.startswith("cuda") else "float32"
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))
+    elif (folder := find_checkpoint(name)) is not None:
+        return load_checkpoint(folder, dtype=dtype, device=device)
     else:
         path = resolve(name)
         try:

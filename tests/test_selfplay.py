@@ -255,6 +255,33 @@ def test_vllm_backend_trains_with_load_weights(tmp_path):
     assert out["step"] == 1
 
 
+@pytest.mark.parametrize("lora", [0, 4])
+def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tmp_path, lora):
+    from agents import make_agent
+    from agents.models import find_checkpoint, load_model as load_named
+
+    cfg = tiny(tmp_path, steps=2, learner={"lr": 3e-3, "lora_rank": lora}, league={"snapshot_every": 0}, eval={"every": 0})
+    train(cfg, console=quiet())
+    run = tmp_path / "run"
+    folder = find_checkpoint(str(run))
+    assert folder == run / "checkpoints" / "step_00000002"
+    assert find_checkpoint(str(run / "checkpoints")) == folder and find_checkpoint(str(tmp_path)) is None
+    model, _ = load_named(str(run))
+    base, _ = tiny_llama(seed=0)
+    trained = dict(model.named_parameters())
+    assert set(trained) == set(dict(base.named_parameters()))  # plain names: LoRA merged away
+    assert any(not torch.equal(trained[k], v) for k, v in base.named_parameters())
+    if not lora:  # the saved weights themselves
+        saved = load_file(str(folder / "model.safetensors"))
+        assert all(torch.equal(trained[k], saved[k]) for k in saved if k in trained)
+    agent = make_agent(f"llm:{folder},temperature=0")
+    assert agent.config.prompt == "compact" and agent.config.constrained and agent.config.temperature == 0.0
+    assert cli_main(["play", "tic_tac_toe", "--agents", f"llm:{run},temperature=0", "random", "--matches", "2"]) == 0
+    (folder / "meta.json").write_text("{}")
+    with pytest.raises(ValueError, match="names no base model"):
+        load_named(str(folder))
+
+
 def test_arena_train_cli(tmp_path, capsys):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump({**TINY, "run_dir": str(tmp_path / "default")}))
