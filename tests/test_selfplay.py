@@ -179,6 +179,8 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert [e["step"] for e in evals] == [0, 2, 3]  # before training, every 2 steps, at the end
     assert all(e["games"] == 8 and e["wins"] + e["draws"] + e["losses"] == 8 for e in evals)
     assert (run / "eval.png").stat().st_size > 1000
+    best = json.loads((run / "best" / "meta.json").read_text())  # the first evaluation with the top rate
+    assert best["step"] == max(evals, key=lambda e: (e["non_losing"], -e["step"]))["step"] and out["best"] == best["eval"][0]["non_losing"]
     assert list((run / "tb").glob("events.out.tfevents.*"))
     ckpt = checkpoint.latest(run / "checkpoints")
     meta = json.loads((ckpt / "meta.json").read_text())
@@ -260,7 +262,7 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
     from agents import make_agent
     from agents.models import find_checkpoint, load_model as load_named
 
-    cfg = tiny(tmp_path, steps=2, learner={"lr": 3e-3, "lora_rank": lora}, league={"snapshot_every": 0}, eval={"every": 0})
+    cfg = tiny(tmp_path, steps=2, learner={"lr": 3e-3, "lora_rank": lora}, league={"snapshot_every": 0}, eval={"every": 2})
     train(cfg, console=quiet())
     run = tmp_path / "run"
     folder = find_checkpoint(str(run))
@@ -277,6 +279,8 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
     agent = make_agent(f"llm:{folder},temperature=0")
     assert agent.config.prompt == "compact" and agent.config.constrained and agent.config.temperature == 0.0
     assert cli_main(["play", "tic_tac_toe", "--agents", f"llm:{run},temperature=0", "random", "--matches", "2"]) == 0
+    best = json.loads((run / "best" / "meta.json").read_text())
+    assert find_checkpoint(str(run / "best")) == run / "best" and best["step"] in (0, 2)
     (folder / "meta.json").write_text("{}")
     with pytest.raises(ValueError, match="names no base model"):
         load_named(str(folder))

@@ -87,17 +87,7 @@ def save(
         except TypeError as e:
             raise ValueError(f"checkpoint config/league/state must be JSON-serialisable: {e}") from None
         _fsync_write(tmp / "meta.json", text.encode())
-        for f in tmp.iterdir():  # on disk before the rename makes them visible
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        if final.exists():  # re-saving a step: move the old one aside first
-            old = root / f".old-{name}-{os.getpid()}"
-            os.replace(final, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, final)
+        _replace_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -123,6 +113,43 @@ def latest(directory: str | os.PathLike) -> Path | None:
         return None
     path = root / pointer.read_text().strip()
     return path if (path / "meta.json").exists() else None
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Rename a finished temp folder into place; an existing one is moved aside first."""
+    for f in tmp.iterdir():  # on disk before the rename makes them visible
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    if final.exists():
+        old = final.parent / f".old-{final.name}-{os.getpid()}"
+        os.replace(final, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.replace(tmp, final)
+
+
+def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, **info) -> Path:
+    """Write the policy alone (weights and meta.json: step, config, `info`) to `folder`, atomically.
+
+    The training loop keeps its best-evaluated policy this way (`<run>/best`); like a
+    checkpoint it loads as a model or agent (`agents.models.find_checkpoint`), but it has
+    no optimizer or RNG state and does not resume.
+    """
+    final = Path(folder)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        save_model(learner.model, str(tmp / "model.safetensors"))
+        _fsync_write(tmp / "meta.json", json.dumps({"step": step, "config": config, **info}, indent=1).encode())
+        _replace_dir(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
 
 
 def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = None) -> dict:

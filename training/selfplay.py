@@ -16,14 +16,16 @@ from a league, and is updated on turn-level advantages::
                              vLLM: `backend.load_weights(learner.policy_state_dict())`
         log                  TensorBoard (<run>/tb) + metrics.jsonl + a console line
         every eval.every     W/D/L and non-losing rate with a Wilson 95% CI vs each eval
-                             opponent, half the games in each seat -> eval.jsonl, eval.png
+                             opponent, half the games in each seat -> eval.jsonl, eval.png;
+                             a new best mean non-losing rate -> the policy to <run>/best
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state) -> `--resume` continues exactly
 
 Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
 line per evaluation and opponent), eval.png (the curve), tb/ (TensorBoard events),
-checkpoints/ (`training.checkpoint`), league/ (snapshot weights).
+checkpoints/ (`training.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
+policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint).
 
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
 league opponents, invalid-move rate and response length of the policy's turns, the PPO
@@ -120,6 +122,8 @@ class EvalConfig:
     """agent specs for every game, or a mapping game -> list of specs; "self" = the policy in every seat"""
     temperature: float = 0.0
     """sampling temperature of the policy in evaluation (0: greedy)"""
+    keep_best: bool = True
+    """keep the policy with the best mean non-losing rate so far in <run_dir>/best (a model/agent path)"""
     seed: int = 1_000_000
     """match seeds of the evaluation games (the same games every time)"""
 
@@ -645,13 +649,14 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     for spec in cfg.league.bots:
         league.add(spec, "bot", spec)
     adv_state: dict = {}
-    start_step, elapsed, games_played = 0, 0.0, 0
+    start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
     if resume:
         meta = checkpoint.load(ckpt_dir, learner, rng=rng)
         start_step = int(meta["step"])
         league = League.from_state_dict(meta["league"])
         adv_state = meta["state"]["advantage"]
         elapsed, games_played = float(meta["state"]["elapsed"]), int(meta["state"]["games"])
+        best = float(meta["state"].get("best", -1.0))
         sync_weights(learner, backend)
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
@@ -663,9 +668,14 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
                   f"run dir {run_dir}; steps {start_step}->{cfg.steps}")
 
     def run_eval(step: int) -> list[dict]:
+        nonlocal best
         if not cfg.eval.every or not cfg.eval.games:
             return []
         rows = evaluate(cfg, backend, step)
+        score = float(np.mean([r["non_losing"] for r in rows])) if rows else -1.0
+        if cfg.eval.keep_best and rows and score > best:
+            best = score
+            checkpoint.save_policy(run_dir / "best", learner, step, config=config_dict(cfg), eval=rows)
         for r in rows:
             r.update(minutes=elapsed / 60, train_games=games_played)
             _append(run_dir / "eval.jsonl", r)
@@ -676,7 +686,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         return rows
 
     def save(step: int) -> None:
-        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played}
+        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played, "best": best}
         checkpoint.save(ckpt_dir, learner, step, config=config_dict(cfg), league=league.state_dict(), state=state,
                         rng=rng, keep=cfg.keep_checkpoints)
 
@@ -764,7 +774,9 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         if last:
             break
     writer.close()
-    return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval}
+    if best >= 0 and cfg.eval.keep_best:
+        console.print(f"best evaluation: mean non-losing {best:.3f}, policy in {run_dir / 'best'}")
+    return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval, "best": best}
 
 
 def main(args: argparse.Namespace) -> None:
