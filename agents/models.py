@@ -150,16 +150,14 @@ def tiny_llama_args(name: str) -> dict:
 
 def find_checkpoint(name: str) -> Path | None:
     """The training checkpoint `name` points at (a checkpoint, a checkpoints/ folder or a run directory), else None."""
+    from training.checkpoint import latest
+
     path = Path(name).expanduser()
     if not path.is_dir():
         return None
     if (path / "meta.json").is_file():
         return path
-    for root in (path, path / "checkpoints"):
-        pointer = root / "latest"
-        if pointer.is_file() and (root / pointer.read_text().strip() / "meta.json").is_file():
-            return root / pointer.read_text().strip()
-    return None
+    return latest(path) or latest(path / "checkpoints")
 
 
 def checkpoint_config(folder: Path) -> dict:
