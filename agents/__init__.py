@@ -1,7 +1,7 @@
 """Everything that chooses moves, and `make_agent(spec)` to build one from a name or dict.
 
 Specs (strings or YAML mappings):
-    random | mcts[:SIMULATIONS] | cfr[:ITERATIONS] | human
+    random | mcts[:SIMULATIONS] | minimax[:DEPTH] | cfr[:ITERATIONS] | human
     always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
                          tiny-llama, a local folder, a hub id, or a training checkpoint /
@@ -24,7 +24,7 @@ from agents.base import Agent, PendingTurn, decision
 
 __all__ = ["Agent", "PendingTurn", "decision", "make_agent", "BOTS"]
 
-BOTS = ("random", "mcts", "cfr", "human")
+BOTS = ("random", "mcts", "minimax", "cfr", "human")
 _BACKENDS: dict[tuple, Any] = {}  # one backend per (kind, model, url): agents on a model share its batches
 
 
@@ -39,17 +39,17 @@ def _social_names() -> tuple[str, ...]:
 def _parse(spec: str | dict) -> dict:
     if isinstance(spec, dict):
         if "type" not in spec:
-            raise ValueError(f"agent spec {spec} needs a 'type' (random, mcts, cfr, human, llm, or a social strategy)")
+            raise ValueError(f"agent spec {spec} needs a 'type' (random, mcts, minimax, cfr, human, llm, or a social strategy)")
         return dict(spec)
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a name or a mapping, got {spec!r}")
     head, *options = spec.strip().split(",")
     kind, _, arg = head.partition(":")
     d: dict[str, Any] = {"type": kind}
-    if kind in ("mcts", "cfr") and arg:
+    if kind in ("mcts", "minimax", "cfr") and arg:
         if not arg.isdigit():
             raise ValueError(f"agent spec {spec!r}: {kind}:N needs a whole number, got {arg!r}")
-        d["simulations" if kind == "mcts" else "iterations"] = int(arg)
+        d[{"mcts": "simulations", "minimax": "depth", "cfr": "iterations"}[kind]] = int(arg)
     elif kind == "llm":
         if not arg:
             raise ValueError("llm agent spec needs a model: llm:MODEL (e.g. llm:smollm2-135m)")
@@ -96,7 +96,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     d = _parse(spec)
     kind = d.pop("type")
     name = name or d.pop("name", None) or (spec if isinstance(spec, str) else kind)
-    bot_classes = {"random": bots.RandomAgent, "mcts": bots.MCTSAgent, "cfr": bots.CFRAgent, "human": bots.HumanAgent}
+    bot_classes = {"random": bots.RandomAgent, "mcts": bots.MCTSAgent, "minimax": bots.MinimaxAgent, "cfr": bots.CFRAgent, "human": bots.HumanAgent}
     if kind in _social_names():
         from agents.social_bots import STRATEGIES
 

@@ -67,6 +67,29 @@ def test_cfr_beats_random_at_kuhn_poker():
     assert cfr / len(records) > 0.07
 
 
+def test_minimax_takes_a_win_at_depth_1_blocks_at_depth_2_and_never_loses_at_full_depth():
+    import pyspiel
+
+    from agents.bots import MinimaxAgent
+
+    game = pyspiel.load_game("tic_tac_toe")
+    win = game.new_initial_state()
+    for a in (0, 3, 1, 4):  # x: 0 1, o: 3 4; x to move wins at 2
+        win.apply_action(a)
+    assert MinimaxAgent(depth=1).best_actions(win) == [2]
+    block = game.new_initial_state()
+    for a in (0, 4, 1):  # x: 0 1, o: 4; o to move must block at 2
+        block.apply_action(a)
+    assert MinimaxAgent(depth=1).best_actions(block) == block.legal_actions()  # sees no win: all equal
+    assert MinimaxAgent(depth=2).best_actions(block) == [2]
+    records = _run(8, n=60, specs=("minimax", "random"))
+    assert all(r.returns[p] >= 0 for r in records for p, a in r.seats.items() if a == "minimax")
+    assert sum(r.outcome[p] == "win" for r in records for p, a in r.seats.items() if a == "minimax") >= 45
+    assert all(sorted(r.returns.values()) == [0.0, 0.0] for r in _run(8, n=10, specs=("minimax", "minimax:9")))
+    with pytest.raises(ValueError, match="zero-sum deterministic perfect-information"):
+        _run(1, n=1, game="kuhn_poker", specs=("minimax", "random"))
+
+
 def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
     out = tmp_path / "run.jsonl"
     assert arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "6", "--out", str(out)]) == 0
@@ -101,10 +124,11 @@ def test_torn_last_line_of_a_killed_writer_is_skipped(tmp_path):
 
 
 def test_agent_specs_take_options_and_reject_bad_ones():
+    assert make_agent("minimax:2").depth == 2 and make_agent("minimax").depth is None
     assert make_agent("mcts:7,rollouts=2").simulations == 7 and make_agent("mcts:7,rollouts=2").rollouts == 2
     llm = make_agent("llm:tiny-llama,fallback=random,max_retries=0,temperature=0.0")
     assert (llm.config.fallback, llm.config.max_retries, llm.config.temperature) == ("random", 0, 0.0)
     for bad, says in [("mcts:many", "whole number"), ("random:3", "no ':' argument"), ("mcts,depth", "key=value"),
-                      ("mcts,depth=3", "depth"), ("llm:tiny-llama,colour=red", "unknown option"), ("wizard", "unknown agent")]:
+                      ("mcts,depth=3", "depth"), ("minimax:0", "at least 1"), ("llm:tiny-llama,colour=red", "unknown option"), ("wizard", "unknown agent")]:
         with pytest.raises(ValueError, match=says):
             make_agent(bad)
