@@ -180,12 +180,38 @@ def test_arena_ranks():
 def test_every_estimator_returns_samples_with_turns():
     ms = [match([("p0", 1.0, 2), ("p1", -1.0, 3)], mid=f"m{i}") for i in range(2)]
     ms.append(match([("p0", -1.0, 2), ("p1", 1.0, 3)], mid="m2"))
+    values = {(m, k): 0.1 * k for m in range(3) for k in range(2)}
     for name in ESTIMATORS:
-        samples = compute_advantages(ms, AdvantageConfig(estimator=name, drop_zero_advantage=False))
+        extra = {"values": values} if name == "critic" else {}
+        samples = compute_advantages(ms, AdvantageConfig(estimator=name, drop_zero_advantage=False), **extra)
         assert len(samples) == 6, name
         for s in samples:
             assert s.turn is ms[s.match_index].turns[s.turn_index]
             assert math.isfinite(s.advantage)
+
+
+def test_critic_gae_over_each_players_turns():
+    m = match([("p0", 0.0, 1), ("p1", 0.0, 1), ("p0", 1.0, 1), ("p1", -1.0, 1)])
+    V = {(0, 0): 0.2, (0, 1): -0.1, (0, 2): 0.6, (0, 3): -0.5}
+    cfg = AdvantageConfig(estimator="critic", gamma=0.9, gae_lambda=0.5, whiten_advantages=False, **RAW)
+    out = {(s.match_index, s.turn_index): (s.advantage, s.value_target) for s in compute_advantages([m], cfg, values=V)}
+    # p0 k2 (last): delta = 1 - 0.6 = 0.4 = A, target 1.0
+    # p0 k0: delta = 0 + 0.9 * 0.6 - 0.2 = 0.34; A = 0.34 + 0.9 * 0.5 * 0.4 = 0.52, target 0.72
+    # p1 k3: delta = -1 + 0.5 = -0.5 = A, target -1.0
+    # p1 k1: delta = 0.9 * -0.5 + 0.1 = -0.35; A = -0.35 + 0.45 * -0.5 = -0.575, target -0.675
+    expected = {(0, 0): (0.52, 0.72), (0, 1): (-0.575, -0.675), (0, 2): (0.4, 1.0), (0, 3): (-0.5, -1.0)}
+    assert out.keys() == expected.keys()
+    for k, (a, t) in expected.items():
+        assert out[k] == pytest.approx((a, t)), k
+    # lambda 1: the Monte-Carlo return minus V (p0 k0: 0.9 * 1 - 0.2)
+    cfg.gae_lambda = 1.0
+    mc = adv(compute_advantages([m], cfg, values=V))
+    assert mc[(0, 0)] == pytest.approx(0.7) and mc[(0, 1)] == pytest.approx(-0.9 + 0.1)
+    cfg.whiten_advantages = True
+    white = adv(compute_advantages([m], cfg, values=V))
+    assert sum(white.values()) == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="needs the value head"):
+        compute_advantages([m], cfg)
 
 
 def test_aborted_matches_are_skipped_and_bad_names_rejected():

@@ -34,7 +34,8 @@ def train(learner, batches, steps, rng):
         b = batches[random.randrange(len(batches))]
         noise = np.random.normal(size=len(b))
         adv = rng.normal(size=len(b)) + noise
-        learner.step([Sequence(s.prompt_ids, s.completion_ids, float(a)) for s, a in zip(b, adv)])
+        target = (lambda a: float(a)) if learner.value_head is not None else (lambda a: None)
+        learner.step([Sequence(s.prompt_ids, s.completion_ids, float(a), value_target=target(a)) for s, a in zip(b, adv)])
 
 
 def seed_all(seed):
@@ -47,7 +48,8 @@ def seed_all(seed):
 @pytest.mark.parametrize("cfg", [
     LearnerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1, dual_clip=1.4)),
     LearnerConfig(lr=1e-3, lora_rank=4, lora_dropout=0.2),  # dropout draws from the torch RNG
-], ids=["full", "lora"])
+    LearnerConfig(lr=1e-3, value_coef=0.5),
+], ids=["full", "lora", "critic"])
 def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     batches = make_batches(tok)
     lg = League()
@@ -73,6 +75,9 @@ def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
 
     for (n, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.equal(a, b), n
+    if cfg.value_coef:
+        assert torch.equal(straight.value_head.weight, resumed.value_head.weight)
+        assert straight.value_head.weight.abs().sum() > 0
 
 
 def test_rng_streams_are_restored(tmp_path, tok):

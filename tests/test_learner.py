@@ -161,6 +161,26 @@ def test_steps_move_probability_towards_positive_advantage(tok):
     assert learner.step_count == 5
 
 
+def test_value_head_learns_value_targets_from_the_prompt(tok):
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, value_coef=1.0))
+    moves = ["3", "4"]
+    win, lose = ids(tok, "Board: X X . O O . You are X"), ids(tok, "Board: X X . O O . You are O")
+    seqs = [Sequence(win, ids(tok, "3"), 0.0, allowed=moves, value_target=1.0),
+            Sequence(lose, ids(tok, "4"), 0.0, allowed=moves, value_target=-1.0)]
+    assert learner.values(seqs) == [0.0, 0.0]  # the head starts at zero
+    first = learner.step(seqs)["value_loss"]
+    for _ in range(40):
+        last = learner.step(seqs)["value_loss"]
+    v_win, v_lose = learner.values(seqs)
+    assert first == pytest.approx(0.5) and last < 0.1
+    assert v_win > 0.5 and v_lose < -0.5
+    # the full-vocabulary path reads the same state (the final-norm hidden state of the last prompt token)
+    plain = [Sequence(s.prompt_ids, s.completion_ids, 0.0) for s in seqs]
+    assert learner.values(plain) == pytest.approx([v_win, v_lose], abs=1e-5)
+    with pytest.raises(ValueError, match="no value head"):
+        Learner(fresh(), tok, LearnerConfig()).values(seqs)
+
+
 def test_prepare_freezes_behaviour_logprobs_for_several_steps(tok):
     learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, loss=LossConfig(aggregation="token_mean")))
     seqs = batch(tok)

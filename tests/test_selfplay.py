@@ -80,6 +80,8 @@ def quiet():
     ({"eval": {"opponents": {"chess": ["random"]}}}, "not a training game"),
     ({"eval": {"games": 7}}, "eval.games must be even"),
     ({"backend": "sglang"}, "backend must be 'transformers' or 'vllm'"),
+    ({"advantage": {"estimator": "critic"}}, "critic and learner.value_coef > 0 go together"),
+    ({"advantage": {"gae_lambda": 1.5}}, "advantage.gae_lambda must be in [0, 1]"),
 ])
 def test_bad_configs_are_one_line_value_errors(patch, message):
     with pytest.raises(ValueError) as e:
@@ -197,9 +199,12 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-def test_resume_continues_exactly(tmp_path):
+@pytest.mark.parametrize("critic", [False, True], ids=["mars", "critic"])
+def test_resume_continues_exactly(tmp_path, critic):
     """4 steps straight == 2 steps, then --resume for 2 more (league: self-play, random, snapshots)."""
     over = {"steps": 4, "checkpoint_every": 2, "eval": {"every": 0}}
+    if critic:  # the value head and its optimizer state resume too
+        over.update(advantage={"estimator": "critic", "gamma": 1.0}, learner={"lr": 3e-3, "value_coef": 0.5})
     train(tiny(tmp_path, "straight", **over), console=quiet())
     train(tiny(tmp_path, "split", **{**over, "steps": 2}), console=quiet())
     with pytest.raises(ValueError, match="pass --resume"):
@@ -212,6 +217,8 @@ def test_resume_continues_exactly(tmp_path):
     mb = [json.loads(x) for x in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in mb] == [1, 2, 3, 4]
     assert [(m["reward"], m["loss"]) for m in ma] == [(m["reward"], m["loss"]) for m in mb]
+    if critic:
+        assert [m["value_loss"] for m in ma] == [m["value_loss"] for m in mb] and ma[-1]["value_loss"] > 0
     # the weights did change after the resume
     c = load_file(str(tmp_path / "split" / "league" / "step_00000003.safetensors"))
     assert not all(torch.equal(c[k], a[k]) for k in c.keys() & a.keys())

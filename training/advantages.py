@@ -41,6 +41,13 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
   seat -> rank per match, e.g. from a judge tournament) or, by default, from R (ties share
   the best rank, as pandas' rank(method="min")).
 
+- `critic` (PPO's actor-critic with GAE): V_k from the learner's value head (`values=`,
+  (match, turn) -> V, see `learning_samples`); over each player's turns
+  delta_k = r_k + gamma V_{k+1} - V_k (V after the last turn = 0),
+  A_k = delta_k + gamma lambda A_{k+1};  value target V_k + A_k;  with `norm_by_opponent`
+  A is centred per (game, player, opponents) (the value head does not see who it plays);
+  A = whiten(A over response tokens) when `whiten_advantages`.
+
 A group of one match has no comparison: its advantage is 0.
 """
 
@@ -105,6 +112,8 @@ class AdvantageConfig:
     """advantage_alignment: discount"""
     functional_groups: dict[str, str] | None = None
     """advevo: seat -> functional group name; unlisted seats are their own group"""
+    gae_lambda: float = 1.0
+    """critic: GAE lambda (1: Monte-Carlo return minus V; 0: one-step TD)"""
 
 
 @dataclass
@@ -117,6 +126,8 @@ class TurnSample:
     game: str
     player: str
     turn: TurnRecord
+    value_target: float | None = None
+    """critic: what the value head should predict for this turn's prompt"""
 
 
 @dataclass
@@ -408,6 +419,43 @@ def arena_ranks(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict, r
     return _samples(matches, turns, {(x.m, x.k): A_seat[(x.m, x.player)] for x in turns if x.learn})
 
 
+def critic(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict, values: dict[tuple[int, int], float] | None = None) -> list[TurnSample]:
+    if values is None:
+        raise ValueError("the critic estimator needs the value head's estimates (values=; set learner.value_coef > 0)")
+    turns = _flatten(matches, cfg)
+    learn = [x for x in turns if x.learn]
+    by_seat: dict[tuple[int, str], list[_Turn]] = defaultdict(list)
+    for x in learn:
+        by_seat[(x.m, x.player)].append(x)
+    A, target = {}, {}
+    for seq in by_seat.values():
+        acc, v_next = 0.0, 0.0
+        for x in reversed(seq):
+            v = float(values.get((x.m, x.k), 0.0))
+            acc = x.reward + cfg.gamma * v_next - v + cfg.gamma * cfg.gae_lambda * acc
+            A[(x.m, x.k)], target[(x.m, x.k)] = acc, acc + v
+            v_next = v
+    adv = np.array([A[(x.m, x.k)] for x in learn], dtype=np.float64)
+    if cfg.norm_by_opponent:
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i, x in enumerate(learn):
+            groups[(x.game, x.player, x.opponents)].append(i)
+        for idx in groups.values():
+            adv[idx] -= adv[idx].mean()
+    if cfg.whiten_advantages and len(learn):
+        adv = _weighted_whiten(adv, np.array([x.n_tokens for x in learn], dtype=np.float64))
+    out = _samples(matches, turns, {(x.m, x.k): a for x, a in zip(learn, adv)})
+    for s in out:
+        s.value_target = target[(s.match_index, s.turn_index)]
+    return out
+
+
+def learning_samples(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[TurnSample]:
+    """Every learning turn with advantage 0: the turns a critic must value before `critic` runs."""
+    turns = _flatten(matches, cfg)
+    return _samples(matches, turns, {(x.m, x.k): 0.0 for x in turns if x.learn})
+
+
 ESTIMATORS: dict[str, Callable[..., list[TurnSample]]] = {
     "mars": mars,
     "grpo": grpo,
@@ -417,15 +465,18 @@ ESTIMATORS: dict[str, Callable[..., list[TurnSample]]] = {
     "advantage_alignment": advantage_alignment,
     "advevo": advevo,
     "arena_ranks": arena_ranks,
+    "critic": critic,
 }
 
 
 def compute_advantages(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict | None = None, **kwargs) -> list[TurnSample]:
     """One `TurnSample` per learning turn. `state` carries estimator state across batches
     (rae's baselines); keep it in the checkpoint. Extra kwargs go to the estimator
-    (`ranks=` for arena_ranks)."""
+    (`ranks=` for arena_ranks, `values=` for critic)."""
     if cfg.estimator not in ESTIMATORS:
         raise ValueError(f"unknown advantage estimator {cfg.estimator!r}; choose one of {', '.join(ESTIMATORS)}")
     if not 0.0 <= cfg.gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {cfg.gamma}")
+    if not 0.0 <= cfg.gae_lambda <= 1.0:
+        raise ValueError(f"gae_lambda must be in [0, 1], got {cfg.gae_lambda}")
     return ESTIMATORS[cfg.estimator](matches, cfg, {} if state is None else state, **kwargs)

@@ -4,6 +4,7 @@ A checkpoint is a folder `<dir>/step_<N>/` holding
 
     model.safetensors   the policy's weights (with LoRA: base + adapters, as trained)
     optimizer.pt        the AdamW state
+    value_head.pt       the critic's value head, when the learner has one
     rng.pt              python `random`, numpy global, torch (CPU and CUDA) RNG states and,
                         when given, a numpy Generator's state
     meta.json           step, learner step, config, league state, estimator state
@@ -73,6 +74,8 @@ def save(
     try:
         save_model(learner.model, str(tmp / "model.safetensors"))
         torch.save(learner.optimizer.state_dict(), tmp / "optimizer.pt")
+        if getattr(learner, "value_head", None) is not None:
+            torch.save(learner.value_head.state_dict(), tmp / "value_head.pt")
         rngs = {
             "python": random.getstate(),
             "numpy": np.random.get_state(),
@@ -173,6 +176,10 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         raise ValueError(f"checkpoint {path} does not fit this model: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
     if getattr(learner, "ref_model", None) is not None and (path.parent / REFERENCE).exists():
         load_model(learner.ref_model, str(path.parent / REFERENCE), device=str(learner.device))
+    if getattr(learner, "value_head", None) is not None:
+        if not (path / "value_head.pt").exists():
+            raise ValueError(f"checkpoint {path} has no value head (value_head.pt) and this learner needs one (learner.value_coef > 0)")
+        learner.value_head.load_state_dict(torch.load(path / "value_head.pt", map_location=learner.device, weights_only=True))
     learner.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=learner.device, weights_only=True))
     learner.step_count = int(meta["learner_step"])
     rngs = torch.load(path / "rng.pt", weights_only=False)  # our own file: python/numpy states are pickled tuples

@@ -18,6 +18,12 @@ constraints, the allowed strings. `Learner.step(seqs)` makes one optimizer step 
 4. `training.loss.policy_loss` with the full batch's token/sequence counts, so the
    micro-batch gradients add up to one big-batch gradient; clip the norm; AdamW.
 
+With `value_coef > 0` the learner also holds a critic: a linear value head on the final
+hidden state of each sequence's last prompt token (the state the move was chosen in),
+sharing the policy's body. `values(seqs)` reads it; `step` adds
+`value_coef * 0.5 * mean (V - value_target)^2` over the sequences that carry a target
+(see the `critic` estimator in `training.advantages`).
+
 fp32 on CPU, bf16 autocast on GPU: the same code. LoRA (`peft`) when `lora_rank > 0`.
 """
 
@@ -65,6 +71,8 @@ class LearnerConfig:
     """modules LoRA adapts (peft target_modules)"""
     log_entropy: bool = True
     """compute the policy entropy as a metric even when entropy_coef is 0"""
+    value_coef: float = 0.0
+    """weight of the value loss; > 0 adds the value head (the `critic` estimator needs it)"""
     loss: LossConfig = field(default_factory=LossConfig)
     """the policy loss"""
 
@@ -75,6 +83,8 @@ class LearnerConfig:
             raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0 (greedy rollouts have no usable logprobs), got {self.temperature}")
+        if self.value_coef < 0:
+            raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
 
@@ -90,6 +100,8 @@ class Sequence:
     """behaviour log-probabilities of completion_ids; None: use the current policy's"""
     allowed: list[str] | None = None
     """the legal moves when decoding was constrained to them"""
+    value_target: float | None = None
+    """what the value head should predict for the prompt (critic); None: no value loss"""
 
 
 def sequences_from_samples(samples, tokenizer=None, recompute: str = "constrained") -> list[Sequence]:
@@ -118,7 +130,8 @@ def sequences_from_samples(samples, tokenizer=None, recompute: str = "constraine
             raise ValueError(f"turn {s.turn_index} of match {s.match_index}: {len(logprobs)} logprobs for {len(t.token_ids)} tokens")
         if recompute == "all" or (recompute == "constrained" and t.constrained):
             logprobs = None
-        out.append(Sequence(prompt, list(t.token_ids), float(s.advantage), logprobs, list(t.legal_moves) if t.constrained else None))
+        out.append(Sequence(prompt, list(t.token_ids), float(s.advantage), logprobs, list(t.legal_moves) if t.constrained else None,
+                            getattr(s, "value_target", None)))
     return out
 
 
@@ -137,6 +150,8 @@ class _Micro:
     targets: torch.Tensor  # (B, C) completion tokens (pad beyond each length)
     mask: torch.Tensor  # (B, C) 1 on completion tokens
     advantages: torch.Tensor  # (B,)
+    value_targets: torch.Tensor  # (B,) (0 where missing)
+    has_value: torch.Tensor  # (B,) bool: a value target is given
     old_logp: torch.Tensor  # (B, C) behaviour logprobs (0 where missing)
     has_old: torch.Tensor  # (B,) bool: behaviour logprobs recorded
     constrained: list[tuple[int, int, list[int]]]  # (row, position, allowed ids)
@@ -196,9 +211,19 @@ class Learner:
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
-        params = [p for p in model.parameters() if p.requires_grad]
+        self.value_head = None
+        if self.cfg.value_coef > 0:
+            self.value_head = torch.nn.Linear(model.config.hidden_size, 1).to(self.device)
+            torch.nn.init.zeros_(self.value_head.weight)
+            torch.nn.init.zeros_(self.value_head.bias)
+        params = self.parameters()
         self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, betas=self.cfg.betas, weight_decay=self.cfg.weight_decay)
         self.step_count = 0
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """What the optimizer trains: the policy's trainable weights, then the value head's."""
+        head = list(self.value_head.parameters()) if self.value_head is not None else []
+        return [p for p in self.model.parameters() if p.requires_grad] + head
 
     # --- batching ---------------------------------------------------------------------
 
@@ -253,6 +278,8 @@ class Learner:
             targets=ids[:, P:].to(dev),
             mask=mask.to(dev),
             advantages=torch.tensor([s.advantage for s in rows], dtype=torch.float32).to(dev),
+            value_targets=torch.tensor([s.value_target or 0.0 for s in rows], dtype=torch.float32).to(dev),
+            has_value=torch.tensor([s.value_target is not None for s in rows], dtype=torch.bool).to(dev),
             old_logp=old.to(dev),
             has_old=has_old.to(dev),
             constrained=constrained,
@@ -261,8 +288,9 @@ class Learner:
 
     # --- log-probabilities ------------------------------------------------------------
 
-    def _logprobs(self, model, mb: _Micro, entropy_mode: str | None):
-        """(logp, entropy or None), both (B, C), under the (possibly masked) sampling distribution.
+    def _logprobs(self, model, mb: _Micro, entropy_mode: str | None, hidden: bool = False):
+        """(logp, entropy or None, state or None): logp and entropy (B, C) under the (possibly
+        masked) sampling distribution; state (B, H) the last prompt token's final hidden state.
 
         entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
         if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
@@ -270,7 +298,8 @@ class Learner:
         C = mb.targets.shape[1]
         with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                        logits_to_keep=C, use_cache=False)
+                        logits_to_keep=C, use_cache=False, output_hidden_states=hidden)
+        state = out.hidden_states[-1][:, -C].float() if hidden else None  # the final norm is applied
         logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
         taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
@@ -289,7 +318,7 @@ class Learner:
         logp = (taken - lse) * mb.mask
         if entropy is not None:
             entropy = entropy * mb.mask
-        return logp, entropy
+        return logp, entropy, state
 
     def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
         """`_logprobs` when every completion token was constrained: the LM head runs on the
@@ -320,7 +349,7 @@ class Learner:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 h = _masked_entropy(sub, sub_lse, valid)
                 entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h) * mb.mask
-        return logp * mb.mask, entropy
+        return logp * mb.mask, entropy, hidden[:, 0].float()
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
@@ -337,6 +366,18 @@ class Learner:
             lp = self._ref_logprobs(mb) if reference else self._logprobs(self.model, mb, None)[0]
             for b, i in enumerate(mb.index):
                 out[i] = lp[b, : len(seqs[i].completion_ids)].tolist()
+        return out
+
+    @torch.no_grad()
+    def values(self, seqs: list[Sequence]) -> list[float]:
+        """The value head's estimate for each sequence's prompt."""
+        if self.value_head is None:
+            raise ValueError("this learner has no value head (set learner.value_coef > 0)")
+        out = [0.0] * len(seqs)
+        for mb in self._micro_batches(seqs):
+            state = self._logprobs(self.model, mb, None, hidden=True)[2]
+            for b, i in enumerate(mb.index):
+                out[i] = float(self.value_head(state[b]))
         return out
 
     def prepare(self, seqs: list[Sequence]) -> None:
@@ -368,6 +409,7 @@ class Learner:
         lcfg = self.cfg.loss
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
+        num_values = sum(s.value_target is not None for s in seqs) if self.value_head is not None else 0
         lr = self.lr_at(self.step_count)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -377,17 +419,22 @@ class Learner:
         for mb in self._micro_batches(seqs):
             ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
             want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy else None
-            logp, entropy = self._logprobs(self.model, mb, want)
+            logp, entropy, state = self._logprobs(self.model, mb, want, hidden=num_values > 0)
             old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
             loss, m = policy_loss(logp, old, mb.advantages, mb.mask, lcfg, ref_logp=ref, entropy=entropy,
                                   num_tokens=num_tokens, num_seqs=num_seqs)
+            if num_values:
+                err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
+                value_loss = 0.5 * (err**2).sum() / num_values
+                loss = loss + self.cfg.value_coef * value_loss
+                sums["value_loss"] = sums.get("value_loss", 0.0) + float(value_loss.detach()) * num_tokens  # averaged below
             loss.backward()
             loss_total += float(loss.detach())
             n = m.pop("tokens")
             ratio_min, ratio_max = min(ratio_min, m.pop("ratio_min")), max(ratio_max, m.pop("ratio_max"))
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self.parameters()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf)
         self.optimizer.step()
         self.step_count += 1

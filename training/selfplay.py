@@ -67,7 +67,7 @@ from agents.llm_agent import LLMAgent, LLMAgentConfig
 from arena.records import MatchRecord
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
-from training.advantages import AdvantageConfig, compute_advantages
+from training.advantages import AdvantageConfig, compute_advantages, learning_samples
 from training.league import League
 from training.learner import Learner, LearnerConfig, sequences_from_samples
 
@@ -293,6 +293,11 @@ def _validate(cfg: TrainConfig) -> None:
     for key in ("checkpoint_every", "keep_checkpoints", "threads", "max_minutes"):
         if getattr(cfg, key) < 0:
             raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+    for key in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(cfg.advantage, key) <= 1.0:
+            raise ValueError(f"advantage.{key} must be in [0, 1], got {getattr(cfg.advantage, key)}")
+    if (cfg.advantage.estimator == "critic") != (cfg.learner.value_coef > 0):
+        raise ValueError("advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)")
     if cfg.agent.temperature <= 0:
         raise ValueError("agent.temperature must be > 0: training rollouts sample (greedy evaluation is eval.temperature: 0)")
     lg = cfg.league
@@ -721,7 +726,12 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
         # 2. advantages -> sequences -> PPO updates
         t1 = time.perf_counter()
-        samples = compute_advantages(records, cfg.advantage, adv_state)
+        extra = {}
+        if cfg.advantage.estimator == "critic":  # the value head's estimates of every learning turn first
+            turns = learning_samples(records, cfg.advantage)
+            values = learner.values(sequences_from_samples(turns, tokenizer)) if turns else []
+            extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
+        samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
         seqs = sequences_from_samples(samples, tokenizer)
         m = rollout_metrics(records, match_opps)
         if seqs:
