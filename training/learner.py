@@ -217,7 +217,10 @@ class Learner:
             torch.nn.init.zeros_(self.value_head.weight)
             torch.nn.init.zeros_(self.value_head.bias)
         params = self.parameters()
-        self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, betas=self.cfg.betas, weight_decay=self.cfg.weight_decay)
+        # fused: one kernel over all tensors; on CPU 8x faster than the default per-tensor loop,
+        # which dominated a tiny model's step (its 6M-entry embedding)
+        self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, betas=self.cfg.betas, weight_decay=self.cfg.weight_decay,
+                                           fused=self.device.type in ("cpu", "cuda"))
         self.step_count = 0
 
     def parameters(self) -> list[torch.nn.Parameter]:
@@ -375,9 +378,9 @@ class Learner:
             raise ValueError("this learner has no value head (set learner.value_coef > 0)")
         out = [0.0] * len(seqs)
         for mb in self._micro_batches(seqs):
-            state = self._logprobs(self.model, mb, None, hidden=True)[2]
+            v = self.value_head(self._logprobs(self.model, mb, None, hidden=True)[2]).squeeze(-1).tolist()
             for b, i in enumerate(mb.index):
-                out[i] = float(self.value_head(state[b]))
+                out[i] = v[b]
         return out
 
     def prepare(self, seqs: list[Sequence]) -> None:
