@@ -117,12 +117,17 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         base_url = d.pop("base_url", None)
         backend_kwargs = d.pop("backend_kwargs", {}) or {}
         fields = set(LLMAgentConfig.__dataclass_fields__)
+        trained_games = None
         if backend_kind == "transformers" and (ckpt := find_checkpoint(model)) is not None:
-            trained = checkpoint_config(ckpt).get("agent") or {}  # play as it was trained unless told otherwise
+            config = checkpoint_config(ckpt)
+            trained = config.get("agent") or {}  # play as it was trained unless told otherwise
             d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
+            trained_games = [(g["name"], g.get("params") or {}) for g in config.get("games") or [] if isinstance(g, dict) and "name" in g]
         unknown = set(d) - fields
         if unknown:
             raise ValueError(f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}")
-        return LLMAgent(name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d))
+        agent = LLMAgent(name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d))
+        agent.trained_games = trained_games  # (game, params) it trained on: arena.runner warns on other params
+        return agent
     known = ", ".join([*BOTS, *_social_names(), "llm:MODEL"])
     raise ValueError(f"unknown agent {kind!r}; known: {known}")

@@ -17,6 +17,8 @@ env's illegal-move rule (offender `illegal_reward`, others 0).
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -87,6 +89,11 @@ def play(
     missing = {name for p in queue for name in p.seats} - set(agents)
     if missing:
         raise ValueError(f"no agent named {', '.join(sorted(missing))} (have: {', '.join(agents)})")
+    for warning in untrained_params_warnings(queue, agents):
+        if hasattr(progress, "write"):  # tqdm: above the bar, not inside it
+            progress.write(warning, file=sys.stderr)
+        else:
+            print(warning, file=sys.stderr)
     live: list[_Live] = []
     while queue or live:
         while queue and len(live) < concurrency:
@@ -116,6 +123,27 @@ def play(
                 raise RuntimeError(f"agent {name} returned {len(decisions)} moves for {len(items)} turns")
             for (m, turn), rec in zip(items, decisions):
                 _apply(m, turn.player, name, rec)
+
+
+def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) -> list[str]:
+    """One line per (agent, game, params) where a trained checkpoint plays a game it trained on
+    with other parameters (e.g. another board rendering), which it silently plays badly."""
+    out = []
+    for name, agent in agents.items():
+        trained = getattr(agent, "trained_games", None)
+        if not trained:
+            continue
+        seen = set()
+        for p in plans:
+            key = (p.game, json.dumps(p.params, sort_keys=True, default=str))
+            if name not in p.seats or key in seen:
+                continue
+            seen.add(key)
+            on_game = [params for game, params in trained if game == p.game]
+            if on_game and p.params not in on_game:
+                out.append(f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}; "
+                           f"pass the same params (e.g. --param) for the play it learnt")
+    return out
 
 
 def _start(plan: MatchPlan) -> _Live:

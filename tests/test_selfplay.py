@@ -265,7 +265,7 @@ def test_vllm_backend_trains_with_load_weights(tmp_path):
 
 
 @pytest.mark.parametrize("lora", [0, 4])
-def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tmp_path, lora):
+def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tmp_path, lora, capsys):
     from agents import make_agent
     from agents.models import find_checkpoint, load_model as load_named
 
@@ -286,6 +286,11 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
     agent = make_agent(f"llm:{folder},temperature=0")
     assert agent.config.prompt == "compact" and agent.config.constrained and agent.config.temperature == 0.0
     assert cli_main(["play", "tic_tac_toe", "--agents", f"llm:{run},temperature=0", "random", "--matches", "2"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # other params than it trained on (another board rendering): one warning line naming both
+    assert cli_main(["play", "tic_tac_toe", "--agents", f"llm:{run}", "random", "--matches", "2", "--param", "board=line"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(err) == 1 and err[0].startswith("warning") and "with params {} but plays it with {'board': 'line'}" in err[0]
     best = json.loads((run / "best" / "meta.json").read_text())
     assert find_checkpoint(str(run / "best")) == run / "best" and best["step"] in (0, 2)
     (folder / "meta.json").write_text("{}")
