@@ -22,7 +22,11 @@ Text       the board with empty cells shown by their number, e.g.
            the same line from the reader's side: Y your marks, T theirs,
                Board: T . . . Y . . . T          (O's view of the board above)
            so a pattern learnt in one seat (complete your line, block theirs) reads the
-           same in the other.
+           same in the other; or, with `board="numbered"`, the relative board with each
+           empty cell shown by its number, one token per cell between '|' separators:
+               Board: |T|1|2|3|Y|5|6|7|T|
+           so a legal move is a token of the prompt itself (the number tokens are the
+           move tokens) and every cell sits at a fixed distance from its neighbours.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 from games.openspiel_env import OpenSpielEnv
 
 MARKS = ("X", "O")
-BOARDS = ("grid", "line", "relative")
+BOARDS = ("grid", "line", "relative", "numbered")
 RELATIVE = ("Y", "T")  # board="relative": the reader's marks, the opponent's
 
 
@@ -72,6 +76,9 @@ class TicTacToe(OpenSpielEnv):
         elif self.board == "relative":
             mine = MARKS[self._index[agent]]
             text = "Board: " + " ".join(RELATIVE[c != mine] if c in MARKS else "." for c in cells)
+        elif self.board == "numbered":
+            mine = MARKS[self._index[agent]]
+            text = "Board: |" + "|".join(RELATIVE[c != mine] if c in MARKS else c for c in cells) + "|"
         else:
             text = board_text(cells)
         if self.state.is_terminal():

@@ -137,6 +137,22 @@ def test_relative_board_shows_each_reader_its_own_marks_as_y():
     assert env.view("player_1").state.splitlines()[1] == "O to move (you)."
 
 
+def test_numbered_board_is_one_token_per_cell_and_empty_cells_are_move_tokens():
+    from agents.models import load_tokenizer
+
+    tok = load_tokenizer("smollm2-135m")
+    env = games.make("tic_tac_toe", board="numbered")
+    env.reset(seed=0)
+    for a in (4, 0, 8):
+        env.step(a)
+    line = env.view("player_1").state.splitlines()[0]
+    assert line == "Board: |Y|1|2|3|T|5|6|7|T|"
+    pieces = [tok.decode([i]) for i in tok(line, add_special_tokens=False)["input_ids"]]
+    assert pieces[-18::2] == ["Y", "1", "2", "3", "T", "5", "6", "7", "T"] and set(pieces[-17::2]) == {"|"}
+    move = tok("5", add_special_tokens=False)["input_ids"]
+    assert len(move) == 1 and move[0] in tok(line, add_special_tokens=False)["input_ids"]
+
+
 def test_think_is_kept_in_the_record_and_ignored_by_the_parser():
     reply = "<think>[0] looks good... no, the centre</think> [4]"
     agent = LLMAgent("llm", ScriptedBackend(lambda c, a, k: reply), LLMAgentConfig(reasoning=True))
