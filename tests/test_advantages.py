@@ -212,6 +212,8 @@ def test_critic_gae_over_each_players_turns():
     assert sum(white.values()) == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError, match="needs the value head"):
         compute_advantages([m], cfg)
+    with pytest.raises(ValueError, match="gae_lambda must be in"):
+        AdvantageConfig(gae_lambda=1.5)
 
 
 def test_aborted_matches_are_skipped_and_bad_names_rejected():

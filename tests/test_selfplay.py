@@ -81,7 +81,7 @@ def quiet():
     ({"eval": {"games": 7}}, "eval.games must be even"),
     ({"backend": "sglang"}, "backend must be 'transformers' or 'vllm'"),
     ({"advantage": {"estimator": "critic"}}, "critic and learner.value_coef > 0 go together"),
-    ({"advantage": {"gae_lambda": 1.5}}, "advantage.gae_lambda must be in [0, 1]"),
+    ({"advantage": {"gae_lambda": 1.5}}, "advantage: gae_lambda must be in [0, 1]"),
 ])
 def test_bad_configs_are_one_line_value_errors(patch, message):
     with pytest.raises(ValueError) as e:

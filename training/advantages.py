@@ -115,6 +115,11 @@ class AdvantageConfig:
     gae_lambda: float = 1.0
     """critic: GAE lambda (1: Monte-Carlo return minus V; 0: one-step TD)"""
 
+    def __post_init__(self):
+        for key in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ValueError(f"{key} must be in [0, 1], got {getattr(self, key)}")
+
 
 @dataclass
 class TurnSample:
@@ -475,8 +480,4 @@ def compute_advantages(matches: list[MatchRecord], cfg: AdvantageConfig, state: 
     (`ranks=` for arena_ranks, `values=` for critic)."""
     if cfg.estimator not in ESTIMATORS:
         raise ValueError(f"unknown advantage estimator {cfg.estimator!r}; choose one of {', '.join(ESTIMATORS)}")
-    if not 0.0 <= cfg.gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {cfg.gamma}")
-    if not 0.0 <= cfg.gae_lambda <= 1.0:
-        raise ValueError(f"gae_lambda must be in [0, 1], got {cfg.gae_lambda}")
     return ESTIMATORS[cfg.estimator](matches, cfg, {} if state is None else state, **kwargs)

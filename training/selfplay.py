@@ -293,9 +293,6 @@ def _validate(cfg: TrainConfig) -> None:
     for key in ("checkpoint_every", "keep_checkpoints", "threads", "max_minutes"):
         if getattr(cfg, key) < 0:
             raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
-    for key in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(cfg.advantage, key) <= 1.0:
-            raise ValueError(f"advantage.{key} must be in [0, 1], got {getattr(cfg.advantage, key)}")
     if (cfg.advantage.estimator == "critic") != (cfg.learner.value_coef > 0):
         raise ValueError("advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)")
     if cfg.agent.temperature <= 0:
