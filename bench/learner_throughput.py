@@ -6,7 +6,7 @@
 One batch of sequences shaped like a real rollout (a ~150-token prompt, a ~10-token
 completion, an advantage each; the same random token ids for both paths) goes through:
 
-- learner   `training.learner.Learner.step` (PPO loss, KL off, fp32 on CPU, AdamW);
+- learner   `training.learner.Learner.step` (PPO loss, KL off, fp32 on CPU, fused AdamW);
 - plain     `model(input_ids, attention_mask, labels)` on the right-padded batch with
             labels masked to the completion, `loss.backward()`, clip, `AdamW.step()`.
 
