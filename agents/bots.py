@@ -95,6 +95,11 @@ class MinimaxAgent:
         key = (state.history_str(), player)
         if key not in self._best:
             game = state.get_game()
+            kind = game.get_type()
+            if (game.num_players() != 2 or kind.utility != kind.utility.ZERO_SUM
+                    or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION
+                    or kind.dynamics != kind.dynamics.SEQUENTIAL):
+                raise ValueError(f"minimax needs a two-player zero-sum deterministic perfect-information game; {kind.short_name} is not")
             depth = self.depth - 1 if self.depth is not None else game.max_game_length()
             # an unfinished line at the depth limit is worth 0 (a draw)
             values = {a: alpha_beta_search(game, state.child(a), lambda s: 0.0, depth, player)[0] for a in state.legal_actions()}
@@ -105,13 +110,7 @@ class MinimaxAgent:
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
         out = []
         for t in turns:
-            state = _pyspiel_state(t, "minimax")
-            kind = state.get_game().get_type()
-            if (state.get_game().num_players() != 2 or kind.utility != kind.utility.ZERO_SUM
-                    or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION
-                    or kind.dynamics != kind.dynamics.SEQUENTIAL):
-                raise ValueError(f"minimax needs a two-player zero-sum deterministic perfect-information game; {t.env.info.name} is not")
-            best = self.best_actions(state)
+            best = self.best_actions(_pyspiel_state(t, "minimax"))
             out.append(decision(t, self.name, int(best[int(t.rng.integers(len(best)))])))
         return out
 

@@ -418,7 +418,7 @@ class Learner:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        ratio_min, ratio_max, loss_total = math.inf, -math.inf, 0.0
+        ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
         for mb in self._micro_batches(seqs):
             ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
             want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy else None
@@ -430,7 +430,7 @@ class Learner:
                 err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
                 value_loss = 0.5 * (err**2).sum() / num_values
                 loss = loss + self.cfg.value_coef * value_loss
-                sums["value_loss"] = sums.get("value_loss", 0.0) + float(value_loss.detach()) * num_tokens  # averaged below
+                value_total += float(value_loss.detach())  # each micro-batch's share of the batch's value loss
             loss.backward()
             loss_total += float(loss.detach())
             n = m.pop("tokens")
@@ -442,6 +442,8 @@ class Learner:
         self.optimizer.step()
         self.step_count += 1
         metrics = {k: v / num_tokens for k, v in sums.items()}
+        if num_values:
+            metrics["value_loss"] = value_total
         metrics.update(loss=loss_total, grad_norm=float(grad_norm), lr=lr, ratio_min=ratio_min, ratio_max=ratio_max,
                        tokens=float(num_tokens), sequences=float(num_seqs))
         return metrics
