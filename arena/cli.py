@@ -87,9 +87,13 @@ def cmd_play(args: argparse.Namespace) -> None:
     from arena.summary import print_summary
 
     games.info(args.game)  # unknown game: clear error before loading any model
+    if args.opening < 0:
+        raise ValueError(f"--opening must be >= 0, got {args.opening}")
     names = _unique_names(args.agents)
     agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
     plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param))
+    for plan in plans:
+        plan.opening = args.opening
     start = time.perf_counter()
     with tqdm(total=len(plans), desc=f"{args.game}", unit="match") as bar:
         records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))
@@ -145,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--param", action="append", help="game parameter KEY=VALUE (repeatable)")
     pl.add_argument("--out", help="append trajectories to this JSONL file")
+    pl.add_argument("--opening", type=int, default=0, metavar="K",
+                    help="each match opens with 0..K uniformly random legal moves (varied positions for evaluation)")
     pl.set_defaults(func=cmd_play)
 
     s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")

@@ -10,6 +10,11 @@ Reproducibility: a match's env is reset with its seed and every agent decision i
 match draws from one `np.random.Generator` seeded from it, so with bots a run is
 identical whatever the concurrency.
 
+Openings: `MatchPlan.opening = k` starts the match with 0..k (uniform, from the match
+seed) uniformly random legal moves, recorded as turns of the agent `OPENING`, so
+self-play reaches positions the policy alone would not (both seat orders of a pair with
+one seed open the same way). The agents take over from there.
+
 Invalid moves: agents apply their own retry/fallback policy; a record that still has no
 action (`fallback="forfeit"`) ends the match through `env.forfeit(player)`, i.e. the
 env's illegal-move rule (offender `illegal_reward`, others 0).
@@ -40,6 +45,10 @@ class MatchPlan:
     seats: list[str]  # agent names in seat order: seats[i] plays player_i
     seed: int = 0
     params: dict = field(default_factory=dict)
+    opening: int = 0  # the match opens with 0..opening random legal moves (see the module docstring)
+
+
+OPENING = "opening"  # agent name on the turns of a random opening
 
 
 def plan_matches(
@@ -161,7 +170,21 @@ def _start(plan: MatchPlan) -> _Live:
     )
     # The agents' stream must be independent of the env's (seeded with the same number):
     # sharing it lets a random agent's draws line up with the deal.
-    return _Live(plan, env, record, np.random.default_rng([plan.seed, 1]))
+    m = _Live(plan, env, record, np.random.default_rng([plan.seed, 1]))
+    if plan.opening:
+        _play_opening(m, np.random.default_rng([plan.seed, 2]))
+    return m
+
+
+def _play_opening(m: _Live, rng: np.random.Generator) -> None:
+    """0..plan.opening uniformly random legal moves (stops early at a free-text turn or the end)."""
+    for _ in range(int(rng.integers(0, m.plan.opening + 1))):
+        player = _next_decision(m, max_turns=m.plan.opening + 1)
+        if player is None or m.env.is_free_text(player):
+            return
+        legal = m.env.legal_actions(player)
+        action = legal[int(rng.integers(len(legal)))]
+        _apply(m, player, OPENING, TurnRecord(0, player, OPENING, m.env.move_text(player, action), action))
 
 
 def _next_decision(m: _Live, max_turns: int) -> str | None:

@@ -39,6 +39,8 @@ def summarize(records: list[MatchRecord]) -> list[AgentSummary]:
             s.draws += result == "draw"
             s.losses += result == "loss"
         for t in rec.turns:
+            if t.agent not in table:  # a random opening's moves (arena.runner.OPENING)
+                continue
             s = table[t.agent]
             s.turns += 1
             s.invalid += (not t.valid) or t.retries > 0

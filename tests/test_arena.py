@@ -10,7 +10,8 @@ from agents import make_agent
 from agents.base import decision
 from arena.cli import main as arena_main
 from arena.records import read_jsonl
-from arena.runner import MatchPlan, plan_matches, play
+from arena.runner import OPENING, MatchPlan, plan_matches, play
+from arena.summary import summarize
 
 
 def _run(concurrency, seed=0, n=12, game="tic_tac_toe", specs=("random", "mcts:10")):
@@ -39,6 +40,29 @@ def test_seats_alternate_and_returns_match_turn_rewards():
         for p in r.seats:
             assert sum(t.reward for t in r.turns if t.player == p) == pytest.approx(r.returns[p])
         assert sorted(r.returns.values()) in ([-1.0, 1.0], [0.0, 0.0])
+
+
+def test_a_random_opening_plays_0_to_k_legal_moves_the_same_for_both_seat_orders():
+    agents = {s: make_agent(s) for s in ("random", "mcts:10")}
+    plans = []
+    for seed in range(40):
+        plans += [MatchPlan(f"a{seed}", "tic_tac_toe", ["random", "mcts:10"], seed, opening=3),
+                  MatchPlan(f"b{seed}", "tic_tac_toe", ["mcts:10", "random"], seed, opening=3)]
+    records = {r.match_id: r for r in play(plans, agents, concurrency=16)}
+    lengths = []
+    for seed in range(40):
+        a, b = records[f"a{seed}"], records[f"b{seed}"]
+        opening = [(t.player, t.action) for t in a.turns if t.agent == OPENING]
+        assert opening == [(t.player, t.action) for t in b.turns if t.agent == OPENING]
+        assert [(t.player, t.action) for t in a.turns[: len(opening)]] == opening  # the first moves, then the agents
+        assert all(t.agent != OPENING for t in a.turns[len(opening):])
+        assert len({m for _, m in opening}) == len(opening)  # legal: no cell taken twice
+        lengths.append(len(opening))
+    assert set(lengths) == {0, 1, 2, 3}
+    rows = {s.agent: s for s in summarize(list(records.values()))}
+    assert set(rows) == {"random", "mcts:10"} and rows["random"].games == 80
+    (plain,) = play([MatchPlan("c", "tic_tac_toe", ["random", "mcts:10"], 5)], agents)
+    assert all(t.agent != OPENING for t in plain.turns)
 
 
 class Forfeiter:
@@ -98,6 +122,9 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
     assert set(records[0].seats.values()) == {"random", "random#2"}
     assert json.loads(out.read_text().splitlines()[0])["schema_version"] == 1
     assert "random#2" in capsys.readouterr().out
+    opened = tmp_path / "opened.jsonl"
+    assert arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "20", "--opening", "2", "--out", str(opened)]) == 0
+    assert any(t.agent == OPENING for r in read_jsonl(opened) for t in r.turns)
 
 
 @pytest.mark.parametrize(
@@ -106,6 +133,7 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
         (["play", "tic_tac_to", "--agents", "random", "random"], "did you mean tic_tac_toe"),
         (["play", "tic_tac_toe", "--agents", "random", "nobody"], "unknown agent 'nobody'"),
         (["games", "show", "chess_960_x"], "unknown game"),
+        (["play", "tic_tac_toe", "--agents", "random", "random", "--opening", "-2"], "--opening must be >= 0"),
     ],
 )
 def test_bad_input_is_one_clear_line(argv, message):

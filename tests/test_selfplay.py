@@ -69,6 +69,7 @@ def quiet():
     ({"matches_per_step": 7}, "matches_per_step must be even"),
     ({"games": ["tic_tac_tow"]}, "tic_tac_tow"),
     ({"games": [{"name": "tic_tac_toe", "wieght": 2}]}, "unknown key 'games[0].wieght'"),
+    ({"games": [{"name": "tic_tac_toe", "opening": -1}]}, "games[0].opening must be an integer >= 0"),
     ({"agent": {"prompt": "short"}}, "agent: prompt must be one of full, compact, state"),
     ({"agent": {"temperature": 0.0}}, "agent.temperature must be > 0"),
     ({"learner": {"temperature": 0.5}}, "learner.temperature is set from agent.temperature"),
@@ -135,6 +136,10 @@ def test_plan_step_pairs_seat_orders_and_splits_self_play():
         else:
             assert a.seats == [POLICY, "random"] and b.seats == ["random", POLICY]
     assert len({p.match_id for p, _ in planned}) == 40
+    assert all(p.opening == 0 for p, _ in planned)
+    cfg.games[0].opening = 2
+    planned = plan_step(cfg, lg, np.random.default_rng(0), step=7)
+    assert {(o, p.opening) for p, o in planned} == {(None, 2), ("random", 0)}  # self-play pairs only
 
 
 def test_wilson_interval_matches_the_formula():

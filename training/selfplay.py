@@ -88,6 +88,9 @@ class GameEntry:
     """share of the match pairs of a step (normalised over the games)"""
     params: dict = field(default_factory=dict)
     """game parameters for `games.make`"""
+    opening: int = 0
+    """self-play matches open with 0..opening uniformly random moves (arena.runner.OPENING): the policy in
+    both seats meets positions its own play would not reach; matches against league opponents start as usual"""
 
 
 @dataclass
@@ -276,6 +279,8 @@ def _games(games_in: Any) -> list[GameEntry]:
             games.info(entry.name)  # unknown game: ValueError with suggestions
         if entry.weight <= 0:
             raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
+        if not isinstance(entry.opening, int) or entry.opening < 0:
+            raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
         out.append(entry)
     return out
 
@@ -472,7 +477,8 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
         g = cfg.games[gi]
         names = [POLICY] if opp is None else [POLICY, opp]
         for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m"):
-            plan.seed = int(seeds[j])  # both seat orders of a pair play the same deal
+            plan.seed = int(seeds[j])  # both seat orders of a pair play the same deal (and opening)
+            plan.opening = g.opening if opp is None else 0
             out.append((plan, opp))
     return out
 
