@@ -6,6 +6,7 @@
     arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
     arena tournament CONFIG                      create or resume a tournament
     arena train CONFIG [--resume] [--steps N] [--out DIR]   self-play RL
+    arena plot RUN_DIR [RUN_DIR ...] [--out PNG]  evaluation curves of runs (seeds) on one chart
 """
 
 from __future__ import annotations
@@ -172,7 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--steps", type=int, help="override the config's steps")
     tr.add_argument("--out", help="override the config's run_dir")
     tr.set_defaults(func=cmd_train)
+
+    pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")
+    pt.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    pt.add_argument("--out", help="PNG path (default for one run: RUN_DIR/eval.png; required for several)")
+    pt.add_argument("--labels", help="comma-separated legend names, one per run (default: the run dir names)")
+    pt.set_defaults(func=cmd_plot)
     return p
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from training.plots import plot_eval
+
+    labels = args.labels.split(",") if args.labels else None
+    print(plot_eval(args.runs, args.out, labels))
 
 
 def main(argv: list[str] | None = None) -> int:

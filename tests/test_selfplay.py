@@ -317,3 +317,19 @@ def test_arena_train_cli(tmp_path, capsys):
     assert cli_main(["train", str(path)]) == 2
     err = capsys.readouterr().err
     assert "learner.lr must be float" in err and err.count("\n") == 1
+
+
+def test_arena_plot_draws_several_runs_on_one_chart(tmp_path, capsys):
+    for seed in (0, 1):
+        run = tmp_path / f"seed{seed}"
+        run.mkdir()
+        rows = [{"game": "tic_tac_toe", "opponent": "random", "step": s, "minutes": s / 30, "games": 200, "non_losing": 0.5 + s / 1000 + seed / 20,
+                 "ci_low": 0.45, "ci_high": 0.6 + s / 1000, "invalid_rate": 0.0} for s in (0, 10, 20)]
+        (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "compare.png"
+    assert cli_main(["plot", str(tmp_path / "seed0"), str(tmp_path / "seed1"), "--out", str(out), "--labels", "a,b"]) == 0
+    assert out.stat().st_size > 1000 and str(out) in capsys.readouterr().out
+    assert cli_main(["plot", str(tmp_path / "seed0")]) == 0 and (tmp_path / "seed0" / "eval.png").exists()
+    assert cli_main(["plot", str(tmp_path / "seed0"), str(tmp_path / "seed1")]) == 2  # several runs need --out
+    assert cli_main(["plot", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+    assert "eval.jsonl not found" in capsys.readouterr().err

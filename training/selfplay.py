@@ -69,6 +69,7 @@ from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import AdvantageConfig, compute_advantages, learning_samples
 from training.league import League
+from training.plots import plot_eval
 from training.learner import Learner, LearnerConfig, sequences_from_samples
 
 POLICY = "policy"  # the learning agent's name in every match
@@ -561,46 +562,6 @@ def eval_summary(records: list[MatchRecord], game: str, opponent: str, step: int
     }
 
 
-def plot_eval(run_dir: Path) -> Path | None:
-    """eval.png from eval.jsonl: non-losing rate (95% Wilson band) and legal-move rate
-    (dashed) vs step and vs wall minutes."""
-    path = run_dir / "eval.jsonl"
-    if not path.exists():
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    series: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in rows:
-        series[(r["game"], r["opponent"])].append(r)
-    gnames = sorted({g for g, _ in series})
-    fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
-    for i, game in enumerate(gnames):
-        for (g, opp), rs in sorted(series.items()):
-            if g != game:
-                continue
-            for j, x_key in enumerate(("step", "minutes")):
-                ax = axes[i][j]
-                x = [r[x_key] for r in rs]
-                ax.plot(x, [r["non_losing"] for r in rs], marker="o", ms=3, label=f"vs {opp}")
-                ax.fill_between(x, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2)
-                ax.plot(x, [1 - r["invalid_rate"] for r in rs], ls="--", color=ax.lines[-1].get_color(), label=f"legal moves vs {opp}")
-                ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
-                ax.set_ylabel("non-losing / legal-move rate")
-                ax.set_ylim(0, 1.02)
-                ax.grid(alpha=0.3)
-                ax.set_title(f"{game} (95% Wilson CI, {rs[-1]['games']} games per point)")
-                ax.legend(loc="lower right")
-    fig.tight_layout()
-    out = run_dir / "eval.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
-
-
 def _append(path: Path, row: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
@@ -690,7 +651,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             tag = f"eval/{r['game']}/{r['opponent']}"
             writer.add_scalar(f"{tag}/non_losing", r["non_losing"], step)
             writer.add_scalar(f"{tag}/mean_return", r["mean_return"], step)
-        plot_eval(run_dir)
+        if rows:
+            plot_eval(run_dir)
         return rows
 
     def save(step: int) -> None:

@@ -1,0 +1,78 @@
+"""Evaluation curves of training runs: `plot_eval(run_dirs, out)`.
+
+One run: its non-losing rate per (game, opponent) with the 95% Wilson band and the
+legal-move rate (dashed), against training step and against wall-clock minutes; the loop
+rewrites `<run_dir>/eval.png` after every evaluation. Several runs (seeds, settings): one
+line per run on the same axes, for `arena plot RUN_A RUN_B ... --out compare.png`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def read_eval(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "eval.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: is {run_dir} a training run dir with at least one evaluation?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels: list[str] | None = None) -> Path:
+    """Draw the evaluation curves of one or more runs into `out` (default `<run_dir>/eval.png`
+    for one run; required for several)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(d) for d in run_dirs]
+    if not runs:
+        raise ValueError("plot_eval needs at least one run dir")
+    if out is None:
+        if len(runs) > 1:
+            raise ValueError("several runs need an output path (--out)")
+        out = runs[0] / "eval.png"
+    labels = labels or [r.name for r in runs]
+    if len(labels) != len(runs):
+        raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
+    single = len(runs) == 1
+    series: dict[tuple[str, str], list[tuple[str, list[dict]]]] = defaultdict(list)
+    for run, label in zip(runs, labels):
+        by_key: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        for r in read_eval(run):
+            by_key[(r["game"], r["opponent"])].append(r)
+        for key, rows in by_key.items():
+            series[key].append((label, rows))
+    gnames = sorted({g for g, _ in series})
+    fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
+    for i, game in enumerate(gnames):
+        for (g, opp), curves in sorted(series.items()):
+            if g != game:
+                continue
+            for label, rs in curves:
+                name = f"vs {opp}" if single else f"{label} vs {opp}"
+                for j, x_key in enumerate(("step", "minutes")):
+                    ax = axes[i][j]
+                    x = [r[x_key] for r in rs]
+                    ax.plot(x, [r["non_losing"] for r in rs], marker="o", ms=3 if single else 2, label=name)
+                    ax.fill_between(x, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2 if single else 0.1)
+                    if single:
+                        ax.plot(x, [1 - r["invalid_rate"] for r in rs], ls="--", color=ax.lines[-1].get_color(), label=f"legal moves vs {opp}")
+        for j, x_key in enumerate(("step", "minutes")):
+            ax = axes[i][j]
+            ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
+            ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
+            ax.set_ylim(0, 1.02)
+            ax.grid(alpha=0.3)
+            games_per_point = next(rs for (g, _), cs in series.items() if g == game for _, rs in cs)[-1]["games"]
+            ax.set_title(f"{game} (95% Wilson CI, {games_per_point} games per point)")
+            ax.legend(loc="lower right", fontsize="small" if not single else None)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
