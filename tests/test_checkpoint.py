@@ -49,7 +49,8 @@ def seed_all(seed):
     LearnerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1, dual_clip=1.4)),
     LearnerConfig(lr=1e-3, lora_rank=4, lora_dropout=0.2),  # dropout draws from the torch RNG
     LearnerConfig(lr=1e-3, value_coef=0.5),
-], ids=["full", "lora", "critic"])
+    LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.01)),  # coefficient rises each step
+], ids=["full", "lora", "critic", "adaptive_entropy"])
 def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     batches = make_batches(tok)
     lg = League()
@@ -75,6 +76,9 @@ def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
 
     for (n, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.equal(a, b), n
+    assert resumed.entropy_coef == straight.entropy_coef
+    if cfg.loss.entropy_target:
+        assert straight.entropy_coef == pytest.approx(0.02 + STEPS * 0.01)
     if cfg.value_coef:
         assert torch.equal(straight.value_head.weight, resumed.value_head.weight)
         assert straight.value_head.weight.abs().sum() > 0

@@ -237,3 +237,15 @@ def test_sequences_from_samples(tok):
     assert sequences_from_samples(samples, tok, recompute="missing")[0].logprobs == [-0.1, -0.2]
     with pytest.raises(ValueError, match="recompute"):
         sequences_from_samples(samples, tok, recompute="sometimes")
+
+
+def test_adaptive_entropy_bonus_raises_the_coefficient_the_loss_uses(tok):
+    fixed = Learner(fresh(), tok, LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02)))
+    adaptive = Learner(fresh(), tok, LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.05)))
+    a1, f1 = adaptive.step(batch(tok)), fixed.step(batch(tok))
+    assert a1["entropy_coef"] == 0.02 and a1["entropy"] < 20.0 and adaptive.entropy_coef == pytest.approx(0.07)
+    assert a1["loss"] == pytest.approx(f1["loss"])  # same coefficient on the first step
+    a2, f2 = adaptive.step(batch(tok)), fixed.step(batch(tok))
+    assert a2["entropy_coef"] == pytest.approx(0.07)
+    # the larger bonus lowers the loss by (0.07 - 0.02) x the entropy term
+    assert f2["loss"] - a2["loss"] == pytest.approx(0.05 * a2["entropy"], rel=0.05)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from training.loss import LossConfig, k3, policy_loss
+from training.loss import LossConfig, adapt_entropy_coef, k3, policy_loss
 
 # seq 0: A = +1, ratios 1.5, 0.5, 1.0 (3 tokens); seq 1: A = -1, ratios 3.0, 0.5 (2 tokens + pad)
 RATIOS = [[1.5, 0.5, 1.0], [3.0, 0.5, 1.0]]
@@ -79,3 +79,14 @@ def test_bad_config_is_rejected():
         LossConfig(aggregation="sum")
     with pytest.raises(ValueError, match="dual_clip"):
         LossConfig(dual_clip=0.5)
+    with pytest.raises(ValueError, match="entropy_target"):
+        LossConfig(entropy_target=-0.1)
+
+
+def test_adaptive_entropy_coefficient_moves_towards_the_target_within_bounds():
+    cfg = LossConfig(entropy_coef=0.01, entropy_target=0.3, entropy_coef_step=0.002, entropy_coef_max=0.012)
+    assert adapt_entropy_coef(0.01, 0.1, cfg) == pytest.approx(0.012)  # collapsing: more bonus
+    assert adapt_entropy_coef(0.01, 0.5, cfg) == pytest.approx(0.008)  # above target: less
+    assert adapt_entropy_coef(0.012, 0.1, cfg) == pytest.approx(0.012)  # ceiling
+    assert adapt_entropy_coef(0.001, 0.5, cfg) == 0.0  # floor
+    assert adapt_entropy_coef(0.01, 0.1, LossConfig(entropy_coef=0.01)) == 0.01  # no target: fixed

@@ -84,7 +84,7 @@ def save(
             "generator": rng.bit_generator.state if rng is not None else None,
         }
         torch.save(rngs, tmp / "rng.pt")
-        meta = {"step": step, "learner_step": learner.step_count, "config": config, "league": league, "state": state}
+        meta = {"step": step, "learner_step": learner.step_count, "entropy_coef": learner.entropy_coef, "config": config, "league": league, "state": state}
         try:
             text = json.dumps(meta, indent=1)
         except TypeError as e:
@@ -182,6 +182,7 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         learner.value_head.load_state_dict(torch.load(path / "value_head.pt", map_location=learner.device, weights_only=True))
     learner.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=learner.device, weights_only=True))
     learner.step_count = int(meta["learner_step"])
+    learner.entropy_coef = float(meta.get("entropy_coef", learner.cfg.loss.entropy_coef))  # adaptive (loss.entropy_target)
     rngs = torch.load(path / "rng.pt", weights_only=False)  # our own file: python/numpy states are pickled tuples
     random.setstate(rngs["python"])
     np.random.set_state(rngs["numpy"])

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from agents.constrained import allowed_token_ids
-from training.loss import LossConfig, policy_loss
+from training.loss import LossConfig, adapt_entropy_coef, policy_loss
 
 
 @dataclass
@@ -222,6 +222,7 @@ class Learner:
         self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, betas=self.cfg.betas, weight_decay=self.cfg.weight_decay,
                                            fused=self.device.type in ("cpu", "cuda"))
         self.step_count = 0
+        self.entropy_coef = self.cfg.loss.entropy_coef  # moves each step when loss.entropy_target > 0
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """What the optimizer trains: the policy's trainable weights, then the value head's."""
@@ -409,7 +410,7 @@ class Learner:
             if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
                 raise ValueError(f"a sequence has {len(s.logprobs)} logprobs for {len(s.completion_ids)} completion tokens")
         self.model.train()
-        lcfg = self.cfg.loss
+        lcfg = replace(self.cfg.loss, entropy_coef=self.entropy_coef)
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
         num_values = sum(s.value_target is not None for s in seqs) if self.value_head is not None else 0
@@ -421,7 +422,7 @@ class Learner:
         ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
         for mb in self._micro_batches(seqs):
             ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
-            want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy else None
+            want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy or lcfg.entropy_target > 0 else None
             logp, entropy, state = self._logprobs(self.model, mb, want, hidden=num_values > 0)
             old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
             loss, m = policy_loss(logp, old, mb.advantages, mb.mask, lcfg, ref_logp=ref, entropy=entropy,
@@ -446,6 +447,9 @@ class Learner:
             metrics["value_loss"] = value_total
         metrics.update(loss=loss_total, grad_norm=float(grad_norm), lr=lr, ratio_min=ratio_min, ratio_max=ratio_max,
                        tokens=float(num_tokens), sequences=float(num_seqs))
+        if lcfg.entropy_target > 0:
+            metrics["entropy_coef"] = self.entropy_coef
+            self.entropy_coef = adapt_entropy_coef(self.entropy_coef, metrics["entropy"], lcfg)
         return metrics
 
     # --- weights out ------------------------------------------------------------------

@@ -14,6 +14,12 @@ Aggregation over the (B, T) token grid (`mask` marks completion tokens):
 - `seq_mean_token_sum_norm` sum of all token losses / (sequences x `norm_constant`)
   (Dr.GRPO; SPIRAL uses a constant of 4096).
 
+Adaptive entropy bonus (Skywork-OR1's adaptive entropy control): with `entropy_target` > 0
+the learner (`training.learner.Learner.step`) starts from `entropy_coef` and after every
+step moves the coefficient up by `entropy_coef_step` when the step's mean token entropy was
+below the target and down by it otherwise, within [0, `entropy_coef_max`]: exploration is
+bought back only while the policy is collapsing.
+
 Gradient accumulation: pass the whole batch's `num_tokens` / `num_seqs` and every
 micro-batch's loss is its share of the full-batch loss, so the summed gradients equal one
 big-batch step.
@@ -39,7 +45,13 @@ class LossConfig:
     kl_coef: float = 0.0
     """weight of the k3 KL to the frozen reference (MARS: 0.2); 0 skips the reference pass"""
     entropy_coef: float = 0.0
-    """weight of the entropy bonus"""
+    """weight of the entropy bonus (with entropy_target > 0: its starting value)"""
+    entropy_target: float = 0.0
+    """> 0: adapt entropy_coef after every step towards keeping the mean token entropy at this value; 0: fixed"""
+    entropy_coef_step: float = 0.002
+    """how far entropy_coef moves per step when adaptive"""
+    entropy_coef_max: float = 0.1
+    """ceiling of the adaptive coefficient"""
     aggregation: str = "seq_mean_token_mean"
     """one of AGGREGATIONS"""
     norm_constant: float = 4096.0
@@ -52,6 +64,16 @@ class LossConfig:
             raise ValueError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
             raise ValueError(f"clip ranges must be clip_low in [0, 1), clip_high >= 0; got {self.clip_low}, {self.clip_high}")
+        if self.entropy_coef < 0 or self.entropy_target < 0 or self.entropy_coef_step < 0 or self.entropy_coef_max < 0:
+            raise ValueError("entropy_coef, entropy_target, entropy_coef_step and entropy_coef_max must be >= 0")
+
+
+def adapt_entropy_coef(coef: float, entropy: float, cfg: LossConfig) -> float:
+    """The next step's entropy coefficient (see the module docstring); fixed when entropy_target is 0."""
+    if cfg.entropy_target <= 0:
+        return coef
+    coef += cfg.entropy_coef_step if entropy < cfg.entropy_target else -cfg.entropy_coef_step
+    return min(max(coef, 0.0), cfg.entropy_coef_max)
 
 
 def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
