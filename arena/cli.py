@@ -6,7 +6,7 @@
     arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
     arena tournament CONFIG                      create or resume a tournament
     arena train CONFIG [--resume] [--steps N] [--out DIR]   self-play RL
-    arena plot RUN_DIR [RUN_DIR ...] [--out PNG]  evaluation curves of runs (seeds) on one chart
+    arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
 
 from __future__ import annotations
@@ -178,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("runs", nargs="+", metavar="RUN_DIR")
     pt.add_argument("--out", help="PNG path (default for one run: RUN_DIR/eval.png; required for several)")
     pt.add_argument("--labels", help="comma-separated legend names, one per run (default: the run dir names)")
+    pt.add_argument("--target", type=float, help="draw a dotted line at this rate (e.g. 0.9)")
     pt.set_defaults(func=cmd_plot)
     return p
 
@@ -186,7 +187,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
     from training.plots import plot_eval
 
     labels = args.labels.split(",") if args.labels else None
-    print(plot_eval(args.runs, args.out, labels))
+    print(plot_eval(args.runs, args.out, labels, target=args.target))
 
 
 def main(argv: list[str] | None = None) -> int:

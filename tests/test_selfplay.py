@@ -327,7 +327,7 @@ def test_arena_plot_draws_several_runs_on_one_chart(tmp_path, capsys):
                  "ci_low": 0.45, "ci_high": 0.6 + s / 1000, "invalid_rate": 0.0} for s in (0, 10, 20)]
         (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "compare.png"
-    assert cli_main(["plot", str(tmp_path / "seed0"), str(tmp_path / "seed1"), "--out", str(out), "--labels", "a,b"]) == 0
+    assert cli_main(["plot", str(tmp_path / "seed0"), str(tmp_path / "seed1"), "--out", str(out), "--labels", "a,b", "--target", "0.9"]) == 0
     assert out.stat().st_size > 1000 and str(out) in capsys.readouterr().out
     assert cli_main(["plot", str(tmp_path / "seed0")]) == 0 and (tmp_path / "seed0" / "eval.png").exists()
     assert cli_main(["plot", str(tmp_path / "seed0"), str(tmp_path / "seed1")]) == 2  # several runs need --out

@@ -20,9 +20,10 @@ def read_eval(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels: list[str] | None = None) -> Path:
+def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels: list[str] | None = None,
+              target: float | None = None) -> Path:
     """Draw the evaluation curves of one or more runs into `out` (default `<run_dir>/eval.png`
-    for one run; required for several)."""
+    for one run; required for several); `target`: a dotted line at that rate."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,6 +64,8 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
                         ax.plot(x, [1 - r["invalid_rate"] for r in rs], ls="--", color=ax.lines[-1].get_color(), label=f"legal moves vs {opp}")
         for j, x_key in enumerate(("step", "minutes")):
             ax = axes[i][j]
+            if target is not None:
+                ax.axhline(target, ls=":", color="grey", label=f"target {target:g}")
             ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
             ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
             ax.set_ylim(0, 1.02)
