@@ -16,7 +16,7 @@ Aggregation over the (B, T) token grid (`mask` marks completion tokens):
 
 Adaptive entropy bonus (Skywork-OR1's adaptive entropy control): with `entropy_target` > 0
 the learner (`training.learner.Learner.step`) starts from `entropy_coef` and after every
-step moves the coefficient up by `entropy_coef_step` when the step's mean token entropy was
+optimizer step moves the coefficient up by `entropy_coef_step` when the step's mean token entropy was
 below the target and down by it otherwise, within [0, `entropy_coef_max`]: exploration is
 bought back only while the policy is collapsing.
 
@@ -49,7 +49,7 @@ class LossConfig:
     entropy_target: float = 0.0
     """> 0: adapt entropy_coef after every step towards keeping the mean token entropy at this value; 0: fixed"""
     entropy_coef_step: float = 0.002
-    """how far entropy_coef moves per step when adaptive"""
+    """how far entropy_coef moves per optimizer step when adaptive"""
     entropy_coef_max: float = 0.1
     """ceiling of the adaptive coefficient"""
     aggregation: str = "seq_mean_token_mean"

@@ -50,10 +50,12 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
     gnames = sorted({g for g, _ in series})
     fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
     for i, game in enumerate(gnames):
+        per_point = 0
         for (g, opp), curves in sorted(series.items()):
             if g != game:
                 continue
             for label, rs in curves:
+                per_point = rs[-1]["games"]
                 name = f"vs {opp}" if single else f"{label} vs {opp}"
                 for j, x_key in enumerate(("step", "minutes")):
                     ax = axes[i][j]
@@ -70,8 +72,7 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
             ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
             ax.set_ylim(0, 1.02)
             ax.grid(alpha=0.3)
-            games_per_point = next(rs for (g, _), cs in series.items() if g == game for _, rs in cs)[-1]["games"]
-            ax.set_title(f"{game} (95% Wilson CI, {games_per_point} games per point)")
+            ax.set_title(f"{game} (95% Wilson CI, {per_point} games per point)")
             ax.legend(loc="lower right", fontsize="small" if not single else None)
     fig.tight_layout()
     out = Path(out)
