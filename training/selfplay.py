@@ -69,8 +69,8 @@ from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import AdvantageConfig, compute_advantages, learning_samples
 from training.league import League
-from training.plots import plot_eval
 from training.learner import Learner, LearnerConfig, sequences_from_samples
+from training.plots import plot_eval
 
 POLICY = "policy"  # the learning agent's name in every match
 SELF = "self"  # eval opponent spec: the policy in every seat
