@@ -92,9 +92,7 @@ def cmd_play(args: argparse.Namespace) -> None:
         raise ValueError(f"--opening must be >= 0, got {args.opening}")
     names = _unique_names(args.agents)
     agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
-    plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param))
-    for plan in plans:
-        plan.opening = args.opening
+    plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param), opening=args.opening)
     start = time.perf_counter()
     with tqdm(total=len(plans), desc=f"{args.game}", unit="match") as bar:
         records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))

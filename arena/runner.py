@@ -58,16 +58,18 @@ def plan_matches(
     seed: int = 0,
     params: dict | None = None,
     prefix: str = "m",
+    opening: int = 0,
 ) -> list[MatchPlan]:
     """`n` matches of `game` with seats rotated so each agent plays each seat equally often.
 
-    With two agents that is alternating seats; match i gets seed `seed + i`.
+    With two agents that is alternating seats; match i gets seed `seed + i`; every match
+    opens with 0..`opening` random moves.
     """
     players = games.info(game).num_players if not game.startswith("openspiel:") else games.make(game, **(params or {})).num_agents
     plans = []
     for i in range(n):
         seats = [agent_names[(i + k) % len(agent_names)] for k in range(players)]
-        plans.append(MatchPlan(f"{prefix}{i:05d}", game, seats, seed + i, dict(params or {})))
+        plans.append(MatchPlan(f"{prefix}{i:05d}", game, seats, seed + i, dict(params or {}), opening))
     return plans
 
 

@@ -477,9 +477,9 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
     for j, (gi, opp) in enumerate(zip(game_idx, opponents)):
         g = cfg.games[gi]
         names = [POLICY] if opp is None else [POLICY, opp]
-        for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m"):
+        for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m",
+                                 opening=g.opening if opp is None else 0):
             plan.seed = int(seeds[j])  # both seat orders of a pair play the same deal (and opening)
-            plan.opening = g.opening if opp is None else 0
             out.append((plan, opp))
     return out
 
