@@ -88,7 +88,7 @@ def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: i
     from tournaments.store import MatchResult
 
     def play_matches(specs) -> Iterator[MatchResult]:
-        plans = [MatchPlan(s.match_id, s.game, list(s.seats), s.seed, dict(s.params)) for s in specs]
+        plans = [MatchPlan(s.match_id, s.game, list(s.seats), s.seed, dict(s.params), s.opening) for s in specs]
         try:
             for rec in play(plans, agents, concurrency=concurrency, out=str(jsonl), max_turns=max_turns, progress=progress):
                 yield MatchResult.from_record(rec, jsonl)

@@ -79,6 +79,26 @@ def test_explicit_db_path(tmp_path, capsys):
     assert "report: " + str(db.with_suffix(".html")) in capsys.readouterr().out
 
 
+def test_random_openings_start_matches_and_both_seat_orders_share_them(tmp_path):
+    cfg = {"name": "openings", "format": "round_robin", "players": {"a": "minimax", "b": "minimax"},
+           "games_per_pairing": 6, "seed": 3, "games": [{"name": "tic_tac_toe", "opening": 3}]}
+    db = tmp_path / "opened.db"
+    assert arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(db)]) == 0
+    opened = {r.match_id: [(t.agent, t.move) for t in r.turns] for r in read_jsonl(db.with_suffix(".jsonl"))}
+    # 0..3 random moves open each match, recorded as the agent "opening"
+    assert len(opened) == 6 and len({tuple(m) for m in opened.values()}) > 1
+    assert any(m[0][0] == "opening" for m in opened.values())
+    for m in opened.values():  # the opening comes first, then only the players move
+        k = sum(agent == "opening" for agent, _ in m)
+        assert k <= 3 and all(agent == "opening" for agent, _ in m[:k])
+    # both seat orders of a pairing (games 2m, 2m+1) open the same way
+    for g in range(0, 6, 2):
+        first, second = (opened[f"RR|a|b|0.tic_tac_toe|{i}"] for i in (g, g + 1))
+        assert [mv for ag, mv in first if ag == "opening"] == [mv for ag, mv in second if ag == "opening"]
+    with sqlite3.connect(db) as conn:
+        assert {o for (o,) in conn.execute("SELECT opening FROM schedule")} == {3}
+
+
 BAD = [
     ({"format": "ladder"}, "unknown format 'ladder'"),
     ({"players": {"a": "random"}}, "at least two player"),
@@ -93,6 +113,8 @@ BAD = [
     ({"rating": {"reference": "nobody"}}, "rating.reference 'nobody' is not a player"),
     ({"players": {"a": "random", "b": "alphazero"}}, "unknown agent 'alphazero'"),
     ({"players": {"a": "random", "b": "mcts:5"}}, "mcts needs a perfect-information"),
+    ({"games": [{"name": "tic_tac_toe", "opening": -1}]}, "games[0].opening must be an integer >= 0"),
+    ({"games": [{"name": "tic_tac_toe", "openings": 2}]}, "unknown key 'openings'"),
 ]
 
 

@@ -42,6 +42,20 @@ def test_draws_count_half():
     assert r["a"].theta - r["b"].theta == pytest.approx(math.log(2), abs=1e-3)
 
 
+def test_all_draws_still_get_an_interval():
+    # six draws between equals: every game is predicted exactly, so the sandwich's B is 0;
+    # the interval falls back to the model-based variance 1/(games * 1/4) of the difference
+    r = bradley_terry([("a", "b", 0.5)] * 6, reference="b", l2=1e-6)
+    half_width = 1.959964 * ELO_SCALE * math.sqrt(1 / (6 * 0.25))
+    assert r["a"].elo == pytest.approx(1000.0, abs=1e-6)
+    assert r["a"].hi - r["a"].elo == pytest.approx(half_width, rel=1e-3)
+    assert r["b"].lo == r["b"].hi == pytest.approx(1000.0)
+    # a player with any residual keeps its robust interval
+    mixed = [("a", "b", 0.5)] * 6 + [("a", "c", 1.0), ("c", "a", 0.5)]
+    r2 = bradley_terry(mixed, reference="b", l2=1e-6)
+    assert r2["c"].hi - r2["c"].lo > 0
+
+
 def test_recovers_known_strengths():
     strengths = {"p0": 0.0, "p1": 0.7, "p2": 1.4, "p3": -1.0}
     r = bradley_terry(simulate(strengths, 150), reference="p0")

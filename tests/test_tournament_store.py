@@ -126,6 +126,30 @@ def test_resume_with_another_config_is_refused(tmp_path):
     assert result.played == 0 and result.ratings["p02"].elo == pytest.approx(1000.0)
 
 
+def test_a_store_from_before_openings_resumes(tmp_path):
+    config = sim_config(4, "round_robin")
+    strengths = strengths_of(list(config.players))
+    db = tmp_path / "t.db"
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), 3), db)
+    assert '"opening"' not in Store(db).meta("config")  # configs without openings store no such key
+    with sqlite3.connect(db) as conn:  # the schedule table as it was before the column existed
+        conn.execute("ALTER TABLE schedule DROP COLUMN opening")
+    result = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    assert result.played + result.recovered == 3 and len(result.results) == 6
+    assert all(s.opening == 0 for s in result.schedule)
+
+
+def _interrupt_after(play, limit):
+    def wrapped(specs):
+        for i, r in enumerate(play(specs)):
+            if i == limit:
+                raise KeyboardInterrupt
+            yield r
+
+    return wrapped
+
+
 def test_unfinished_tournament_cannot_be_loaded_and_second_runner_is_locked(tmp_path):
     config = sim_config(4, "round_robin")
     db = tmp_path / "t.db"

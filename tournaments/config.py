@@ -12,6 +12,7 @@
     games:                              # every pairing plays each of these
       - tic_tac_toe
       - {name: kuhn_poker, params: {}}
+      - {name: connect_four, opening: 4}  # each match opens with 0..4 random moves
     games_per_pairing: 2                # k: games of each game per pairing (best-of-k in elimination)
     seed: 0
     rating: {reference: random, ci: sandwich}
@@ -22,6 +23,12 @@ An agent spec is a string ("random", "mcts:50", "llm:smollm2-135m") or a mapping
 `{by_game: {GAME: SPEC, ..., default: SPEC}}` plays each game with its own agent, for bots
 that know one game (MCTS needs perfect information, CFR knows poker, tit-for-tat social
 dilemmas); every game of the config needs an entry or a `default`.
+
+`opening: K` on a game opens each of its matches with 0..K uniformly random legal moves
+(`arena.runner.MatchPlan.opening`), so strong bots also meet in positions their own
+play never reaches (two perfect tic-tac-toe players only ever draw); the two seat orders of a pairing share the seed, so each player plays
+both sides of the same opening (and deal). A game without an opening stores no
+`opening` key, so tournaments created before the option existed resume unchanged.
 
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key.
@@ -48,6 +55,7 @@ class GameSpec:
 
     name: str  # registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel"
     params: dict = field(default_factory=dict)  # game parameters for `games.make`
+    opening: int = 0  # each match opens with 0..opening uniformly random legal moves
 
 
 @dataclass
@@ -76,7 +84,11 @@ class TournamentConfig:
 
     def to_json(self) -> str:
         """Canonical JSON (stored with the tournament; a resume must match it)."""
-        return json.dumps(asdict(self), sort_keys=True)
+        d = asdict(self)
+        for g in d["games"]:
+            if not g["opening"]:
+                del g["opening"]  # the stored form of a config from before openings
+        return json.dumps(d, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "TournamentConfig":
@@ -155,13 +167,16 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
             g = {"name": g}
         if not isinstance(g, Mapping) or not isinstance(g.get("name"), str):
             raise ValueError(f"games[{i}] must be a game name or a mapping with a 'name', got {g!r}")
-        extra = sorted(set(g) - {"name", "params"})
+        extra = sorted(set(g) - {"name", "params", "opening"})
         if extra:
-            raise ValueError(f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: name, params)")
+            raise ValueError(f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: name, params, opening)")
         params = g.get("params") or {}
         if not isinstance(params, Mapping):
             raise ValueError(f"games[{i}].params must be a mapping, got {type(params).__name__}")
-        game_specs.append(GameSpec(g["name"], dict(params)))
+        opening = g.get("opening", 0)
+        if not isinstance(opening, int) or isinstance(opening, bool) or opening < 0:
+            raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening each match), got {opening!r}")
+        game_specs.append(GameSpec(g["name"], dict(params), opening))
     if check_games:
         _check_games(game_specs)
     for pname, spec in specs.items():

@@ -73,11 +73,11 @@ def leaderboard(result: TournamentResult) -> list[Row]:
     return rows
 
 
-def _ci(row: Row) -> str:
+def _ci(row: Row, reference: str | None) -> str:
+    if row.player == reference:
+        return f"{row.elo:.0f} (reference)"
     if math.isnan(row.lo):
         return f"{row.elo:.0f}"
-    if abs(row.hi - row.lo) < 1e-9:
-        return f"{row.elo:.0f} (reference)"
     return f"{row.elo:.0f} [{row.lo:.0f}, {row.hi:.0f}]"
 
 
@@ -95,7 +95,7 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
     for col in ("rank", "player", "rating [CI]", "W", "D", "L", "games", "points"):
         table.add_column(col, justify="left" if col == "player" else "right")
     for r in leaderboard(result):
-        table.add_row(str(r.rank), r.player, _ci(r), str(r.wins), str(r.draws), str(r.losses), str(r.games), f"{r.points:.4g}")
+        table.add_row(str(r.rank), r.player, _ci(r, ro.reference), str(r.wins), str(r.draws), str(r.losses), str(r.games), f"{r.points:.4g}")
     console.print(table)
 
 
@@ -237,7 +237,7 @@ def _leaderboard_html(result: TournamentResult, records: dict) -> str:
     head += "<th>invalid first replies</th>" if invalid else ""
     body = []
     for r in rows:
-        ci = "" if math.isnan(r.lo) else ("reference" if abs(r.hi - r.lo) < 1e-9 else f"[{r.lo:.0f}, {r.hi:.0f}]")
+        ci = "reference" if r.player == result.config.rating.reference else "" if math.isnan(r.lo) else f"[{r.lo:.0f}, {r.hi:.0f}]"
         cells = [f"<td>{r.rank}</td>", f'<td class="l player">{_e(r.player)}</td>', f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
                  f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{ci}</td>',
                  *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)), f"<td>{r.points:.4g}</td>"]

@@ -10,7 +10,9 @@ order, as matches finish. Each yielded result is stored at once, in its own tran
 
 Expansion: a pairing (a, b) of the format plays, for each of its games g and each game j
 of the config, one match with seats [a, b] when g + j is even and [b, a] otherwise (seats
-alternate across repeats and across games). A game g of the format counts the mean points
+alternate across repeats and across games). With a random opening (`games[j].opening`)
+games 2m and 2m+1 of a pairing (the two seat orders) share their seed, hence the opening
+and the deal: each player plays both sides of it. A game g of the format counts the mean points
 of its matches, so a multi-game pairing is still one comparison per g.
 
 Resume = rerun with the same config and DB: the format is replayed from its seed and the
@@ -72,7 +74,8 @@ def match_specs(config: TournamentConfig, pairing: Pairing, round_no: int) -> li
         for j, game in enumerate(config.games):
             seats = [pairing.a, pairing.b] if (g + j) % 2 == 0 else [pairing.b, pairing.a]
             mid = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}|{g}"
-            specs.append(MatchSpec(mid, game.name, dict(game.params), match_seed(config.seed, mid), seats, round_no, pairing.label))
+            seed_key = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}|pair{g // 2}" if game.opening else mid
+            specs.append(MatchSpec(mid, game.name, dict(game.params), match_seed(config.seed, seed_key), seats, round_no, pairing.label, game.opening))
     return specs
 
 

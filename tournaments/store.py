@@ -4,7 +4,8 @@ Tables
     meta      key -> value: "config" (canonical JSON of the TournamentConfig), "status"
     players   name -> agent spec (JSON)
     schedule  every match the format has asked for so far: match_id (unique), round,
-              label, position, game, params, seed, seats — written before it is played
+              label, position, game, params, seed, seats, opening — written before it
+              is played
     matches   every finished match: match_id (unique, references schedule), scores,
               outcome, trajectory (the JSONL file holding its MatchRecord), error
 
@@ -31,7 +32,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS players (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS schedule (
     match_id TEXT PRIMARY KEY, round INTEGER NOT NULL, label TEXT NOT NULL, position INTEGER NOT NULL,
-    game TEXT NOT NULL, params TEXT NOT NULL, seed INTEGER NOT NULL, seats TEXT NOT NULL);
+    game TEXT NOT NULL, params TEXT NOT NULL, seed INTEGER NOT NULL, seats TEXT NOT NULL,
+    opening INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS matches (
     match_id TEXT PRIMARY KEY REFERENCES schedule(match_id), scores TEXT NOT NULL, outcome TEXT NOT NULL,
     trajectory TEXT, error TEXT, finished_at REAL NOT NULL);
@@ -49,6 +51,7 @@ class MatchSpec:
     seats: list[str]  # player names in seat order: seats[i] plays player_i
     round: int = 0  # format round (0-based) that scheduled it
     label: str = ""  # round label ("RR", "S2", "W1", "L3", "GF", ...)
+    opening: int = 0  # the match opens with 0..opening random legal moves (arena.runner.MatchPlan)
 
 
 @dataclass
@@ -98,6 +101,9 @@ class Store:
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.executescript(SCHEMA)
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(schedule)")}
+        if "opening" not in columns:  # a store written before openings existed
+            self.conn.execute("ALTER TABLE schedule ADD COLUMN opening INTEGER NOT NULL DEFAULT 0")
         self._lock = None
 
     def close(self) -> None:
@@ -163,24 +169,25 @@ class Store:
         new = [s for s in specs if s.match_id not in known]
         for s in specs:
             old = known.get(s.match_id)
-            if old is not None and (old.game, old.params, old.seed, old.seats) != (s.game, s.params, s.seed, s.seats):
+            if old is not None and (old.game, old.params, old.seed, old.seats, old.opening) != (s.game, s.params, s.seed, s.seats, s.opening):
                 raise RuntimeError(f"match {s.match_id} was scheduled differently before (non-deterministic format?)")
         if not new:
             return
         with self.conn:
             start = self.conn.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM schedule").fetchone()[0]
             self.conn.executemany(
-                "INSERT INTO schedule VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(s.match_id, s.round, s.label, start + i, s.game, json.dumps(s.params, sort_keys=True), s.seed, json.dumps(s.seats)) for i, s in enumerate(new)],
+                "INSERT INTO schedule (match_id, round, label, position, game, params, seed, seats, opening) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(s.match_id, s.round, s.label, start + i, s.game, json.dumps(s.params, sort_keys=True), s.seed, json.dumps(s.seats), s.opening)
+                 for i, s in enumerate(new)],
             )
 
     def schedule(self, ids: list[str] | None = None) -> list[MatchSpec]:
         """Scheduled matches in order (only `ids` when given)."""
-        rows = self.conn.execute("SELECT match_id, game, params, seed, seats, round, label FROM schedule ORDER BY position").fetchall()
+        rows = self.conn.execute("SELECT match_id, game, params, seed, seats, round, label, opening FROM schedule ORDER BY position").fetchall()
         if ids is not None:
             wanted = set(ids)
             rows = [r for r in rows if r[0] in wanted]
-        return [MatchSpec(m, g, json.loads(p), s, json.loads(seats), r, lab) for m, g, p, s, seats, r, lab in rows]
+        return [MatchSpec(m, g, json.loads(p), s, json.loads(seats), r, lab, o) for m, g, p, s, seats, r, lab, o in rows]
 
     # -- results -----------------------------------------------------------------------
 
