@@ -34,7 +34,17 @@ is only reachable with N-1 = 15 matches, i.e. seeds from prior ratings: a seedin
 against an anchor costs N-1 more (2N-2 = 30, 4x fewer than RR's 120). Compare se_prior
 with `prior` before crediting the bracket. `--spread` sets how decisive one comparison
 is (sd of strengths in logits; 2 ~ 350 Elo): the larger, the closer every format gets to
-round robin.
+round robin. At the default spread 2 (500 trials): se_prior 0.835 of round robin's tau,
+se_anchor 0.857 (4x fewer); the bound below shows no tie-break can lift a bracket ranked
+by round out past ~0.87, nor any ranking from win/loss results past ~0.88; only an
+unconstrained posterior over the scores with the true noise model reaches ~0.95.
+
+The bound (`--bound`, on by default): could any final ranking of se_prior's 15 matches
+meet the target? It ranks the same brackets by the Bayes posterior mean of each strength
+given the prior rating and every game, with the simulation's true noise model (an oracle:
+no real tournament knows it): alone ("posterior"), from win/loss only
+("posterior, win/loss"), and as the tie-break within ArenaRL's rule that ranks by the
+round a player was knocked out in ("round out + posterior").
 """
 
 from __future__ import annotations
@@ -109,6 +119,63 @@ def measure(sizes, formats, trials, spread, prior_noise, outcome_only, seed) -> 
     return table
 
 
+EULER_GAMMA = 0.5772156649015329  # mean of a Gumbel(0, 1)
+
+
+def bound_trial(n: int, rng: np.random.Generator, spread: float, prior_noise: float) -> dict[str, float]:
+    """Kendall tau of oracle rankings of one prior-seeded bracket (see the module doc)."""
+    from scipy.optimize import minimize
+
+    strengths = rng.normal(0.0, spread, n)
+    prior = strengths + rng.normal(0.0, prior_noise, n)
+    played: list[tuple[int, int, float, float]] = []
+
+    def compare(pairs):
+        out = [(strengths[a] + rng.gumbel(), strengths[b] + rng.gumbel()) for a, b in pairs]
+        played.extend((a, b, pa, pb) for (a, b), (pa, pb) in zip(pairs, out))
+        return out
+
+    outcome = judge_group(n, compare, "single_elimination", seeding="ratings", ratings=dict(enumerate(prior)),
+                          seed=int(rng.integers(2**31)))
+    # scored: each game's score is strength + Gumbel, a Normal-ish measurement (mean shift gamma, variance pi^2/6)
+    total, games = np.zeros(n), np.zeros(n)
+    for a, b, pa, pb in played:
+        total[[a, b]] += (pa - EULER_GAMMA, pb - EULER_GAMMA)
+        games[[a, b]] += 1
+    noise_var = np.pi**2 / 6
+    posterior = (prior / prior_noise**2 + total / noise_var) / (1 / spread**2 + 1 / prior_noise**2 + games / noise_var)
+    # win/loss: MAP of Bradley-Terry with the prior ratings as a Gaussian prior
+    win, lose = (np.array([a if pa > pb else b for a, b, pa, pb in played]), np.array([b if pa > pb else a for a, b, pa, pb in played]))
+
+    def neg_log_post(x):
+        p = 1 / (1 + np.exp(-(x[win] - x[lose])))
+        grad = (x - prior) / prior_noise**2
+        np.add.at(grad, win, -(1 - p))
+        np.add.at(grad, lose, 1 - p)
+        return -np.log(p).sum() + ((x - prior) ** 2).sum() / (2 * prior_noise**2), grad
+
+    posterior_wl = minimize(neg_log_post, prior.copy(), jac=True, method="L-BFGS-B").x
+    stage = np.array([99 if outcome.stats[i]["eliminated"] == "champion" else int(outcome.stats[i]["eliminated"][1:]) for i in range(n)])
+    ranks = outcome.ranks()
+    return {
+        "se_prior as ranked": kendalltau(-strengths, [ranks[i] for i in range(n)]).statistic,
+        "posterior": kendalltau(strengths, posterior).statistic,
+        "posterior, win/loss": kendalltau(strengths, posterior_wl).statistic,
+        "round out + posterior": kendalltau(strengths, stage * 1e3 + posterior).statistic,
+    }
+
+
+def print_bound(trials: int, spread: float, prior_noise: float, seed: int, rr_tau: float) -> dict[str, float]:
+    """Mean tau of each oracle ranking (printed with its ratio to round robin's `rr_tau`)."""
+    rng = np.random.default_rng([seed, 16, 99])
+    rows = [bound_trial(16, rng, spread, prior_noise) for _ in range(trials)]
+    print(f"\nbound at N=16, spread {spread}: se_prior's 15 matches ranked by an oracle posterior ({trials} trials)")
+    means = {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
+    for key, tau in means.items():
+        print(f"  {key:<24} tau {tau:.3f}   {tau / rr_tau:.3f} x round robin")
+    return means
+
+
 def print_table(table: dict, sizes, formats) -> None:
     head = f"{'N':>3}  {'format':<12} {'matches':>8} {'tau':>13} {'top-1':>6}   {'matches/RR':>10} {'RR/matches':>10} {'tau/RR':>7}"
     print(head)
@@ -165,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--outcome-only", action="store_true", help="scores are 1/0 (no margin)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", help="save a matches-vs-tau figure here")
+    ap.add_argument("--no-bound", dest="bound", action="store_false", help="skip the oracle bound (see the module doc)")
     ap.add_argument("--scan", type=float, nargs="*", default=[1.0, 2.0, 3.0, 4.0, 6.0],
                     help="also print the N=16 target ratios at these strength spreads (none: skip)")
     args = ap.parse_args(argv)
@@ -181,6 +249,8 @@ def main(argv: list[str] | None = None) -> dict:
             ok = r["tau"] >= 0.9 * rr["tau"] and rr["matches"] >= 7 * r["matches"]
             print(f"target at N=16 ({fmt}: tau >= 0.9 x RR with >= 7x fewer matches): "
                   f"{r['tau'] / rr['tau']:.3f} x tau, {rr['matches'] / r['matches']:.1f}x fewer -> {'MET' if ok else 'not met'}")
+    if args.bound and (16, "round_robin") in table:
+        table[16, "bound"] = print_bound(args.trials, args.spread, args.prior_noise, args.seed, table[16, "round_robin"]["tau"])
     if args.scan:
         print(f"\nwhere the claim holds (N=16, {args.trials} trials per cell): tau as a fraction of round robin's, by strength spread")
         print(f"{'spread':>6}  {'RR tau':>6}  {'se_anchor (4x fewer)':>20}  {'se_prior (8x fewer)':>19}  {'prior alone':>11}")

@@ -20,5 +20,9 @@ def test_bench_counts_and_ordering(capsys):
     assert table[n, "prior"]["matches"] == 0
     tau = {f: table[n, f]["tau"] for f in bench.FORMATS}
     assert tau["round_robin"] > tau["se_anchor"] > tau["se_random"]
+    # the oracle bound ranks the same kind of brackets: knowing every score beats the bracket's own order
+    bound = table[n, "bound"]
+    assert bound["posterior"] > bound["se_prior as ranked"]
+    assert abs(bound["se_prior as ranked"] - tau["se_prior"]) < 0.1
     out = capsys.readouterr().out
-    assert "target at N=16" in out and "round_robin" in out
+    assert "target at N=16" in out and "round_robin" in out and "bound at N=16" in out
