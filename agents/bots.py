@@ -79,8 +79,12 @@ class MCTSAgent:
         return out
 
 
+FULL_SEARCH_PLIES = 12  # minimax without a depth only for games this short (tic-tac-toe: 9)
+
+
 class MinimaxAgent:
-    """Alpha-beta search `depth` plies ahead (None: the whole game); random among the best moves."""
+    """Alpha-beta search `depth` plies ahead (None: the whole game, for games of at most
+    FULL_SEARCH_PLIES plies); random among the best moves."""
 
     def __init__(self, name: str = "minimax", depth: int | None = None):
         if depth is not None and depth < 1:
@@ -100,6 +104,9 @@ class MinimaxAgent:
                     or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION
                     or kind.dynamics != kind.dynamics.SEQUENTIAL):
                 raise ValueError(f"minimax needs a two-player zero-sum deterministic perfect-information game; {kind.short_name} is not")
+            if self.depth is None and game.max_game_length() > FULL_SEARCH_PLIES:
+                raise ValueError(f"minimax without a depth searches to the end of the game; {kind.short_name} lasts up to "
+                                 f"{game.max_game_length()} plies, too many to finish: give a depth, e.g. minimax:5")
             depth = self.depth - 1 if self.depth is not None else game.max_game_length()
             # an unfinished line at the depth limit is worth 0 (a draw)
             values = {a: alpha_beta_search(game, state.child(a), lambda s: 0.0, depth, player)[0] for a in state.legal_actions()}

@@ -112,6 +112,9 @@ def test_minimax_takes_a_win_at_depth_1_blocks_at_depth_2_and_never_loses_at_ful
     assert all(sorted(r.returns.values()) == [0.0, 0.0] for r in _run(8, n=10, specs=("minimax", "minimax:9")))
     with pytest.raises(ValueError, match="zero-sum deterministic perfect-information"):
         _run(1, n=1, game="kuhn_poker", specs=("minimax", "random"))
+    with pytest.raises(ValueError, match="connect_four lasts up to 42 plies.*minimax:5"):  # would never finish
+        _run(1, n=1, game="connect_four", specs=("minimax", "random"))
+    assert len(_run(1, n=1, game="connect_four", specs=("minimax:2", "random"))) == 1
 
 
 def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
