@@ -140,6 +140,29 @@ def test_a_store_from_before_openings_resumes(tmp_path):
     assert all(s.opening == 0 for s in result.schedule)
 
 
+def test_seeds_from_an_earlier_tournaments_ratings(tmp_path):
+    from tournaments.config import load_config
+
+    first = sim_config(6, "round_robin", 2)
+    strengths = strengths_of(list(first.players))
+    db = tmp_path / "first.db"
+    done = run_tournament(first, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    players = {p: spec for p, spec in list(first.players.items())[1:]}  # one player dropped
+    players["newcomer"] = dict(players["p01"])
+    spec = {"name": "second", "format": "single_elimination", "players": players, "games": ["tic_tac_toe"],
+            "format_options": {"seeding": "ratings", "ratings": str(db)}}
+    second = load_config(spec, check_games=False)
+    prior = second.format_options["ratings"]
+    assert set(prior) == set(players) - {"newcomer"}  # the dropped player's rating is left out
+    for p in prior:
+        assert prior[p] == pytest.approx(done.ratings[p].elo)
+    result = run_tournament(second, bt_play_matches({**strengths, "newcomer": 0.0}, str(tmp_path / "second.jsonl")), tmp_path / "second.db")
+    seeds = {p: st["seed"] for p, st in result.outcome.stats.items()}
+    assert sorted(prior, key=lambda p: seeds[p]) == sorted(prior, key=lambda p: -prior[p]) and seeds["newcomer"] == len(players)
+    with pytest.raises(ValueError, match="no tournament database at"):
+        load_config({**spec, "format_options": {"seeding": "ratings", "ratings": str(tmp_path / "nope.db")}}, check_games=False)
+
+
 def _interrupt_after(play, limit):
     def wrapped(specs):
         for i, r in enumerate(play(specs)):

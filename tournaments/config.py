@@ -2,7 +2,7 @@
 
     name: quickstart
     format: single_elimination          # round_robin | swiss | single_elimination | double_elimination | anchor
-    format_options: {seeding: anchor, anchor: random}
+    format_options: {seeding: anchor, anchor: random}   # or {seeding: ratings, ratings: runs/last/tournament.db}
     players:                            # name -> agent spec, as `agents.make_agent` takes it
       smollm2: {type: llm, model: smollm2-135m, fallback: random}
       random: random
@@ -29,6 +29,10 @@ dilemmas); every game of the config needs an entry or a `default`.
 play never reaches (two perfect tic-tac-toe players only ever draw); the two seat orders of a pairing share the seed, so each player plays
 both sides of the same opening (and deal). A game without an opening stores no
 `opening` key, so tournaments created before the option existed resume unchanged.
+
+Seeding from prior ratings (`seeding: ratings`) takes a mapping {player: rating} or the
+path of an earlier tournament's DB, whose Bradley-Terry Elo ratings (of the players both
+share; the others are seeded last) are read once and stored with this tournament.
 
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key.
@@ -204,10 +208,14 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     for key in ("anchor",):
         if key in opts and opts[key] not in specs:
             raise ValueError(f"format_options.{key} {opts[key]!r} is not a player (players: {', '.join(specs)})")
+    if isinstance(opts.get("ratings"), str):  # an earlier tournament's DB: its Bradley-Terry Elo of the players here
+        from tournaments.run import stored_ratings
+
+        opts["ratings"] = {p: elo for p, elo in stored_ratings(opts["ratings"]).items() if p in specs}
     if "ratings" in opts:
         r = opts["ratings"]
         if not isinstance(r, Mapping) or not all(isinstance(v, (int, float)) for v in r.values()):
-            raise ValueError("format_options.ratings must map player names to numbers")
+            raise ValueError("format_options.ratings must map player names to numbers, or name an earlier tournament's .db")
         unknown_p = [p for p in r if p not in specs]
         if unknown_p:
             raise ValueError(f"format_options.ratings names unknown players: {', '.join(map(repr, unknown_p))}")

@@ -36,7 +36,8 @@ from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
-__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "match_specs", "match_seed", "jsonl_beside"]
+__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "stored_ratings", "match_specs",
+           "match_seed", "jsonl_beside"]
 
 
 @dataclass
@@ -169,3 +170,25 @@ def load_tournament(db_path: str | os.PathLike, jsonl_path: str | os.PathLike | 
     if text is None:
         raise ValueError(f"{db_path} is not a tournament database (no config stored)")
     return run_tournament(TournamentConfig.from_json(text), None, db_path, jsonl_path)
+
+
+def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
+    """Bradley-Terry Elo of the players of the tournament in `db_path`, from every match
+    stored so far (finished or not), pinned as its config pins them: prior ratings to seed
+    another tournament with.
+    """
+    from tournaments.ratings import bradley_terry
+
+    if not Path(db_path).is_file():
+        raise ValueError(f"no tournament database at {db_path} (to read prior ratings from)")
+    with Store(db_path) as store:
+        text = store.meta("config")
+        if text is None:
+            raise ValueError(f"{db_path} is not a tournament database (no config stored)")
+        config = TournamentConfig.from_json(text)
+        results = store.results()
+        games = [(s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0])) for s in store.schedule() if s.match_id in results]
+    if not games:
+        raise ValueError(f"{db_path} has no finished match to rate its players by")
+    ratings = bradley_terry(games, list(config.players), config.rating.reference, ci=None)
+    return {p: r.elo for p, r in ratings.items()}
