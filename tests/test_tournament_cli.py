@@ -128,6 +128,20 @@ def test_bad_config_is_a_one_line_error(tmp_path, capsys, change, message):
     assert err.startswith("arena tournament: error: ") and message in err, err
 
 
+def test_prior_ratings_from_a_file_that_is_no_tournament(tmp_path, capsys):
+    not_a_db = tmp_path / "notes.txt"
+    not_a_db.write_text("these are not ratings\n" * 50)
+    cfg = {"name": "bad", "format": "single_elimination", "players": {"a": "random", "b": "random"}, "games": ["kuhn_poker"],
+           "format_options": {"seeding": "ratings", "ratings": str(not_a_db)}}
+    assert arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(tmp_path / "b.db")]) == 2
+    assert "notes.txt is not a tournament database" in capsys.readouterr().err
+    assert not (tmp_path / "b.db").exists()
+    # a DB given as the store that is not SQLite is refused the same way, and left as it was
+    assert arena_main(["tournament", str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))), "--db", str(not_a_db)]) == 2
+    assert "is not a tournament database" in capsys.readouterr().err
+    assert not_a_db.read_text() == "these are not ratings\n" * 50
+
+
 def test_missing_config_file(tmp_path, capsys):
     assert arena_main(["tournament", str(tmp_path / "nope.yaml")]) == 2
     assert "not found" in capsys.readouterr().err

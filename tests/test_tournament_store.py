@@ -161,6 +161,9 @@ def test_seeds_from_an_earlier_tournaments_ratings(tmp_path):
     assert sorted(prior, key=lambda p: seeds[p]) == sorted(prior, key=lambda p: -prior[p]) and seeds["newcomer"] == len(players)
     with pytest.raises(ValueError, match="no tournament database at"):
         load_config({**spec, "format_options": {"seeding": "ratings", "ratings": str(tmp_path / "nope.db")}}, check_games=False)
+    strangers = {"x": players["p01"], "y": players["p02"]}
+    with pytest.raises(ValueError, match="rated none of these players"):
+        load_config({**spec, "players": strangers}, check_games=False)
 
 
 def _interrupt_after(play, limit):

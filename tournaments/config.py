@@ -211,7 +211,10 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     if isinstance(opts.get("ratings"), str):  # an earlier tournament's DB: its Bradley-Terry Elo of the players here
         from tournaments.run import stored_ratings
 
-        opts["ratings"] = {p: elo for p, elo in stored_ratings(opts["ratings"]).items() if p in specs}
+        source = opts["ratings"]
+        opts["ratings"] = {p: elo for p, elo in stored_ratings(source).items() if p in specs}
+        if not opts["ratings"]:
+            raise ValueError(f"format_options.ratings: the tournament in {source} rated none of these players")
     if "ratings" in opts:
         r = opts["ratings"]
         if not isinstance(r, Mapping) or not all(isinstance(v, (int, float)) for v in r.values()):
