@@ -160,13 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("tournament", help="create or resume a tournament from a YAML config")
-    t.add_argument("config")
+    t.add_argument("config", help="tournament YAML: players, games, format, rating (e.g. configs/quickstart.yaml)")
     t.add_argument("--db", help="SQLite file (default: runs/<name>/tournament.db; trajectories and report beside it)")
     t.add_argument("--report-only", action="store_true", help="only print the leaderboard and rewrite the HTML report of a finished tournament")
     t.set_defaults(func=cmd_tournament)
 
     tr = sub.add_parser("train", help="self-play RL from a YAML config")
-    tr.add_argument("config")
+    tr.add_argument("config", help="training YAML (e.g. configs/train_tictactoe_tiny.yaml)")
     tr.add_argument("--resume", action="store_true", help="continue from the run dir's latest checkpoint")
     tr.add_argument("--steps", type=int, help="override the config's steps")
     tr.add_argument("--out", help="override the config's run_dir")
