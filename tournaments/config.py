@@ -25,10 +25,11 @@ that know one game (MCTS needs perfect information, CFR knows poker, tit-for-tat
 dilemmas); every game of the config needs an entry or a `default`.
 
 `opening: K` on a game opens each of its matches with 0..K uniformly random legal moves
-(`arena.runner.MatchPlan.opening`), so strong bots also meet in positions their own
-play never reaches (two perfect tic-tac-toe players only ever draw); the two seat orders of a pairing share the seed, so each player plays
-both sides of the same opening (and deal). A game without an opening stores no
-`opening` key, so tournaments created before the option existed resume unchanged.
+(`arena.runner.MatchPlan.opening`), so strong bots also meet in positions their own play
+never reaches (two perfect tic-tac-toe players only ever draw). The two seat orders of a
+pairing share the seed, so each player plays both sides of the same opening (and deal).
+A game without an opening stores no `opening` key, so tournaments created before the
+option existed resume unchanged.
 
 Seeding from prior ratings (`seeding: ratings`) takes a mapping {player: rating} or the
 path of an earlier tournament's DB, whose Bradley-Terry Elo ratings (of the players both
@@ -212,7 +213,10 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         from tournaments.run import stored_ratings
 
         source = opts["ratings"]
-        opts["ratings"] = {p: elo for p, elo in stored_ratings(source).items() if p in specs}
+        try:
+            opts["ratings"] = {p: elo for p, elo in stored_ratings(source).items() if p in specs}
+        except ValueError as e:
+            raise ValueError(f"format_options.ratings: {e}") from None
         if not opts["ratings"]:
             raise ValueError(f"format_options.ratings: the tournament in {source} rated none of these players")
     if "ratings" in opts:

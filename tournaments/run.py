@@ -36,7 +36,7 @@ from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
-__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "stored_ratings", "match_specs",
+__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "stored_config", "stored_ratings", "match_specs",
            "match_seed", "jsonl_beside"]
 
 
@@ -163,13 +163,18 @@ def run_tournament(
 
 def load_tournament(db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None) -> TournamentResult:
     """A finished tournament from its DB alone (the config is stored in it)."""
+    return run_tournament(stored_config(db_path), None, db_path, jsonl_path)
+
+
+def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
+    """The config of the tournament in `db_path` (which must exist)."""
     if not Path(db_path).is_file():
         raise ValueError(f"no tournament database at {db_path}")
     with Store(db_path) as store:
         text = store.meta("config")
     if text is None:
         raise ValueError(f"{db_path} is not a tournament database (no config stored)")
-    return run_tournament(TournamentConfig.from_json(text), None, db_path, jsonl_path)
+    return TournamentConfig.from_json(text)
 
 
 def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
@@ -179,13 +184,8 @@ def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
     """
     from tournaments.ratings import bradley_terry
 
-    if not Path(db_path).is_file():
-        raise ValueError(f"no tournament database at {db_path} (to read prior ratings from)")
+    config = stored_config(db_path)
     with Store(db_path) as store:
-        text = store.meta("config")
-        if text is None:
-            raise ValueError(f"{db_path} is not a tournament database (no config stored)")
-        config = TournamentConfig.from_json(text)
         results = store.results()
         games = [(s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0])) for s in store.schedule() if s.match_id in results]
     if not games:
