@@ -39,11 +39,11 @@ se_anchor 0.857 (4x fewer); the bound below shows no tie-break can lift a bracke
 by round out past ~0.87, nor any ranking from win/loss results past ~0.88; only an
 unconstrained posterior over the scores with the true noise model reaches ~0.95.
 
-The bound (`--bound`, on by default): could any final ranking of se_prior's 15 matches
-meet the target? It ranks the same brackets by the Bayes posterior mean of each strength
-given the prior rating and every game, with the simulation's true noise model (an oracle:
-no real tournament knows it): alone ("posterior"), from win/loss only
-("posterior, win/loss"), and as the tie-break within ArenaRL's rule that ranks by the
+The bound (printed by default; `--no-bound` skips it): could any final ranking of
+se_prior's 15 matches meet the target? It ranks the same brackets by the Bayes posterior
+mean of each strength given the prior rating and every game, with the simulation's true
+noise model (an oracle: no real tournament knows it): alone ("posterior"), from win/loss
+only ("posterior, win/loss"), and as the tie-break within ArenaRL's rule that ranks by the
 round a player was knocked out in ("round out + posterior").
 """
 
