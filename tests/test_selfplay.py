@@ -12,7 +12,7 @@ from safetensors.torch import load_file, load_model
 
 from agents.models import tiny_llama
 from arena.cli import main as cli_main
-from arena.records import MatchRecord
+from arena.records import MatchRecord, read_jsonl
 from training import checkpoint
 from training import selfplay
 from training.league import League
@@ -298,6 +298,14 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
     assert len(err) == 1 and err[0].startswith("warning") and "with params {} but plays it with {'board': 'line'}" in err[0]
     best = json.loads((run / "best" / "meta.json").read_text())
     assert find_checkpoint(str(run / "best")) == run / "best" and best["step"] in (0, 2)
+    if not lora:  # a tournament between every checkpoint the run kept, its best policy and a bot
+        tour = tmp_path / "checkpoints.yaml"
+        tour.write_text(yaml.safe_dump({"name": "checkpoints", "format": "round_robin", "games": ["tic_tac_toe"], "games_per_pairing": 2,
+                                        "players": {"tiny": {"checkpoints": str(run), "temperature": 0}, "random": "random"}}))
+        assert cli_main(["tournament", str(tour), "--db", str(tmp_path / "t.db")]) == 0
+        names = {s.agent for r in read_jsonl(tmp_path / "t.jsonl") for s in r.turns}
+        expected = {f"tiny@{int(d.name[5:])}" for d in (run / "checkpoints").glob("step_*")} | {"tiny@best", "random"}
+        assert names == expected and "tiny@2" in names
     (folder / "meta.json").write_text("{}")
     with pytest.raises(ValueError, match="names no base model"):
         load_named(str(folder))

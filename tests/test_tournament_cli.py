@@ -115,6 +115,8 @@ BAD = [
     ({"players": {"a": "random", "b": "mcts:5"}}, "mcts needs a perfect-information"),
     ({"games": [{"name": "tic_tac_toe", "opening": -1}]}, "games[0].opening must be an integer >= 0"),
     ({"games": [{"name": "tic_tac_toe", "openings": 2}]}, "unknown key 'openings'"),
+    ({"players": {"a": "random", "b": {"checkpoints": "no/such/run"}}}, "player 'b': no checkpoints under no/such/run"),
+    ({"players": {"a": "random", "b": {"checkpoints": "x", "type": "llm"}}}, "no 'type' or 'model'"),
 ]
 
 

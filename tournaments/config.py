@@ -18,6 +18,10 @@
     rating: {reference: random, ci: sandwich}
     arena: {concurrency: 16}            # arena options (`arena.tournament.ARENA_OPTIONS`)
 
+A training run's checkpoints enter as one player each: `tiny: {checkpoints: runs/tictactoe_tiny,
+temperature: 0}` becomes `tiny@580`, `tiny@600`, ... (every `checkpoints/step_N` the run
+kept) and `tiny@best`, all LLM agents with the given options.
+
 An agent spec is a string ("random", "mcts:50", "llm:smollm2-135m") or a mapping with a
 `type` (see `agents/__init__.py`); this module checks only its shape, the arena builds it.
 `{by_game: {GAME: SPEC, ..., default: SPEC}}` plays each game with its own agent, for bots
@@ -159,7 +163,10 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     for pname, spec in players.items():
         if not isinstance(pname, str) or not NAME_OK.match(pname):
             raise ValueError(f"player name {pname!r} must be a non-empty string without '|' or surrounding spaces")
-        specs[pname] = _check_spec(pname, spec)
+        if isinstance(spec, Mapping) and "checkpoints" in spec:
+            specs.update(_checkpoint_players(pname, spec))
+        else:
+            specs[pname] = _check_spec(pname, spec)
 
     games_in = d["games"]
     if isinstance(games_in, (str, Mapping)):
@@ -265,6 +272,23 @@ def _check_spec(pname: str, spec: Any) -> str | dict:
             raise ValueError(f"player {pname!r}: agent spec {dict(spec)} needs a 'type' (random, mcts, cfr, llm, tit_for_tat, ...)")
         return dict(spec)
     raise ValueError(f"player {pname!r}: agent spec must be a name like 'mcts:50' or a mapping with a 'type', got {spec!r}")
+
+
+def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
+    """`{checkpoints: RUN_DIR, **llm options}` -> one LLM player per checkpoint the run kept:
+    NAME@STEP for each RUN_DIR/checkpoints/step_N, and NAME@best for RUN_DIR/best.
+    """
+    if "type" in spec or "model" in spec:
+        raise ValueError(f"player {pname!r}: a 'checkpoints' entry names a training run; its players are LLMs of its checkpoints (no 'type' or 'model')")
+    run = Path(spec["checkpoints"])
+    found = sorted((int(d.name[5:]), d) for d in (run / "checkpoints").glob("step_*") if d.is_dir() and d.name[5:].isdigit())
+    players = {f"{pname}@{step}": d for step, d in found}
+    if (run / "best" / "model.safetensors").is_file():
+        players[f"{pname}@best"] = run / "best"
+    if not players:
+        raise ValueError(f"player {pname!r}: no checkpoints under {run} (expected {run}/checkpoints/step_N or {run}/best)")
+    options = {k: v for k, v in spec.items() if k != "checkpoints"}
+    return {name: {"type": "llm", "model": str(d), **options} for name, d in players.items()}
 
 
 def _check_games(specs: list[GameSpec]) -> None:
