@@ -126,6 +126,40 @@ def test_resume_with_another_config_is_refused(tmp_path):
     assert result.played == 0 and result.ratings["p02"].elo == pytest.approx(1000.0)
 
 
+def test_players_reordered_is_another_tournament(tmp_path):
+    config = sim_config(4, "round_robin")
+    strengths = strengths_of(list(config.players))
+    db = tmp_path / "t.db"
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), 2), db)
+    reordered = sim_config(4, "round_robin")
+    reordered.players = dict(reversed(list(config.players.items())))
+    with pytest.raises(ValueError, match="differs in: the order of the players"):
+        run_tournament(reordered, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    assert Store(db).count() == (2, 6)  # nothing scheduled or played for the refused config
+    resumed = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    assert resumed.played + resumed.recovered == 4 and len(resumed.results) == 6
+
+
+def test_a_config_that_failed_before_any_match_can_be_corrected(tmp_path):
+    config = sim_config(4, "round_robin")
+    strengths = strengths_of(list(config.players))
+    db = tmp_path / "t.db"
+    jsonl = jsonl_beside(db)
+
+    def broken(specs):
+        raise ValueError("bad agent")
+        yield
+
+    with pytest.raises(ValueError, match="bad agent"):
+        run_tournament(config, broken, db)
+    jsonl.write_text("")  # a trajectory file from the failed run
+    fixed = sim_config(4, "round_robin", k=2)
+    result = run_tournament(fixed, bt_play_matches(strengths, str(jsonl)), db)
+    assert result.played == 12 and json.loads(Store(db).meta("config"))["games_per_pairing"] == 2
+    assert len(list(tmp_path.glob("t.jsonl.replaced-*"))) == 1
+
+
 def test_a_store_from_before_openings_resumes(tmp_path):
     config = sim_config(4, "round_robin")
     strengths = strengths_of(list(config.players))

@@ -18,12 +18,16 @@ of its matches, so a multi-game pairing is still one comparison per g.
 Resume = rerun with the same config and DB: the format is replayed from its seed and the
 stored results, matches present in the JSONL but not in the store are recovered from it,
 and only the missing matches are played. `arena` and `rating` options may change between
-runs (they decide how matches are played and rated, not which); anything else may not.
+runs (they decide how matches are played and rated, not which); anything else may not,
+the players' order included, once a match is stored. Before that (a first run that
+failed on a bad agent or game) a changed config starts the tournament over, and the old
+JSONL is moved aside (`<name>.jsonl.replaced-<time>`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +121,8 @@ def run_tournament(
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with Store(db_path) as store:
         store.lock()
-        store.init(config.to_json(), config.players, free=("arena", "rating"))
+        if store.init(config.to_json(), config.players, free=("arena", "rating")) == "restarted" and jsonl.exists():
+            jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))  # the old config's trajectories, kept aside
         recovered = store.reconcile(jsonl)
         results = store.results()
         played = 0

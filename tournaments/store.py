@@ -142,25 +142,35 @@ class Store:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def init(self, config_json: str, players: dict, free: tuple[str, ...] = ()) -> bool:
+    def init(self, config_json: str, players: dict, free: tuple[str, ...] = ()) -> str:
         """Record a new tournament, or check that a resumed one has the same config.
 
         Top-level config keys in `free` may differ on resume (they do not change which
         matches are played, e.g. arena concurrency); the stored config keeps the first.
-        Returns True when the tournament is new.
+        The players' order is part of the config (it sets seats and seeding). A store
+        with no finished match yet takes a changed config over (a first run that failed
+        on a bad config leaves nothing worth keeping). Returns "new", "resumed" or
+        "restarted" (the config was taken over).
         """
         stored = self.meta("config")
         if stored is not None:
             old, new = json.loads(stored), json.loads(config_json)
             diff = _diff({k: v for k, v in old.items() if k not in free}, {k: v for k, v in new.items() if k not in free})
-            if diff:
+            if not diff and list(self.players()) != list(players):
+                diff = "the order of the players (it sets seats and seeding)"
+            if not diff:
+                return "resumed"
+            if self.count()[0]:
                 raise ValueError(f"{self.path} holds a tournament with a different config (differs in: {diff}); use another DB path or delete it")
-            return False
+            with self.conn:  # nothing played yet: start over with the new config
+                self.conn.execute("DELETE FROM schedule")
+                self.conn.execute("DELETE FROM players")
+                self.conn.execute("DELETE FROM meta")
         with self.conn:
             self.conn.execute("INSERT INTO meta VALUES ('config', ?)", (config_json,))
             self.conn.execute("INSERT INTO meta VALUES ('status', 'running')")
             self.conn.executemany("INSERT INTO players VALUES (?, ?)", [(n, json.dumps(s, sort_keys=True)) for n, s in players.items()])
-        return True
+        return "new" if stored is None else "restarted"
 
     def players(self) -> dict:
         return {n: json.loads(s) for n, s in self.conn.execute("SELECT name, spec FROM players ORDER BY rowid")}
