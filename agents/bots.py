@@ -90,13 +90,13 @@ class MinimaxAgent:
         if depth is not None and depth < 1:
             raise ValueError(f"minimax depth must be at least 1, got {depth}")
         self.name, self.depth = name, depth
-        self._best: dict[tuple[str, int], list[int]] = {}  # (state, player) -> best actions
+        self._best: dict[tuple[str, str, int], list[int]] = {}  # (game, history, player) -> best actions
 
     def best_actions(self, state) -> list[int]:
         from open_spiel.python.algorithms.minimax import alpha_beta_search
 
         player = state.current_player()
-        key = (state.history_str(), player)
+        key = (str(state.get_game()), state.history_str(), player)  # one agent may play several games
         if key not in self._best:
             game = state.get_game()
             kind = game.get_type()

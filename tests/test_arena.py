@@ -115,6 +115,10 @@ def test_minimax_takes_a_win_at_depth_1_blocks_at_depth_2_and_never_loses_at_ful
     with pytest.raises(ValueError, match="connect_four lasts up to 42 plies.*minimax:5"):  # would never finish
         _run(1, n=1, game="connect_four", specs=("minimax", "random"))
     assert len(_run(1, n=1, game="connect_four", specs=("minimax:2", "random"))) == 1
+    # one agent, two games: the empty boards share a history string but not their moves
+    agent = MinimaxAgent(depth=1)
+    assert agent.best_actions(game.new_initial_state()) == list(range(9))
+    assert agent.best_actions(pyspiel.load_game("connect_four").new_initial_state()) == list(range(7))
 
 
 def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
