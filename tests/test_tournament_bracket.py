@@ -114,6 +114,15 @@ def test_best_of_three_decider_game_is_played():
     assert outcome.bracket[0].result.points_a == 2
 
 
+@pytest.mark.parametrize("fmt", ["single_elimination", "double_elimination"])
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_level_series_go_to_the_higher_seed(fmt, n):
+    # every game a draw with equal scores: each series is level, so the higher seed goes through
+    # everywhere, the losers' bracket (where a lower seed may be listed first) included
+    order = rank_group(n, score_judge([0.0] * n), fmt, seeding="order", tiebreak="seed")
+    assert order == list(range(n))
+
+
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 13, 16, 33])
 def test_arena_rl_seeding_recovers_a_noise_free_order(n):
     """A noise-free judge: anchor seeding + bracket + mean-score tie-breaks give the exact order,

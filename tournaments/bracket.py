@@ -172,7 +172,8 @@ def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, t
     slots = [order[s] if s is not None else None for s in seeded_bracket(len(order))]
     size = len(slots)
     matches = double_elimination_matches(size, reset) if double else single_elimination_matches(size)
-    yield from _run_bracket(tally, matches, slots, best_of)
+    seed_rank = {p: i for i, p in enumerate(order)}
+    yield from _run_bracket(tally, matches, slots, best_of, seed_rank)
 
     exit_stage, exit_label = {}, {}
     for m in matches:  # a player's last loss is where it went out
@@ -183,7 +184,6 @@ def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, t
     exit_stage[final.winner], exit_label[final.winner] = CHAMPION, "champion"
     if double:  # whoever lost only in the grand final is second
         exit_stage[final.loser] = CHAMPION - 1
-    seed_rank = {p: i for i, p in enumerate(order)}
     if tiebreak == "seed":
         ranked = sort_players(order, lambda p: exit_stage[p])
     else:
@@ -192,7 +192,7 @@ def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, t
     return Outcome(ranked, stats, tally.rounds, matches)
 
 
-def _run_bracket(tally: Tally, matches: list[BracketMatch], slots: list, best_of: int) -> FormatGen:
+def _run_bracket(tally: Tally, matches: list[BracketMatch], slots: list, best_of: int, seed_rank: dict) -> FormatGen:
     by_id = {m.id: m for m in matches}
 
     def entrant(src):
@@ -224,13 +224,16 @@ def _run_bracket(tally: Tally, matches: list[BracketMatch], slots: list, best_of
             break
         if not ready:
             raise RuntimeError("bracket is stuck: no match is ready (a bug in the bracket layout)")
-        decided = yield from series(tally, [(m.a, m.b, m.label) for m in ready], best_of)
+        decided = yield from series(tally, [(m.a, m.b, m.label) for m in ready], best_of, seed_rank)
         for m, (winner, loser, result) in zip(ready, decided):
             m.winner, m.loser, m.result, m.done = winner, loser, result, True
 
 
-def series(tally: Tally, pairs: list[tuple], best_of: int) -> FormatGen:
+def series(tally: Tally, pairs: list[tuple], best_of: int, seed_rank: dict | None = None) -> FormatGen:
     """Play best-of-`best_of` series for all `pairs` (a, b, label) at once, in waves.
+
+    A series level after `best_of` games goes to the higher total score, then to the
+    higher seed (lower `seed_rank`; without one, to a).
 
     Returns [(winner, loser, summed PairResult)] in the order of `pairs`.
     """
@@ -257,6 +260,8 @@ def series(tally: Tally, pairs: list[tuple], best_of: int) -> FormatGen:
                 decided[i] = (a, b, t)
             elif t.points_b > half + 1e-9:
                 decided[i] = (b, a, t)
-            elif t.games >= best_of:  # level: total score, then the first listed (higher seed)
-                decided[i] = (b, a, t) if t.score_b > t.score_a else (a, b, t)
+            elif t.games >= best_of:  # level: total score, then seed
+                rank = seed_rank or {}
+                b_first = (t.score_b, -rank.get(b, 0)) > (t.score_a, -rank.get(a, 0))
+                decided[i] = (b, a, t) if b_first else (a, b, t)
     return decided
