@@ -110,6 +110,18 @@ def test_swiss_buchholz_hand_computed():
     assert outcome.order == [0, 1, 2, 3]
 
 
+def test_swiss_seeding_phase_earns_no_points():
+    # the anchor (0) wins every seeding game; Swiss points count only the 2 Swiss rounds
+    def lower_wins(pairings):
+        return [PairResult(float(p.a < p.b), float(p.a > p.b), 0, 0, 1) for p in pairings]
+
+    outcome = drive(swiss([3, 1, 0, 2], seeding="anchor", anchor=0), lower_wins)
+    assert [p.label for p, _ in outcome.rounds[0]] == ["A"] * 3 and len(outcome.rounds) == 3
+    assert sum(outcome.stats[p]["points"] for p in range(4)) == 4  # 2 rounds x 2 pairings
+    assert max(outcome.stats[p]["games"] for p in range(4)) == 2
+    assert outcome.order == [0, 1, 2, 3]
+
+
 def test_swiss_buchholz_breaks_a_points_tie():
     """5 players, 3 rounds, lower index wins; a bye is a won pairing. The players level on
     points are ordered by the points of the opponents they met."""

@@ -69,7 +69,9 @@ def swiss(
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     tally = Tally(players)
-    order = yield from seed_order(players, tally, seeding, ratings, anchor, seed_games, seed)
+    seeding_tally = Tally(players)  # a seeding phase orders the first round; its games earn no Swiss points
+    order = yield from seed_order(players, seeding_tally, seeding, ratings, anchor, seed_games, seed)
+    tally.rounds.extend(seeding_tally.rounds)
     initial = {p: i for i, p in enumerate(order)}
     bye_points: dict = {p: 0.0 for p in players}
     first_seat: dict = {p: 0 for p in players}
