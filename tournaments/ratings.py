@@ -7,10 +7,10 @@ the Elo scale, elo = 400/ln(10) * theta + 1000, pinned so the `reference` player
 exactly 1000 (or the mean is 1000 when there is none). Confidence intervals:
 
     "sandwich"   robust (Huber-White) covariance H^-1 B H^-1 of the fit: H the Hessian of
-                 the penalised log-loss, B the sum of per-game score outer products. A
-                 player whose every game the fit predicts exactly (all draws between
-                 equals) leaves B nothing to measure; it gets the model-based H^-1
-                 instead of a zero-width interval
+                 the penalised log-loss, B the sum of per-game score outer products;
+                 each player's variance is the larger of that and the model-based H^-1:
+                 B alone collapses for a player with few games the fit predicts well
+                 (one draw against an equal: a +-17 Elo interval)
     "bootstrap"  refit on games resampled with replacement, percentile interval
 
 OpenSkill (Weng-Lin, PyPI `openskill`) rates matches of any number of players or teams.
@@ -101,8 +101,8 @@ def bradley_terry(
     hi = np.full(n, np.nan)
     z = norm.ppf(0.5 + level / 2)
     if ci == "sandwich" and len(games):
-        robust, model, exact = _sandwich(theta, ia, ib, y, n, l2)
-        var = np.where(exact, np.diag(T @ model @ T.T), np.diag(T @ robust @ T.T))
+        robust, model = _sandwich(theta, ia, ib, y, n, l2)
+        var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
         se = ELO_SCALE * np.sqrt(np.clip(var, 0.0, None))
         lo, hi = shown - z * se, shown + z * se
     elif ci == "bootstrap" and len(games):
@@ -146,16 +146,15 @@ def _design(ia: np.ndarray, ib: np.ndarray, n: int) -> np.ndarray:
     return X
 
 
-def _sandwich(theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(robust covariance H^-1 B H^-1, model-based H^-1, per player: were all its games predicted exactly?)"""
+def _sandwich(theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
+    """(robust covariance H^-1 B H^-1, model-based covariance H^-1)"""
     X = _design(ia, ib, n)
     p = expit(X @ theta)
     H = (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(n)
     G = X * (y - p)[:, None]  # per-game score
     B = G.T @ G
     Hinv = np.linalg.inv(H)
-    exact = np.abs(G).sum(axis=0) < 1e-9
-    return Hinv @ B @ Hinv, Hinv, exact
+    return Hinv @ B @ Hinv, Hinv
 
 
 @dataclass
