@@ -19,6 +19,10 @@ from arena.records import TurnRecord
 from games.core import TextEnv
 
 
+class WrongGame(ValueError):
+    """An agent was asked to play a game it cannot play (MCTS on poker, CFR on tic-tac-toe)."""
+
+
 @dataclass
 class PendingTurn:
     match_id: str

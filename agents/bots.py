@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.base import PendingTurn, decision
+from agents.base import PendingTurn, WrongGame, decision
 from agents.models import cache_dir
 from arena.records import TurnRecord
 from games.parsing import ParseError
@@ -51,7 +51,7 @@ class RandomAgent:
 def _pyspiel_state(turn: PendingTurn, bot: str):
     state = getattr(turn.env, "state", None)
     if state is None or not hasattr(state, "legal_actions"):
-        raise ValueError(f"the {bot} bot plays OpenSpiel games only; {turn.env.info.name} is not one")
+        raise WrongGame(f"the {bot} bot plays OpenSpiel games only; {turn.env.info.name} is not one")
     return state
 
 
@@ -59,6 +59,8 @@ class MCTSAgent:
     """OpenSpiel MCTS with `simulations` simulations per move."""
 
     def __init__(self, name: str = "mcts", simulations: int = 100, rollouts: int = 1, uct_c: float = 2.0):
+        if simulations < 1 or rollouts < 1:
+            raise ValueError(f"mcts needs at least 1 simulation and 1 rollout, got {simulations} and {rollouts}")
         self.name = name
         self.simulations, self.rollouts, self.uct_c = simulations, rollouts, uct_c
 
@@ -69,7 +71,7 @@ class MCTSAgent:
         for t in turns:
             state = _pyspiel_state(t, "mcts")
             if not getattr(t.env, "perfect_information", False) or getattr(t.env, "simultaneous", False):
-                raise ValueError(f"mcts needs a perfect-information sequential game; {t.env.info.name} is not")
+                raise WrongGame(f"mcts needs a perfect-information sequential game; {t.env.info.name} is not")
             seed = int(t.rng.integers(2**31 - 1))
             evaluator = mcts.RandomRolloutEvaluator(self.rollouts, np.random.RandomState(seed))
             bot = mcts.MCTSBot(
@@ -103,9 +105,9 @@ class MinimaxAgent:
             if (game.num_players() != 2 or kind.utility != kind.utility.ZERO_SUM
                     or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION
                     or kind.dynamics != kind.dynamics.SEQUENTIAL):
-                raise ValueError(f"minimax needs a two-player zero-sum deterministic perfect-information game; {kind.short_name} is not")
+                raise WrongGame(f"minimax needs a two-player zero-sum deterministic perfect-information game; {kind.short_name} is not")
             if self.depth is None and game.max_game_length() > FULL_SEARCH_PLIES:
-                raise ValueError(f"minimax without a depth searches to the end of the game; {kind.short_name} lasts up to "
+                raise WrongGame(f"minimax without a depth searches to the end of the game; {kind.short_name} lasts up to "
                                  f"{game.max_game_length()} plies, too many to finish: give a depth, e.g. minimax:5")
             depth = self.depth - 1 if self.depth is not None else game.max_game_length()
             # an unfinished line at the depth limit is worth 0 (a draw)
@@ -128,7 +130,7 @@ CFR_GAMES = ("kuhn_poker", "leduc_poker")
 def cfr_policy(game_name: str, iterations: int = 300) -> dict[str, list[tuple[int, float]]]:
     """info-state string -> [(action, probability)] of CFR+'s average policy, cached on disk."""
     if game_name not in CFR_GAMES:
-        raise ValueError(f"CFR policies are available for {', '.join(CFR_GAMES)}, not {game_name!r}")
+        raise WrongGame(f"CFR policies are available for {', '.join(CFR_GAMES)}, not {game_name!r}")
     path = cache_dir() / f"cfr_{game_name}_{iterations}.json"
     if path.exists():
         return {k: [tuple(x) for x in v] for k, v in json.loads(path.read_text()).items()}
@@ -160,6 +162,8 @@ class CFRAgent:
     """Near-optimal play for Kuhn and Leduc poker (OpenSpiel CFR+ average policy)."""
 
     def __init__(self, name: str = "cfr", iterations: int = 300):
+        if iterations < 1:
+            raise ValueError(f"cfr needs at least 1 iteration, got {iterations}")
         self.name, self.iterations = name, iterations
         self._tables: dict[str, dict] = {}
 

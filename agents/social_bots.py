@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-from agents.base import PendingTurn, decision
+from agents.base import PendingTurn, WrongGame, decision
 from arena.records import TurnRecord
 
 History = list[tuple[bool, tuple[bool, ...]]]  # per round: (I cooperated, each other player cooperated)
@@ -96,7 +96,7 @@ class SocialBot:
         env = getattr(turn.env, "unwrapped", turn.env)
         if not hasattr(env, "cooperation_history"):
             game = env.metadata.get("name", type(env).__name__)
-            raise ValueError(
+            raise WrongGame(
                 f"social bot {self.name!r} cannot play {game!r}: it needs a game with cooperate/defect moves "
                 f"({', '.join(SOCIAL_GAMES)})"
             )

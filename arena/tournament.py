@@ -84,6 +84,7 @@ def arena_options(options: dict) -> dict:
 
 def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None):
     """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`."""
+    from agents.base import WrongGame
     from arena.runner import MatchPlan, play
     from tournaments.store import MatchResult
 
@@ -92,7 +93,7 @@ def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: i
         try:
             for rec in play(plans, agents, concurrency=concurrency, out=str(jsonl), max_turns=max_turns, progress=progress):
                 yield MatchResult.from_record(rec, jsonl)
-        except ValueError as e:  # typically a bot asked to play a game it does not know
+        except WrongGame as e:  # a bot asked to play a game it does not know
             raise ValueError(f"{e} (a player can use a different agent per game: {{by_game: {{GAME: SPEC, default: SPEC}}}})") from e
 
     return play_matches

@@ -86,7 +86,12 @@ def make(name: str, **params) -> TextEnv:
         return OpenSpielEnv(name.split(":", 1)[1], **params)
     entry = _entry(name)
     module = importlib.import_module(entry.module)
-    env = module.env(**{**entry.params, **params})
+    try:
+        env = module.env(**{**entry.params, **params})
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        raise ValueError(f"{name} has no parameter {str(e).rsplit(' ', 1)[-1]} (see `arena games show {name}`)") from None
     env.info = entry.info
     return env
 

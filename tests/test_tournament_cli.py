@@ -117,6 +117,16 @@ BAD = [
     ({"games": [{"name": "tic_tac_toe", "openings": 2}]}, "unknown key 'openings'"),
     ({"players": {"a": "random", "b": {"checkpoints": "no/such/run"}}}, "player 'b': no checkpoints under no/such/run"),
     ({"players": {"a": "random", "b": {"checkpoints": "x", "type": "llm"}}}, "no 'type' or 'model'"),
+    ({"players": {"a": "random", "b": {"checkpoints": 5}}}, "checkpoints must name a training run's folder"),
+    ({"format": ["swiss"]}, "unknown format ['swiss']"),
+    ({"rating": {"reference": ["a"]}}, "rating.reference ['a'] is not a player"),
+    ({"games": [{"name": "tic_tac_toe", "params": {"foo": 1}}]}, "tic_tac_toe has no parameter 'foo'"),
+    ({"games": [{"name": "tic_tac_toe", "params": {"board": "nonsense"}}]}, "game 'tic_tac_toe' with params {'board': 'nonsense'}"),
+    ({"players": {"a": "random", "b": {"by_game": {"tic_tac_tow": "minimax", "default": "random"}}}}, "did you mean 'tic_tac_toe'?"),
+    ({"format": "single_elimination", "format_options": {"ratings": {"a": 1, "b": 2}}}, "used only with seeding: ratings"),
+    ({"format": "swiss", "format_options": {"seed": "abc"}}, "format_options.seed must be an integer"),
+    ({"format": "double_elimination", "format_options": {"grand_final_reset": "maybe"}}, "must be true or false"),
+    ({"players": {"a": "random", "b": "mcts:0"}}, "at least 1 simulation"),
 ]
 
 
@@ -142,6 +152,21 @@ def test_prior_ratings_from_a_file_that_is_no_tournament(tmp_path, capsys):
     assert arena_main(["tournament", str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))), "--db", str(not_a_db)]) == 2
     assert "is not a tournament database" in capsys.readouterr().err
     assert not_a_db.read_text() == "these are not ratings\n" * 50
+    assert arena_main(["tournament", str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))), "--db", str(tmp_path)]) == 2
+    assert "is a folder, not a tournament database file" in capsys.readouterr().err
+
+
+def test_checkpoint_players_may_not_shadow_another_player(tmp_path):
+    from tournaments.config import load_config
+
+    (tmp_path / "run" / "best").mkdir(parents=True)
+    (tmp_path / "run" / "best" / "model.safetensors").write_bytes(b"")
+    cfg = {"name": "x", "format": "round_robin", "games": ["tic_tac_toe"],
+           "players": {"a@best": "random", "a": {"checkpoints": str(tmp_path / "run")}}}
+    with pytest.raises(ValueError, match="two players named 'a@best' \\(from a's checkpoints\\)"):
+        load_config(cfg)
+    cfg["players"] = {"a": {"checkpoints": str(tmp_path / "run"), "temperature": 0}, "b": "random"}
+    assert load_config(cfg).players["a@best"] == {"type": "llm", "model": str(tmp_path / "run" / "best"), "temperature": 0}
 
 
 def test_missing_config_file(tmp_path, capsys):

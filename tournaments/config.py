@@ -45,6 +45,7 @@ share; the others are seeded last) are read once and stored with this tournament
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -153,7 +154,7 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     fmt = d["format"]
-    if fmt not in FORMATS:
+    if not isinstance(fmt, str) or fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
 
     players = d["players"]
@@ -163,10 +164,11 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     for pname, spec in players.items():
         if not isinstance(pname, str) or not NAME_OK.match(pname):
             raise ValueError(f"player name {pname!r} must be a non-empty string without '|' or surrounding spaces")
-        if isinstance(spec, Mapping) and "checkpoints" in spec:
-            specs.update(_checkpoint_players(pname, spec))
-        else:
-            specs[pname] = _check_spec(pname, spec)
+        expanded = _checkpoint_players(pname, spec) if isinstance(spec, Mapping) and "checkpoints" in spec else {pname: _check_spec(pname, spec)}
+        for player, agent_spec in expanded.items():
+            if player in specs:
+                raise ValueError(f"two players named {player!r}" + (f" (from {pname}'s checkpoints)" if player != pname else ""))
+            specs[player] = agent_spec
 
     games_in = d["games"]
     if isinstance(games_in, (str, Mapping)):
@@ -193,6 +195,11 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         _check_games(game_specs)
     for pname, spec in specs.items():
         if isinstance(spec, Mapping) and "by_game" in spec:
+            stray = [g for g in spec["by_game"] if g != "default" and g not in {gs.name for gs in game_specs}]
+            if stray:
+                close = difflib.get_close_matches(stray[0], [gs.name for gs in game_specs], n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (the games: {', '.join(gs.name for gs in game_specs)}, or 'default')"
+                raise ValueError(f"player {pname!r}: by_game names {stray[0]!r}, which this tournament does not play{hint}")
             missing = [g.name for g in game_specs if g.name not in spec["by_game"] and "default" not in spec["by_game"]]
             if missing:
                 raise ValueError(f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')")
@@ -226,6 +233,11 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
             raise ValueError(f"format_options.ratings: {e}") from None
         if not opts["ratings"]:
             raise ValueError(f"format_options.ratings: the tournament in {source} rated none of these players")
+    if "ratings" in opts and opts.get("seeding") != "ratings":
+        raise ValueError("format_options.ratings is used only with seeding: ratings (add it, or drop the ratings)")
+    for key, kind in (("seed", int), ("seed_games", int), ("rounds", int), ("grand_final_reset", bool), ("seeding", str), ("tiebreak", str)):
+        if key in opts and (not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))):
+            raise ValueError(f"format_options.{key} must be {'an integer' if kind is int else 'true or false' if kind is bool else 'a string'}, got {opts[key]!r}")
     if "ratings" in opts:
         r = opts["ratings"]
         if not isinstance(r, Mapping) or not all(isinstance(v, (int, float)) for v in r.values()):
@@ -242,7 +254,7 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     if bad:
         raise ValueError(f"unknown rating option {', '.join(map(repr, bad))} (known: {', '.join(RatingOptions.__dataclass_fields__)})")
     rating = RatingOptions(**rating_in)
-    if rating.reference is not None and rating.reference not in specs:
+    if rating.reference is not None and (not isinstance(rating.reference, str) or rating.reference not in specs):
         raise ValueError(f"rating.reference {rating.reference!r} is not a player (players: {', '.join(specs)})")
     if rating.ci not in ("sandwich", "bootstrap"):
         raise ValueError(f"rating.ci must be 'sandwich' or 'bootstrap', got {rating.ci!r}")
@@ -280,6 +292,8 @@ def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
     """
     if "type" in spec or "model" in spec:
         raise ValueError(f"player {pname!r}: a 'checkpoints' entry names a training run; its players are LLMs of its checkpoints (no 'type' or 'model')")
+    if not isinstance(spec["checkpoints"], str) or not spec["checkpoints"].strip():
+        raise ValueError(f"player {pname!r}: checkpoints must name a training run's folder, got {spec['checkpoints']!r}")
     run = Path(spec["checkpoints"])
     found = sorted((int(d.name[5:]), d) for d in (run / "checkpoints").glob("step_*") if d.is_dir() and d.name[5:].isdigit())
     players = {f"{pname}@{step}": d for step, d in found}
@@ -301,3 +315,7 @@ def _check_games(specs: list[GameSpec]) -> None:
         info = games.info(g.name)  # ValueError with did-you-mean for unknown names
         if info.num_players != 2:
             raise ValueError(f"game {g.name!r} has {info.num_players} players; tournament formats are pairwise (2 players)")
+        try:
+            games.make(g.name, **g.params)  # bad parameters fail here, before any store exists
+        except ValueError as e:
+            raise ValueError(f"game {g.name!r} with params {g.params}: {e}") from None

@@ -96,6 +96,8 @@ class Store:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise ValueError(f"{self.path} is a folder, not a tournament database file")
         self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
             self.conn.execute("PRAGMA journal_mode=WAL")
