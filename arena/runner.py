@@ -179,12 +179,21 @@ def _start(plan: MatchPlan) -> _Live:
 
 
 def _play_opening(m: _Live, rng: np.random.Generator) -> None:
-    """0..plan.opening uniformly random legal moves (stops early at a free-text turn or the end)."""
+    """0..plan.opening uniformly random legal moves (stops early at a free-text turn).
+
+    The opening leaves the result to the players: on an OpenSpiel game it never draws a
+    move that would end the match, and stops when every move would.
+    """
     for _ in range(int(rng.integers(0, m.plan.opening + 1))):
         player = _next_decision(m, max_turns=m.plan.opening + 1)
         if player is None or m.env.is_free_text(player):
             return
         legal = m.env.legal_actions(player)
+        state = getattr(m.env, "state", None)
+        if hasattr(state, "child") and not state.is_simultaneous_node():
+            legal = [a for a in legal if not state.child(a).is_terminal()]
+            if not legal:
+                return
         action = legal[int(rng.integers(len(legal)))]
         _apply(m, player, OPENING, TurnRecord(0, player, OPENING, m.env.move_text(player, action), action))
 

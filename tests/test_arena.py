@@ -63,6 +63,10 @@ def test_a_random_opening_plays_0_to_k_legal_moves_the_same_for_both_seat_orders
     assert set(rows) == {"random", "mcts:10"} and rows["random"].games == 80
     (plain,) = play([MatchPlan("c", "tic_tac_toe", ["random", "mcts:10"], 5)], agents)
     assert all(t.agent != OPENING for t in plain.turns)
+    # an opening longer than the game never decides it: a player always makes the last move
+    long = list(play([MatchPlan(f"l{seed}", "tic_tac_toe", ["random", "mcts:10"], seed, opening=100) for seed in range(20)], agents))
+    assert all(r.turns[-1].agent != OPENING for r in long)
+    assert max(sum(t.agent == OPENING for t in r.turns) for r in long) >= 5
 
 
 class Forfeiter:
