@@ -153,7 +153,7 @@ def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) 
             on_game = [params for game, params in trained if game == p.game]
             if on_game and p.params not in on_game:
                 out.append(f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}; "
-                           f"pass the same params (e.g. --param) for the play it learnt")
+                           f"pass the same params (arena play --param, or the game's params: in a config) for the play it learnt")
     return out
 
 
