@@ -127,11 +127,7 @@ def test_resume_with_another_config_is_refused(tmp_path):
 
 
 def test_players_reordered_is_another_tournament(tmp_path):
-    config = sim_config(4, "round_robin")
-    strengths = strengths_of(list(config.players))
-    db = tmp_path / "t.db"
-    with pytest.raises(KeyboardInterrupt):
-        run_tournament(config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), 2), db)
+    config, strengths, db = _interrupted_round_robin(tmp_path, 2)
     reordered = sim_config(4, "round_robin")
     reordered.players = dict(reversed(list(config.players.items())))
     with pytest.raises(ValueError, match="differs in: the order of the players"):
@@ -161,11 +157,7 @@ def test_a_config_that_failed_before_any_match_can_be_corrected(tmp_path):
 
 
 def test_a_store_from_before_openings_resumes(tmp_path):
-    config = sim_config(4, "round_robin")
-    strengths = strengths_of(list(config.players))
-    db = tmp_path / "t.db"
-    with pytest.raises(KeyboardInterrupt):
-        run_tournament(config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), 3), db)
+    config, strengths, db = _interrupted_round_robin(tmp_path, 3)
     assert '"opening"' not in Store(db).meta("config")  # configs without openings store no such key
     with sqlite3.connect(db) as conn:  # the schedule table as it was before the column existed
         conn.execute("ALTER TABLE schedule DROP COLUMN opening")
@@ -198,6 +190,16 @@ def test_seeds_from_an_earlier_tournaments_ratings(tmp_path):
     strangers = {"x": players["p01"], "y": players["p02"]}
     with pytest.raises(ValueError, match="rated none of these players"):
         load_config({**spec, "players": strangers}, check_games=False)
+
+
+def _interrupted_round_robin(tmp_path, stored: int):
+    """A 4-player round robin in tmp_path/t.db, interrupted after `stored` stored matches."""
+    config = sim_config(4, "round_robin")
+    strengths = strengths_of(list(config.players))
+    db = tmp_path / "t.db"
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), stored), db)
+    return config, strengths, db
 
 
 def _interrupt_after(play, limit):
