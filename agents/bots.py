@@ -98,9 +98,9 @@ class MinimaxAgent:
         from open_spiel.python.algorithms.minimax import alpha_beta_search
 
         player = state.current_player()
-        key = (str(state.get_game()), state.history_str(), player)  # one agent may play several games
+        game = state.get_game()
+        key = (str(game), state.history_str(), player)  # one agent may play several games
         if key not in self._best:
-            game = state.get_game()
             kind = game.get_type()
             if (game.num_players() != 2 or kind.utility != kind.utility.ZERO_SUM
                     or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION

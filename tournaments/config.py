@@ -193,14 +193,15 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         game_specs.append(GameSpec(g["name"], dict(params), opening))
     if check_games:
         _check_games(game_specs)
+    game_names = [g.name for g in game_specs]
     for pname, spec in specs.items():
         if isinstance(spec, Mapping) and "by_game" in spec:
-            stray = [g for g in spec["by_game"] if g != "default" and g not in {gs.name for gs in game_specs}]
+            stray = [g for g in spec["by_game"] if g != "default" and g not in game_names]
             if stray:
-                close = difflib.get_close_matches(stray[0], [gs.name for gs in game_specs], n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else f" (the games: {', '.join(gs.name for gs in game_specs)}, or 'default')"
+                close = difflib.get_close_matches(stray[0], game_names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (the games: {', '.join(game_names)}, or 'default')"
                 raise ValueError(f"player {pname!r}: by_game names {stray[0]!r}, which this tournament does not play{hint}")
-            missing = [g.name for g in game_specs if g.name not in spec["by_game"] and "default" not in spec["by_game"]]
+            missing = [g for g in game_names if g not in spec["by_game"] and "default" not in spec["by_game"]]
             if missing:
                 raise ValueError(f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')")
 

@@ -40,8 +40,8 @@ from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
-__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "stored_config", "stored_ratings", "match_specs",
-           "match_seed", "jsonl_beside"]
+__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "stored_config", "stored_ratings",
+           "rated_games", "match_specs", "match_seed", "jsonl_beside"]
 
 
 @dataclass
@@ -60,11 +60,12 @@ class TournamentResult:
 
     def games(self) -> list[tuple[str, str, float]]:
         """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
-        out = []
-        for s in self.schedule:
-            r = self.results[s.match_id]
-            out.append((s.seats[0], s.seats[1], r.points(s.seats[0])))
-        return out
+        return rated_games(self.schedule, self.results)
+
+
+def rated_games(schedule: list[MatchSpec], results: dict[str, MatchResult]) -> list[tuple[str, str, float]]:
+    """(seat-0 player, seat-1 player, points of seat 0) of each scheduled match that has a result."""
+    return [(s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0])) for s in schedule if s.match_id in results]
 
 
 def match_seed(tournament_seed: int, match_id: str) -> int:
@@ -78,8 +79,9 @@ def match_specs(config: TournamentConfig, pairing: Pairing, round_no: int) -> li
     for g in range(pairing.first_game, pairing.first_game + pairing.games):
         for j, game in enumerate(config.games):
             seats = [pairing.a, pairing.b] if (g + j) % 2 == 0 else [pairing.b, pairing.a]
-            mid = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}|{g}"
-            seed_key = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}|pair{g // 2}" if game.opening else mid
+            base = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}"
+            mid = f"{base}|{g}"
+            seed_key = f"{base}|pair{g // 2}" if game.opening else mid
             specs.append(MatchSpec(mid, game.name, dict(game.params), match_seed(config.seed, seed_key), seats, round_no, pairing.label, game.opening))
     return specs
 
@@ -191,8 +193,7 @@ def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
 
     config = stored_config(db_path)
     with Store(db_path) as store:
-        results = store.results()
-        games = [(s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0])) for s in store.schedule() if s.match_id in results]
+        games = rated_games(store.schedule(), store.results())
     if not games:
         raise ValueError(f"{db_path} has no finished match to rate its players by")
     ratings = bradley_terry(games, list(config.players), config.rating.reference, ci=None)
