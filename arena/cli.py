@@ -80,10 +80,9 @@ def _params(pairs: list[str]) -> dict:
 
 
 def cmd_play(args: argparse.Namespace) -> None:
-    from tqdm import tqdm
-
     import games
     from agents import make_agent
+    from arena.progress import Progress
     from arena.runner import plan_matches, play
     from arena.summary import print_summary
 
@@ -94,9 +93,9 @@ def cmd_play(args: argparse.Namespace) -> None:
     agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
     plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param), opening=args.opening)
     start = time.perf_counter()
-    with tqdm(total=len(plans), desc=f"{args.game}", unit="match") as bar:
+    with Progress(total=len(plans), desc=args.game) as bar:
         records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))
-    print_summary(records, time.perf_counter() - start)
+    print_summary(records, time.perf_counter() - start, order=names)
     if args.out:
         print(f"trajectories: {args.out}")
 

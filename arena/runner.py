@@ -94,7 +94,10 @@ def play(
     """Play `plans` with at most `concurrency` matches live at once; yield each finished match.
 
     `agents` maps the names used in `MatchPlan.seats` to agents. `out`: JSONL path that
-    every finished match is appended to. `progress`: a tqdm-like object to `update(1)`.
+    every finished match is appended to. `progress`: an `arena.progress.Progress` (or any
+    tqdm-like object): `update(1)` per finished match and, if it has one, `turns(n, tokens)`
+    after every batched agent call (turns played, tokens generated), so a long match shows
+    as it is played.
     """
     queue = list(plans)[::-1]
     missing = {name for p in queue for name in p.seats} - set(agents)
@@ -134,6 +137,8 @@ def play(
                 raise RuntimeError(f"agent {name} returned {len(decisions)} moves for {len(items)} turns")
             for (m, turn), rec in zip(items, decisions):
                 _apply(m, turn.player, name, rec)
+            if hasattr(progress, "turns"):
+                progress.turns(len(decisions), sum(generated_tokens(rec) for rec in decisions))
 
 
 def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) -> list[str]:
@@ -221,7 +226,7 @@ def _apply(m: _Live, player: str, agent_name: str, rec: TurnRecord) -> None:
         rec.legal_moves = env.legal_moves(player)
     m.record.turns.append(rec)
     m.record.prompt_tokens += len(rec.prompt_token_ids)
-    m.record.completion_tokens += sum(len(a.token_ids) for a in rec.attempts) or len(rec.token_ids)
+    m.record.completion_tokens += generated_tokens(rec)
     m.last_turn[player] = rec
     if rec.action is None:
         env.forfeit(player)
@@ -232,6 +237,11 @@ def _apply(m: _Live, player: str, agent_name: str, rec: TurnRecord) -> None:
             m.returns[a] += float(r)
             if a in m.last_turn:
                 m.last_turn[a].reward += float(r)
+
+
+def generated_tokens(rec: TurnRecord) -> int:
+    """Tokens the agent generated for a turn, every attempt (retries) included."""
+    return sum(len(a.token_ids) for a in rec.attempts) or len(rec.token_ids)
 
 
 def _finish(m: _Live) -> MatchRecord:

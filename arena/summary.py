@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
 from arena.records import MatchRecord
+from arena.runner import generated_tokens
 
 
 @dataclass
@@ -27,9 +29,11 @@ class AgentSummary:
         return self.invalid / self.turns if self.turns else 0.0
 
 
-def summarize(records: list[MatchRecord]) -> list[AgentSummary]:
-    table: dict[str, AgentSummary] = {}
-    for rec in records:
+def summarize(records: list[MatchRecord], order: list[str] | None = None) -> list[AgentSummary]:
+    """One row per agent, in `order` (the agents as the user gave them); by default in the
+    order they first take a seat, matches taken by id (the order they were planned in)."""
+    table: dict[str, AgentSummary] = {name: AgentSummary(name) for name in order or []}
+    for rec in sorted(records, key=lambda r: r.match_id):
         for player, agent in rec.seats.items():
             s = table.setdefault(agent, AgentSummary(agent))
             s.games += 1
@@ -45,24 +49,44 @@ def summarize(records: list[MatchRecord]) -> list[AgentSummary]:
             s.turns += 1
             s.invalid += (not t.valid) or t.retries > 0
             s.fallbacks += t.fallback is not None
-            s.completion_tokens += sum(len(a.token_ids) for a in t.attempts) or len(t.token_ids)
-    return sorted(table.values(), key=lambda s: (-(s.wins + 0.5 * s.draws) / max(s.games, 1), s.agent))
+            s.completion_tokens += generated_tokens(t)
+    return list(table.values())
 
 
-def print_summary(records: list[MatchRecord], seconds: float, console=None) -> None:
+def break_at_options(spec: str, width: int) -> str:
+    """`spec` in lines of at most `width` characters, broken after the commas between its
+    options (`llm:MODEL,key=value,...`), continuation lines indented; an option longer than
+    a line is the only thing cut, and only where it must be."""
+    lines: list[str] = []
+    for part in re.split(r"(?<=,)", spec):
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines.append(part if not lines else "  " + part)
+    return "\n".join(lines)
+
+
+def print_summary(records: list[MatchRecord], seconds: float, console=None, order: list[str] | None = None) -> None:
+    """The summary table, one row per agent in `order` (see `summarize`)."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(width=None if sys.stdout.isatty() else 120)
-    table = Table(title=f"{len(records)} matches in {seconds:.1f} s")
-    for col in ("agent", "games", "W", "D", "L", "mean return", "invalid-move rate", "fallbacks", "tokens/s"):
-        table.add_column(col, justify="left" if col == "agent" else "right")
-    for s in summarize(records):
+    heads = ("games", "W", "D", "L", "mean\nreturn", "invalid\nmoves", "fall-\nbacks", "tok/s")
+    rows = []
+    for s in summarize(records, order):
         tps = f"{s.completion_tokens / seconds:.1f}" if s.completion_tokens and seconds > 0 else "-"
-        table.add_row(
-            s.agent, str(s.games), str(s.wins), str(s.draws), str(s.losses),
-            f"{s.score / max(s.games, 1):+.3f}", f"{100 * s.invalid_rate:.1f}%", str(s.fallbacks), tps,
-        )
+        rows.append((s.agent, str(s.games), str(s.wins), str(s.draws), str(s.losses),
+                     f"{s.score / max(s.games, 1):+.3f}", f"{100 * s.invalid_rate:.1f}%", str(s.fallbacks), tps))
+    # the numbers keep their width; the agent column gets the rest (3 = padding and border per column)
+    numbers = sum(max(*map(len, h.split("\n")), *(len(r[i + 1]) for r in rows)) + 3 for i, h in enumerate(heads)) if rows else 0
+    width = max(console.width - numbers - 4, 8)
+    table = Table(title=f"{len(records)} matches in {seconds:.1f} s")
+    table.add_column("agent", overflow="fold", min_width=min(width, 8))
+    for h in heads:
+        table.add_column(h, justify="right", no_wrap=True)
+    for agent, *cells in rows:
+        table.add_row(break_at_options(agent, width), *cells)
     console.print(table)
     errors = [r for r in records if r.error]
     if errors:

@@ -114,8 +114,7 @@ def default_db(name: str) -> Path:
 
 
 def main(args: argparse.Namespace) -> None:
-    from tqdm import tqdm
-
+    from arena.progress import Progress
     from tournaments.config import load_config
     from tournaments.report import print_leaderboard, write_html
     from tournaments.run import run_tournament
@@ -137,13 +136,9 @@ def main(args: argparse.Namespace) -> None:
         # build the agents first (bad specs fail before anything runs), unless nothing is left to play
         done = finished(db)
         agents = {} if done else {name: build_agent(name, spec) for name, spec in config.players.items()}
-        with tqdm(total=0, desc=config.name, unit="match", dynamic_ncols=True, disable=done) as bar:
-            def scheduled(todo):
-                bar.total += len(todo)
-                bar.refresh()
-
+        with Progress(desc=config.name, disable=done) as bar:
             play_matches = arena_play_matches(agents, jsonl, opts["concurrency"], opts["max_turns"], bar)
-            result = run_tournament(config, play_matches, db, jsonl, on_schedule=scheduled)
+            result = run_tournament(config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo)))
         if result.recovered:
             print(f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded")
         print(f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s")

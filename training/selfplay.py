@@ -64,6 +64,7 @@ import torch
 import yaml
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
+from arena.progress import Progress
 from arena.records import MatchRecord
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
@@ -528,7 +529,8 @@ def evaluate(cfg: TrainConfig, backend, step: int) -> list[dict]:
             else:
                 agents, names = {POLICY: policy, label: make_agent(spec, label)}, [POLICY, label]
             plans = plan_matches(g.name, names, cfg.eval.games, seed=cfg.eval.seed, params=g.params, prefix=f"eval{step}-{label}-")
-            records = list(play(plans, agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns))
+            with Progress(total=len(plans), desc=f"eval {g.name} vs {label}", leave=False) as bar:
+                records = list(play(plans, agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar))
             rows.append(eval_summary(records, g.name, label, step))
     return rows
 
@@ -678,8 +680,9 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             o = league.get(name)
             agents[name] = opponents.agent(name, o.spec, o.kind, seed=int(rng.integers(2**31 - 1)))
         by_id = {p.match_id: opp for p, opp in planned}
-        records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns),
-                         key=lambda r: r.match_id)  # completion order varies with timing; the batch must not
+        with Progress(total=len(planned), desc=f"step {step} rollout", leave=False) as bar:  # the step's line follows
+            records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar),
+                             key=lambda r: r.match_id)  # completion order varies with timing; the batch must not
         match_opps = [by_id[r.match_id] for r in records]
         for rec, opp in zip(records, match_opps):
             if opp is not None and rec.error is None:
