@@ -114,3 +114,35 @@ def test_round_robin_report_has_rounds_not_bracket(tmp_path):
     assert 'id="rounds"' in html and 'id="bracket"' not in html
     assert html.count('<details class="replay"') == 3
     assert 'id="other-ratings"' in html
+
+
+def test_points_say_what_they_count_in_the_terminal_and_the_html(tmp_path):
+    from rich.console import Console
+
+    result = play(tmp_path, {"name": "pts", "format": "round_robin", "games_per_pairing": 2,
+                             "players": {"a": "random", "b": {"by_game": {"tic_tac_toe": "mcts:10", "kuhn_poker": "cfr", "prisoners_dilemma": "tit_for_tat"}},
+                                         "c": "random"},
+                             "games": ["tic_tac_toe", "kuhn_poker", {"name": "prisoners_dilemma", "params": {"rounds": 2}}]})
+    rows = leaderboard(result)
+    for r in rows:  # 2 opponents x 2 repeats, a repeat worth 1 = one match of each of the 3 games
+        assert r.points == pytest.approx((r.wins + r.draws / 2) / 3) and r.max_points == 4 and r.games == 12
+    top = rows[0]
+    example = f"e.g. {top.player}: ({top.wins} + {top.draws}/2) / 3 = {top.points:.4g} of 4"
+    console = Console(record=True, width=100)
+    print_leaderboard(result, console)
+    text = " ".join(console.export_text().split())
+    assert f"│ {top.points:.4g} of 4 │" in text
+    assert "points: win 1, draw ½, loss 0 per match, divided by the config's 3 games" in text and example in text
+    html = write_html(result, tmp_path / "pts.html").read_text()
+    note = re.search(r'<p class=k id="points-note">([^<]+)</p>', html).group(1)
+    assert note.startswith("points: win 1, draw ½, loss 0 per match, divided by the config&#x27;s 3 games") and example in note
+    assert f'<td data-v="{top.points:.6g}">{top.points:.4g} of 4</td>' in html
+
+
+def test_swiss_points_count_a_bye_as_a_won_pairing(tmp_path):
+    result = play(tmp_path, {"name": "sw", "format": "swiss", "format_options": {"rounds": 2}, "games_per_pairing": 2,
+                             "players": {"a": "random", "b": "random", "c": "random"}, "games": ["kuhn_poker"]})
+    rows = leaderboard(result)
+    assert all(r.max_points == 4 for r in rows)  # two rounds, each a 2-game pairing or a bye worth 2
+    assert sum(r.max_points - r.games for r in rows) == 4  # two byes
+    assert "a bye counts as a won pairing" in write_html(result, tmp_path / "sw.html").read_text()

@@ -47,8 +47,9 @@ class Row:
     draws: int
     losses: int
     games: int  # matches played
-    points: float  # the format's points (a pairing's games count as one each)
+    points: float  # the format's points (see points_note)
     mean_return: dict[str, float] = field(default_factory=dict)  # game -> mean return
+    max_points: float = 0.0  # the most points its games (and Swiss byes) could have made
 
 
 def leaderboard(result: TournamentResult) -> list[Row]:
@@ -69,8 +70,31 @@ def leaderboard(result: TournamentResult) -> list[Row]:
         w, d, l_ = wdl[p]
         mean = {g: float(np.mean(returns[p, g])) for g in games if returns[p, g]}
         stats = result.outcome.stats.get(p, {})
-        rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean))
+        most = stats.get("games", 0) + stats.get("byes", 0) * result.config.games_per_pairing
+        rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean, float(most)))
     return rows
+
+
+def points_note(result: TournamentResult, rows: list[Row] | None = None) -> str:
+    """What the points column counts, in one sentence with this tournament's numbers."""
+    cfg = result.config
+    n = len(cfg.games)
+    per = "" if n == 1 else f", divided by the config's {n} games (each repeat of a pairing plays every game once)"
+    by = "" if n == 1 else f" / {n}"
+    text = f"points: win 1, draw ½, loss 0 per match{per}: (W + D/2){by}, of the most its matches could make"
+    if cfg.format == "swiss":
+        text += "; a bye counts as a won pairing, seeding matches as nothing"
+    rows = leaderboard(result) if rows is None else rows
+    top = next((r for r in rows if r.games), None)
+    if top is not None and math.isclose((top.wins + top.draws / 2) / n, top.points, abs_tol=1e-9):
+        text += f"; e.g. {top.player}: ({top.wins} + {top.draws}/2){by} = {top.points:.4g} of {top.max_points:.4g}"
+    if result.outcome.bracket:
+        text += "; the rank is where a player went out of the bracket, not its points"
+    return text + "."
+
+
+def _points(row: Row) -> str:
+    return f"{row.points:.4g} of {row.max_points:.4g}"
 
 
 def _ci(row: Row, reference: str | None) -> str:
@@ -91,11 +115,13 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
     ro = cfg.rating
     pinned = f", {ro.reference} = 1000" if ro.reference else ", mean = 1000"
     title = f"{cfg.name}: {cfg.format}, {len(result.results)} matches"
-    table = Table(title=title, caption=f"rating: Bradley-Terry (Elo scale{pinned}), {int(ro.level * 100)}% {ro.ci} CI")
+    rows = leaderboard(result)
+    caption = f"rating: Bradley-Terry (Elo scale{pinned}), {int(ro.level * 100)}% {ro.ci} CI\n{points_note(result, rows)}"
+    table = Table(title=title, caption=caption, caption_justify="left")
     for col in ("rank", "player", "rating [CI]", "W", "D", "L", "games", "points"):
         table.add_column(col, justify="left" if col == "player" else "right")
-    for r in leaderboard(result):
-        table.add_row(str(r.rank), r.player, _ci(r, ro.reference), str(r.wins), str(r.draws), str(r.losses), str(r.games), f"{r.points:.4g}")
+    for r in rows:
+        table.add_row(str(r.rank), r.player, _ci(r, ro.reference), str(r.wins), str(r.draws), str(r.losses), str(r.games), _points(r))
     console.print(table)
 
 
@@ -240,7 +266,7 @@ def _leaderboard_html(result: TournamentResult, records: dict) -> str:
         ci = "reference" if r.player == result.config.rating.reference else "" if math.isnan(r.lo) else f"[{r.lo:.0f}, {r.hi:.0f}]"
         cells = [f"<td>{r.rank}</td>", f'<td class="l player">{_e(r.player)}</td>', f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
                  f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{ci}</td>',
-                 *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)), f"<td>{r.points:.4g}</td>"]
+                 *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)), f'<td data-v="{r.points:.6g}">{_points(r)}</td>']
         cells += [f"<td>{r.mean_return[g]:+.2f}</td>" if g in r.mean_return else "<td></td>" for g in games]
         if invalid:
             bad, n = invalid.get(r.player, (0, 0))
@@ -414,6 +440,7 @@ def write_html(result: TournamentResult, path: str | Path) -> Path:
 <p class=k>rank: the format's final order; rating: Bradley-Terry maximum likelihood over every match (draw = half a win),
 Elo scale, {pinned}, {int(ro.level * 100)}% {_e(ro.ci)} confidence interval; invalid first replies: LLM turns whose
 first reply named no legal move (retries and fallbacks then decided the move). Click a column to sort.</p>
+<p class=k id="points-note">{_e(points_note(result))}</p>
 <h2>{'Bracket' if elim else 'Rounds'}</h2>
 {structure}
 <h2>Win rates</h2>
