@@ -73,25 +73,29 @@ _WRAPPERS = {"<>", "[]", "{}", "()"}
 _PREFIXES = ("move ", "action ", "i choose ", "i play ")
 _COLON_LABEL = re.compile(r"([a-z][a-z ]{0,40}):")
 
-# Numbers are read whole: a digit run joined to a sign, a decimal point or comma, a percent
-# sign, an operator (with a number on its other side) or an arrow is part of another number.
-# The text these look at has single spaces, so a short window is exact.
+# Numbers are read whole. A digit run joined to a sign, a decimal point or comma, a percent
+# sign, an operator with a number on its other side, or an arrow is part of another number;
+# so is one a noun labels ("card 2"). The text these look at has single spaces.
 _SIGNS = "-+−±–"
-_OPS = rf"\*\*|->|=>|[{_SIGNS}*/^=<>×÷⁄→x]"
-_JOINED_RIGHT = re.compile(rf"[.,]\d|%|:\d| ?(?:{_OPS}) ?[{_SIGNS}]?[.,]?\d")
-_JOINED_LEFT = re.compile(rf"(?:[{_SIGNS}.,]|\d:|[\d%] ?(?:{_OPS}) ?|(?:->|=>|→) ?)$")
-_DIGITS = re.compile(r"\d+")
+_OP = rf"[{_SIGNS}*/^=<>×÷⁄→x]"
+_LEFT_JOINS = (  # each of fixed width, for lookbehinds
+    [rf"[{_SIGNS}.,]", r"\d:"]
+    + [rf"[\d%]{a}{op}{b}" for op in (_OP, r"\*\*") for a in ("", " ") for b in ("", " ")]
+    + [arrow + b for arrow in ("->", "=>", "→") for b in ("", " ")]
+)
+_RIGHT_JOIN = rf"[.,]\d|%|:\d| ?(?:\*\*|->|=>|{_OP}) ?[{_SIGNS}]?[.,]?\d"
+_PLAIN_NUMBER = re.compile(r"(?=\d)(?<!\w)" + "".join(f"(?<!{j})" for j in _LEFT_JOINS) + rf"\d+(?!\w)(?!{_RIGHT_JOIN})")
+_JOINED_LEFT = re.compile(f"(?:{'|'.join(_LEFT_JOINS)})$")
+_JOINED_RIGHT = re.compile(_RIGHT_JOIN)
+_LABEL_NOUNS = "card rank player round turn row hand die dice hint offer seat team step level page line chapter version game"
+_LABEL = rf"(?<![a-z])(?:{'|'.join(_LABEL_NOUNS.split())})s?[ :#]*(?:no\.? ?)?"  # "card 2", "Card: 2", "card no. 2"
+_LABEL_BEFORE_NUMBER = re.compile(_LABEL + r"(?=\d)")
+_LABEL_AT_END = re.compile(_LABEL + "$")
 # A whole written number, for shapes: "-4", "0.5", "2**2", "2 x 3", "-> 4" are all "#".
 # `(?<!\d)` starts it only at a digit run's start and no part can match in two ways: linear.
 _OPERAND = rf"[{_SIGNS}]?(?:\d+(?:[.,]\d+)*|[.,]\d+(?:[.,]\d+)*)%?"
-_NUMBER = re.compile(rf"(?<!\d)(?:(?:->|=>|→)\s*)?{_OPERAND}(?:(?:\s*(?:{_OPS})\s*|:){_OPERAND})*")
-# Nouns whose number names that thing, not a move here ("card 2", "round 3", "player 1").
-_LABEL_NOUNS = frozenset(
-    noun + plural
-    for noun in "card rank player round turn row hand die dice hint offer seat team step level page line chapter version game".split()
-    for plural in ("", "s")
-)
-_LAST_WORD = re.compile(r"([a-z]+)[ :#]*(?:no\.? ?)?$")  # "card 2", "Card: 2", "card no. 2"
+_NUMBER = re.compile(rf"(?<!\d)(?:(?:->|=>|→)\s*)?{_OPERAND}(?:(?:\s*(?:\*\*|->|=>|{_OP})\s*|:){_OPERAND})*")
+_WORD = re.compile(r"([a-z]+)[ :#]*(?:no\.? ?)?$")  # "card 2", "Card: 2", "card no. 2"
 _WORD = re.compile(r"\w")
 
 
@@ -189,12 +193,6 @@ def _answers(text: str) -> list[str]:
     return found
 
 
-def _is_label(before: str) -> bool:
-    """Whether `before` (the text just before a number) ends with a noun the number labels."""
-    last = _LAST_WORD.search(before)
-    return bool(last) and last.group(1) in _LABEL_NOUNS
-
-
 def _variants(candidate: str) -> list[str]:
     """Normalised forms a candidate may take: as is, unwrapped (`<Bet>`, `[4]`, a `\\boxed{}`
     inside an answer), and each without a `move:`-style label."""
@@ -209,7 +207,7 @@ def _variants(candidate: str) -> list[str]:
     for base in bases:
         forms.append(base)
         label = _COLON_LABEL.match(base) if ":" in base else None
-        if label and not _is_label(label.group(1)):
+        if label and not _LABEL_AT_END.search(label.group(1)):
             forms.append(normalize(base[label.end() :]))
         if base.startswith(_PREFIXES):
             prefix = next(p for p in _PREFIXES if base.startswith(p))
@@ -220,22 +218,25 @@ def _variants(candidate: str) -> list[str]:
 def _mentions(text: str, forms: dict[str, int]) -> set[int]:
     """Indices of the forms mentioned in `text` (normalised) as whole words and whole numbers.
 
-    Bare numbers are looked up per digit run, other forms found with `str.find`: the cost
-    is one scan per form present, not a regex per form."""
+    Bare numbers come from one pass over the plain numbers; other forms are found with
+    `str.find`, so the cost is one scan per form present, not a regex per form."""
+    found = set()
+    if any(form.isdigit() for form in forms):
+        labelled = None
+        for m in _PLAIN_NUMBER.finditer(text):
+            i = forms.get(m.group())
+            if i is not None and i not in found:
+                labelled = labelled if labelled is not None else {n.end() for n in _LABEL_BEFORE_NUMBER.finditer(text)}
+                if m.start() not in labelled:
+                    found.add(i)
 
-    def whole(s: int, e: int) -> bool:
+    def whole(s: int, e: int) -> bool:  # a form that starts or ends with a digit is read as numbers are
         if (s > 0 and _WORD.match(text, s - 1)) or _WORD.match(text, e):
             return False
-        if text[s].isdigit() and (_JOINED_LEFT.search(text[max(0, s - 8) : s]) or _is_label(text[max(0, s - 24) : s])):
+        if text[s].isdigit() and (_JOINED_LEFT.search(text[max(0, s - 8) : s]) or _LABEL_AT_END.search(text[max(0, s - 24) : s])):
             return False
         return not (text[e - 1].isdigit() and _JOINED_RIGHT.match(text, e))
 
-    found = set()
-    if any(form.isdigit() for form in forms):
-        for m in _DIGITS.finditer(text):
-            i = forms.get(m.group())
-            if i is not None and i not in found and whole(*m.span()):
-                found.add(i)
     for form, i in forms.items():
         if not form or form.isdigit():
             continue
