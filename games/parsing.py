@@ -271,8 +271,8 @@ def parse_move(reply: str, legal_moves: list[str], max_chars: int = 20_000) -> i
                 return index[form], True
         return None, any(_shape(form) in shapes for form in forms)
 
-    def illegal(shown: str) -> ParseError:
-        return ParseError("illegal", f"{shown.strip()[:60]!r} is not a legal move")
+    def illegal(shown: str) -> ParseError:  # one line, however the reply was laid out
+        return ParseError("illegal", f"{' '.join(shown.split())[:60]} is not a legal move")
 
     for style, candidate in (("<answer>", (_answers(text) or [None])[-1]), ("\\boxed{}", _last_boxed(text))):
         if candidate is not None:
