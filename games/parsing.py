@@ -95,7 +95,6 @@ _LABEL_AT_END = re.compile(_LABEL + "$")
 # `(?<!\d)` starts it only at a digit run's start and no part can match in two ways: linear.
 _OPERAND = rf"[{_SIGNS}]?(?:\d+(?:[.,]\d+)*|[.,]\d+(?:[.,]\d+)*)%?"
 _NUMBER = re.compile(rf"(?<!\d)(?:(?:->|=>|→)\s*)?{_OPERAND}(?:(?:\s*(?:\*\*|->|=>|{_OP})\s*|:){_OPERAND})*")
-_WORD = re.compile(r"([a-z]+)[ :#]*(?:no\.? ?)?$")  # "card 2", "Card: 2", "card no. 2"
 _WORD = re.compile(r"\w")
 
 
