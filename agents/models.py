@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -127,24 +128,36 @@ TINY_FIELDS = {"seed": int, "hidden": int, "layers": int, "heads": int, "init": 
 
 def tiny_llama_args(name: str) -> dict:
     """Keyword arguments of `tiny_llama` from a name: tiny-llama, tiny-llama:3, tiny-llama:hidden=128:heads=8."""
-    _, _, spec = name.partition(":")
+    head, _, spec = name.partition(":")
+    if head.lower() != TINY:
+        raise ValueError(f"bad model name {name!r}: expected tiny-llama, tiny-llama:<seed> or tiny-llama:key=value:...")
     if not spec:
         return {}
     if "=" not in spec:
         try:
-            return {"seed": int(spec)}
+            args = {"seed": int(spec)}
         except ValueError:
             raise ValueError(f"bad model name {name!r}: expected tiny-llama:<seed> or tiny-llama:key=value:...") from None
-    args = {}
-    for item in spec.split(":"):
-        key, _, value = item.partition("=")
-        key = key.strip()
-        if key not in TINY_FIELDS:
-            raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
-        try:
-            args[key] = TINY_FIELDS[key](value)
-        except ValueError:
-            raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    else:
+        args = {}
+        for item in spec.split(":"):
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if key not in TINY_FIELDS:
+                raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
+            try:
+                args[key] = TINY_FIELDS[key](value)
+            except ValueError:
+                raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    shape = {**{k: p.default for k, p in inspect.signature(tiny_llama).parameters.items()}, **args}
+    for key in ("hidden", "layers", "heads"):
+        if shape[key] < 1:
+            raise ValueError(f"bad model name {name!r}: {key} must be >= 1, got {shape[key]}")
+    if shape["seed"] < 0 or not 0 <= shape["init"] <= 1:
+        raise ValueError(f"bad model name {name!r}: need seed >= 0 and init in [0, 1], got seed {shape['seed']}, init {shape['init']}")
+    if shape["hidden"] % shape["heads"] or shape["hidden"] // shape["heads"] % 2:
+        raise ValueError(f"bad model name {name!r}: hidden ({shape['hidden']}) must be a multiple of heads ({shape['heads']}) "
+                         "with an even quotient (the head size; rotary embeddings need it even)")
     return args
 
 
