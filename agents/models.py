@@ -175,10 +175,11 @@ def find_checkpoint(name: str) -> Path | None:
 
 def checkpoint_config(folder: Path) -> dict:
     """The run config stored in a training checkpoint (it names the base model)."""
-    try:
-        config = json.loads((folder / "meta.json").read_text()).get("config") or {}
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"checkpoint {folder}: unreadable meta.json ({e})") from None
+    from training.checkpoint import read_meta
+
+    config = read_meta(folder).get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"checkpoint {folder}: its meta.json holds no run config (config is {type(config).__name__})")
     if not config.get("model"):
         raise ValueError(f"checkpoint {folder}: its meta.json names no base model (config.model)")
     return config
@@ -188,7 +189,10 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
     from safetensors.torch import load_model as load_weights
 
+    from training.checkpoint import check_weights
+
     config = checkpoint_config(folder)
+    check_weights(folder / "model.safetensors")  # before building the base model
     model, tok = load_model(config["model"], dtype=dtype, device=device)
     lc = config.get("learner") or {}
     if lc.get("lora_rank", 0) > 0:

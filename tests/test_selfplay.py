@@ -1,8 +1,14 @@
 """The self-play loop end to end: config errors, a short real run, exact resume, weight sync, CLI."""
 
+import contextlib
 import dataclasses
+import io
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -394,6 +400,131 @@ def test_resume_continues_exactly(tmp_path, critic):
     # the weights did change after the resume
     c = load_file(str(tmp_path / "split" / "league" / "step_00000003.safetensors"))
     assert not all(torch.equal(c[k], a[k]) for k in c.keys() & a.keys())
+
+
+SMALL = {"steps": 2, "matches_per_step": 4, "concurrency": 4, "checkpoint_every": 2, "eval": {"every": 1, "games": 2}}
+
+
+def recording():
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=1000)
+
+
+def steps_in(path: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def killed_run(tmp_path, name, monkeypatch):
+    """A run interrupted while it writes its first checkpoint (step 2): logs of steps 1-2, no checkpoint."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    cfg = tiny(tmp_path, name, **SMALL)
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "save", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg, console=quiet())
+    run = Path(cfg.run_dir)
+    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 1, 2]
+    assert not checkpoint.checkpoints(run / "checkpoints")
+    return cfg
+
+
+def test_a_run_killed_before_its_first_checkpoint_never_mixes_with_the_next(tmp_path, monkeypatch):
+    cfg = killed_run(tmp_path, "a", monkeypatch)
+    run = Path(cfg.run_dir)
+    shutil.copytree(run, tmp_path / "b")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = run / "checkpoints" / f".tmp-step_00000002-{dead.pid}"  # what a save killed mid-write leaves
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_bytes(b"x" * 1000)
+    (run / "league" / f".tmp-step_00000003.safetensors-{dead.pid}").write_bytes(b"x" * 1000)
+    busy = run / f".tmp-best-{os.getppid()}"  # a live process's: left alone
+    busy.mkdir()
+
+    console = recording()
+    train(cfg, console=console)  # a fresh start in the used folder
+    old = [p for p in run.iterdir() if p.name.startswith("old-")]
+    assert len(old) == 1 and f"moved them to {old[0]}" in console.file.getvalue()
+    assert steps_in(old[0] / "metrics.jsonl") == [1, 2] and steps_in(old[0] / "eval.jsonl") == [0, 1, 2]
+    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 1, 2]
+    assert not list(run.glob("*/.tmp-*")) and not list(old[0].glob("*/.tmp-*")) and busy.is_dir()
+
+    console = recording()
+    train(tiny(tmp_path, "b", **SMALL), resume=True, console=console)  # --resume, but nothing to resume from
+    out = console.file.getvalue()
+    assert f"--resume: no checkpoint in {tmp_path / 'b' / 'checkpoints'}; starting fresh" in out and "moved them to" in out
+    assert steps_in(tmp_path / "b" / "metrics.jsonl") == [1, 2] and checkpoint.latest(tmp_path / "b" / "checkpoints").name == "step_00000002"
+
+
+def test_resume_falls_back_past_a_damaged_checkpoint_and_a_torn_log_line(tmp_path, capsys):
+    cfg = tiny(tmp_path, **{**SMALL, "steps": 3, "checkpoint_every": 1, "keep_checkpoints": 3})
+    train(cfg, console=quiet())
+    run = Path(cfg.run_dir)
+    first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "checkpoints" / "step_00000003" / "optimizer.pt").write_bytes(b"junk junk junk\n")
+    for name in ("metrics.jsonl", "eval.jsonl"):
+        with open(run / name, "a") as f:
+            f.write('{"step": 4, "rew')  # a writer killed mid-line
+
+    console = recording()
+    train(cfg, resume=True, console=console)
+    out = console.file.getvalue()
+    damaged = run / "checkpoints" / "step_00000003" / "optimizer.pt"
+    assert f"skipped checkpoint step_00000003: checkpoint file {damaged} is damaged" in out and "resuming from step_00000002" in out
+    assert (run / "checkpoints" / "damaged-step_00000003" / "optimizer.pt").read_bytes() == b"junk junk junk\n"
+    again = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in again] == [1, 2, 3] and steps_in(run / "eval.jsonl") == [0, 1, 2, 3]
+    assert (again[2]["reward"], again[2]["loss"]) == (first[2]["reward"], first[2]["loss"])  # step 3 played again, exactly
+
+    for folder in checkpoint.checkpoints(run / "checkpoints"):
+        (folder / "meta.json").write_text("junk")
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({**merged(SMALL), "steps": 3, "run_dir": str(run)}))
+    assert cli_main(["train", str(path), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --resume: no intact checkpoint in {run / 'checkpoints'}: checkpoint file" in err and "meta.json is damaged" in err
+    assert err.count("\n") == 1
+
+
+@contextlib.contextmanager
+def unwritable(folder: Path):
+    """A folder nobody can write to: chmod a-w, and as root (whom chmod does not stop) the immutable attribute."""
+    as_root = os.geteuid() == 0
+    folder.chmod(0o555)
+    if as_root and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        folder.chmod(0o755)
+        pytest.skip("root on a filesystem without chattr +i: no way to make a folder unwritable here")
+    try:
+        yield
+    finally:
+        if as_root:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+def test_a_read_only_run_folder_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    import agents.models
+
+    monkeypatch.setattr(agents.models, "load_model", lambda *a, **k: pytest.fail("loaded a model for an unwritable run folder"))
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with unwritable(run):
+        for cfg, where in [(tiny(tmp_path, "run"), run), (tiny(run, "new"), run / "new")]:
+            for resume in (False, True):
+                with pytest.raises(ValueError) as e:
+                    train(cfg, resume=resume, console=quiet())
+                assert str(e.value).startswith(f"cannot write to {where} (") and "\n" not in str(e.value)
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(merged({})))
+        assert cli_main(["train", str(path), "--out", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"arena train: error: cannot write to {run} (") and err.count("\n") == 1
+    with unwritable(run / "checkpoints"):
+        with pytest.raises(ValueError, match=f"cannot write to {run / 'checkpoints'} "):
+            train(tiny(tmp_path, "run"), console=quiet())
 
 
 class FakeEngine:

@@ -51,6 +51,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 from collections import OrderedDict, defaultdict
 from dataclasses import replace
@@ -62,7 +63,7 @@ import torch
 import yaml
 
 from agents.llm_agent import LLMAgent
-from arena.records import MatchRecord
+from arena.records import MatchRecord, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import compute_advantages, learning_samples
@@ -161,7 +162,7 @@ def save_snapshot(learner: Learner, path: Path) -> None:
         seen.add(v.data_ptr())
         out[k] = v.detach().contiguous().cpu()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = checkpoint.tmp_path(path)
     save_file(out, str(tmp))
     os.replace(tmp, path)
 
@@ -269,10 +270,100 @@ def _append(path: Path, row: dict) -> None:
 
 
 def _truncate_after(path: Path, step: int) -> None:
-    """Drop lines of steps after `step` (written by a run killed after its last checkpoint)."""
+    """Keep the lines of steps up to `step`: a run killed after its last checkpoint wrote more (and maybe a torn line)."""
     if path.exists():
-        keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-        path.write_text("".join(line + "\n" for line in keep))
+        rows = [r for r in read_json_lines(path) if r["step"] <= step]
+        tmp = checkpoint.tmp_path(path)
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+# --- the run folder -------------------------------------------------------------------------
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "best", "checkpoints")  # what a run writes
+
+
+def _free(path: Path) -> Path:
+    """`path`, or `path-2`, `path-3`... if taken."""
+    n, out = 1, path
+    while out.exists():
+        n += 1
+        out = path.with_name(f"{path.name}-{n}")
+    return out
+
+
+def _check_writable(run_dir: Path) -> None:
+    """ValueError "cannot write to DIR" unless the run folder and what a run writes in it can be written."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot write to {run_dir} ({e.strerror})") from None
+    folders = [run_dir, *(run_dir / n for n in RUN_FILES if (run_dir / n).is_dir())]
+    files = [run_dir / n for n in RUN_FILES if (run_dir / n).is_file()]
+    for path in folders + files:
+        try:
+            if path.is_dir():  # a temp name clean_tmp knows, should this process die right here
+                fd, probe = tempfile.mkstemp(dir=path, prefix=".tmp-probe", suffix=f"-{os.getpid()}")
+                os.close(fd)
+                os.unlink(probe)
+            else:
+                open(path, "a").close()
+        except OSError as e:
+            raise ValueError(f"cannot write to {path} ({e.strerror})") from None
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
+    """Ready `run_dir` before anything heavy starts; True when there is a checkpoint to resume from.
+
+    "cannot write to DIR" when it cannot be written. Removes the temp files of killed
+    writers. A fresh start refuses a folder with checkpoints; the files of a run that never
+    reached its first checkpoint (fresh start or --resume) are set aside in old-<time>/, so
+    the logs of two runs never mix.
+    """
+    _check_writable(run_dir)
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "league"):
+        checkpoint.clean_tmp(folder)
+    if checkpoint.checkpoints(run_dir / "checkpoints"):
+        if not resume:
+            raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)")
+        return True
+    if resume:
+        say(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; starting fresh")
+    present = [run_dir / n for n in RUN_FILES if (run_dir / n).exists()]
+    if any(p.name != "config.yaml" and not (p.is_dir() and not any(p.iterdir())) for p in present):
+        aside = _free(run_dir / f"old-{time.strftime('%Y%m%d-%H%M%S')}")
+        aside.mkdir()
+        for p in present:
+            os.replace(p, aside / p.name)
+        say(f"{run_dir} held the files of a run that never reached a checkpoint: moved them to {aside}")
+    return False
+
+
+def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float]:
+    """Load the newest intact checkpoint: (step, league, advantage state, elapsed, games, best).
+
+    A checkpoint with a damaged file is skipped (and moved to damaged-step_N, saying why);
+    ValueError when none is intact.
+    """
+    skipped: list[tuple[Path, Exception]] = []
+    for folder in checkpoint.checkpoints(ckpt_dir):
+        try:
+            meta = checkpoint.load(folder, learner, rng=rng)
+            try:
+                s = meta["state"]
+                state = (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
+                         int(s["games"]), float(s.get("best", -1.0)))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise checkpoint.DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
+        except checkpoint.DamagedCheckpoint as e:
+            skipped.append((folder, e))
+            continue
+        for bad, e in skipped:
+            aside = _free(bad.with_name(f"damaged-{bad.name}"))
+            os.replace(bad, aside)
+            say(f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}")
+        return state
+    raise ValueError(f"--resume: no intact checkpoint in {ckpt_dir}: " + "; ".join(str(e) for _, e in skipped))
 
 
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
@@ -300,11 +391,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 240)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
-    if not resume and checkpoint.latest(ckpt_dir) is not None:
-        raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)")
-    if resume and checkpoint.latest(ckpt_dir) is None:
-        raise ValueError(f"--resume: no checkpoint in {ckpt_dir}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    resume = prepare_run_dir(run_dir, resume, console.print)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config_dict(cfg), sort_keys=False))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -321,12 +408,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     adv_state: dict = {}
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
     if resume:
-        meta = checkpoint.load(ckpt_dir, learner, rng=rng)
-        start_step = int(meta["step"])
-        league = League.from_state_dict(meta["league"])
-        adv_state = meta["state"]["advantage"]
-        elapsed, games_played = float(meta["state"]["elapsed"]), int(meta["state"]["games"])
-        best = float(meta["state"].get("best", -1.0))
+        start_step, league, adv_state, elapsed, games_played, best = resume_from(ckpt_dir, learner, rng, console.print)
         sync_weights(learner, backend)
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
@@ -463,7 +545,13 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "out", None):
         overrides["run_dir"] = args.out
     cfg = load_config(args.config, overrides)
-    result = train(cfg, resume=bool(args.resume))
+    try:
+        result = train(cfg, resume=bool(args.resume))
+    except OSError as e:  # the run folder became unwritable (or full) mid-run: one line, the last checkpoint stands
+        run_dir = Path(cfg.run_dir).resolve()
+        if not e.filename or run_dir not in Path(e.filename).resolve().parents:
+            raise
+        raise ValueError(f"cannot write to {Path(e.filename).parent} ({e.strerror})") from None
     for r in result["eval"]:
         print(f"final eval {r['game']} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
               f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})")
