@@ -402,7 +402,8 @@ def test_resume_continues_exactly(tmp_path, critic):
     assert not all(torch.equal(c[k], a[k]) for k in c.keys() & a.keys())
 
 
-SMALL = {"steps": 2, "matches_per_step": 4, "concurrency": 4, "checkpoint_every": 2, "eval": {"every": 1, "games": 2}}
+SMALL = {"steps": 2, "matches_per_step": 4, "concurrency": 4, "checkpoint_every": 2, "threads": 1, "eval": {"every": 2, "games": 2},
+         "league": {"self_play": 0.5, "bots": ["random"], "snapshot_every": 0}}
 
 
 def recording():
@@ -426,7 +427,7 @@ def killed_run(tmp_path, name, monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             train(cfg, console=quiet())
     run = Path(cfg.run_dir)
-    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 1, 2]
+    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 2]
     assert not checkpoint.checkpoints(run / "checkpoints")
     return cfg
 
@@ -440,6 +441,7 @@ def test_a_run_killed_before_its_first_checkpoint_never_mixes_with_the_next(tmp_
     stale = run / "checkpoints" / f".tmp-step_00000002-{dead.pid}"  # what a save killed mid-write leaves
     stale.mkdir(parents=True)
     (stale / "model.safetensors").write_bytes(b"x" * 1000)
+    (run / "league").mkdir()
     (run / "league" / f".tmp-step_00000003.safetensors-{dead.pid}").write_bytes(b"x" * 1000)
     busy = run / f".tmp-best-{os.getppid()}"  # a live process's: left alone
     busy.mkdir()
@@ -448,8 +450,8 @@ def test_a_run_killed_before_its_first_checkpoint_never_mixes_with_the_next(tmp_
     train(cfg, console=console)  # a fresh start in the used folder
     old = [p for p in run.iterdir() if p.name.startswith("old-")]
     assert len(old) == 1 and f"moved them to {old[0]}" in console.file.getvalue()
-    assert steps_in(old[0] / "metrics.jsonl") == [1, 2] and steps_in(old[0] / "eval.jsonl") == [0, 1, 2]
-    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 1, 2]
+    assert steps_in(old[0] / "metrics.jsonl") == [1, 2] and steps_in(old[0] / "eval.jsonl") == [0, 2]
+    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 2]
     assert not list(run.glob("*/.tmp-*")) and not list(old[0].glob("*/.tmp-*")) and busy.is_dir()
 
     console = recording()
@@ -460,7 +462,7 @@ def test_a_run_killed_before_its_first_checkpoint_never_mixes_with_the_next(tmp_
 
 
 def test_resume_falls_back_past_a_damaged_checkpoint_and_a_torn_log_line(tmp_path, capsys):
-    cfg = tiny(tmp_path, **{**SMALL, "steps": 3, "checkpoint_every": 1, "keep_checkpoints": 3})
+    cfg = tiny(tmp_path, **{**SMALL, "steps": 3, "checkpoint_every": 1, "keep_checkpoints": 3, "eval": {"every": 1, "games": 2}})
     train(cfg, console=quiet())
     run = Path(cfg.run_dir)
     first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -482,7 +484,7 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_a_torn_log_line(tmp_pat
     for folder in checkpoint.checkpoints(run / "checkpoints"):
         (folder / "meta.json").write_text("junk")
     path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump({**merged(SMALL), "steps": 3, "run_dir": str(run)}))
+    path.write_text(yaml.safe_dump({**merged(SMALL), "run_dir": str(run)}))
     assert cli_main(["train", str(path), "--resume"]) == 2
     err = capsys.readouterr().err
     assert f"error: --resume: no intact checkpoint in {run / 'checkpoints'}: checkpoint file" in err and "meta.json is damaged" in err

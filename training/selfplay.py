@@ -22,10 +22,15 @@ from a league, and is updated on turn-level advantages::
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state) -> `--resume` continues exactly
 
+Config: `training.config` (the dataclasses, YAML loading, every check before the model loads).
+
 Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
 line per evaluation and opponent), eval.png (the curve), tb/ (TensorBoard events),
 checkpoints/ (`training.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
-policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint).
+policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint). One run per folder
+(`prepare_run_dir`): a fresh start refuses checkpoints and sets the files of a run that never
+checkpointed aside (old-<time>/); a resume uses the newest intact checkpoint (`resume_from`;
+damaged ones go to checkpoints/damaged-step_N/) and cuts the logs back to its step.
 
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
 league opponents, invalid-move rate and response length of the policy's turns, the PPO
