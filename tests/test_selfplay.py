@@ -606,7 +606,7 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
         names = {s.agent for r in read_jsonl(tmp_path / "t.jsonl") for s in r.turns}
         expected = {f"tiny@{int(d.name[5:])}" for d in (run / "checkpoints").glob("step_*")} | {"tiny@best", "random"}
         assert names == expected and "tiny@2" in names
-    (folder / "meta.json").write_text("{}")
+    (folder / "meta.json").write_text('{"step": 2}')  # a meta.json without the run config
     with pytest.raises(ValueError, match="names no base model"):
         load_named(str(folder))
 
