@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -127,24 +128,36 @@ TINY_FIELDS = {"seed": int, "hidden": int, "layers": int, "heads": int, "init": 
 
 def tiny_llama_args(name: str) -> dict:
     """Keyword arguments of `tiny_llama` from a name: tiny-llama, tiny-llama:3, tiny-llama:hidden=128:heads=8."""
-    _, _, spec = name.partition(":")
+    head, _, spec = name.partition(":")
+    if head.lower() != TINY:
+        raise ValueError(f"bad model name {name!r}: expected tiny-llama, tiny-llama:<seed> or tiny-llama:key=value:...")
     if not spec:
         return {}
     if "=" not in spec:
         try:
-            return {"seed": int(spec)}
+            args = {"seed": int(spec)}
         except ValueError:
             raise ValueError(f"bad model name {name!r}: expected tiny-llama:<seed> or tiny-llama:key=value:...") from None
-    args = {}
-    for item in spec.split(":"):
-        key, _, value = item.partition("=")
-        key = key.strip()
-        if key not in TINY_FIELDS:
-            raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
-        try:
-            args[key] = TINY_FIELDS[key](value)
-        except ValueError:
-            raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    else:
+        args = {}
+        for item in spec.split(":"):
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if key not in TINY_FIELDS:
+                raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
+            try:
+                args[key] = TINY_FIELDS[key](value)
+            except ValueError:
+                raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    shape = {**{k: p.default for k, p in inspect.signature(tiny_llama).parameters.items()}, **args}
+    for key in ("hidden", "layers", "heads"):
+        if shape[key] < 1:
+            raise ValueError(f"bad model name {name!r}: {key} must be >= 1, got {shape[key]}")
+    if shape["seed"] < 0 or not 0 <= shape["init"] <= 1:
+        raise ValueError(f"bad model name {name!r}: need seed >= 0 and init in [0, 1], got seed {shape['seed']}, init {shape['init']}")
+    if shape["hidden"] % shape["heads"] or shape["hidden"] // shape["heads"] % 2:
+        raise ValueError(f"bad model name {name!r}: hidden ({shape['hidden']}) must be a multiple of heads ({shape['heads']}) "
+                         "with an even quotient (the head size; rotary embeddings need it even)")
     return args
 
 
@@ -162,10 +175,11 @@ def find_checkpoint(name: str) -> Path | None:
 
 def checkpoint_config(folder: Path) -> dict:
     """The run config stored in a training checkpoint (it names the base model)."""
-    try:
-        config = json.loads((folder / "meta.json").read_text()).get("config") or {}
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"checkpoint {folder}: unreadable meta.json ({e})") from None
+    from training.checkpoint import read_meta
+
+    config = read_meta(folder).get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"checkpoint {folder}: its meta.json holds no run config (config is {type(config).__name__})")
     if not config.get("model"):
         raise ValueError(f"checkpoint {folder}: its meta.json names no base model (config.model)")
     return config
@@ -175,7 +189,10 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
     from safetensors.torch import load_model as load_weights
 
+    from training.checkpoint import check_weights
+
     config = checkpoint_config(folder)
+    check_weights(folder / "model.safetensors")  # before building the base model
     model, tok = load_model(config["model"], dtype=dtype, device=device)
     lc = config.get("learner") or {}
     if lc.get("lora_rank", 0) > 0:

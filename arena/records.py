@@ -165,6 +165,12 @@ def check_jsonl_out(path: str | os.PathLike) -> None:
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[MatchRecord]:
     """Read matches back; a torn last line (a killed writer) is skipped."""
+    for d in read_json_lines(path):
+        yield MatchRecord.from_dict(d)
+
+
+def read_json_lines(path: str | os.PathLike) -> Iterator[Any]:
+    """The JSON values of a JSONL file, one per line; a torn last line (a killed writer) is skipped."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     for n, line in enumerate(lines):
         if not line.strip():
@@ -175,4 +181,4 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[MatchRecord]:
             if n == len(lines) - 1:
                 return
             raise ValueError(f"{path}:{n + 1}: corrupt JSON line")
-        yield MatchRecord.from_dict(d)
+        yield d
