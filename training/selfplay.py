@@ -56,7 +56,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 from collections import OrderedDict, defaultdict
 from dataclasses import replace
@@ -68,7 +67,7 @@ import torch
 import yaml
 
 from agents.llm_agent import LLMAgent
-from arena.records import MatchRecord, read_json_lines
+from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import compute_advantages, learning_samples
@@ -299,22 +298,8 @@ def _free(path: Path) -> Path:
 
 def _check_writable(run_dir: Path) -> None:
     """ValueError "cannot write to DIR" unless the run folder and what a run writes in it can be written."""
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"cannot write to {run_dir} ({e.strerror})") from None
-    folders = [run_dir, *(run_dir / n for n in RUN_FILES if (run_dir / n).is_dir())]
-    files = [run_dir / n for n in RUN_FILES if (run_dir / n).is_file()]
-    for path in folders + files:
-        try:
-            if path.is_dir():  # a temp name clean_tmp knows, should this process die right here
-                fd, probe = tempfile.mkstemp(dir=path, prefix=".tmp-probe", suffix=f"-{os.getpid()}")
-                os.close(fd)
-                os.unlink(probe)
-            else:
-                open(path, "a").close()
-        except OSError as e:
-            raise ValueError(f"cannot write to {path} ({e.strerror})") from None
+    check_writable(run_dir / RUN_FILES[0])  # makes the folder, probes it with a new file
+    check_writable(run_dir, *(run_dir / n for n in RUN_FILES if (run_dir / n).exists()))
 
 
 def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
