@@ -27,6 +27,7 @@ class Generation:
     logprobs: list[float] = field(default_factory=list)
     prompt_token_ids: list[int] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" | "length" | "error"
+    error: str = ""  # why, when finish_reason == "error" (the agent records it in the turn)
 
 
 class Backend(Protocol):
@@ -38,6 +39,16 @@ class Backend(Protocol):
         params: SamplingParams,
         allowed: list[list[str]] | None = None,
     ) -> list[Generation]: ...
+
+
+def content_text(content) -> str:
+    """A chat message's text: its content is a string, null (""), or a list of OpenAI
+    content parts [{"type": "text", "text": ...}] (joined). Anything else: ValueError."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    raise ValueError(f"content must be a string or a list of text parts, got {str(content)[:80]!r}")
 
 
 def check_request(conversations: list[list[dict]], params: SamplingParams, allowed: list[list[str] | None] | None) -> None:

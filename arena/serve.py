@@ -47,7 +47,7 @@ import uuid
 from dataclasses import astuple, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from agents.backend import Backend, Generation, SamplingParams
+from agents.backend import Backend, Generation, SamplingParams, content_text
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +127,10 @@ def parse_request(body, model_name: str) -> Request:
 
 
 def _content(content, i: int) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
-        return "".join(p["text"] for p in content)
-    raise RequestError(400, f"messages[{i}].content must be a string or a list of text parts")
+    try:
+        return content_text(content)
+    except ValueError:
+        raise RequestError(400, f"messages[{i}].content must be a string or a list of text parts") from None
 
 
 def _choices(body: dict) -> list[str] | None:
