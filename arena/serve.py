@@ -411,6 +411,9 @@ def serve(
 
 def build_backend(model: str, kind: str = "transformers") -> Backend:
     """A local backend for a model name (see `agents.models`)."""
+    from agents.models import check_name
+
+    check_name(model)
     if kind == "transformers":
         from agents.transformers_backend import TransformersBackend
 
