@@ -210,13 +210,15 @@ def test_concurrent_requests_are_micro_batched():
         ({"messages": "hi"}, 400, "'messages' must be a non-empty list"),
         ({"messages": [{"content": "hi"}]}, 400, "string 'role'"),
         ({"messages": [{"role": "user", "content": 3}]}, 400, "content must be a string"),
-        ({"messages": CONV, "n": 2}, 400, "only n=1"),
+        ({"messages": CONV, "n": 0}, 400, "n must be an integer from 1 to 64"),
         ({"messages": CONV, "temperature": -1}, 400, "temperature must be >= 0"),
         ({"messages": CONV, "max_tokens": 0}, 400, "max_tokens must be a positive integer"),
         ({"messages": CONV, "top_p": 0}, 400, "top_p must be in (0, 1]"),
         ({"messages": CONV, "guided_choice": []}, 400, "non-empty list"),
         ({"messages": CONV, "structured_outputs": {"regex": "a+"}}, 400, "only {'choice'"),
-        ({"messages": CONV, "stream": True}, 400, "stream=true is not supported"),
+        ({"messages": CONV, "stream": "yes"}, 400, "stream must be true or false"),
+        ({"messages": CONV, "stop": ["\n"]}, 400, "stop=['\\n'] is not supported"),
+        ({"messages": CONV, "top_logprobs": 2}, 400, "top_logprobs needs logprobs=true"),
         ({"messages": CONV, "model": "gpt-4"}, 404, "this server serves 'echo'"),
     ],
 )
@@ -229,6 +231,27 @@ def test_malformed_requests_get_a_clear_4xx(body, status, hint):
     assert r.status_code == status
     assert hint in r.json()["error"]["message"]
     assert backend.calls == []
+
+
+class PickyBackend(EchoBackend):
+    """Refuses what it cannot do with a ValueError, as the vllm backend refuses top_logprobs."""
+
+    def generate(self, conversations, params, allowed=None):
+        if params.top_logprobs:
+            raise ValueError("this backend does not report top_logprobs")
+        return super().generate(conversations, params, allowed)
+
+
+def test_what_the_backend_cannot_do_is_a_400_naming_it():
+    backend = PickyBackend()
+    with running(backend) as server:
+        refused = httpx.post(server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "top_logprobs": 2})
+        fine = httpx.post(server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "n": 3})
+        raw = httpx.post(server.url + "/completions", json={"prompt": "hi"})  # no `complete`: chat only
+    assert refused.status_code == 400 and "does not report top_logprobs" in refused.json()["error"]["message"]
+    assert fine.status_code == 200 and [c["message"]["content"] for c in fine.json()["choices"]] == [CONV[-1]["content"][::-1]] * 3
+    assert backend.calls == [3]  # the n=3 request was one batch (the refused one raised first)
+    assert raw.status_code == 400 and "serves chat completions only" in raw.json()["error"]["message"]
 
 
 def test_client_does_not_retry_4xx_and_raises_on_unknown_model():
