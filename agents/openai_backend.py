@@ -18,11 +18,10 @@ Set `extensions=False` for servers that reject unknown fields (api.openai.com an
 "Unrecognized request argument"); then constrained decoding raises ValueError.
 
 What each `Generation` holds:
-    text              choices[0].message.content: a string, or the OpenAI schema's list of
-                      content parts (their texts joined);
-                      "" if null (`agents.backend.content_text`). Any other content (a
-                      number, a non-text part) is a malformed response: an error
-                      generation (below)
+    text              choices[0].message.content: a string, the OpenAI schema's list of
+                      text parts (joined), or "" if null (`agents.backend.content_text`).
+                      Any other content (a number, a non-text part) is a malformed
+                      response: an error generation (below)
     logprobs          choices[0].logprobs.content[*].logprob (empty if the server sent none)
     token_ids         choices[0].token_ids when the server returns them (vLLM with
                       return_token_ids, `arena serve`), else empty: the OpenAI API only
@@ -31,10 +30,10 @@ What each `Generation` holds:
     finish_reason     "stop" | "length" as the server says (anything else is kept as is),
                       "error" when the request failed (below; `error` says why)
 
-Deadline. `timeout` bounds each attempt as a whole (waiting for a connection, connecting,
-sending, and reading the full answer): httpx's own timeouts apply per read, so a server
-trickling a byte every 0.4 s would hold a `timeout=1` request as long as it liked. The
-total worst case of a request is `(max_retries + 1) * timeout` plus the backoff delays.
+Deadline. `timeout` bounds each attempt as a whole (connecting, sending, and reading the
+full answer; waiting for one of the `concurrency` slots is not counted): httpx's own
+timeouts apply per read, so a server trickling a byte every 0.4 s held a `timeout=1`
+request for 12 s. A request's worst case is `(max_retries + 1) * timeout` plus backoff.
 
 Failures. Timeouts, connection errors, HTTP 429 and 5xx are retried up to `max_retries`
 times with exponential backoff and jitter (`backoff * 2**attempt`, scaled by a random
@@ -42,8 +41,7 @@ factor in [0.5, 1], capped at `max_backoff`; a numeric Retry-After header is hon
 to the cap). Other 4xx answers are not retried. When a request still fails, its
 conversation gets `Generation(text="", finish_reason="error", error=REASON)`, the
 one-line reason is logged (logger "agents.openai_backend") and appended to
-`backend.errors`, and the other
-conversations of the batch are unaffected. Why not raise: one flaky request must not
+`backend.errors`, and the other conversations of the batch are unaffected. Why not raise: one flaky request must not
 throw away a whole batch of answers or abort a run; an empty completion is an invalid
 reply, so the LLM agent's invalid-move policy (correction retries, then the fallback)
 takes over and the turn's record shows it, and the match finishes normally.

@@ -255,14 +255,18 @@ def token_strings(ids: list[int], tokenizer) -> list[str]:
 
 
 def _chat_logprobs(g: Generation, tokens: range, tokenizer) -> list[dict]:
-    ids = [g.token_ids[k] for k in tokens] if len(g.token_ids) == len(g.logprobs) else []
-    names = token_strings(ids, tokenizer) if ids else [""] * len(tokens)
+    """The chat format's logprobs.content entries of the given completion tokens."""
+    names = token_strings([g.token_ids[k] for k in tokens], tokenizer) if len(g.token_ids) == len(g.logprobs) else [""] * len(tokens)
     out = []
     for name, k in zip(names, tokens):
         top = g.top_logprobs[k] if k < len(g.top_logprobs) else []
-        alts = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in zip(token_strings([i for i, _ in top], tokenizer), [lp for _, lp in top])]
-        out.append({"token": name, "logprob": g.logprobs[k], "bytes": list(name.encode()), "top_logprobs": alts})
+        alts = [_entry(t, lp) for t, (_, lp) in zip(token_strings([i for i, _ in top], tokenizer), top)]
+        out.append({**_entry(name, g.logprobs[k]), "top_logprobs": alts})
     return out
+
+
+def _entry(token: str, logprob: float) -> dict:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
 
 
 def _text_logprobs(g: Generation, tokens: range, tokenizer, offsets: list[int]) -> dict:
