@@ -17,11 +17,20 @@
   the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
   tournaments and evaluations like any model; `agents.make_agent` also takes the agent
   settings it was trained with (prompt, system prompt, constrained decoding...) as defaults.
-- Anything else is passed to `from_pretrained` (a hub id or a local folder).
+- Anything else is passed to `from_pretrained` (a hub id or a local folder). A name that
+  is not a local path is looked up on the Hugging Face hub only if the hub answers a
+  3-second probe (`hub_reachable`; `HF_HUB_OFFLINE=1` skips the probe and says no):
+  otherwise a model already in the hub cache loads from there, and any other name fails
+  at once with one line and a did-you-mean over the built-in names. Without the probe an
+  offline machine spent ~50 s in huggingface_hub's retries (23 log lines) on a typo.
+  Why a probe rather than "only `org/name` goes to the hub": legacy hub ids have no org
+  (`gpt2`), and a typo of a built-in name can look like `org/name` too.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.util
 import inspect
 import json
@@ -29,6 +38,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+import httpx
 
 SMOLLM2 = "smollm2-135m"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -79,10 +90,52 @@ def smollm2_folder() -> Path:
 
 
 def resolve(name: str) -> str:
-    """A path or hub id `from_pretrained` accepts for `name`."""
+    """A path or hub id `from_pretrained` accepts for `name` (see the module docstring)."""
     if name.lower() == SMOLLM2:
         return str(smollm2_folder())
-    return name
+    if Path(name).expanduser().exists() or hub_reachable():
+        return name
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a valid hub id either
+        cached = None
+    if isinstance(cached, str):
+        return str(Path(cached).parent)  # the cached snapshot folder: from_pretrained stays off the network
+    from huggingface_hub import is_offline_mode
+
+    why = "HF_HUB_OFFLINE is set" if is_offline_mode() else "the Hugging Face hub is unreachable (offline?)"
+    raise unknown_model(name, f"{why}, so it is not looked up there")
+
+
+def check_name(name: str) -> None:
+    """Fail fast on a model name nothing can load, before torch and the model are loaded."""
+    if name.lower().startswith(TINY):
+        tiny_llama_args(name)
+    elif name.lower() != SMOLLM2:
+        resolve(name)
+
+
+@functools.cache
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers at all (asked once per process)."""
+    from huggingface_hub import constants, is_offline_mode
+
+    if is_offline_mode():
+        return False
+    try:
+        httpx.head(constants.ENDPOINT, timeout=timeout)  # any HTTP answer will do
+        return True
+    except httpx.HTTPError:
+        return False
+
+
+def unknown_model(name: str, why: str) -> RuntimeError:
+    """The one-line error for a model name nothing could load, with a did-you-mean."""
+    close = difflib.get_close_matches(name.lower(), [SMOLLM2, TINY], n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}?" if close else f" (built in: {SMOLLM2}, {TINY})"
+    return RuntimeError(f"unknown model {name!r}: not a built-in name, local folder or training checkpoint, and {why}{hint}")
 
 
 def load_tokenizer(name: str):
@@ -213,6 +266,7 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
 
 def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) for a name; fp32 on CPU, bf16 on GPU unless `dtype` says otherwise."""
+    check_name(name)  # before the slow imports
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -229,6 +283,8 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
         try:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         except OSError as e:
-            raise RuntimeError(f"cannot load model {name!r}: not a known name, local folder or reachable hub id ({e.__class__.__name__})") from None
+            if Path(name).expanduser().exists():
+                raise RuntimeError(f"cannot load model folder {name!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            raise unknown_model(name, f"the Hugging Face hub does not serve it ({type(e).__name__})") from None
         tok = load_tokenizer(name)
     return model.to(device=device, dtype=getattr(torch, dtype)), tok
