@@ -22,6 +22,7 @@ import yaml
 
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
 from training.advantages import ESTIMATORS, AdvantageConfig
+from arena.machine import PRECISIONS
 from training.learner import LearnerConfig
 from training.league import WEIGHTINGS
 from training.loss import AGGREGATIONS
@@ -146,6 +147,7 @@ CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did
     "agent.fallback": FALLBACKS,
     "advantage.estimator": tuple(ESTIMATORS),
     "learner.lr_schedule": ("constant", "cosine"),
+    "learner.precision": PRECISIONS,
     "learner.loss.aggregation": AGGREGATIONS,
     "league.weighting": WEIGHTINGS,
 }
@@ -196,6 +198,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "advantage.eps": _gt(0),
     "advantage.rae_decay": _within(0, 1, closed_high=False),
     "advantage.aa_beta": _ge(0),
+    "advantage.gigpo_weight": _ge(0),
     "advantage.aa_gamma": _within(0, 1),
     "advantage.functional_groups": (lambda v: v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items()),
                                     "a mapping seat -> group name"),

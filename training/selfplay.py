@@ -102,7 +102,7 @@ def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
     if cfg.backend == "transformers":
         from agents.transformers_backend import TransformersBackend
 
-        kwargs = {"max_batch_size": 256, **cfg.backend_kwargs}
+        kwargs = {"max_batch_size": 256, "autocast": learner.compute_dtype, **cfg.backend_kwargs}
         return TransformersBackend((learner.model, tokenizer), name=POLICY, **kwargs)
     from agents.vllm_backend import VLLMBackend
 
@@ -388,7 +388,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
-    model, tokenizer = load_model(cfg.model)
+    # fp32 master weights on the CPU (bf16 compute is an autocast, learner.precision)
+    model, tokenizer = load_model(cfg.model, dtype="auto" if torch.cuda.is_available() else "float32")
     learner = Learner(model, tokenizer, cfg.learner)
     backend = make_backend(cfg, learner, tokenizer)
     rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
