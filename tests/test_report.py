@@ -137,6 +137,13 @@ def test_points_say_what_they_count_in_the_terminal_and_the_html(tmp_path):
     note = re.search(r'<p class=k id="points-note">([^<]+)</p>', html).group(1)
     assert note.startswith("points: win 1, draw ½, loss 0 per match, divided by the config&#x27;s 3 games") and example in note
     assert f'<td data-v="{top.points:.6g}">{top.points:.4g} of 4</td>' in html
+    # a tournament so far (`--report-only` while it runs) has points but no format stats yet
+    from dataclasses import replace
+
+    from tournaments.core import Outcome
+
+    so_far = replace(result, outcome=Outcome(result.outcome.order, {p: {"points": s["points"]} for p, s in result.outcome.stats.items()}))
+    assert [r.max_points for r in leaderboard(so_far)] == [4, 4, 4]
 
 
 def test_swiss_points_count_a_bye_as_a_won_pairing(tmp_path):

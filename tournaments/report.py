@@ -70,7 +70,8 @@ def leaderboard(result: TournamentResult) -> list[Row]:
         w, d, l_ = wdl[p]
         mean = {g: float(np.mean(returns[p, g])) for g in games if returns[p, g]}
         stats = result.outcome.stats.get(p, {})
-        most = stats.get("games", 0) + stats.get("byes", 0) * result.config.games_per_pairing
+        played = stats.get("games", (w + d + l_) / len(result.config.games))  # a tournament so far: its matches
+        most = played + stats.get("byes", 0) * result.config.games_per_pairing
         rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean, float(most)))
     return rows
 
