@@ -271,6 +271,9 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from arena.machine import announce_threads
+
+    announce_threads()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if dtype == "auto":

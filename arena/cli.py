@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", help="append trajectories to this JSONL file")
     pl.add_argument("--opening", type=int, default=0, metavar="K",
                     help="each match opens with 0..K uniformly random legal moves (varied positions for evaluation)")
+    pl.add_argument("--threads", type=int, default=0, metavar="N",
+                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     pl.set_defaults(func=cmd_play)
 
     s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")
@@ -162,12 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    s.add_argument("--threads", type=int, default=0, metavar="N",
+                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("tournament", help="create or resume a tournament from a YAML config")
     t.add_argument("config", help="tournament YAML: players, games, format, rating (e.g. configs/quickstart.yaml)")
     t.add_argument("--db", help="SQLite file (default: runs/<name>/tournament.db; trajectories and report beside it)")
     t.add_argument("--report-only", action="store_true", help="only print the leaderboard and rewrite the HTML report of a finished tournament")
+    t.add_argument("--threads", type=int, default=0, metavar="N",
+                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     t.set_defaults(func=cmd_tournament)
 
     tr = sub.add_parser("train", help="self-play RL from a YAML config")
@@ -175,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--resume", action="store_true", help="continue from the run dir's latest checkpoint")
     tr.add_argument("--steps", type=int, help="override the config's steps")
     tr.add_argument("--out", help="override the config's run_dir")
+    tr.add_argument("--threads", type=int, metavar="N", help="override the config's threads (0: chosen from the CPUs and the load)")
     tr.set_defaults(func=cmd_train)
 
     pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")
@@ -196,6 +203,10 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("play", "serve", "tournament"):  # train sets its config's threads
+            from arena.machine import set_threads
+
+            set_threads(args.threads, verbose=False)  # printed when a model loads
         args.func(args)
     except (ValueError, RuntimeError, FileNotFoundError, KeyError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

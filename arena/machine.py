@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -41,10 +42,14 @@ def choose_threads(cpus: int, load: float) -> int:
     return max(1, min(cpus, cpus - round(load)))
 
 
+_announcement: list[str] = []  # the last choice's line, until a model load prints it
+
+
 def set_threads(requested: int | None, verbose: bool = True) -> int:
     """Set torch's intra-op threads: `requested` if given (> 0), else chosen from the load.
 
-    Returns the count set; prints it with the reason unless `verbose` is false.
+    Returns the count set. Prints it with the reason to stderr, or with `verbose` false
+    keeps the line for `announce_threads` (printed when a model loads: bots need no torch).
     """
     import torch
 
@@ -57,9 +62,16 @@ def set_threads(requested: int | None, verbose: bool = True) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         threads, why = choose_threads(cpus, load), f"automatic: {cpus} CPUs usable, load {load:.1f}"
     torch.set_num_threads(threads)
+    _announcement[:] = [f"torch threads: {threads} ({why}; override with --threads N or threads: N)"]
     if verbose:
-        print(f"torch threads: {threads} ({why}; override with threads: N)")
+        announce_threads()
     return threads
+
+
+def announce_threads() -> None:
+    """Print the pending thread-choice line once (to stderr)."""
+    if _announcement:
+        print(_announcement.pop(), file=sys.stderr)
 
 
 def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0) -> float:

@@ -33,10 +33,10 @@ def test_set_threads_configured_and_automatic(capsys, monkeypatch):
     before = torch.get_num_threads()
     try:
         assert set_threads(1) == 1 and torch.get_num_threads() == 1
-        assert "as configured" in capsys.readouterr().out
+        assert "as configured" in capsys.readouterr().err
         monkeypatch.setattr(os, "getloadavg", lambda: (50.0, 0.0, 0.0))
         assert set_threads(None) == 1
-        out = capsys.readouterr().out
+        out = capsys.readouterr().err
         assert "torch threads: 1" in out and "load 50.0" in out
         monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
         assert set_threads(0, verbose=False) == usable_cpus()
@@ -64,3 +64,19 @@ def test_matmul_flops_is_positive_and_bounded_in_time():
     assert matmul_flops("float32", size=256, seconds=0.05) > 1e8
     assert matmul_flops("bfloat16", size=2048, seconds=0.2) > 0  # shrinks where bf16 is emulated
     assert time.perf_counter() - start < 10
+
+
+def test_cli_prints_and_applies_the_thread_choice(capsys):
+    from arena.cli import main
+
+    before = torch.get_num_threads()
+    try:
+        assert main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "2", "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+        assert "torch threads" not in capsys.readouterr().err  # bots: no model, no line
+        assert main(["play", "tic_tac_toe", "--agents", "llm:tiny-llama", "random", "--matches", "1", "--threads", "1"]) == 0
+        assert capsys.readouterr().err.count("torch threads: 1 (as configured") == 1
+        assert main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "2", "--threads", "-1"]) == 2
+        assert "threads must be >= 1" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)

@@ -106,7 +106,8 @@ class TrainConfig:
     max_minutes: float = 0.0
     """stop (with a final evaluation and checkpoint) once the run's wall time passes this; 0: no limit"""
     threads: int = 0
-    """torch CPU threads (0: torch's default); 1 is fastest for tiny models on a busy machine"""
+    """torch CPU threads (0: chosen from the usable CPUs and the load at start, printed); 1 is
+    fastest for tiny models on a busy machine, and a fixed count keeps runs bit-reproducible"""
     games: list = field(default_factory=lambda: [GameEntry("tic_tac_toe")])
     """training games: names or {name, weight, params} mappings"""
     matches_per_step: int = 64

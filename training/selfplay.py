@@ -68,6 +68,7 @@ import yaml
 
 from agents.llm_agent import LLMAgent
 from arena.progress import Progress
+from arena.machine import set_threads
 from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
@@ -385,8 +386,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     ckpt_dir = run_dir / "checkpoints"
     resume = prepare_run_dir(run_dir, resume, console.print)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config_dict(cfg), sort_keys=False))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    set_threads(cfg.threads)
 
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
@@ -532,12 +532,14 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
 
 def main(args: argparse.Namespace) -> None:
-    """`arena train CONFIG [--resume] [--steps N] [--out DIR]`."""
+    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N]`."""
     overrides = {}
     if getattr(args, "steps", None) is not None:
         overrides["steps"] = args.steps
     if getattr(args, "out", None):
         overrides["run_dir"] = args.out
+    if getattr(args, "threads", None) is not None:
+        overrides["threads"] = args.threads
     cfg = load_config(args.config, overrides)
     try:
         result = train(cfg, resume=bool(args.resume))
