@@ -69,6 +69,10 @@ def _parse(spec: str | dict) -> dict:
 def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
     """A shared backend instance for (kind, model, url)."""
     key = (kind, model, base_url)
+    if kind in ("transformers", "vllm"):  # a local model runs on the threads chosen at start
+        from arena.machine import announce_threads
+
+        announce_threads()
     if key not in _BACKENDS:
         if kind == "transformers":
             from agents.transformers_backend import TransformersBackend
