@@ -203,9 +203,10 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command in ("play", "serve", "tournament"):  # train sets its config's threads
-            from arena.machine import set_threads
+        from arena.machine import announce_threads, set_threads
 
+        announce_threads(printer=lambda line: None)  # an earlier call's line is not this command's
+        if args.command in ("play", "serve", "tournament"):  # train sets its config's threads
             set_threads(args.threads, verbose=False)  # printed when a model loads
         args.func(args)
     except (ValueError, RuntimeError, FileNotFoundError, KeyError) as e:

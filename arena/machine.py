@@ -68,10 +68,11 @@ def set_threads(requested: int | None, verbose: bool = True) -> int:
     return threads
 
 
-def announce_threads() -> None:
-    """Print the pending thread-choice line once (to stderr)."""
+def announce_threads(printer=None) -> None:
+    """Print the pending thread-choice line once (to stderr, or through `printer`)."""
     if _announcement:
-        print(_announcement.pop(), file=sys.stderr)
+        line = _announcement.pop()
+        printer(line) if printer else print(line, file=sys.stderr)
 
 
 def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0) -> float:

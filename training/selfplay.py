@@ -68,7 +68,7 @@ import yaml
 
 from agents.llm_agent import LLMAgent
 from arena.progress import Progress
-from arena.machine import set_threads
+from arena.machine import announce_threads, set_threads
 from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
@@ -386,7 +386,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     ckpt_dir = run_dir / "checkpoints"
     resume = prepare_run_dir(run_dir, resume, console.print)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config_dict(cfg), sort_keys=False))
-    set_threads(cfg.threads)
+    set_threads(cfg.threads, verbose=False)
+    announce_threads(console.print)  # in the run's log, not as an error line
 
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
