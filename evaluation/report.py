@@ -121,8 +121,8 @@ def rates_figure(rows: list[dict], game: str) -> str:
             mine = {r["opponent"]: r for r in cells if r["agent"] == who}
             x = np.arange(len(opponents)) + (i - (len(agents) - 1) / 2) * width
             y = [mine[o][key] if o in mine else np.nan for o in opponents]
-            err = [[mine[o][key] - mine[o][ci_key][0] if o in mine else 0 for o in opponents],
-                   [mine[o][ci_key][1] - mine[o][key] if o in mine else 0 for o in opponents]]
+            err = [[max(0.0, mine[o][key] - mine[o][ci_key][0]) if o in mine else 0 for o in opponents],
+                   [max(0.0, mine[o][ci_key][1] - mine[o][key]) if o in mine else 0 for o in opponents]]
             ax.bar(x, y, width, yerr=err, capsize=3, label=who)
         ax.set_xticks(range(len(opponents)), opponents, rotation=15)
         ax.set_ylim(0, 1.05)

@@ -253,5 +253,11 @@ def main(args) -> None:
 
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
-    """Blunder and social-dilemma rows for the games that have them."""
-    return []
+    """Blunder rows (games an exact solver handles) and social rows (dilemmas, negotiation)."""
+    from dataclasses import asdict
+
+    from evaluation.blunders import blunder_rows
+    from evaluation.social import social_rows
+
+    who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
+    return [asdict(r) for w in who for r in blunder_rows(records, w)] + [asdict(r) for w in who for r in social_rows(records, w)]

@@ -26,7 +26,7 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, center - half), min(1.0, center + half)
+    return (0.0 if k == 0 else max(0.0, center - half)), (1.0 if k == n else min(1.0, center + half))
 
 
 def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
