@@ -108,7 +108,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
             raise ValueError(f"agent {name!r}: {e}") from None
     if kind == "llm":
         from agents.llm_agent import LLMAgent, LLMAgentConfig
-        from agents.models import checkpoint_config, find_checkpoint
+        from agents.models import check_name, checkpoint_config, find_checkpoint
 
         model = d.pop("model", None)
         if not model:
@@ -116,6 +116,8 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         backend_kind = d.pop("backend", "transformers")
         base_url = d.pop("base_url", None)
         backend_kwargs = d.pop("backend_kwargs", {}) or {}
+        if backend_kind in ("transformers", "vllm"):
+            check_name(model)  # a typo fails here in seconds, not after importing torch
         fields = set(LLMAgentConfig.__dataclass_fields__)
         trained_games = None
         if backend_kind == "transformers" and (ckpt := find_checkpoint(model)) is not None:

@@ -15,18 +15,21 @@ random draw comes from the turn's per-match generator, so seeded runs reproduce 
                  (`pyspiel.CFRPlusSolver`), computed once and cached as JSON (Leduc: 300
                  iterations, ~3 s, exploitability ~0.002).
 - `HumanAgent`   shows the prompt at the terminal and reads a move (re-asks on errors).
+                 At the end of input (stdin closed, Ctrl-D) it forfeits each turn it is
+                 asked, recorded like an LLM's forfeit, and says so once.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from agents.base import PendingTurn, WrongGame, decision
 from agents.models import cache_dir
-from arena.records import TurnRecord
+from arena.records import Attempt, TurnRecord
 from games.parsing import ParseError
 
 
@@ -207,18 +210,29 @@ class HumanAgent:
 
     def __init__(self, name: str = "human", input_fn=input, print_fn=print):
         self.name, self.input, self.print = name, input_fn, print_fn
+        self.closed = False  # input ended: every later turn is forfeited
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
         out = []
         for t in turns:
-            view = t.env.view(t.player)
-            self.print(f"\n=== {t.match_id} - you are {t.player} ===\n{view.prompt()}")
-            while True:
-                reply = self.input("your move> ")
+            if not self.closed:
+                view = t.env.view(t.player)
+                self.print(f"\n=== {t.match_id} - you are {t.player} ===\n{view.prompt()}")
+            while not self.closed:
+                try:
+                    reply = self.input("your move> ")
+                except EOFError:
+                    self.closed = True
+                    print(f"{self.name}: end of input (stdin closed): forfeiting this and every later turn", file=sys.stderr)
+                    break
                 try:
                     action = t.env.parse(t.player, reply)
                     break
                 except ParseError as e:
                     self.print(f"  not accepted ({e.kind}): {e.message}")
-            out.append(decision(t, self.name, action, completion=reply))
+            if self.closed:
+                out.append(decision(t, self.name, None, move="", valid=False, fallback="forfeit",
+                                    attempts=[Attempt("", error="eof: end of input, no move typed")]))
+            else:
+                out.append(decision(t, self.name, action, completion=reply))
         return out

@@ -240,7 +240,7 @@ class LLMAgent:
 
     def _parse(self, w: _Work, g: Generation) -> tuple[bool, object, str | None]:
         if g.finish_reason == "error":
-            return False, None, f"backend_error: {g.text[:200]}"
+            return False, None, f"backend_error: {(g.error or g.text)[:300]}"
         try:
             return True, w.turn.env.parse(w.turn.player, g.text or ""), None
         except ParseError as e:

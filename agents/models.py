@@ -17,17 +17,29 @@
   the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
   tournaments and evaluations like any model; `agents.make_agent` also takes the agent
   settings it was trained with (prompt, system prompt, constrained decoding...) as defaults.
-- Anything else is passed to `from_pretrained` (a hub id or a local folder).
+- Anything else is passed to `from_pretrained` (a hub id or a local folder). A name that
+  is not a local path is looked up on the Hugging Face hub only if the hub answers a
+  3-second probe (`hub_reachable`; `HF_HUB_OFFLINE=1` skips the probe and says no):
+  otherwise a model already in the hub cache loads from there, and any other name fails
+  at once with one line and a did-you-mean over the built-in names. Without the probe an
+  offline machine spent ~50 s in huggingface_hub's retries (23 log lines) on a typo.
+  Why a probe rather than "only `org/name` goes to the hub": legacy hub ids have no org
+  (`gpt2`), and a typo of a built-in name can look like `org/name` too.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.util
+import inspect
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+import httpx
 
 SMOLLM2 = "smollm2-135m"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -78,10 +90,52 @@ def smollm2_folder() -> Path:
 
 
 def resolve(name: str) -> str:
-    """A path or hub id `from_pretrained` accepts for `name`."""
+    """A path or hub id `from_pretrained` accepts for `name` (see the module docstring)."""
     if name.lower() == SMOLLM2:
         return str(smollm2_folder())
-    return name
+    if Path(name).expanduser().exists() or hub_reachable():
+        return name
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a valid hub id either
+        cached = None
+    if isinstance(cached, str):
+        return str(Path(cached).parent)  # the cached snapshot folder: from_pretrained stays off the network
+    from huggingface_hub import is_offline_mode
+
+    why = "HF_HUB_OFFLINE is set" if is_offline_mode() else "the Hugging Face hub is unreachable (offline?)"
+    raise unknown_model(name, f"{why}, so it is not looked up there")
+
+
+def check_name(name: str) -> None:
+    """Fail fast on a model name nothing can load, before torch and the model are loaded."""
+    if name.lower().startswith(TINY):
+        tiny_llama_args(name)
+    elif name.lower() != SMOLLM2:
+        resolve(name)
+
+
+@functools.cache
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers at all (asked once per process)."""
+    from huggingface_hub import constants, is_offline_mode
+
+    if is_offline_mode():
+        return False
+    try:
+        httpx.head(constants.ENDPOINT, timeout=timeout)  # any HTTP answer will do
+        return True
+    except httpx.HTTPError:
+        return False
+
+
+def unknown_model(name: str, why: str) -> RuntimeError:
+    """The one-line error for a model name nothing could load, with a did-you-mean."""
+    close = difflib.get_close_matches(name.lower(), [SMOLLM2, TINY], n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}?" if close else f" (built in: {SMOLLM2}, {TINY})"
+    return RuntimeError(f"unknown model {name!r}: not a built-in name, local folder or training checkpoint, and {why}{hint}")
 
 
 def load_tokenizer(name: str):
@@ -127,24 +181,36 @@ TINY_FIELDS = {"seed": int, "hidden": int, "layers": int, "heads": int, "init": 
 
 def tiny_llama_args(name: str) -> dict:
     """Keyword arguments of `tiny_llama` from a name: tiny-llama, tiny-llama:3, tiny-llama:hidden=128:heads=8."""
-    _, _, spec = name.partition(":")
+    head, _, spec = name.partition(":")
+    if head.lower() != TINY:
+        raise ValueError(f"bad model name {name!r}: expected tiny-llama, tiny-llama:<seed> or tiny-llama:key=value:...")
     if not spec:
         return {}
     if "=" not in spec:
         try:
-            return {"seed": int(spec)}
+            args = {"seed": int(spec)}
         except ValueError:
             raise ValueError(f"bad model name {name!r}: expected tiny-llama:<seed> or tiny-llama:key=value:...") from None
-    args = {}
-    for item in spec.split(":"):
-        key, _, value = item.partition("=")
-        key = key.strip()
-        if key not in TINY_FIELDS:
-            raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
-        try:
-            args[key] = TINY_FIELDS[key](value)
-        except ValueError:
-            raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    else:
+        args = {}
+        for item in spec.split(":"):
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if key not in TINY_FIELDS:
+                raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
+            try:
+                args[key] = TINY_FIELDS[key](value)
+            except ValueError:
+                raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+    shape = {**{k: p.default for k, p in inspect.signature(tiny_llama).parameters.items()}, **args}
+    for key in ("hidden", "layers", "heads"):
+        if shape[key] < 1:
+            raise ValueError(f"bad model name {name!r}: {key} must be >= 1, got {shape[key]}")
+    if shape["seed"] < 0 or not 0 <= shape["init"] <= 1:
+        raise ValueError(f"bad model name {name!r}: need seed >= 0 and init in [0, 1], got seed {shape['seed']}, init {shape['init']}")
+    if shape["hidden"] % shape["heads"] or shape["hidden"] // shape["heads"] % 2:
+        raise ValueError(f"bad model name {name!r}: hidden ({shape['hidden']}) must be a multiple of heads ({shape['heads']}) "
+                         "with an even quotient (the head size; rotary embeddings need it even)")
     return args
 
 
@@ -162,10 +228,11 @@ def find_checkpoint(name: str) -> Path | None:
 
 def checkpoint_config(folder: Path) -> dict:
     """The run config stored in a training checkpoint (it names the base model)."""
-    try:
-        config = json.loads((folder / "meta.json").read_text()).get("config") or {}
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"checkpoint {folder}: unreadable meta.json ({e})") from None
+    from training.checkpoint import read_meta
+
+    config = read_meta(folder).get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"checkpoint {folder}: its meta.json holds no run config (config is {type(config).__name__})")
     if not config.get("model"):
         raise ValueError(f"checkpoint {folder}: its meta.json names no base model (config.model)")
     return config
@@ -175,7 +242,10 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
     from safetensors.torch import load_model as load_weights
 
+    from training.checkpoint import check_weights
+
     config = checkpoint_config(folder)
+    check_weights(folder / "model.safetensors")  # before building the base model
     model, tok = load_model(config["model"], dtype=dtype, device=device)
     lc = config.get("learner") or {}
     if lc.get("lora_rank", 0) > 0:
@@ -195,14 +265,18 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
 
 
 def load_model(name: str, dtype: str = "auto", device: str = "auto"):
-    """(model, tokenizer) for a name; fp32 on CPU, bf16 on GPU unless `dtype` says otherwise."""
+    """(model, tokenizer) for a name; "auto" dtype: bf16 on GPU, on CPU the faster of bf16 and
+    fp32 (measured: without native bf16 it is hundreds of times slower)."""
+    check_name(name)  # before the slow imports
     import torch
     from transformers import AutoModelForCausalLM
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if dtype == "auto":
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        from arena.machine import compute_dtype
+
+        dtype = compute_dtype("auto", device)
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))
     elif (folder := find_checkpoint(name)) is not None:
@@ -212,6 +286,8 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
         try:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         except OSError as e:
-            raise RuntimeError(f"cannot load model {name!r}: not a known name, local folder or reachable hub id ({e.__class__.__name__})") from None
+            if Path(name).expanduser().exists():
+                raise RuntimeError(f"cannot load model folder {name!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            raise unknown_model(name, f"the Hugging Face hub does not serve it ({type(e).__name__})") from None
         tok = load_tokenizer(name)
     return model.to(device=device, dtype=getattr(torch, dtype)), tok

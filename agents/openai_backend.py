@@ -2,7 +2,9 @@
 
 `OpenAIBackend(base_url, model)` implements the `Backend` protocol (`agents.backend`) by
 sending one POST /chat/completions per conversation, at most `concurrency` in flight at
-once (a thread pool over one pooled `httpx.Client`), and returning the answers in order.
+once, and returning the answers in order. The requests run on an asyncio event loop in
+one background thread (`httpx.AsyncClient`), so each attempt can have a true deadline
+(below).
 
 Request body per conversation:
     model, messages, max_tokens, temperature, top_p, seed, n=1, logprobs=true
@@ -16,22 +18,30 @@ Set `extensions=False` for servers that reject unknown fields (api.openai.com an
 "Unrecognized request argument"); then constrained decoding raises ValueError.
 
 What each `Generation` holds:
-    text              choices[0].message.content ("" if null)
+    text              choices[0].message.content: a string, the OpenAI schema's list of
+                      text parts (joined), or "" if null (`agents.backend.content_text`).
+                      Any other content (a number, a non-text part) is a malformed
+                      response: an error generation (below)
     logprobs          choices[0].logprobs.content[*].logprob (empty if the server sent none)
     token_ids         choices[0].token_ids when the server returns them (vLLM with
                       return_token_ids, `arena serve`), else empty: the OpenAI API only
                       returns token strings, which do not map back to ids reliably
     prompt_token_ids  top-level prompt_token_ids, when present, else empty
     finish_reason     "stop" | "length" as the server says (anything else is kept as is),
-                      "error" when the request failed (below)
+                      "error" when the request failed (below; `error` says why)
+
+Deadline. `timeout` bounds each attempt as a whole (connecting, sending, and reading the
+full answer; waiting for one of the `concurrency` slots is not counted): httpx's own
+timeouts apply per read, so a server trickling a byte every 0.4 s held a `timeout=1`
+request for 12 s. A request's worst case is `(max_retries + 1) * timeout` plus backoff.
 
 Failures. Timeouts, connection errors, HTTP 429 and 5xx are retried up to `max_retries`
 times with exponential backoff and jitter (`backoff * 2**attempt`, scaled by a random
 factor in [0.5, 1], capped at `max_backoff`; a numeric Retry-After header is honoured up
 to the cap). Other 4xx answers are not retried. When a request still fails, its
-conversation gets `Generation(text="", finish_reason="error")`, the one-line reason is
-logged (logger "agents.openai_backend") and appended to `backend.errors`, and the other
-conversations of the batch are unaffected. Why not raise: one flaky request must not
+conversation gets `Generation(text="", finish_reason="error", error=REASON)`, the
+one-line reason is logged (logger "agents.openai_backend") and appended to
+`backend.errors`, and the other conversations of the batch are unaffected. Why not raise: one flaky request must not
 throw away a whole batch of answers or abort a run; an empty completion is an invalid
 reply, so the LLM agent's invalid-move policy (correction retries, then the fallback)
 takes over and the turn's record shows it, and the match finishes normally.
@@ -42,15 +52,14 @@ the matches already finished are on disk.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from agents.backend import Generation, SamplingParams, check_request
+from agents.backend import Generation, SamplingParams, check_request, content_text
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +85,7 @@ class OpenAIBackend:
         base_url: server root including the version, e.g. "http://127.0.0.1:8000/v1".
         model: the `model` field sent with every request.
         api_key: sent as "Authorization: Bearer <key>" when given.
-        timeout: seconds per request attempt (connect, read and write).
+        timeout: seconds per request attempt, a deadline for the whole attempt.
         max_retries: extra attempts after the first on retryable failures.
         concurrency: most requests in flight at once.
         backoff: base delay in seconds before the first retry (doubles per retry).
@@ -115,6 +124,7 @@ class OpenAIBackend:
         if guided not in ("structured_outputs", "guided_choice"):
             raise ValueError(f"guided must be 'structured_outputs' or 'guided_choice', got {guided!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self.timeout = timeout
         self.model = model
         self.name = name or model
         self.max_retries = max_retries
@@ -127,12 +137,15 @@ class OpenAIBackend:
         self.errors: list[str] = []  # one line per request that failed after all retries
         self._errors_lock = threading.Lock()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
+        self._client = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="openai-backend")
+        self._slots = asyncio.Semaphore(concurrency)  # requests in flight; waiting here is not timed
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="openai-backend", daemon=True)
+        self._thread.start()
 
     def generate(
         self,
@@ -145,12 +158,16 @@ class OpenAIBackend:
         if allowed is not None and not self.extensions and any(a is not None for a in allowed):
             raise ValueError("constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)")
         bodies = [self._body(conv, params, allowed[i] if allowed else None) for i, conv in enumerate(conversations)]
-        return list(self._pool.map(self._request, bodies))
+        return asyncio.run_coroutine_threadsafe(self._batch(bodies), self._loop).result()
 
     def close(self) -> None:
-        """Stop the worker threads and close the connections."""
-        self._pool.shutdown(wait=True)
-        self._client.close()
+        """Close the connections and stop the event loop thread."""
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def __enter__(self) -> "OpenAIBackend":
         return self
@@ -180,12 +197,21 @@ class OpenAIBackend:
         body.update(self.extra_body)
         return body
 
-    def _request(self, body: dict) -> Generation:
+    async def _batch(self, bodies: list[dict]) -> list[Generation]:
+        tasks = [asyncio.ensure_future(self._request(b)) for b in bodies]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:  # a fatal error (RuntimeError) stops the batch's other requests
+            for t in tasks:
+                t.cancel()
+
+    async def _request(self, body: dict) -> Generation:
         """POST with retries; a Generation, or the error Generation once retries are spent."""
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             try:
-                return self._post(body)
+                async with self._slots:
+                    return await self._post(body)
             except _Retryable as e:
                 reason, retry_after = str(e), e.retry_after
             except _Failed as e:
@@ -194,20 +220,21 @@ class OpenAIBackend:
                 delay = min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
                 if retry_after is not None:
                     delay = min(self.max_backoff, max(delay, retry_after))
-                time.sleep(delay)
+                await asyncio.sleep(delay)
         return self._failed(f"{reason} (after {attempts} attempts)")
 
-    def _post(self, body: dict) -> Generation:
+    async def _post(self, body: dict) -> Generation:
         try:
-            r = self._client.post(self.url, json=body)
-        except httpx.TimeoutException as e:
-            raise _Retryable(f"timed out after {self._client.timeout.read}s ({type(e).__name__})") from None
+            async with asyncio.timeout(self.timeout):  # the whole attempt, not each read
+                r = await self._client.post(self.url, json=body)
+        except (TimeoutError, httpx.TimeoutException) as e:
+            raise _Retryable(f"timed out after {self.timeout}s ({type(e).__name__})") from None
         except httpx.TransportError as e:
             raise _Retryable(f"connection error: {type(e).__name__}: {e}") from None
         if r.status_code == 200:
             try:
                 return _generation(r.json())
-            except (ValueError, KeyError, IndexError, TypeError) as e:
+            except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
                 raise _Failed(f"malformed response from {self.url}: {type(e).__name__}: {e}") from None
         message = f"HTTP {r.status_code} from {self.url}: {_error_message(r)}"
         if r.status_code in FATAL_STATUS:
@@ -220,7 +247,7 @@ class OpenAIBackend:
         log.warning("request failed: %s", message)
         with self._errors_lock:
             self.errors.append(message)
-        return Generation(text="", finish_reason="error")
+        return Generation(text="", finish_reason="error", error=message)
 
 
 def _generation(data: dict) -> Generation:
@@ -228,7 +255,7 @@ def _generation(data: dict) -> Generation:
     choice = data["choices"][0]
     content = (choice.get("logprobs") or {}).get("content") or []
     return Generation(
-        text=(choice.get("message") or {}).get("content") or "",
+        text=content_text((choice.get("message") or {}).get("content")),
         token_ids=[int(t) for t in choice.get("token_ids") or []],
         logprobs=[float(c["logprob"]) for c in content],
         prompt_token_ids=[int(t) for t in data.get("prompt_token_ids") or []],

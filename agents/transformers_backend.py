@@ -16,6 +16,8 @@ What each `Generation` holds:
                    mask, i.e. exactly what a learner recomputes with one forward pass over
                    prompt + completion (so on-policy importance ratios start at 1). With
                    `temperature == 0` decoding is greedy and logprobs are at temperature 1;
+- `top_logprobs`   with `params.top_logprobs = k > 0`, per completion token the k most
+                   likely (token id, logprob) of that same distribution, best first;
 - `prompt_token_ids` the chat-templated prompt (no padding);
 - `finish_reason`  "stop" (EOS generated) or "length" (`max_new_tokens` reached);
 - `text`           the completion decoded without special tokens.
@@ -28,6 +30,9 @@ Constrained decoding: `allowed[i]` (a list of strings, or None for an unconstrai
 restricts completion i to exactly one of those strings followed by EOS. At every step
 the logits are masked to `agents.constrained.allowed_token_ids(tokenizer, allowed[i],
 prefix)`; a legal move is a few tokens, so this adds a few small forward passes.
+
+`complete(prompts, params)` does the same for raw text prompts (tokenized as they are,
+no chat template): the OpenAI completions endpoint of `arena serve`.
 
 The backend keeps a reference to the model module (never a copy): a learner that updates
 the weights in place is sampled from on the next call. `backend.model` and
@@ -42,7 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agents.backend import Generation, SamplingParams, check_request
+from agents.backend import Generation, SamplingParams, check_prompts, check_request
 from agents.constrained import allowed_token_ids
 
 
@@ -54,6 +59,7 @@ class _Row:
     allowed: list[str] | None
     tokens: list[int]
     logprobs: list[float]
+    top: list[list[tuple[int, float]]]  # top_logprobs alternatives per token
     finish: str = "length"
 
 
@@ -65,13 +71,16 @@ class TransformersBackend:
             a local folder or hub id), or a `(model, tokenizer)` pair used as is.
         device: "auto" (CUDA if available, else CPU; for a given model: where it already is),
             or a torch device string.
-        dtype: weights dtype when loading by name ("auto": fp32 on CPU, bf16 on GPU).
+        dtype: weights dtype when loading by name ("auto": bf16 on GPU; on CPU the faster of
+            bf16 and fp32, measured).
         max_batch_size: conversations per forward batch; larger requests are split.
         name: backend name (default: the model name).
         share_prefixes: prefill a prompt prefix shared by several conversations of a batch
             once and copy its KV cache (see `shared_prefix_groups`); same results as
             prefilling every prompt whole, fewer tokens through the model.
         min_shared_prefix: the shortest shared prefix worth a separate prefill (tokens).
+        autocast: "bfloat16" runs the forward passes under bf16 autocast (a learner's fp32
+            module shared with training, `LearnerConfig.precision`); None: the weights' dtype.
     """
 
     def __init__(
@@ -83,6 +92,7 @@ class TransformersBackend:
         name: str | None = None,
         share_prefixes: bool = True,
         min_shared_prefix: int = 16,
+        autocast: str | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -103,6 +113,9 @@ class TransformersBackend:
         self.name = name or default_name
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
+        if autocast not in (None, "float32", "bfloat16"):
+            raise ValueError(f"autocast must be None, 'float32' or 'bfloat16', got {autocast!r}")
+        self.autocast = autocast == "bfloat16"
         use_gqa_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -130,10 +143,20 @@ class TransformersBackend:
     ) -> list[Generation]:
         """One completion per conversation (see the module docstring for what it holds)."""
         check_request(conversations, params, allowed)
-        rows = [
-            _Row(self.encode(conv), allowed[i] if allowed else None, [], [])
-            for i, conv in enumerate(conversations)
-        ]
+        return self._generate([self.encode(conv) for conv in conversations], params, allowed)
+
+    def complete(
+        self,
+        prompts: list[str],
+        params: SamplingParams,
+        allowed: list[list[str] | None] | None = None,
+    ) -> list[Generation]:
+        """One completion per raw text prompt (no chat template)."""
+        check_prompts(prompts, params, allowed)
+        return self._generate([list(self.tokenizer(p)["input_ids"]) for p in prompts], params, allowed)
+
+    def _generate(self, prompts: list[list[int]], params: SamplingParams, allowed) -> list[Generation]:
+        rows = [_Row(ids, allowed[i] if allowed else None, [], [], []) for i, ids in enumerate(prompts)]
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device)
@@ -141,7 +164,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 for start in range(0, len(rows), self.max_batch_size):
                     self._generate_batch(rows[start : start + self.max_batch_size], params, generator)
         finally:
@@ -153,6 +176,7 @@ class TransformersBackend:
                 logprobs=r.logprobs,
                 prompt_token_ids=r.prompt,
                 finish_reason=r.finish,
+                top_logprobs=r.top,
             )
             for r in rows
         ]
@@ -254,12 +278,14 @@ class TransformersBackend:
         live = list(range(len(rows)))  # rows still generating, in batch order
         for step in range(params.max_new_tokens):
             masks = [self._allowed_ids(rows[i]) for i in live]
-            tokens, logps = _pick(logits, params, masks, generator)
+            tokens, logps, top = _pick(logits, params, masks, generator)
             keep = []
             for j, i in enumerate(live):
                 tok = int(tokens[j])
                 rows[i].tokens.append(tok)
                 rows[i].logprobs.append(float(logps[j]))
+                if top is not None:
+                    rows[i].top.append(list(zip(top.indices[j].tolist(), top.values[j].tolist())))
                 if tok in self.eos_ids:
                     rows[i].finish = "stop"
                 else:
@@ -402,7 +428,8 @@ def _sample(probs: torch.Tensor, generator) -> torch.Tensor:
 
 
 def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | None], generator):
-    """Next token per row and its behaviour logprob (full distribution, see module doc).
+    """Next token per row, its behaviour logprob (full distribution, see module doc), and
+    the `params.top_logprobs` best tokens of that distribution (topk values and indices, (B, k)) or None.
 
     logits: (B, V) float. masks[b]: allowed token ids of row b, or None.
     """
@@ -428,4 +455,5 @@ def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | 
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
         tokens = _sample(probs, generator)
-    return tokens, logps.gather(-1, tokens.view(-1, 1)).squeeze(-1)
+    top = logps.topk(params.top_logprobs, dim=-1) if params.top_logprobs > 0 else None
+    return tokens, logps.gather(-1, tokens.view(-1, 1)).squeeze(-1), top

@@ -200,6 +200,8 @@ class VLLMBackend:
         import torch
 
         check_request(conversations, params, allowed)
+        if params.top_logprobs:
+            raise ValueError("the vllm backend does not report top_logprobs (the transformers backend does)")
         prompts = [{"prompt_token_ids": self.encode(conv)} for conv in conversations]
         sampling = [self._sampling(params, i, allowed[i] if allowed else None) for i in range(len(conversations))]
         caller_threads = torch.get_num_threads()

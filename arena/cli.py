@@ -86,12 +86,18 @@ def cmd_play(args: argparse.Namespace) -> None:
 
     import games
     from agents import make_agent
+    from arena.records import check_jsonl_out
     from arena.runner import plan_matches, play
     from arena.summary import print_summary
 
     games.info(args.game)  # unknown game: clear error before loading any model
     if args.opening < 0:
         raise ValueError(f"--opening must be >= 0, got {args.opening}")
+    for flag, n in (("--matches", args.matches), ("--concurrency", args.concurrency)):
+        if n < 1:
+            raise ValueError(f"{flag} must be >= 1, got {n}")
+    if args.out:
+        check_jsonl_out(args.out)  # before any model loads
     names = _unique_names(args.agents)
     agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
     plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param), opening=args.opening)

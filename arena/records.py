@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -135,8 +136,41 @@ def append_jsonl(path: str | os.PathLike, record: MatchRecord) -> None:
         os.fsync(f.fileno())
 
 
+def check_writable(*paths: str | os.PathLike) -> None:
+    """Raise a one-line ValueError "cannot write to X" unless each path can be written: its
+    folder (created if missing; the path itself if it is a folder) takes a new file, and
+    the file, if it exists, opens for appending. A probe, not `os.access`: root ignores
+    permission bits, not a read-only mount or an immutable folder."""
+    for path in map(Path, paths):
+        folder = path if path.is_dir() else path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-").close()
+        except OSError as e:
+            where = next((p for p in [folder, *folder.parents] if p.exists()), folder)  # a folder that could not be made: its parent
+            raise ValueError(f"cannot write to {where} ({e.strerror or e})") from None
+        try:
+            if path.is_file():
+                open(path, "ab").close()
+        except OSError as e:
+            raise ValueError(f"cannot write to {path} ({e.strerror or e})") from None
+
+
+def check_jsonl_out(path: str | os.PathLike) -> None:
+    """A one-line error now, not after the first match, when matches cannot be appended to `path`."""
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a folder; give the trajectory file's path (e.g. {Path(path) / 'run.jsonl'})")
+    check_writable(path)
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[MatchRecord]:
     """Read matches back; a torn last line (a killed writer) is skipped."""
+    for d in read_json_lines(path):
+        yield MatchRecord.from_dict(d)
+
+
+def read_json_lines(path: str | os.PathLike) -> Iterator[Any]:
+    """The JSON values of a JSONL file, one per line; a torn last line (a killed writer) is skipped."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     for n, line in enumerate(lines):
         if not line.strip():
@@ -147,4 +181,4 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[MatchRecord]:
             if n == len(lines) - 1:
                 return
             raise ValueError(f"{path}:{n + 1}: corrupt JSON line")
-        yield MatchRecord.from_dict(d)
+        yield d

@@ -33,7 +33,7 @@ import numpy as np
 
 import games
 from agents.base import Agent, PendingTurn
-from arena.records import MatchRecord, TurnRecord, append_jsonl, outcomes
+from arena.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out, outcomes
 
 
 @dataclass
@@ -65,6 +65,8 @@ def plan_matches(
     With two agents that is alternating seats; match i gets seed `seed + i`; every match
     opens with 0..`opening` random moves.
     """
+    if n < 1:
+        raise ValueError(f"the number of matches must be >= 1, got {n}")
     players = games.info(game).num_players if not game.startswith("openspiel:") else games.make(game, **(params or {})).num_agents
     plans = []
     for i in range(n):
@@ -96,6 +98,10 @@ def play(
     `agents` maps the names used in `MatchPlan.seats` to agents. `out`: JSONL path that
     every finished match is appended to. `progress`: a tqdm-like object to `update(1)`.
     """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1 (matches live at once), got {concurrency}")
+    if out:
+        check_jsonl_out(out)
     queue = list(plans)[::-1]
     missing = {name for p in queue for name in p.seats} - set(agents)
     if missing:

@@ -5,32 +5,24 @@
 `serve(backend, host, port, model_name)` runs a stdlib `ThreadingHTTPServer` (no web
 framework needed). Concurrent requests are micro-batched: a single worker thread takes
 the first waiting request, collects more for up to `batch_wait` seconds (or until
-`max_batch`), and answers them with one `backend.generate` call per distinct set of
-sampling parameters, so many clients (e.g. the arena's `OpenAIBackend` with 16 requests
+`max_batch`), and answers them with one backend call (`generate`, or `complete` for raw
+text prompts) per distinct set of sampling parameters, so many clients (e.g. the arena's `OpenAIBackend` with 16 requests
 in flight) are served at batched throughput.
 
 Endpoints
     GET  /v1/models             {"object": "list", "data": [{"id": MODEL, ...}]}
     GET  /health                {"status": "ok"}
     POST /v1/chat/completions   the standard chat-completion request and response
+    POST /v1/completions        the (legacy) text completion: raw prompts, no chat template
+                                (needs a backend with `complete`: the transformers one)
 
-Request fields honoured: model (must match the served name when given), messages (role +
-string content, or a list of {"type": "text"} parts), max_tokens / max_completion_tokens
-(default 256), temperature (default 1.0), top_p, seed, n (1 only), logprobs (sampled-token
-logprobs; top_logprobs must be 0), constrained decoding by `structured_outputs:
-{"choice": [...]}` (vLLM >= 0.10.2 style) or `guided_choice: [...]` (older vLLM style).
-Other fields are ignored, as vLLM does (e.g. `return_token_ids`: ids are always returned);
-`stream: true` is refused.
+What each request may hold, and what comes back (logprobs, `n`, streaming as server-sent
+events), is in `arena.openai_api`. The `n` completions of a request are queued together,
+so they are generated in one batch.
 
-Response extension fields (the names vLLM uses with `return_token_ids`):
-    choices[0].token_ids   completion token ids
-    prompt_token_ids       chat-templated prompt token ids
-`choices[0].logprobs.content[i]` holds {token, logprob, bytes, top_logprobs: []} for
-each completion token; token strings are decoded with `backend.tokenizer` when the
-backend has one.
-
-Errors are JSON {"error": {"message", "type", "code"}}: 400 for a malformed request, 404
-for an unknown path or model, 500 when the backend raises (its message included). When a
+Errors are JSON {"error": {"message", "type", "code"}}: 400 for a malformed request (or one
+the backend refuses with a ValueError), 404 for an unknown path or model, 500 when the
+backend fails otherwise (its message included). When a
 micro-batch fails, its requests are retried one by one so a single bad request cannot
 fail its neighbours.
 """
@@ -43,123 +35,27 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from dataclasses import astuple, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from agents.backend import Backend, Generation, SamplingParams
+from arena.openai_api import Request, RequestError, chunks, parse_chat, parse_completion, response
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 32 * 2**20  # bytes
-DEFAULT_MAX_TOKENS = 256
-
-
-class RequestError(Exception):
-    """A request the server refuses: HTTP `status` with a one-line message."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class Request:
-    """One parsed chat-completion request."""
-
-    messages: list[dict]  # [{"role", "content"}] with string contents
-    params: SamplingParams
-    allowed: list[str] | None  # constrained-decoding choices
-    logprobs: bool  # include choices[0].logprobs in the response
+ENDPOINTS = {"/v1/chat/completions": parse_chat, "/v1/completions": parse_completion}
 
 
 @dataclass
 class _Job:
-    request: Request
+    kind: str  # "chat" or "text"
+    prompt: list[dict] | str
+    params: SamplingParams
+    allowed: list[str] | None
     done: threading.Event = field(default_factory=threading.Event)
     result: Generation | None = None
-    error: str | None = None
-
-
-def parse_request(body, model_name: str) -> Request:
-    """Validate a chat-completion request body; raises RequestError(400/404) with the reason."""
-    if not isinstance(body, dict):
-        raise RequestError(400, "request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model != model_name:
-        raise RequestError(404, f"model {model!r} is not served here; this server serves {model_name!r}")
-    if body.get("stream"):
-        raise RequestError(400, "stream=true is not supported; send stream=false")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise RequestError(400, "'messages' must be a non-empty list of {role, content} objects")
-    clean = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise RequestError(400, f"messages[{i}] must be an object with a string 'role'")
-        clean.append({"role": m["role"], "content": _content(m.get("content"), i)})
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
-    if not _is_int(max_tokens) or max_tokens < 1:
-        raise RequestError(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
-    temperature = _number(body, "temperature", 1.0)
-    if temperature < 0:
-        raise RequestError(400, f"temperature must be >= 0, got {temperature}")
-    top_p = _number(body, "top_p", 1.0)
-    if not 0 < top_p <= 1:
-        raise RequestError(400, f"top_p must be in (0, 1], got {top_p}")
-    seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
-        raise RequestError(400, f"seed must be an integer or null, got {seed!r}")
-    n = body.get("n", 1)
-    if n not in (None, 1) or isinstance(n, bool):
-        raise RequestError(400, f"only n=1 is supported, got n={n!r}")
-    logprobs = body.get("logprobs") or False
-    if not isinstance(logprobs, bool):
-        raise RequestError(400, f"logprobs must be true or false, got {logprobs!r}")
-    if body.get("top_logprobs") not in (None, 0):
-        raise RequestError(400, "top_logprobs > 0 is not supported (only the sampled token's logprob)")
-    fmt = body.get("response_format")
-    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
-        raise RequestError(400, "response_format other than {'type': 'text'} is not supported; use structured_outputs.choice")
-    params = SamplingParams(max_new_tokens=int(max_tokens), temperature=float(temperature), top_p=float(top_p), seed=seed)
-    return Request(clean, params, _choices(body), logprobs)
-
-
-def _content(content, i: int) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
-        return "".join(p["text"] for p in content)
-    raise RequestError(400, f"messages[{i}].content must be a string or a list of text parts")
-
-
-def _choices(body: dict) -> list[str] | None:
-    so = body.get("structured_outputs")
-    if so is not None:
-        if not isinstance(so, dict) or set(so) - {"choice"} or "choice" not in so:
-            raise RequestError(400, "structured_outputs supports only {'choice': [...]} here")
-        choices, where = so["choice"], "structured_outputs.choice"
-    elif body.get("guided_choice") is not None:
-        choices, where = body["guided_choice"], "guided_choice"
-    else:
-        return None
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
-        raise RequestError(400, f"{where} must be a non-empty list of non-empty strings")
-    return choices
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _number(body: dict, key: str, default: float) -> float:
-    x = body.get(key)
-    if x is None:
-        return default
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise RequestError(400, f"{key} must be a number, got {x!r}")
-    return float(x)
+    error: RequestError | None = None
 
 
 class Batcher:
@@ -171,67 +67,76 @@ class Batcher:
         if batch_wait < 0:
             raise ValueError(f"batch_wait must be >= 0 seconds, got {batch_wait}")
         self.backend, self.max_batch, self.batch_wait = backend, max_batch, batch_wait
-        self.batches = 0  # backend.generate calls made
+        self.batches = 0  # backend calls made
         self.largest_batch = 0
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._queue: queue.Queue[list[_Job] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="serve-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, request: Request) -> Generation:
-        """Generate for one request (blocks until its batch is done); raises RuntimeError on backend failure."""
-        job = _Job(request)
-        self._queue.put(job)
-        job.done.wait()
-        if job.error is not None:
-            raise RuntimeError(job.error)
-        return job.result
+    def submit(self, request: Request) -> list[Generation]:
+        """`request.n` generations per prompt, prompt-major (blocks until done).
+
+        Raises RequestError: 400 when the backend refuses the request (ValueError), else 500.
+        """
+        jobs = [_Job(request.kind, p, request.params, request.allowed) for p in request.prompts for _ in range(request.n)]
+        self._queue.put(jobs)  # one item: a request's jobs are batched together
+        for j in jobs:
+            j.done.wait()
+            if j.error is not None:
+                raise j.error
+        return [j.result for j in jobs]
 
     def close(self) -> None:
         self._queue.put(None)
 
     def _loop(self) -> None:
         while True:
-            job = self._queue.get()
-            if job is None:
+            jobs = self._queue.get()
+            if jobs is None:
                 return
-            jobs, stop = [job], False
+            stop = False
             deadline = time.monotonic() + self.batch_wait
             while len(jobs) < self.max_batch:
                 try:
-                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                    more = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if nxt is None:
+                if more is None:
                     stop = True
                     break
-                jobs.append(nxt)
+                jobs = jobs + more
             groups: dict[tuple, list[_Job]] = {}
-            for j in jobs:  # one generate call per distinct sampling parameters
-                groups.setdefault(astuple(j.request.params), []).append(j)
+            for j in jobs:  # one backend call per kind and distinct sampling parameters
+                groups.setdefault((j.kind, astuple(j.params)), []).append(j)
             for group in groups.values():
                 self._run(group)
             if stop:
                 return
 
     def _run(self, jobs: list[_Job]) -> None:
-        reqs = [j.request for j in jobs]
-        allowed = [r.allowed for r in reqs] if any(r.allowed for r in reqs) else None
+        allowed = [j.allowed for j in jobs] if any(j.allowed for j in jobs) else None
+        run = self.backend.generate if jobs[0].kind == "chat" else self.backend.complete
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(jobs))
         try:
-            gens = self.backend.generate([r.messages for r in reqs], reqs[0].params, allowed)
+            gens = run([j.prompt for j in jobs], jobs[0].params, allowed)
             if len(gens) != len(jobs):
-                raise RuntimeError(f"backend returned {len(gens)} generations for {len(jobs)} conversations")
-        except Exception as e:  # noqa: BLE001 - reported to the client as a 500
+                raise RuntimeError(f"backend returned {len(gens)} generations for {len(jobs)} prompts")
+        except Exception as e:  # noqa: BLE001 - reported to the client
             if len(jobs) > 1:  # isolate the culprit: retry one by one
                 for j in jobs:
                     self._run([j])
                 return
             log.warning("backend failed: %s: %s", type(e).__name__, e)
-            jobs[0].error = f"backend failed: {type(e).__name__}: {e}"
+            if isinstance(e, ValueError):  # the backend's own check of the request
+                jobs[0].error = RequestError(400, str(e))
+            else:
+                jobs[0].error = RequestError(500, f"backend failed: {type(e).__name__}: {e}")
             jobs[0].done.set()
             return
         for j, g in zip(jobs, gens):
+            if g.finish_reason == "error":
+                j.error = RequestError(500, f"backend returned an error generation: {g.error}")
             j.result = g
             j.done.set()
 
@@ -286,21 +191,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no such endpoint: GET {self.path}")
 
     def do_POST(self) -> None:
-        if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
+        parse = ENDPOINTS.get(self.path.split("?")[0].rstrip("/"))
+        if parse is None:
             self.close_connection = True  # the body is left unread
             self._error(404, f"no such endpoint: POST {self.path}")
             return
         self.server.count("requests")
         self.server.count("in_flight")
         try:
-            request = parse_request(self._read_json(), self.server.model_name)
-            try:
-                gen = self.server.batcher.submit(request)
-            except RuntimeError as e:
-                raise RequestError(500, str(e)) from None
-            if gen.finish_reason == "error":
-                raise RequestError(500, "backend returned an error generation")
-            self._send(200, self._response(request, gen))
+            request = parse(self._read_json(), self.server.model_name)
+            if request.kind == "text" and not hasattr(self.server.backend, "complete"):
+                raise RequestError(400, f"this server's backend ({type(self.server.backend).__name__}) serves chat completions only")
+            gens = self.server.batcher.submit(request)
+            args = (request, gens, self.server.model_name, self.server.tokenizer)
+            if request.stream:
+                self._send_events(chunks(*args))
+            else:
+                self._send(200, response(*args))
         except RequestError as e:
             self.server.count("errors")
             self._error(e.status, str(e))
@@ -321,42 +228,6 @@ class _Handler(BaseHTTPRequestHandler):
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise RequestError(400, f"request body is not valid JSON: {e}") from None
 
-    def _response(self, request: Request, gen: Generation) -> dict:
-        choice = {
-            "index": 0,
-            "message": {"role": "assistant", "content": gen.text},
-            "finish_reason": gen.finish_reason,
-            "logprobs": None,
-            "token_ids": list(gen.token_ids),
-        }
-        if request.logprobs:
-            tokens = self._token_strings(gen)
-            choice["logprobs"] = {
-                "content": [
-                    {"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
-                    for t, lp in zip(tokens, gen.logprobs)
-                ]
-            }
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.server.model_name,
-            "choices": [choice],
-            "prompt_token_ids": list(gen.prompt_token_ids),
-            "usage": {
-                "prompt_tokens": len(gen.prompt_token_ids),
-                "completion_tokens": len(gen.token_ids),
-                "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids),
-            },
-        }
-
-    def _token_strings(self, gen: Generation) -> list[str]:
-        tok = self.server.tokenizer
-        if tok is None or len(gen.token_ids) != len(gen.logprobs):
-            return [""] * len(gen.logprobs)
-        return [tok.decode([t]) for t in gen.token_ids]
-
     def _error(self, status: int, message: str) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
         self._send(status, {"error": {"message": message, "type": kind, "code": status}})
@@ -372,6 +243,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
+            self.close_connection = True
+
+    def _send_events(self, events) -> None:
+        """Server-sent events, `data: [DONE]` last, in chunked transfer encoding (keep-alive)."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for data in [*(json.dumps(e) for e in events), "[DONE]"]:
+                line = f"data: {data}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
 
@@ -400,7 +286,7 @@ def serve(
 ) -> None:
     """Serve `backend` until interrupted (Ctrl-C)."""
     server = make_server(backend, host, port, model_name, max_batch, batch_wait)
-    print(f"Serving {server.model_name!r} at {server.url} (POST /chat/completions, GET /models); Ctrl-C to stop", flush=True)
+    print(f"Serving {server.model_name!r} at {server.url} (POST /chat/completions and /completions, GET /models); Ctrl-C to stop", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -412,6 +298,9 @@ def serve(
 
 def build_backend(model: str, kind: str = "transformers") -> Backend:
     """A local backend for a model name (see `agents.models`)."""
+    from agents.models import check_name
+
+    check_name(model)
     if kind == "transformers":
         from agents.transformers_backend import TransformersBackend
 

@@ -2,7 +2,7 @@
 
     arena tournament configs/quickstart.yaml                 # create, or resume after a crash
     arena tournament configs/quickstart.yaml --db t.db       # another store
-    arena tournament configs/quickstart.yaml --report-only   # re-render the finished report
+    arena tournament configs/quickstart.yaml --report-only   # re-render the finished report, or the standing so far
 
 The config (`tournaments.config`) names the players (agent specs for
 `agents.make_agent`, or `{by_game: {...}}`), the games and the format. Each format round
@@ -11,9 +11,11 @@ once, an LLM agent's turns batched across them); every finished match is appende
 the JSONL beside the DB and then stored (`tournaments.run`). Output, by default in
 runs/<name>/: tournament.db (SQLite, WAL), tournament.jsonl (trajectories),
 tournament.html (report). Killed at any point (even `kill -9`), the same command finishes
-the tournament without losing or repeating a match.
+the tournament without losing or repeating a match; with the DB lost, the JSONL rebuilds it.
+`--report-only` writes nothing to the store: while the tournament runs (or after it
+stopped) it shows the leaderboard so far.
 
-Arena options (`arena:` in the config): concurrency (16), max_turns (2000). Agents are built
+Arena options (`arena:` in the config, `tournaments.config.ARENA_OPTIONS`): concurrency (16), max_turns (2000). Agents are built
 before the first match (an LLM loads its model then), and not at all when the tournament
 in the store is already finished.
 """
@@ -27,8 +29,6 @@ from pathlib import Path
 from typing import Iterator
 
 from arena.records import TurnRecord
-
-ARENA_OPTIONS = {"concurrency": 16, "max_turns": 2000}
 
 
 class ByGameAgent:
@@ -70,18 +70,6 @@ def build_agent(name: str, spec):
     return make_agent(spec, name)
 
 
-def arena_options(options: dict) -> dict:
-    """The config's `arena:` mapping with defaults; unknown keys are an error."""
-    bad = sorted(set(options) - set(ARENA_OPTIONS))
-    if bad:
-        raise ValueError(f"unknown arena option {', '.join(map(repr, bad))} (known: {', '.join(ARENA_OPTIONS)})")
-    out = {**ARENA_OPTIONS, **options}
-    for k, v in out.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"arena.{k} must be a positive integer, got {v!r}")
-    return out
-
-
 def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None):
     """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`."""
     from agents.base import WrongGame
@@ -105,8 +93,11 @@ def finished(db: Path) -> bool:
 
     if not db.is_file():
         return False
-    with Store(db) as store:
-        return store.meta("status") == "finished"
+    try:
+        with Store(db, readonly=True) as store:
+            return store.meta("status") == "finished"
+    except ValueError:  # not readable as a store: the run's own open gives the error
+        return False
 
 
 def default_db(name: str) -> Path:
@@ -116,10 +107,11 @@ def default_db(name: str) -> Path:
 def main(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
-    from tournaments.config import load_config
+    from arena.records import check_writable
+    from tournaments.config import arena_options, load_config
     from tournaments.report import print_leaderboard, write_html
-    from tournaments.run import run_tournament
-    from tournaments.store import jsonl_beside
+    from tournaments.run import run_tournament, tournament_so_far
+    from tournaments.store import Store, jsonl_beside
 
     config = load_config(args.config)
     opts = arena_options(config.arena)
@@ -127,11 +119,16 @@ def main(args: argparse.Namespace) -> None:
     report = db.with_suffix(".html")
     start = time.perf_counter()
     if getattr(args, "report_only", False):
-        if not db.is_file():
-            raise ValueError(f"no tournament database at {db}")
-        result = run_tournament(config, None, db)  # raises if unfinished; this config's rating options apply
+        result = tournament_so_far(config, db)  # read-only; this config's rating options apply
+        if not result.finished:
+            state = "is running" if Store.running(db) else "stopped before its end (the same command without --report-only finishes it)"
+            print(f"tournament {config.name!r} {state}: {len(result.results)} of the {len(result.schedule)} matches scheduled so far "
+                  f"are played; players ranked by rating so far (the report is written at the end)")
+            print_leaderboard(result)
+            return
     else:
         jsonl = jsonl_beside(db)
+        check_writable(db, jsonl)  # before any model loads
         print(f"tournament {config.name!r}: {config.format}, {len(config.players)} players, "
               f"{', '.join(g.name for g in config.games)}; store {db}")
         # build the agents first (bad specs fail before anything runs), unless nothing is left to play
@@ -148,5 +145,6 @@ def main(args: argparse.Namespace) -> None:
             print(f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded")
         print(f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s")
     print_leaderboard(result)
+    check_writable(report)
     write_html(result, report)
     print(f"report: {report}")

@@ -240,3 +240,40 @@ def test_mars_norm_by_opponent_centres_per_opponent():
     assert [per_opponent[(m, 0)] for m in range(4)] == pytest.approx([0.5, -0.5, -0.5, 0.5])
     # p1 learns only in self-play (the bot's turns have no tokens): mean 0.5
     assert [per_opponent[(m, 1)] for m in (2, 3)] == pytest.approx([0.5, -0.5])
+
+
+def test_gigpo_adds_a_step_advantage_over_turns_from_the_same_prompt():
+    plain = dict(player_reward_norm=False, whiten_rewards=False, agent_norm=False, whiten_advantages=False, **RAW)
+    # three matches, p0 moves twice: prompts A then B / A then C / A then B
+    ms = [match([("p0", 0.0, 1), ("p0", r, 1)], mid=f"m{i}") for i, r in enumerate([1.0, -1.0, -1.0])]
+    for m, second in zip(ms, "BCB"):
+        m.turns[0].messages = [{"role": "user", "content": "A"}]
+        m.turns[1].messages = [{"role": "user", "content": second}]
+    # with every normalisation off the mars part is the return-to-go: [1, 1], [-1, -1], [-1, -1]
+    # anchor A: G = 1, -1, -1: mean -1/3, unbiased std sqrt(4/3) -> 2/sqrt(3), -1/sqrt(3), -1/sqrt(3)
+    # anchor B (matches 0 and 2): G = 1, -1 -> 1/sqrt(2), -1/sqrt(2); anchor C alone: 0
+    out = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=0.5, **plain)))
+    r3, r2 = math.sqrt(3), math.sqrt(2)
+    expected = {(0, 0): 1 + 0.5 * 2 / r3, (0, 1): 1 + 0.5 / r2, (1, 0): -1 - 0.5 / r3, (1, 1): -1.0,
+                (2, 0): -1 - 0.5 / r3, (2, 1): -1 - 0.5 / r2}
+    assert out.keys() == expected.keys()
+    for k, v in expected.items():
+        assert out[k] == pytest.approx(v, rel=1e-6)
+    # only centred (group_std off): anchor A -> 4/3, -2/3, -2/3
+    out = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=1.0, group_std=False, **plain)))
+    assert out[(0, 0)] == pytest.approx(1 + 4 / 3) and out[(1, 0)] == pytest.approx(-1 - 2 / 3)
+    # weight 0 is mars exactly
+    zero = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=0.0, **plain)))
+    assert zero == adv(compute_advantages(ms, AdvantageConfig(estimator="mars", **plain)))
+
+
+def test_gigpo_anchor_groups_split_by_opponent_when_asked():
+    plain = dict(player_reward_norm=False, whiten_rewards=False, agent_norm=False, whiten_advantages=False, **RAW)
+    ms = [match([("p0", r, 1), ("p1", 0.0, 1)], mid=f"m{i}", bots=("p1",)) for i, r in enumerate([1.0, -1.0])]
+    for m, opp in zip(ms, ["random", "mcts"]):
+        m.seats["p1"] = opp
+        m.turns[0].messages = [{"role": "user", "content": "A"}]
+    together = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", **plain)))
+    assert together == {(0, 0): pytest.approx(1 + 1 / math.sqrt(2)), (1, 0): pytest.approx(-1 - 1 / math.sqrt(2))}
+    apart = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", norm_by_opponent=True, **plain)))
+    assert apart == {(0, 0): 1.0, (1, 0): -1.0}  # each prompt met once per opponent: no step term

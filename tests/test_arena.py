@@ -1,6 +1,7 @@
 """The match runner and `arena play` with bots: reproducibility, forfeits, records, CLI errors."""
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -145,13 +146,56 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
         (["play", "tic_tac_toe", "--agents", "random", "nobody"], "unknown agent 'nobody'"),
         (["games", "show", "chess_960_x"], "unknown game"),
         (["play", "tic_tac_toe", "--agents", "random", "random", "--opening", "-2"], "--opening must be >= 0"),
+        (["play", "tic_tac_toe", "--agents", "random", "random", "--concurrency", "0"], "--concurrency must be >= 1, got 0"),
+        (["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "-3"], "--matches must be >= 1, got -3"),
+        (["play", "tic_tac_toe", "--agents", "random", "random", "--out", "/tmp"], "/tmp is a folder; give the trajectory file's path"),
     ],
 )
 def test_bad_input_is_one_clear_line(argv, message):
-    proc = subprocess.run([sys.executable, "-m", "arena.cli", *argv], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "arena.cli", *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_runner_refuses_counts_below_one():
+    def hung(*_):
+        raise TimeoutError("play(concurrency=0) spun without ever starting a match")
+
+    agents = {"random": make_agent("random")}
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        with pytest.raises(ValueError, match="concurrency must be >= 1"):
+            next(play([MatchPlan("a", "tic_tac_toe", ["random", "random"])], agents, concurrency=0))
+    finally:
+        signal.alarm(0)
+    with pytest.raises(ValueError, match="number of matches must be >= 1, got -3"):
+        plan_matches("tic_tac_toe", ["random"], -3)
+
+
+def test_trajectories_into_a_read_only_folder_fail_before_any_match(tmp_path, make_read_only):
+    make_read_only(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "arena.cli", "play", "tic_tac_toe", "--agents", "random", "random",
+                           "--out", str(tmp_path / "run.jsonl")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()  # refused before the first match: no progress bar, no traceback
+    assert line.startswith(f"arena play: error: cannot write to {tmp_path} ("), line
+
+
+def test_a_human_whose_input_ends_forfeits_and_it_is_recorded(tmp_path):
+    out = tmp_path / "run.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "arena.cli", "play", "tic_tac_toe", "--agents", "human", "random", "--matches", "2",
+                           "--out", str(out)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("human: end of input (stdin closed): forfeiting this and every later turn") == 1
+    records = list(read_jsonl(out))
+    assert len(records) == 2
+    for r in records:  # the human's first turn is a forfeit: a loss, recorded like an LLM's
+        (turn,) = [t for t in r.turns if t.agent == "human"]
+        assert (turn.action, turn.valid, turn.fallback) == (None, False, "forfeit") and turn.attempts[0].error.startswith("eof")
+        human = next(p for p, name in r.seats.items() if name == "human")
+        assert r.outcome[human] == "loss"
 
 
 def test_torn_last_line_of_a_killed_writer_is_skipped(tmp_path):

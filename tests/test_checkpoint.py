@@ -121,3 +121,68 @@ def test_load_errors(tmp_path, tok):
     bigger = Learner(tiny_llama(0, hidden=32)[0], tok, LearnerConfig())
     with pytest.raises(ValueError, match="does not fit this model"):
         checkpoint.load(tmp_path, bigger)
+
+
+DAMAGE = {  # file -> what a killed or faulty writer (or disk) left in it
+    "model.safetensors": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),  # truncated
+    "optimizer.pt": lambda p: p.write_bytes(b"junk junk junk\n"),
+    "meta.json": lambda p: p.write_text('{"step": 1, "learn'),
+    "meta.json:list": lambda p: p.write_text("[1]"),
+    "rng.pt": lambda p: p.write_bytes(b"\x00" * 64),
+    "value_head.pt": lambda p: p.write_bytes(p.read_bytes()[:100]),
+    "optimizer.pt:missing": lambda p: p.unlink(),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_file_is_a_one_line_error_naming_it_and_nothing_is_restored(tmp_path, tok, damage):
+    from agents.models import load_model as load_named
+
+    cfg = LearnerConfig(lr=1e-3, value_coef=0.5)
+    learner = Learner(tiny_llama(0)[0], tok, cfg)
+    folder = checkpoint.save(tmp_path, learner, 1, config={"model": "tiny-llama"})
+    name = damage.split(":")[0]
+    DAMAGE[damage](folder / name)
+    other = Learner(tiny_llama(5)[0], tok, cfg)
+    before = {k: v.clone() for k, v in other.model.state_dict().items()}
+    with pytest.raises(checkpoint.DamagedCheckpoint) as e:
+        checkpoint.load(tmp_path, other)
+    assert str(folder / name) in str(e.value) or f"checkpoint {folder}: {name} is missing" in str(e.value)
+    assert "\n" not in str(e.value) and isinstance(e.value, ValueError)
+    assert all(torch.equal(before[k], v) for k, v in other.model.state_dict().items()) and other.step_count == 0
+    if name in ("model.safetensors", "meta.json"):  # the files a player (llm:RUN_DIR) reads
+        with pytest.raises(ValueError, match=f"checkpoint file {folder / name} is damaged"):
+            load_named(str(tmp_path))
+
+
+def test_latest_survives_a_missing_or_junk_pointer(tmp_path, tok):
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
+    for step in (1, 2):
+        checkpoint.save(tmp_path, learner, step, keep=0)
+    (tmp_path / "latest").write_bytes(b"\xff\xfe junk")
+    assert checkpoint.latest(tmp_path).name == "step_00000002"
+    (tmp_path / "latest").unlink()
+    assert checkpoint.latest(tmp_path).name == "step_00000002"
+    assert [p.name for p in checkpoint.checkpoints(tmp_path)] == ["step_00000002", "step_00000001"]
+
+
+def test_clean_tmp_removes_what_killed_writers_left(tmp_path, tok):
+    import os
+    import subprocess
+    import sys
+
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig(loss=LossConfig(kl_coef=0.1)))
+    checkpoint.save(tmp_path, learner, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "reference.safetensors", "step_00000001"]  # no temp names left
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = os.getppid()
+    for name in (f".tmp-step_00000002-{dead.pid}", f".old-step_00000001-{dead.pid}", f".tmp-step_00000003-{os.getpid()}"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(b"x" * 1000)
+    (tmp_path / f".tmp-latest-{dead.pid}").write_text("step_00000002\n")
+    (tmp_path / f".tmp-step_00000004-{live}").mkdir()  # another live process's save in progress
+    removed = checkpoint.clean_tmp(tmp_path)
+    assert len(removed) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".tmp-step_00000004-{live}", "latest", "reference.safetensors", "step_00000001"]
+    assert checkpoint.clean_tmp(tmp_path / "absent") == []

@@ -9,11 +9,14 @@ the server side, micro-batching, and malformed requests.
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -21,6 +24,8 @@ import torch
 
 from agents.backend import Generation, SamplingParams
 from agents.openai_backend import OpenAIBackend
+from arena.cli import main as arena_main
+from arena.records import read_jsonl
 from arena.serve import make_server
 
 CONV = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Rock, paper or scissors?"}]
@@ -142,7 +147,7 @@ def test_client_timeout_retries_then_error_generation():
             assert server.stats["requests"] == 3  # first attempt + 2 retries
         finally:
             backend.release.set()
-    assert gens == [Generation(text="", finish_reason="error")]
+    assert gens == [Generation(text="", finish_reason="error", error=client.errors[0])]
     assert len(client.errors) == 1 and "timed out" in client.errors[0] and "3 attempts" in client.errors[0]
     assert 0.9 <= elapsed < 0.9 + 0.15 + 1.0  # 3 timeouts + at most 0.05 + 0.1 backoff, plus slack
 
@@ -205,13 +210,15 @@ def test_concurrent_requests_are_micro_batched():
         ({"messages": "hi"}, 400, "'messages' must be a non-empty list"),
         ({"messages": [{"content": "hi"}]}, 400, "string 'role'"),
         ({"messages": [{"role": "user", "content": 3}]}, 400, "content must be a string"),
-        ({"messages": CONV, "n": 2}, 400, "only n=1"),
+        ({"messages": CONV, "n": 0}, 400, "n must be an integer from 1 to 64"),
         ({"messages": CONV, "temperature": -1}, 400, "temperature must be >= 0"),
         ({"messages": CONV, "max_tokens": 0}, 400, "max_tokens must be a positive integer"),
         ({"messages": CONV, "top_p": 0}, 400, "top_p must be in (0, 1]"),
         ({"messages": CONV, "guided_choice": []}, 400, "non-empty list"),
         ({"messages": CONV, "structured_outputs": {"regex": "a+"}}, 400, "only {'choice'"),
-        ({"messages": CONV, "stream": True}, 400, "stream=true is not supported"),
+        ({"messages": CONV, "stream": "yes"}, 400, "stream must be true or false"),
+        ({"messages": CONV, "stop": ["\n"]}, 400, "stop=['\\n'] is not supported"),
+        ({"messages": CONV, "top_logprobs": 2}, 400, "top_logprobs needs logprobs=true"),
         ({"messages": CONV, "model": "gpt-4"}, 404, "this server serves 'echo'"),
     ],
 )
@@ -224,6 +231,27 @@ def test_malformed_requests_get_a_clear_4xx(body, status, hint):
     assert r.status_code == status
     assert hint in r.json()["error"]["message"]
     assert backend.calls == []
+
+
+class PickyBackend(EchoBackend):
+    """Refuses what it cannot do with a ValueError, as the vllm backend refuses top_logprobs."""
+
+    def generate(self, conversations, params, allowed=None):
+        if params.top_logprobs:
+            raise ValueError("this backend does not report top_logprobs")
+        return super().generate(conversations, params, allowed)
+
+
+def test_what_the_backend_cannot_do_is_a_400_naming_it():
+    backend = PickyBackend()
+    with running(backend) as server:
+        refused = httpx.post(server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "top_logprobs": 2})
+        fine = httpx.post(server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "n": 3})
+        raw = httpx.post(server.url + "/completions", json={"prompt": "hi"})  # no `complete`: chat only
+    assert refused.status_code == 400 and "does not report top_logprobs" in refused.json()["error"]["message"]
+    assert fine.status_code == 200 and [c["message"]["content"] for c in fine.json()["choices"]] == [CONV[-1]["content"][::-1]] * 3
+    assert backend.calls == [3]  # the n=3 request was one batch (the refused one raised first)
+    assert raw.status_code == 400 and "serves chat completions only" in raw.json()["error"]["message"]
 
 
 def test_client_does_not_retry_4xx_and_raises_on_unknown_model():
@@ -283,3 +311,108 @@ def test_arena_serve_entry_point_serves_tiny_llama():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# --- servers that misbehave in ways `arena serve` never does -------------------------------
+
+
+class _ReplyHandler(BaseHTTPRequestHandler):
+    """Answers a chat completion with `server.content(user_text)` as message.content."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        content = self.server.content(body["messages"][-1]["content"])
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def replying(content):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ReplyHandler)  # daemon threads: kept-alive connections do not block shutdown
+    server.content = content
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _first_legal_in_parts(user_text: str) -> list[dict]:
+    move = re.search(r"LEGAL MOVES: \[(\w+)\]", user_text).group(1)
+    return [{"type": "text", "text": "I take "}, {"type": "text", "text": f"[{move}]"}]
+
+
+@pytest.mark.parametrize("reply, valid", [
+    (_first_legal_in_parts, True),  # the OpenAI schema's content parts: joined
+    (lambda _: 7, False),  # a number: an invalid reply, recorded, then the fallback
+    (lambda _: [{"type": "image_url", "image_url": {"url": "x"}}], False),
+])
+def test_arena_play_over_content_that_is_not_a_string(tmp_path, reply, valid):
+    out = tmp_path / "run.jsonl"
+    with replying(reply) as url:
+        spec = f"llm:m,backend=openai,base_url={url},fallback=random,max_retries=1"
+        assert arena_main(["play", "tic_tac_toe", "--agents", spec, "random", "--matches", "2", "--out", str(out)]) == 0
+    records = list(read_jsonl(out))
+    turns = [t for r in records for t in r.turns if t.agent != "random"]
+    assert len(records) == 2
+    assert turns and all(t.valid == valid for t in turns)
+    if valid:
+        assert all(t.completion == f"I take [{t.legal_moves[0]}]" and t.move == t.legal_moves[0] for t in turns)
+    else:
+        assert all(t.fallback == "random" and len(t.attempts) == 2 for t in turns)
+        assert all("backend_error: malformed response" in a.error and "content must be" in a.error for t in turns for a in t.attempts)
+
+
+@contextlib.contextmanager
+def trickling(interval: float):
+    """A server that sends a valid answer one byte every `interval` seconds; counts connections."""
+    body = json.dumps({"choices": [{"message": {"content": "[4]"}}]}).encode()
+    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    sock = socket.create_server(("127.0.0.1", 0))
+    stats = {"connections": 0, "url": f"http://127.0.0.1:{sock.getsockname()[1]}/v1"}
+
+    def trickle(conn):
+        with conn:
+            conn.recv(65536)
+            for i in range(len(data)):
+                try:
+                    conn.sendall(data[i : i + 1])
+                except OSError:  # the client gave up
+                    return
+                time.sleep(interval)
+
+    def accept():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            stats["connections"] += 1
+            threading.Thread(target=trickle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield stats
+    finally:
+        sock.close()
+
+
+def test_timeout_is_a_deadline_for_the_whole_attempt_not_per_read():
+    with trickling(interval=0.1) as server:  # the whole answer would take ~15 s
+        with OpenAIBackend(server["url"], "m", timeout=1, max_retries=1, backoff=0.01) as client:
+            t0 = time.monotonic()
+            gens = client.generate([CONV], SamplingParams())
+            elapsed = time.monotonic() - t0
+        assert server["connections"] == 2
+    assert gens[0].finish_reason == "error" and "timed out after 1" in gens[0].error and "2 attempts" in gens[0].error
+    assert 2.0 <= elapsed < 2.5, elapsed  # two 1 s deadlines + <= 0.01 s backoff

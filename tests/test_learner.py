@@ -249,3 +249,25 @@ def test_adaptive_entropy_bonus_raises_the_coefficient_the_loss_uses(tok):
     assert a2["entropy_coef"] == pytest.approx(0.07)
     # the larger bonus lowers the loss by (0.07 - 0.02) x the entropy term
     assert f2["loss"] - a2["loss"] == pytest.approx(0.05 * a2["entropy"], rel=0.05)
+
+
+@pytest.mark.parametrize("precision,tol", [("float32", 1e-4), ("bfloat16", 0.01)])
+def test_rollout_and_learner_share_numerics_so_the_first_ratio_is_one(tok, precision, tol):
+    """The backend on the learner's module runs under the learner's autocast: the behaviour
+    log-probabilities it records are what the learner recomputes (bf16: within bf16 rounding),
+    so the first PPO update starts at ratio 1 and clips nothing."""
+    from agents.backend import SamplingParams
+    from agents.transformers_backend import TransformersBackend
+
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-3, precision=precision))
+    assert learner.compute_dtype == precision and learner.autocast == (precision == "bfloat16")
+    backend = TransformersBackend((learner.model, tok), autocast=learner.compute_dtype)
+    convs = [[{"role": "user", "content": f"Pick a cell, game {i}"}] for i in range(6)]
+    gens = backend.generate(convs, SamplingParams(max_new_tokens=6, temperature=1.0, seed=3))
+    seqs = [Sequence(g.prompt_token_ids, g.token_ids, 1.0 if i % 2 else -1.0, logprobs=g.logprobs) for i, g in enumerate(gens)]
+    recomputed = learner.logprobs(seqs)
+    worst = max(abs(a - b) for g, new in zip(gens, recomputed) for a, b in zip(g.logprobs, new))
+    assert worst < tol
+    first = learner.step(seqs)
+    assert first["ratio_mean"] == pytest.approx(1.0, abs=tol) and first["clip_frac"] == 0.0
+    assert all(p.dtype == torch.float32 for p in learner.model.parameters())  # fp32 master weights

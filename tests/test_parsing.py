@@ -1,6 +1,8 @@
 """The reply parser: the formats models actually produce, and a typed error for the rest."""
 
+import contextlib
 import doctest
+import time
 
 import pytest
 
@@ -92,13 +94,104 @@ def test_a_number_inside_another_number_is_not_a_mention():
 
 
 def test_pathological_boxes_parse_in_linear_time():
-    import time
-
     reply = "\\boxed{" * 5000 + "4"
     start = time.perf_counter()
     with pytest.raises(ParseError):
         parse_move(reply, CELLS)
     assert time.perf_counter() - start < 1.0
+
+
+GOOF = [str(i) for i in range(1, 14)]
+
+
+@pytest.mark.parametrize(
+    "reply, moves",
+    [
+        ("-4", CELLS),
+        ("[-4]", CELLS),
+        ("+4", CELLS),
+        ("cell -4", CELLS),
+        ("[2**2]", CELLS),
+        ("4/9", CELLS),
+        ("4%", CELLS),
+        ("1 x 1", CELLS),  # Liar's dice's bid, or 1 times 1
+        ("0.5", GOOF),
+        ("[0.5]", GOOF),
+        ("4.0", GOOF),
+        ("I bid 10:30", GOOF),
+        ("-> 4", GOOF),
+    ],
+)
+def test_a_number_with_a_sign_decimal_or_operator_is_another_number(reply, moves):
+    with pytest.raises(ParseError) as e:
+        parse_move(reply, moves)
+    assert e.value.kind in ("illegal", "no_move")
+
+
+@pytest.mark.parametrize(
+    "reply", ["Discard card 2", "Play card 2", "Hint rank 1 to player_1", "Offer: 1 Wood -> 1 Gold", "[Offer: 1 Wood -> 1 Gold]"]
+)
+def test_a_move_of_another_game_is_not_a_number_move(reply):
+    for moves in (CELLS, GOOF):
+        with pytest.raises(ParseError):
+            parse_move(reply, moves)
+
+
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ("Round 3 of 10: I play 4", "4"),  # "round 3" labels the round
+        ("I'll take the centre: \\boxed{4}", "4"),
+        ("I'll play **4**.", "4"),
+        ("cell #4", "4"),
+        ("I choose $4$", "4"),
+        ("4\ufe0f\u20e3", "4"),  # keycap emoji
+        ("On this 3x3 board, cells 0-2 are taken, so 4", "4"),
+    ],
+)
+def test_numbers_in_prose_that_still_name_the_move(reply, expected):
+    assert CELLS[parse_move(reply, CELLS)] == expected
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "<answer>4</answer> no wait <answer>9</answer>",
+        "\\boxed{4} no wait \\boxed{9}",
+        "[4] no wait [9]",
+        "[4] no wait [-4]",
+        "<answer>4</answer> no wait <answer>9",  # an unclosed last answer still counts
+    ],
+)
+def test_the_last_explicit_answer_counts_even_when_illegal(reply):
+    with pytest.raises(ParseError) as e:
+        parse_move(reply, CELLS)
+    assert e.value.kind == "illegal"
+    assert GOOF[parse_move(reply.replace("-4", "9"), GOOF)] == "9"
+
+
+def test_nested_answer_tags_read_the_innermost():
+    assert CELLS[parse_move("<answer><answer>4</answer>", CELLS)] == "4"
+    assert CELLS[parse_move("<answer>2<answer>4</answer></answer>", CELLS)] == "4"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "\\boxed{" + "\\text{" * 2400 + "4" + "}" * 2400 + "}",  # about 2 s before
+        "\\boxed{\\text{" * 700 + "4" + "}}" * 700,
+        "\ufdfa" * 20_000,  # NFKC expands each character 18-fold
+        "".join(f"[a{i}]" for i in range(3000))[:20_000],
+        "card 4 " * 2800,
+        "-4" * 10_000,
+    ],
+    ids=["boxed-text-nested", "boxed-text-pairs", "nfkc-expansion", "3000-brackets", "labels", "signs"],
+)
+def test_crafted_replies_parse_fast(reply):
+    start = time.process_time()  # CPU time: other processes on the machine don't count
+    with contextlib.suppress(ParseError):
+        parse_move(reply, CELLS)
+    assert time.process_time() - start < 0.1
 
 
 def test_strip_thinking():

@@ -1,7 +1,15 @@
 """The self-play loop end to end: config errors, a short real run, exact resume, weight sync, CLI."""
 
+import contextlib
+import dataclasses
+import io
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +24,7 @@ from arena.records import MatchRecord, read_jsonl
 from training import checkpoint
 from training import selfplay
 from training.league import League
+from training.config import GameEntry, TrainConfig
 from training.selfplay import POLICY, eval_summary, load_config, parse_config, plan_step, train, wilson
 
 TINY = {
@@ -60,29 +69,162 @@ def quiet():
 # --- config ---------------------------------------------------------------------------------
 
 
+BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line error says
+    "model": ("tiny-llama:hidden=30:heads=4", "model: bad model name 'tiny-llama:hidden=30:heads=4': hidden (30) must be a multiple of heads (4)"),
+    "backend": ("sglang", "backend must be one of transformers, vllm, got 'sglang'"),
+    "backend_kwargs": ({"max_batch_sise": 8}, "backend_kwargs: unknown option 'max_batch_sise' for the transformers backend (did you mean 'max_batch_size'?)"),
+    "run_dir": (5, "run_dir must be str, got 5"),
+    "seed": (-1, "seed must be in [0, 2**32), got -1"),
+    "steps": (0, "steps must be >= 1, got 0"),
+    "max_minutes": (-1, "max_minutes must be >= 0, got -1.0"),
+    "threads": (-2, "threads must be >= 0, got -2"),
+    "games": ([], "games must be a non-empty list"),
+    "matches_per_step": (7, "matches_per_step must be even"),
+    "concurrency": (0, "concurrency must be >= 1, got 0"),
+    "epochs": (0, "epochs must be >= 1, got 0"),
+    "minibatches": (0, "minibatches must be >= 1, got 0"),
+    "max_turns": (0, "max_turns must be >= 1, got 0"),
+    "checkpoint_every": (-1, "checkpoint_every must be >= 0, got -1"),
+    "keep_checkpoints": (-1, "keep_checkpoints must be >= 0, got -1"),
+    "log_every": (0, "log_every must be >= 1, got 0"),
+    "agent.mode": ("multi", "agent.mode must be one of fresh, multi_turn, got 'multi' (did you mean 'multi_turn'?)"),
+    "agent.prompt": ("short", "agent.prompt must be one of full, compact, state, got 'short'"),
+    "agent.answer_format": ("box", "agent.answer_format must be one of brackets, boxed, answer, got 'box' (did you mean 'boxed'?)"),
+    "agent.reasoning": ("yes", "agent.reasoning must be bool, got 'yes'"),
+    "agent.max_retries": (-1, "agent: max_retries must be >= 0, got -1"),
+    "agent.fallback": ("skip", "agent.fallback must be one of forfeit, random, got 'skip'"),
+    "agent.fallback_message": (3, "agent.fallback_message must be str, got 3"),
+    "agent.constrained": (1, "agent.constrained must be bool, got 1"),
+    "agent.max_new_tokens": (0, "agent: max_new_tokens must be >= 1, got 0"),
+    "agent.temperature": (0.0, "agent.temperature must be > 0"),
+    "agent.top_p": (1.5, "agent: need temperature >= 0 and 0 < top_p <= 1"),
+    "agent.seed": (7, "agent.seed is set by the loop"),
+    "agent.system_prompt": (["x"], "agent.system_prompt must be str"),
+    "advantage.estimator": ("grpoo", "advantage.estimator must be one of mars, grpo, grpo_median, rae, loo, advantage_alignment, advevo, arena_ranks, gigpo, critic, got 'grpoo' (did you mean 'grpo'?)"),
+    "advantage.learners": (["x"], "advantage.learners is set by the loop"),
+    "advantage.gamma": ("one", "advantage.gamma must be float, got 'one'"),
+    "advantage.reward_scale": (0, "advantage.reward_scale must be > 0, got 0.0"),
+    "advantage.format_reward": (float("nan"), "advantage.format_reward must be a finite number, got nan"),
+    "advantage.draw_reward": (float("inf"), "advantage.draw_reward must be a finite number, got inf"),
+    "advantage.length_penalty_coef": (-0.5, "advantage.length_penalty_coef must be >= 0, got -0.5"),
+    "advantage.length_max": (0, "advantage.length_max must be >= 1, got 0"),
+    "advantage.length_min": (5000, "advantage.length_min must be in [0, length_max), got 5000 (length_max 2048)"),
+    "advantage.player_reward_norm": ("no", "advantage.player_reward_norm must be bool"),
+    "advantage.whiten_rewards": ("no", "advantage.whiten_rewards must be bool"),
+    "advantage.agent_norm": ("no", "advantage.agent_norm must be bool"),
+    "advantage.agent_norm_unique": ("no", "advantage.agent_norm_unique must be bool"),
+    "advantage.whiten_advantages": ("no", "advantage.whiten_advantages must be bool"),
+    "advantage.norm_by_opponent": ("no", "advantage.norm_by_opponent must be bool"),
+    "advantage.group_std": ("no", "advantage.group_std must be bool"),
+    "advantage.eps": (0, "advantage.eps must be > 0, got 0.0"),
+    "advantage.rae_decay": (1, "advantage.rae_decay must be in [0, 1), got 1.0"),
+    "advantage.drop_zero_advantage": ("no", "advantage.drop_zero_advantage must be bool"),
+    "advantage.aa_beta": (-1, "advantage.aa_beta must be >= 0, got -1.0"),
+    "advantage.gigpo_weight": (-0.5, "advantage.gigpo_weight must be >= 0, got -0.5"),
+    "advantage.aa_gamma": (2, "advantage.aa_gamma must be in [0, 1], got 2.0"),
+    "advantage.functional_groups": ({"player_0": 1}, "advantage.functional_groups must be a mapping seat -> group name"),
+    "advantage.gae_lambda": (1.5, "advantage: gae_lambda must be in [0, 1], got 1.5"),
+    "learner.lr": (-0.001, "learner.lr must be > 0, got -0.001"),
+    "learner.weight_decay": (-0.1, "learner.weight_decay must be >= 0, got -0.1"),
+    "learner.betas": ([0.9], "learner.betas must be two numbers in [0, 1), got (0.9,)"),
+    "learner.max_grad_norm": (-1, "learner.max_grad_norm must be >= 0, got -1.0"),
+    "learner.lr_schedule": ("cosin", "learner.lr_schedule must be one of constant, cosine, got 'cosin' (did you mean 'cosine'?)"),
+    "learner.precision": ("bf16", "learner.precision must be one of auto, float32, bfloat16, got 'bf16'"),
+    "learner.warmup_steps": (-1, "learner.warmup_steps must be >= 0, got -1"),
+    "learner.total_steps": (-1, "learner.total_steps must be >= 0, got -1"),
+    "learner.min_lr_ratio": (2, "learner.min_lr_ratio must be in [0, 1], got 2.0"),
+    "learner.micro_batch_tokens": (0, "learner: micro_batch_tokens must be >= 1, got 0"),
+    "learner.temperature": (0.5, "learner.temperature is set from agent.temperature"),
+    "learner.lora_rank": (-4, "learner.lora_rank must be >= 0, got -4"),
+    "learner.lora_alpha": (0, "learner.lora_alpha must be > 0, got 0.0"),
+    "learner.lora_dropout": (1, "learner.lora_dropout must be in [0, 1), got 1.0"),
+    "learner.lora_targets": ([], "learner.lora_targets must be a module pattern or a list of module names, got []"),
+    "learner.log_entropy": ("no", "learner.log_entropy must be bool"),
+    "learner.value_coef": (-1, "learner: value_coef must be >= 0, got -1.0"),
+    "learner.loss.clip_low": (1, "learner.loss: clip ranges must be clip_low in [0, 1)"),
+    "learner.loss.clip_high": (-1, "learner.loss: clip ranges must be clip_low in [0, 1), clip_high >= 0"),
+    "learner.loss.dual_clip": (1, "learner.loss: dual_clip must be > 1 (or None), got 1.0"),
+    "learner.loss.kl_coef": (-0.1, "learner.loss.kl_coef must be >= 0, got -0.1"),
+    "learner.loss.entropy_coef": (-0.1, "learner.loss: entropy_coef, entropy_target, entropy_coef_step and entropy_coef_max must be >= 0"),
+    "learner.loss.entropy_target": (-0.1, "learner.loss: entropy_coef, entropy_target, entropy_coef_step and entropy_coef_max must be >= 0"),
+    "learner.loss.entropy_coef_step": (-0.1, "learner.loss: entropy_coef, entropy_target, entropy_coef_step and entropy_coef_max must be >= 0"),
+    "learner.loss.entropy_coef_max": (-0.1, "learner.loss: entropy_coef, entropy_target, entropy_coef_step and entropy_coef_max must be >= 0"),
+    "learner.loss.aggregation": ("token_sum", "learner.loss.aggregation must be one of token_mean, seq_mean_token_mean, seq_mean_token_sum_norm, got 'token_sum'"),
+    "learner.loss.norm_constant": (0, "learner.loss.norm_constant must be > 0, got 0.0"),
+    "league.self_play": (1.5, "league.self_play must be in [0, 1], got 1.5"),
+    "league.bots": (["randmo"], "league.bots: unknown agent 'randmo'"),
+    "league.snapshot_every": (-1, "league.snapshot_every must be >= 0, got -1"),
+    "league.weighting": ("easy", "league.weighting must be one of hard, variance, uniform, got 'easy'"),
+    "league.decay": (0, "league.decay must be in (0, 1], got 0.0"),
+    "league.max_checkpoints": (0, "league.max_checkpoints must be >= 1, got 0"),
+    "league.max_loaded": (0, "league.max_loaded must be >= 1, got 0"),
+    "eval.every": (-1, "eval.every must be >= 0, got -1"),
+    "eval.games": (7, "eval.games must be even"),
+    "eval.opponents": ({"chess": ["random"]}, "eval.opponents names game 'chess', which is not a training game"),
+    "eval.temperature": (-1, "eval.temperature must be >= 0, got -1.0"),
+    "eval.keep_best": ("yes", "eval.keep_best must be bool"),
+    "eval.seed": (-1, "eval.seed must be in [0, 2**31), got -1"),
+    "games[0].name": ("tic_tac_tow", "games[0]: unknown game 'tic_tac_tow'; did you mean tic_tac_toe?"),
+    "games[0].weight": (0, "games[0].weight must be > 0, got 0.0"),
+    "games[0].params": ({"board": "hex"}, "games[0]: tic_tac_toe board must be one of grid, line, relative, numbered, got 'hex'"),
+    "games[0].opening": (-1, "games[0].opening must be an integer >= 0"),
+}
+
+
+def with_field(path: str, value) -> dict:
+    """TINY with one field set (a dotted path; games[0].x sets a key of the first game)."""
+    d = json.loads(json.dumps(TINY))
+    if path.startswith("games[0]."):
+        d["games"] = [{"name": "tic_tac_toe", path.split(".", 1)[1]: value}]
+        return d
+    *sections, key = path.split(".")
+    node = d
+    for s in sections:
+        node = node.setdefault(s, {})
+    node[key] = value
+    return d
+
+
+def _leaves(cls, prefix=""):
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _leaves(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            yield prefix + f.name
+
+
+def test_every_config_field_is_checked():
+    """A new field must come with a check (and a line in BAD_FIELDS)."""
+    fields = {*_leaves(TrainConfig), *(f"games[0].{k}" for k in _leaves(GameEntry))}
+    assert fields == set(BAD_FIELDS)
+
+
+@pytest.mark.parametrize("path", list(BAD_FIELDS))
+def test_a_bad_value_of_any_field_is_a_one_line_error_naming_it(path):
+    value, message = BAD_FIELDS[path]
+    with pytest.raises(ValueError) as e:
+        parse_config(with_field(path, value))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("patch, message", [
-    ({"stepz": 3}, "unknown key 'stepz'"),
-    ({"agent": {"promt": "compact"}}, "unknown key 'agent.promt'"),
+    ({"stepz": 3}, "unknown key 'stepz' (did you mean 'steps'?)"),
+    ({"agent": {"promt": "compact"}}, "unknown key 'agent.promt' (did you mean 'prompt'?)"),
     ({"learner": {"loss": {"kl": 0.1}}}, "unknown key 'learner.loss.kl'"),
     ({"steps": "ten"}, "steps must be int"),
     ({"learner": {"lr": "fast"}}, "learner.lr must be float"),
-    ({"matches_per_step": 7}, "matches_per_step must be even"),
-    ({"games": ["tic_tac_tow"]}, "tic_tac_tow"),
     ({"games": [{"name": "tic_tac_toe", "wieght": 2}]}, "unknown key 'games[0].wieght'"),
-    ({"games": [{"name": "tic_tac_toe", "opening": -1}]}, "games[0].opening must be an integer >= 0"),
-    ({"agent": {"prompt": "short"}}, "agent: prompt must be one of full, compact, state"),
-    ({"agent": {"temperature": 0.0}}, "agent.temperature must be > 0"),
-    ({"learner": {"temperature": 0.5}}, "learner.temperature is set from agent.temperature"),
-    ({"advantage": {"learners": ["x"]}}, "advantage.learners is set by the loop"),
-    ({"advantage": {"gamma": "one"}}, "advantage.gamma must be float"),
+    ({"games": ["openspiel:goofspeil"]}, "games[0]: unknown OpenSpiel game 'goofspeil'; did you mean goofspiel?"),
     ({"league": {"self_play": 0.5, "bots": [], "snapshot_every": 0}}, "needs opponents"),
-    ({"league": {"weighting": "easy"}}, "unknown PFSP weighting 'easy'"),
-    ({"league": {"bots": ["randmo"]}}, "league.bots: unknown agent 'randmo'"),
-    ({"eval": {"opponents": {"chess": ["random"]}}}, "not a training game"),
-    ({"eval": {"games": 7}}, "eval.games must be even"),
-    ({"backend": "sglang"}, "backend must be 'transformers' or 'vllm'"),
+    ({"league": {"bots": ["random", "random"]}}, "league.bots lists a bot twice"),
+    ({"league": {"bots": ["mcts:lots"]}}, "league.bots: agent spec 'mcts:lots': mcts:N needs a whole number"),
+    ({"league": {"bots": ["human"]}}, "league.bots: a human cannot play in training runs"),
+    ({"eval": {"opponents": ["llm:tiny-llama:hidden=36:heads=4"]}}, "eval.opponents: bad model name 'tiny-llama:hidden=36:heads=4'"),
+    ({"eval": {"opponents": ["llm:tiny-llama,temprature=0"]}}, "eval.opponents: agent 'llm:tiny-llama,temprature=0': unknown option(s) temprature"),
     ({"advantage": {"estimator": "critic"}}, "critic and learner.value_coef > 0 go together"),
-    ({"advantage": {"gae_lambda": 1.5}}, "advantage: gae_lambda must be in [0, 1]"),
+    ({"model": "tiny-llama:layers=0"}, "model: bad model name 'tiny-llama:layers=0': layers must be >= 1"),
+    ({"backend_kwargs": {"max_batch_size": 0}}, "backend_kwargs.max_batch_size must be an integer >= 1, got 0"),
 ])
 def test_bad_configs_are_one_line_value_errors(patch, message):
     with pytest.raises(ValueError) as e:
@@ -90,24 +232,57 @@ def test_bad_configs_are_one_line_value_errors(patch, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_config_names_model_games_and_steps():
+    for key in ("model", "games", "steps"):
+        d = merged({})
+        del d[key]
+        with pytest.raises(ValueError, match=f"a train config needs model, games, steps; missing: {key} "):
+            parse_config(d)
+
+
 def test_yaml_loader_defaults_derived_values_and_file_errors(tmp_path):
     path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({"steps": 5, "epochs": 2, "minibatches": 3, "agent": {"temperature": 0.8},
-                                    "learner": {"lr_schedule": "cosine"}}))
+    path.write_text(yaml.safe_dump({"model": "tiny-llama", "games": "tic_tac_toe", "steps": 5, "epochs": 2, "minibatches": 3,
+                                    "agent": {"temperature": 0.8}, "learner": {"lr_schedule": "cosine"}}))
     cfg = load_config(path)
     assert cfg.run_dir == "runs/exp"  # default: runs/<stem>
     assert cfg.learner.temperature == 0.8 and cfg.advantage.learners == [POLICY]
     assert cfg.learner.total_steps == 5 * 2 * 3  # optimizer steps of the whole run
     assert cfg.agent.max_retries == 0  # TrainConfig's agent defaults survive a partial agent section
     assert load_config(path, {"steps": 9}).learner.total_steps == 9 * 2 * 3
-    (tmp_path / "bad.yaml").write_text("steps: [1, 2\n")
-    with pytest.raises(ValueError, match="invalid YAML at line"):
-        load_config(tmp_path / "bad.yaml")
-    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
-    with pytest.raises(ValueError, match="must be a mapping"):
-        load_config(tmp_path / "list.yaml")
+    files = {
+        "bad.yaml": ("steps: [1, 2\n", "bad.yaml: invalid YAML at line"),
+        "list.yaml": ("- 1\n- 2\n", "list.yaml: a train config must be a mapping, got list"),
+        "empty.yaml": ("", "empty.yaml is empty: a train config needs at least model, games, steps (see configs/train_tictactoe_tiny.yaml)"),
+        "comments.yaml": ("# nothing yet\n", "comments.yaml is empty"),
+        "braces.yaml": ("{}\n", "braces.yaml is empty"),
+        "partial.yaml": ("steps: 3\n", "partial.yaml: a train config needs model, games, steps; missing: model, games"),
+        "binary.yaml": (bytes(range(256)) * 4, "binary.yaml: not a YAML text file (byte 128 is not UTF-8)"),
+        "control.yaml": ("steps: 3\x00\x01\n", "control.yaml: invalid YAML: unacceptable character #x0000"),
+    }
+    for name, (content, message) in files.items():
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        with pytest.raises(ValueError) as e:
+            load_config(tmp_path / name)
+        assert message in str(e.value) and "\n" not in str(e.value), name
     with pytest.raises(ValueError, match="not found"):
         load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ValueError, match="is a folder, not a YAML file"):
+        load_config(tmp_path)
+
+
+def test_arena_train_checks_the_config_before_loading_the_model(tmp_path, capsys, monkeypatch):
+    import agents.models
+
+    monkeypatch.setattr(agents.models, "load_model", lambda *a, **k: pytest.fail("loaded a model for a bad config"))
+    for patch, message in [({"learner": {"lr": -0.001}}, "learner.lr must be > 0, got -0.001"), ({"seed": -1}, "seed must be in [0, 2**32), got -1"),
+                           ({"model": "tiny-llama:hidden=30:heads=4"}, "hidden (30) must be a multiple of heads (4)")]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump({**merged(patch), "run_dir": str(tmp_path / "run")}))
+        assert cli_main(["train", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"arena train: error: {path}: ") and message in err and err.count("\n") == 1
+        assert not (tmp_path / "run").exists()
 
 
 def test_shipped_configs_load():
@@ -229,6 +404,133 @@ def test_resume_continues_exactly(tmp_path, critic):
     assert not all(torch.equal(c[k], a[k]) for k in c.keys() & a.keys())
 
 
+SMALL = {"steps": 2, "matches_per_step": 4, "concurrency": 4, "checkpoint_every": 2, "threads": 1, "eval": {"every": 2, "games": 2},
+         "league": {"self_play": 0.5, "bots": ["random"], "snapshot_every": 0}}
+
+
+def recording():
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=1000)
+
+
+def steps_in(path: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def killed_run(tmp_path, name, monkeypatch):
+    """A run interrupted while it writes its first checkpoint (step 2): logs of steps 1-2, no checkpoint."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    cfg = tiny(tmp_path, name, **SMALL)
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "save", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg, console=quiet())
+    run = Path(cfg.run_dir)
+    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 2]
+    assert not checkpoint.checkpoints(run / "checkpoints")
+    return cfg
+
+
+def test_a_run_killed_before_its_first_checkpoint_never_mixes_with_the_next(tmp_path, monkeypatch):
+    cfg = killed_run(tmp_path, "a", monkeypatch)
+    run = Path(cfg.run_dir)
+    shutil.copytree(run, tmp_path / "b")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = run / "checkpoints" / f".tmp-step_00000002-{dead.pid}"  # what a save killed mid-write leaves
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_bytes(b"x" * 1000)
+    (run / "league").mkdir()
+    (run / "league" / f".tmp-step_00000003.safetensors-{dead.pid}").write_bytes(b"x" * 1000)
+    busy = run / f".tmp-best-{os.getppid()}"  # a live process's: left alone
+    busy.mkdir()
+
+    console = recording()
+    train(cfg, console=console)  # a fresh start in the used folder
+    old = [p for p in run.iterdir() if p.name.startswith("old-")]
+    assert len(old) == 1 and f"moved them to {old[0]}" in console.file.getvalue()
+    assert steps_in(old[0] / "metrics.jsonl") == [1, 2] and steps_in(old[0] / "eval.jsonl") == [0, 2]
+    assert steps_in(run / "metrics.jsonl") == [1, 2] and steps_in(run / "eval.jsonl") == [0, 2]
+    assert not list(run.glob("*/.tmp-*")) and not list(old[0].glob("*/.tmp-*")) and busy.is_dir()
+
+    console = recording()
+    train(tiny(tmp_path, "b", **SMALL), resume=True, console=console)  # --resume, but nothing to resume from
+    out = console.file.getvalue()
+    assert f"--resume: no checkpoint in {tmp_path / 'b' / 'checkpoints'}; starting fresh" in out and "moved them to" in out
+    assert steps_in(tmp_path / "b" / "metrics.jsonl") == [1, 2] and checkpoint.latest(tmp_path / "b" / "checkpoints").name == "step_00000002"
+
+
+def test_resume_falls_back_past_a_damaged_checkpoint_and_a_torn_log_line(tmp_path, capsys):
+    cfg = tiny(tmp_path, **{**SMALL, "steps": 3, "checkpoint_every": 1, "keep_checkpoints": 3, "eval": {"every": 1, "games": 2}})
+    train(cfg, console=quiet())
+    run = Path(cfg.run_dir)
+    first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "checkpoints" / "step_00000003" / "optimizer.pt").write_bytes(b"junk junk junk\n")
+    for name in ("metrics.jsonl", "eval.jsonl"):
+        with open(run / name, "a") as f:
+            f.write('{"step": 4, "rew')  # a writer killed mid-line
+
+    console = recording()
+    train(cfg, resume=True, console=console)
+    out = console.file.getvalue()
+    damaged = run / "checkpoints" / "step_00000003" / "optimizer.pt"
+    assert f"skipped checkpoint step_00000003: checkpoint file {damaged} is damaged" in out and "resuming from step_00000002" in out
+    assert (run / "checkpoints" / "damaged-step_00000003" / "optimizer.pt").read_bytes() == b"junk junk junk\n"
+    again = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in again] == [1, 2, 3] and steps_in(run / "eval.jsonl") == [0, 1, 2, 3]
+    assert (again[2]["reward"], again[2]["loss"]) == (first[2]["reward"], first[2]["loss"])  # step 3 played again, exactly
+
+    for folder in checkpoint.checkpoints(run / "checkpoints"):
+        (folder / "meta.json").write_text("junk")
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({**merged(SMALL), "run_dir": str(run)}))
+    assert cli_main(["train", str(path), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --resume: no intact checkpoint in {run / 'checkpoints'}: checkpoint file" in err and "meta.json is damaged" in err
+    assert err.count("\n") == 1
+
+
+@contextlib.contextmanager
+def unwritable(folder: Path):
+    """A folder nobody can write to: chmod a-w, and as root (whom chmod does not stop) the immutable attribute."""
+    as_root = os.geteuid() == 0
+    folder.chmod(0o555)
+    if as_root and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        folder.chmod(0o755)
+        pytest.skip("root on a filesystem without chattr +i: no way to make a folder unwritable here")
+    try:
+        yield
+    finally:
+        if as_root:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+def test_a_read_only_run_folder_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    import agents.models
+
+    monkeypatch.setattr(agents.models, "load_model", lambda *a, **k: pytest.fail("loaded a model for an unwritable run folder"))
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with unwritable(run):
+        for cfg, where in [(tiny(tmp_path, "run"), run), (tiny(run, "new"), run)]:  # run/new cannot be made in run
+            for resume in (False, True):
+                with pytest.raises(ValueError) as e:
+                    train(cfg, resume=resume, console=quiet())
+                assert str(e.value).startswith(f"cannot write to {where} (") and "\n" not in str(e.value)
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(merged({})))
+        assert cli_main(["train", str(path), "--out", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"arena train: error: cannot write to {run} (") and err.count("\n") == 1
+    with unwritable(run / "checkpoints"):
+        with pytest.raises(ValueError, match=f"cannot write to {run / 'checkpoints'} "):
+            train(tiny(tmp_path, "run"), console=quiet())
+
+
 class FakeEngine:
     """A separate rollout model that only learns the learner's weights through load_weights (as vLLM)."""
 
@@ -306,7 +608,7 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
         names = {s.agent for r in read_jsonl(tmp_path / "t.jsonl") for s in r.turns}
         expected = {f"tiny@{int(d.name[5:])}" for d in (run / "checkpoints").glob("step_*")} | {"tiny@best", "random"}
         assert names == expected and "tiny@2" in names
-    (folder / "meta.json").write_text("{}")
+    (folder / "meta.json").write_text('{"step": 2}')  # a meta.json without the run config
     with pytest.raises(ValueError, match="names no base model"):
         load_named(str(folder))
 

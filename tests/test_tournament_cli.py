@@ -3,6 +3,9 @@ passes) through the arena runner, a SQLite store, resume, report, and one-line e
 
 import json
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,8 +178,8 @@ def test_missing_config_file(tmp_path, capsys):
 
 
 def test_quickstart_config_is_valid():
-    from arena.tournament import arena_options, build_agent
-    from tournaments.config import load_config
+    from arena.tournament import build_agent
+    from tournaments.config import arena_options, load_config
 
     cfg = load_config(ROOT / "configs" / "quickstart.yaml")
     assert cfg.format == "round_robin" and {g.name for g in cfg.games} == {"tic_tac_toe", "kuhn_poker", "prisoners_dilemma"}
@@ -189,3 +192,100 @@ def test_quickstart_config_is_valid():
             LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model", "backend")})
         else:
             build_agent(name, spec)
+
+
+def _one_line_error(proc, command="tournament"):
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().replace("\r", "\n").splitlines()
+    assert lines[-1].startswith(f"arena {command}: error: "), proc.stderr
+    return lines[-1]
+
+
+def test_a_binary_config_file_is_a_one_line_error_naming_it(tmp_path, capsys):
+    for name, data, at in [("bytes.yaml", bytes(range(256)) * 8, 128), ("latin1.yaml", "name: caf\xe9\n".encode("latin-1"), 9)]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert arena_main(["tournament", str(path)]) == 2
+        assert capsys.readouterr().err == f"arena tournament: error: {path}: not a YAML text file (byte {at} is not UTF-8 text)\n"
+
+
+def test_a_config_asking_for_too_many_matches_is_refused_at_once(tmp_path):
+    import resource
+
+    cfg = {"name": "huge", "format": "round_robin", "players": {"a": "random", "b": "random", "c": "random"},
+           "games": ["tic_tac_toe"], "games_per_pairing": 100_000_000_000}
+
+    def cap_memory():  # the old code grew ~150 MB/s here: fail, don't take the machine down
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "arena.cli", "tournament", str(write(tmp_path, cfg)), "--db", str(tmp_path / "h.db")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=cap_memory)
+    err = _one_line_error(proc)
+    assert "games_per_pairing 100000000000" in err and "300,000,000,000 matches in one round" in err and "the limit is 100,000" in err, err
+    assert not (tmp_path / "h.db").exists()
+
+
+def test_a_read_only_run_folder_says_it_cannot_write_there(tmp_path, make_read_only, capsys):
+    cfg = write(tmp_path, {"name": "ro", "format": "round_robin", "players": {"a": "random", "b": "minimax:1"}, "games": ["tic_tac_toe"]})
+    folder = tmp_path / "run"
+    db = folder / "t.db"
+    assert arena_main(["tournament", str(cfg), "--db", str(db)]) == 0
+    (folder / "t.html").unlink()
+    make_read_only(folder)
+    capsys.readouterr()
+    for path in (db, folder / "new.db", folder / "sub" / "new.db"):
+        assert arena_main(["tournament", str(cfg), "--db", str(path)]) == 2
+        assert capsys.readouterr().err.startswith(f"arena tournament: error: cannot write to {folder} (")
+    # --report-only reads the finished store all the same, shows the leaderboard, then says the report cannot be written
+    assert arena_main(["tournament", str(cfg), "--db", str(db), "--report-only"]) == 2
+    out, err = capsys.readouterr()
+    assert "ro: round_robin, 1 matches" in out and err.startswith(f"arena tournament: error: cannot write to {folder} (")
+
+
+def test_a_deleted_store_is_rebuilt_from_the_trajectories(tmp_path, capsys):
+    cfg = write(tmp_path, {"name": "lost", "format": "round_robin", "players": {"a": "random", "b": "minimax:1", "c": "minimax:2"},
+                           "games": ["tic_tac_toe", "connect_four"], "games_per_pairing": 2})
+    db = tmp_path / "t.db"
+    assert arena_main(["tournament", str(cfg), "--db", str(db)]) == 0
+    first = capsys.readouterr().out
+    with sqlite3.connect(db) as conn:
+        stored = sorted(conn.execute("SELECT * FROM matches"))
+    lines = db.with_suffix(".jsonl").read_text().count("\n")
+    for f in tmp_path.glob("t.db*"):
+        f.unlink()
+    assert arena_main(["tournament", str(cfg), "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "recovered 12 match(es)" in out and "0 match(es) played now, 12 in all" in out
+    assert db.with_suffix(".jsonl").read_text().count("\n") == lines == 12
+    with sqlite3.connect(db) as conn:
+        assert sorted(conn.execute("SELECT * FROM matches")) == stored
+    board = lambda text: text[text.index("lost: round_robin"):text.index("report:")]  # noqa: E731
+    assert board(out) == board(first)
+
+
+def test_report_only_while_the_tournament_runs_shows_the_standing_so_far(tmp_path, capsys):
+    n = 6
+    cfg = write(tmp_path, {"name": f"sim-round_robin-{n}", "format": "round_robin", "players": {f"p{i:02d}": {"type": "sim"} for i in range(n)},
+                           "games": ["tic_tac_toe"], "games_per_pairing": 1, "seed": 0, "format_options": {}})
+    db, jsonl = tmp_path / "t.db", tmp_path / "t.jsonl"
+    run = [sys.executable, "-m", "tournaments.sim", "--db", str(db), "--players", str(n), "--format", "round_robin", "--concurrency", "1"]
+    report = ["tournament", str(cfg), "--db", str(db), "--report-only"]
+    proc = subprocess.Popen([*run, "--delay", "0.3"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        while proc.poll() is None and not (jsonl.exists() and jsonl.read_text().count("\n") >= 2) and time.time() < deadline:
+            time.sleep(0.05)
+        code = arena_main(report)
+        assert proc.poll() is None, "the tournament finished before --report-only looked: raise --delay"
+    finally:
+        proc.kill()
+        proc.wait()
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"tournament 'sim-round_robin-{n}' is running: " in out and "of the 15 matches scheduled so far are played" in out
+    assert all(f"p{i:02d}" in out for i in range(n)) and not db.with_suffix(".html").exists()
+    assert arena_main(report) == 0  # killed: stopped, no longer running
+    assert "stopped before its end" in capsys.readouterr().out
+    assert subprocess.run(run, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    assert arena_main(report) == 0
+    assert f"sim-round_robin-{n}: round_robin, 15 matches" in capsys.readouterr().out and db.with_suffix(".html").exists()

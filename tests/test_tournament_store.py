@@ -243,3 +243,91 @@ def test_store_rejects_bad_results(tmp_path):
             store.add_result(MatchResult.from_record(bt_record(spec, {"a": 0.0, "b": 0.0})))
         assert store.count() == (1, 1)
         assert os.path.exists(str(tmp_path / "s.db") + "-wal")
+
+
+def _rows(db: Path) -> tuple:
+    with sqlite3.connect(db) as conn:
+        return tuple(tuple(conn.execute(f"SELECT * FROM {t} ORDER BY rowid")) for t in ("meta", "players", "schedule", "matches"))
+
+
+@pytest.mark.parametrize("fmt,n,k", [("round_robin", 6, 2), ("swiss", 7, 2), ("double_elimination", 6, 3)])
+def test_a_deleted_store_is_rebuilt_from_the_jsonl_to_the_same_results(tmp_path, fmt, n, k):
+    ref = reference(tmp_path, fmt, n, k)
+    db = tmp_path / f"ref-{fmt}.db"
+    jsonl = jsonl_beside(db)
+    lines, before = jsonl_lines(jsonl), _rows(db)
+    for f in tmp_path.glob(f"ref-{fmt}.db*"):
+        f.unlink()
+    replay = bt_play_matches(strengths_of(list(ref.config.players)), str(jsonl))
+    rebuilt = run_tournament(ref.config, replay, db)
+    assert rebuilt.played == 0 and rebuilt.recovered == len(ref.schedule)  # no match played twice
+    assert jsonl_lines(jsonl) == lines
+    assert _rows(db) == before  # the same store, row for row
+    assert rebuilt.outcome.order == ref.outcome.order and rebuilt.results == ref.results
+    assert {p: r.elo for p, r in rebuilt.ratings.items()} == {p: r.elo for p, r in ref.ratings.items()}
+
+
+def test_a_jsonl_of_another_config_is_not_taken_for_this_one(tmp_path):
+    config, strengths, db = _interrupted_round_robin(tmp_path, 3)
+    for f in tmp_path.glob("t.db*"):
+        f.unlink()
+    other = sim_config(4, "round_robin", seed=5)  # same match ids, other seeds
+    with pytest.raises(ValueError, match="t.jsonl holds match .* played as tic_tac_toe seed .*another config"):
+        run_tournament(other, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+
+
+def test_junk_lines_in_the_jsonl_are_set_aside_not_a_lockout(tmp_path, capsys):
+    config, strengths, db = _interrupted_round_robin(tmp_path, 2)
+    jsonl = jsonl_beside(db)
+    good = jsonl.read_bytes().splitlines(keepends=True)
+    jsonl.write_bytes(good[0] + b"\x00\xffjunk in the middle\n" + b"".join(good[1:]) + b'{"not": "a match"}\n')
+    result = run_tournament(config, bt_play_matches(strengths, str(jsonl)), db)
+    assert result.played + result.recovered == 4 and len(result.results) == 6
+    (aside,) = tmp_path.glob("t.jsonl.corrupt-*")
+    assert aside.read_bytes() == b"\x00\xffjunk in the middle\n" + b'{"not": "a match"}\n'
+    assert f"2 unreadable line(s) (2, {len(good) + 2}) set aside in {aside}" in capsys.readouterr().err
+    ids = [r.match_id for r in read_jsonl(jsonl)]  # a clean log: every later run and report reads it
+    assert sorted(ids) == sorted(result.results)
+    assert load_tournament(db).outcome.order == result.outcome.order
+    assert len(list(tmp_path.glob("t.jsonl.corrupt-*"))) == 1  # nothing more to set aside
+
+
+def test_max_turns_is_part_of_the_config_and_defaults_written_out_are_not_a_change(tmp_path):
+    config, strengths, db = _interrupted_round_robin(tmp_path, 2)
+    play = bt_play_matches(strengths, str(jsonl_beside(db)))
+    shorter = sim_config(4, "round_robin")
+    shorter.arena = {"max_turns": 5}  # changes how matches end
+    with pytest.raises(ValueError, match=r"differs in: arena\.max_turns\)"):
+        run_tournament(shorter, play, db)
+    explicit = sim_config(4, "round_robin")
+    explicit.arena = {"max_turns": 2000, "concurrency": 3}  # the default, and the free option
+    assert len(run_tournament(explicit, play, db).results) == 6
+
+    swiss = sim_config(5, "swiss", 1)
+    sdb = tmp_path / "s.db"
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(swiss, _interrupt_after(bt_play_matches(strengths_of(list(swiss.players)), str(jsonl_beside(sdb))), 1), sdb)
+    written = sim_config(5, "swiss", 1, rounds=3, seeding="random", seed=0)  # ceil(log2 5) = 3: the defaults, written out
+    result = run_tournament(written, bt_play_matches(strengths_of(list(swiss.players)), str(jsonl_beside(sdb))), sdb)
+    assert len(result.results) == 6
+    with pytest.raises(ValueError, match=r"differs in: format_options\.rounds\)"):
+        run_tournament(sim_config(5, "swiss", 1, rounds=4), None, sdb)
+
+
+def test_the_standing_so_far_is_read_without_writing(tmp_path):
+    from tournaments.run import tournament_so_far
+
+    config, strengths, db = _interrupted_round_robin(tmp_path, 4)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with Store(db) as runner:
+        runner.lock()  # another process runs it
+        assert Store.running(db)
+        so_far = tournament_so_far(config, db)
+    assert not so_far.finished and len(so_far.results) == 4 and len(so_far.schedule) == 6
+    assert so_far.outcome.order == sorted(config.players, key=lambda p: -so_far.ratings[p].elo)
+    assert sum(s["points"] for s in so_far.outcome.stats.values()) == 4
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    done = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(db))), db)
+    assert not Store.running(db)
+    final = tournament_so_far(config, db)
+    assert final.finished and final.outcome.order == done.outcome.order and final.results == done.results

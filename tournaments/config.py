@@ -16,7 +16,7 @@
     games_per_pairing: 2                # k: games of each game per pairing (best-of-k in elimination)
     seed: 0
     rating: {reference: random, ci: sandwich}
-    arena: {concurrency: 16}            # arena options (`arena.tournament.ARENA_OPTIONS`)
+    arena: {concurrency: 16}            # arena options (`ARENA_OPTIONS`: concurrency, max_turns)
 
 A training run's checkpoints enter as one player each: `tiny: {checkpoints: runs/tictactoe_tiny,
 temperature: 0}` becomes `tiny@580`, `tiny@600`, ... (every `checkpoints/step_N` the run
@@ -40,7 +40,10 @@ path of an earlier tournament's DB, whose Bradley-Terry Elo ratings (of the play
 share; the others are seeded last) are read once and stored with this tournament.
 
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
-`best_of` (elimination). Malformed input raises a one-line ValueError naming the key.
+`best_of` (elimination). Malformed input raises a one-line ValueError naming the key. A
+round may hold at most `MAX_ROUND_MATCHES` matches (a round is scheduled, stored and
+handed to the arena at once): `games_per_pairing: 100000000000` is an error, not a run
+that fills the memory.
 """
 
 from __future__ import annotations
@@ -54,9 +57,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from tournaments.formats import FORMATS, format_options
+from tournaments.formats import FORMATS, format_options, make_format, resolved_options
 
 NAME_OK = re.compile(r"^[^|\s](?:[^|]*[^|\s])?$")  # no "|" (match-id separator), no outer spaces
+
+
+ARENA_OPTIONS = {"concurrency": 16, "max_turns": 2000}  # `arena:` options and their defaults
+MAX_ROUND_MATCHES = 100_000  # matches one round may schedule (~1 KB of memory each, all at once)
 
 
 @dataclass
@@ -104,6 +111,18 @@ class TournamentConfig:
     def from_json(cls, text: str) -> "TournamentConfig":
         return load_config(json.loads(text), check_games=False)
 
+    def resume_key(self) -> dict:
+        """What a resumed tournament must share with the stored one: the canonical config
+        minus what decides only how matches are rated (`rating`) or scheduled on the
+        machine (`arena.concurrency`), with the defaults of the format's and the arena's
+        options filled in (an option written out at its default is no change)."""
+        d = json.loads(self.to_json())
+        del d["rating"]
+        d["arena"] = {k: v for k, v in arena_options(self.arena).items() if k != "concurrency"}
+        opts = resolved_options(self.format, list(self.players), self.format_kwargs())
+        d["format_options"] = {k: v for k, v in opts.items() if k not in ("games", "best_of")}  # = games_per_pairing
+        return d
+
     def format_kwargs(self) -> dict:
         """Options for `make_format`: format_options plus games_per_pairing and seed."""
         opts = dict(self.format_options)
@@ -131,6 +150,8 @@ def load_config(source: str | Path | Mapping, check_games: bool = True) -> Tourn
             raise ValueError(f"tournament config {path} not found")
         try:
             source = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{where}not a YAML text file (byte {e.start} is not UTF-8 text)") from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             at = f" at line {mark.line + 1}" if mark else ""
@@ -267,7 +288,35 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     arena = d.get("arena") or {}
     if not isinstance(arena, Mapping):
         raise ValueError(f"arena must be a mapping, got {type(arena).__name__}")
-    return TournamentConfig(name, fmt, specs, game_specs, k, seed, opts, rating, dict(arena))
+    arena_options(arena)
+    config = TournamentConfig(name, fmt, specs, game_specs, k, seed, opts, rating, dict(arena))
+    _check_round_size(config)
+    return config
+
+
+def arena_options(options: Mapping) -> dict:
+    """The config's `arena:` mapping with defaults; unknown keys and bad values are an error."""
+    bad = sorted(set(options) - set(ARENA_OPTIONS))
+    if bad:
+        raise ValueError(f"unknown arena option {', '.join(map(repr, bad))} (known: {', '.join(ARENA_OPTIONS)})")
+    out = {**ARENA_OPTIONS, **options}
+    for k, v in out.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"arena.{k} must be a positive integer, got {v!r}")
+    return out
+
+
+def _check_round_size(config: TournamentConfig) -> None:
+    """At most MAX_ROUND_MATCHES matches in any round: the format's first round (a round
+    robin's only one, a seeding phase), and half the players paired with
+    games_per_pairing games each (every later round of the other formats)."""
+    players = list(config.players)
+    first = next(make_format(config.format, players, **config.format_kwargs()))
+    largest = max(sum(p.games for p in first), len(players) // 2 * config.games_per_pairing) * len(config.games)
+    if largest > MAX_ROUND_MATCHES:
+        raise ValueError(f"this tournament asks for up to {largest:,} matches in one round (games_per_pairing {config.games_per_pairing}, "
+                         f"{len(players)} players, {len(config.games)} game(s)); the limit is {MAX_ROUND_MATCHES:,} matches a round "
+                         f"(lower games_per_pairing, or format_options.seed_games)")
 
 
 def _check_spec(pname: str, spec: Any) -> str | dict:

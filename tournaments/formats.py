@@ -65,7 +65,7 @@ def swiss(
     players = check_players(players)
     _check_games(games, "games")
     n = len(players)
-    rounds = max(1, math.ceil(math.log2(n))) if rounds is None else rounds
+    rounds = swiss_rounds(n) if rounds is None else rounds
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     tally = Tally(players)
@@ -106,6 +106,11 @@ def swiss(
     for p in players:
         stats[p]["points"] = points(p)
     return Outcome(final, stats, tally.rounds)
+
+
+def swiss_rounds(n: int) -> int:
+    """Swiss's default number of rounds for `n` players: ceil(log2 n)."""
+    return max(1, math.ceil(math.log2(n)))
 
 
 def _pair(pool: list, rank: dict, points, met: set) -> list[tuple]:
@@ -158,6 +163,20 @@ def format_options(name: str) -> list[str]:
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r} (choose from {', '.join(FORMATS)})")
     return [p for p in inspect.signature(FORMATS[name]).parameters if p != "players" and not p.startswith("_")]
+
+
+def resolved_options(name: str, players: Sequence[Player], options: dict) -> dict:
+    """Every option of format `name` with the value it takes: from `options`, else its
+    default, resolved (Swiss `rounds`: `swiss_rounds`; `anchor`: the first player), so an
+    option written out at its default compares equal to one left out."""
+    params = inspect.signature(FORMATS[name]).parameters
+    out = {k: params[k].default for k in format_options(name)}
+    out.update(options)
+    if name == "swiss" and out["rounds"] is None:
+        out["rounds"] = swiss_rounds(len(players))
+    if "anchor" in out and out["anchor"] is None and players:
+        out["anchor"] = players[0]
+    return out
 
 
 def make_format(name: str, players: Sequence[Player], **options) -> FormatGen:

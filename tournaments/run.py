@@ -16,16 +16,23 @@ and the deal: each player plays both sides of it. A game g of the format counts 
 of its matches, so a multi-game pairing is still one comparison per g.
 
 Resume = rerun with the same config and DB: the format is replayed from its seed and the
-stored results, matches present in the JSONL but not in the store are recovered from it,
-and only the missing matches are played. `arena` and `rating` options may change between
-runs (they decide how matches are played and rated, not which); anything else may not,
-the players' order included, once a match is stored. Before that (a first run that
-failed on a bad agent or game) a changed config starts the tournament over, and the old
-JSONL is moved aside (`<name>.jsonl.replaced-<time>`).
+stored results, matches present in the JSONL but not in the store are recovered from it
+(`store.read_log`; a deleted DB is rebuilt from the JSONL so, to the same results), and
+only the missing matches are played. `rating` options and `arena.concurrency` may change
+between runs (they decide how matches are rated and how many run at once, not which or
+how they end); anything else may not, `arena.max_turns` and the players' order included,
+once a match is stored (`TournamentConfig.resume_key`: options written out at their
+defaults are no change). Before that (a first run that failed on a bad agent or game) a
+changed config starts the tournament over, and the old JSONL is moved aside
+(`<name>.jsonl.replaced-<time>`).
+
+`tournament_so_far` reads a store without writing to it, while another process runs the
+tournament or after it stopped: the result of a finished one, else the leaderboard so far.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import zlib
@@ -34,19 +41,19 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from tournaments.config import TournamentConfig
-from tournaments.core import Outcome, PairResult, Pairing, drive
+from tournaments.core import Outcome, PairResult, Pairing, drive, sort_players
 from tournaments.formats import make_format
-from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside
+from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside, read_log
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
-__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "load_tournament", "stored_config", "stored_ratings",
-           "rated_games", "match_specs", "match_seed", "jsonl_beside"]
+__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "tournament_so_far", "load_tournament", "stored_config",
+           "stored_ratings", "rated_games", "match_specs", "match_seed", "jsonl_beside"]
 
 
 @dataclass
 class TournamentResult:
-    """A finished tournament."""
+    """A tournament, finished unless read by `tournament_so_far` before its end."""
 
     config: TournamentConfig
     outcome: Outcome  # the format's ranking, rounds and bracket
@@ -57,6 +64,7 @@ class TournamentResult:
     jsonl_path: str
     recovered: int = 0  # matches taken from the JSONL on resume instead of replayed
     played: int = 0  # matches played by this call
+    finished: bool = True  # False: the standing so far, players ordered by rating (`tournament_so_far`)
 
     def games(self) -> list[tuple[str, str, float]]:
         """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
@@ -120,20 +128,29 @@ def run_tournament(
     Returns:
       the TournamentResult, ratings included.
     """
+    from arena.records import check_writable
+
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with Store(db_path) as store:
         store.lock()
-        if store.init(config.to_json(), config.players, free=("arena", "rating")) == "restarted" and jsonl.exists():
+        if store.init(config.to_json(), config.players, key=_resume_key) == "restarted" and jsonl.exists():
             jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))  # the old config's trajectories, kept aside
-        recovered = store.reconcile(jsonl)
+        check_writable(jsonl)
         results = store.results()
-        played = 0
-        round_no = 0
+        logged = read_log(jsonl, skip=set(results))  # matches played but not stored (all of them if the DB was lost)
+        played = recovered = 0
+        rounds = itertools.count()
 
         def play_round(pairings: list[Pairing]) -> list[PairResult]:
-            nonlocal round_no, played
+            nonlocal played, recovered
+            round_no = next(rounds)
             specs = [s for p in pairings for s in match_specs(config, p, round_no)]
             store.add_schedule(specs)
+            for s in specs:
+                if s.match_id not in results and s.match_id in logged:
+                    results[s.match_id] = logged.pop(s.match_id).check(s, jsonl)
+                    store.add_result(results[s.match_id])
+                    recovered += 1
             todo = [s for s in specs if s.match_id not in results]
             if todo:
                 if play_matches is None:
@@ -152,20 +169,71 @@ def run_tournament(
                         on_result(r)
                 if wanted:
                     raise RuntimeError(f"play_matches finished without {len(wanted)} of the {len(todo)} matches asked for, e.g. {sorted(wanted)[0]!r}")
-            out = [pair_result(config, p, results, round_no) for p in pairings]
-            round_no += 1
-            return out
+            return [pair_result(config, p, results, round_no) for p in pairings]
 
         outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), play_round)
         store.set_meta("status", "finished")
         schedule = store.schedule()
         results = store.results()
     result = TournamentResult(config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played)
+    result.ratings = _ratings(config, result)
+    return result
+
+
+class _Unfinished(Exception):
+    """A round of the replay has matches the store does not hold (yet)."""
+
+
+def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None) -> TournamentResult:
+    """The tournament in `db_path` as far as it is stored, read without writing anything
+    (another process may be running it, the folder may be read-only).
+
+    Returns:
+      finished: what `run_tournament` returns for it. Else `finished=False`: the matches
+      stored so far, their ratings, and an `outcome` that orders the players by rating
+      (the format's ranking exists only at the end), with each player's points so far.
+    """
+    jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
+    with Store(db_path, readonly=True) as store:
+        if store.meta("config") is None:
+            raise ValueError(f"{db_path} holds no tournament yet")
+        diff = store.config_diff(config.to_json(), config.players, key=_resume_key)
+        if diff:
+            raise ValueError(f"{db_path} holds a tournament with a different config (differs in: {diff})")
+        schedule, results = store.schedule(), store.results()
+    rounds = itertools.count()
+
+    def replay_round(pairings: list[Pairing]) -> list[PairResult]:
+        round_no = next(rounds)
+        if any(s.match_id not in results for p in pairings for s in match_specs(config, p, round_no)):
+            raise _Unfinished
+        return [pair_result(config, p, results, round_no) for p in pairings]
+
+    result = TournamentResult(config, None, schedule, results, {}, str(db_path), str(jsonl))
+    try:
+        result.outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), replay_round)
+    except _Unfinished:
+        result.finished = False
+    result.ratings = _ratings(config, result)
+    if not result.finished:
+        points = {p: 0.0 for p in config.players}
+        for a, b, points_a in result.games():  # a pairing's games count one game in all, as the formats count them
+            points[a] += points_a / len(config.games)
+            points[b] += (1 - points_a) / len(config.games)
+        order = sort_players(list(config.players), lambda p: result.ratings[p].elo)
+        result.outcome = Outcome(order, {p: {"points": points[p]} for p in config.players})
+    return result
+
+
+def _ratings(config: TournamentConfig, result: TournamentResult) -> dict:
     from tournaments.ratings import bradley_terry  # scipy: imported only once there is something to rate
 
     ro = config.rating
-    result.ratings = bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed)
-    return result
+    return bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed)
+
+
+def _resume_key(config_json: str) -> dict:
+    return TournamentConfig.from_json(config_json).resume_key()
 
 
 def load_tournament(db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None) -> TournamentResult:
@@ -177,7 +245,7 @@ def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
     """The config of the tournament in `db_path` (which must exist)."""
     if not Path(db_path).is_file():
         raise ValueError(f"no tournament database at {db_path}")
-    with Store(db_path) as store:
+    with Store(db_path, readonly=True) as store:
         text = store.meta("config")
     if text is None:
         raise ValueError(f"{db_path} is not a tournament database (no config stored)")
@@ -192,7 +260,7 @@ def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
     from tournaments.ratings import bradley_terry
 
     config = stored_config(db_path)
-    with Store(db_path) as store:
+    with Store(db_path, readonly=True) as store:
         games = rated_games(store.schedule(), store.results())
     if not games:
         raise ValueError(f"{db_path} has no finished match to rate its players by")

@@ -11,10 +11,14 @@ Tables
 
 Crash safety: the arena appends a match's `MatchRecord` to the JSONL beside the DB
 (`arena.records.append_jsonl`, fsynced) *before* the result is inserted here, and each
-insert is one transaction. So after a kill the JSONL holds every stored match and maybe a
-few more; `reconcile` inserts those from the JSONL instead of replaying them, and cuts a
-torn last line, leaving no lost and no duplicated match in either file. One process per
-tournament: `lock()` takes an exclusive lock on "<db>.lock" (released by the OS on kill).
+insert is one transaction. So the JSONL is the durable log: after a kill it holds every
+stored match and maybe a few more, and `read_log` gives the matches the store lacks so the
+runner inserts them instead of replaying them (a deleted DB is rebuilt from it the same
+way), leaving no lost and no duplicated match in either file. `read_log` also cuts a torn
+last line and sets lines it cannot read aside, into "<name>.jsonl.corrupt-<time>", so new
+matches are never appended after junk. One process per tournament: `lock()` takes an
+exclusive lock on "<db>.lock" (released by the OS on kill). `Store(path, readonly=True)`
+reads a store another process may be writing (the leaderboard so far) without writing.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import fcntl
 import json
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -93,16 +99,24 @@ def jsonl_beside(db_path: str | os.PathLike) -> Path:
 class Store:
     """A tournament's SQLite file."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, readonly: bool = False):
+        from arena.records import check_writable
+
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = None
         if self.path.is_dir():
             raise ValueError(f"{self.path} is a folder, not a tournament database file")
+        if readonly:
+            self.conn = _connect_readonly(self.path)
+            return
+        check_writable(self.path)  # the DB, its -wal, -shm and .lock files live in its folder
         self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
             self.conn.execute("PRAGMA journal_mode=WAL")
         except sqlite3.DatabaseError as e:
             self.conn.close()
+            if "readonly" in str(e) or "unable to open" in str(e):
+                raise ValueError(f"cannot write to {self.path.parent} ({e})") from None
             raise ValueError(f"{self.path} is not a tournament database ({e})") from None
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
@@ -110,7 +124,6 @@ class Store:
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(schedule)")}
         if "opening" not in columns:  # a store written before openings existed
             self.conn.execute("ALTER TABLE schedule ADD COLUMN opening INTEGER NOT NULL DEFAULT 0")
-        self._lock = None
 
     def close(self) -> None:
         self.conn.close()
@@ -134,6 +147,20 @@ class Store:
             raise RuntimeError(f"tournament {self.path} is being run by another process") from None
         self._lock = f
 
+    @staticmethod
+    def running(path: str | os.PathLike) -> bool:
+        """Is a process running the tournament in `path` now (holding its lock)?"""
+        lock = Path(str(path) + ".lock")
+        if not lock.is_file():
+            return False
+        with open(lock, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
     # -- config ------------------------------------------------------------------------
 
     def meta(self, key: str) -> str | None:
@@ -144,22 +171,30 @@ class Store:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def init(self, config_json: str, players: dict, free: tuple[str, ...] = ()) -> str:
+    def config_diff(self, config_json: str, players: dict, key: Callable[[str], dict] = json.loads) -> str:
+        """How `config_json` differs from the stored config ("" when it does not, or none is
+        stored): the keys whose values differ under `key` (which maps a config's JSON to
+        what must stay the same), or the players' order (it sets seats and seeding)."""
+        stored = self.meta("config")
+        if stored is None:
+            return ""
+        diff = _diff(key(stored), key(config_json))
+        if not diff and list(self.players()) != list(players):
+            diff = "the order of the players (it sets seats and seeding)"
+        return diff
+
+    def init(self, config_json: str, players: dict, key: Callable[[str], dict] = json.loads) -> str:
         """Record a new tournament, or check that a resumed one has the same config.
 
-        Top-level config keys in `free` may differ on resume (they do not change which
-        matches are played, e.g. arena concurrency); the stored config keeps the first.
-        The players' order is part of the config (it sets seats and seeding). A store
-        with no finished match yet takes a changed config over (a first run that failed
-        on a bad config leaves nothing worth keeping). Returns "new", "resumed" or
-        "restarted" (the config was taken over).
+        `key` maps a config's JSON to what a resume must keep (`TournamentConfig.resume_key`:
+        e.g. arena concurrency and rating options may change); the stored config keeps the
+        first. A store with no finished match yet takes a changed config over (a first run
+        that failed on a bad config leaves nothing worth keeping). Returns "new",
+        "resumed" or "restarted" (the config was taken over).
         """
         stored = self.meta("config")
         if stored is not None:
-            old, new = json.loads(stored), json.loads(config_json)
-            diff = _diff({k: v for k, v in old.items() if k not in free}, {k: v for k, v in new.items() if k not in free})
-            if not diff and list(self.players()) != list(players):
-                diff = "the order of the players (it sets seats and seeding)"
+            diff = self.config_diff(config_json, players, key)
             if not diff:
                 return "resumed"
             if self.count()[0]:
@@ -240,26 +275,98 @@ class Store:
         sched = self.conn.execute("SELECT COUNT(*) FROM schedule").fetchone()[0]
         return done, sched
 
-    def reconcile(self, jsonl: str | os.PathLike) -> int:
-        """Insert matches the JSONL has and the store lacks; cut a torn last line.
 
-        Returns how many matches were recovered.
-        """
-        from arena.records import read_jsonl
+@dataclass
+class Logged:
+    """A match read back from the trajectory file: its result and what it was played as."""
 
-        path = Path(jsonl)
-        if not path.exists():
-            return 0
-        _cut_torn_tail(path)
-        scheduled = {s.match_id for s in self.schedule()}
-        stored = set(self.results())
-        recovered = 0
-        for rec in read_jsonl(path):
-            if rec.match_id in scheduled and rec.match_id not in stored:
-                self.add_result(MatchResult.from_record(rec, path))
-                stored.add(rec.match_id)
-                recovered += 1
-        return recovered
+    result: MatchResult
+    spec: tuple  # (game, params, seed, seats) to compare with the scheduled MatchSpec
+
+    def check(self, spec: MatchSpec, jsonl: Path) -> MatchResult:
+        """The result, if the scheduled `spec` is the match that was played."""
+        if self.spec != (spec.game, spec.params, spec.seed, spec.seats):
+            raise ValueError(f"{jsonl} holds match {spec.match_id!r} played as {self.spec[0]} seed {self.spec[2]} seats {self.spec[3]}, "
+                             f"but this config schedules it as {spec.game} seed {spec.seed} seats {spec.seats} (a trajectory file of "
+                             f"another config?); move {jsonl.name} aside to start over")
+        return self.result
+
+
+def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str, Logged]:
+    """Matches in the trajectory file by id, except those in `skip` (already stored).
+
+    Cuts a torn last line (a writer killed mid-line) and sets every line that does not
+    read back as a MatchRecord aside, into "<name>.corrupt-<time>" (said on stderr), so
+    new matches are appended to a clean file. Of duplicated ids the first counts.
+    """
+    from arena.records import MatchRecord
+
+    path = Path(jsonl)
+    if not path.exists():
+        return {}
+    _cut_torn_tail(path)
+    out: dict[str, Logged] = {}
+    bad: list[int] = []
+    with open(path, "rb") as f:
+        for n, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                rec = MatchRecord.from_dict(json.loads(line))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                bad.append(n)
+                continue
+            if rec.match_id in skip or rec.match_id in out:
+                continue
+            try:
+                result = MatchResult.from_record(rec, path)
+            except ValueError:  # a readable record, but no tournament match (one player in two seats)
+                continue
+            out[rec.match_id] = Logged(result, (rec.game, rec.params, rec.seed, list(rec.seats.values())))
+    if bad:
+        _set_aside(path, bad)
+    return out
+
+
+def _set_aside(path: Path, bad: list[int]) -> None:
+    """Move lines `bad` (0-based) of `path` into "<name>.corrupt-<time>"; the rest stays, in order."""
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    wanted = set(bad)
+    with open(path, "rb") as src, open(aside, "ab") as junk, open(tmp, "wb") as good:
+        for n, line in enumerate(src):
+            (junk if n in wanted else good).write(line)
+        for f in (junk, good):
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)  # the junk is safe in `aside` before the log loses it
+    lines = ", ".join(str(n + 1) for n in bad[:5]) + (", ..." if len(bad) > 5 else "")
+    print(f"warning: {path}: {len(bad)} unreadable line(s) ({lines}) set aside in {aside}", file=sys.stderr)
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an existing tournament DB, maybe being written by another
+    process (WAL). In a folder that cannot take the DB's -shm file, a DB closed cleanly
+    (no WAL left to read) is read as the immutable file it is."""
+    if not path.is_file():
+        raise ValueError(f"no tournament database at {path}")
+    wal = Path(f"{path}-wal")
+    modes = ["mode=ro"] if wal.exists() and wal.stat().st_size else ["mode=ro", "immutable=1"]
+    for i, mode in enumerate(modes):
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, timeout=30.0, isolation_level=None)
+        try:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            break
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            if "unable to open" not in str(e):
+                raise ValueError(f"{path} is not a tournament database ({e})") from None
+            if i + 1 == len(modes):
+                raise ValueError(f"cannot read {path} ({e}; its write-ahead log needs {path.parent} writable)") from None
+    if not {"meta", "players", "schedule", "matches"} <= tables:
+        conn.close()
+        raise ValueError(f"{path} is not a tournament database (no tournament tables)")
+    return conn
 
 
 def _cut_torn_tail(path: Path) -> None:
@@ -286,5 +393,13 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def _diff(a: dict, b: dict) -> str:
-    """The top-level keys whose values differ, comma-separated ("" when none)."""
-    return ", ".join(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+    """The keys whose values differ, comma-separated ("" when none); "arena.max_turns" for a
+    key inside a mapping."""
+    out = []
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += [f"{k}.{sub}" for sub in sorted(set(x) | set(y)) if x.get(sub) != y.get(sub)]
+        elif x != y:
+            out.append(k)
+    return ", ".join(out)

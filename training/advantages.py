@@ -41,6 +41,15 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
   seat -> rank per match, e.g. from a judge tournament) or, by default, from R (ties share
   the best rank, as pandas' rank(method="min")).
 
+- `gigpo` (GiGPO, verl-agent's step-level credit, here over game states): the `mars`
+  advantage plus `gigpo_weight` times a step-level one. Turns whose mover saw the very
+  same prompt (same game and params, and with `norm_by_opponent` the same opponents) form
+  an anchor group, wherever in the batch they occur; within it
+  A_step = (G - mean G) / (std G + eps) (unbiased std; without `group_std`, only centred),
+  G = the turn's return-to-go of shaped rewards (gamma per turn). A turn whose prompt
+  occurs once gets A_step = 0. Board games revisit positions across a batch, so the
+  moves made from one position are compared with each other, not only whole games.
+
 - `critic` (PPO's actor-critic with GAE): V_k from the learner's value head (`values=`,
   (match, turn) -> V, see `learning_samples`); over each player's turns
   delta_k = r_k + gamma V_{k+1} - V_k (V after the last turn = 0),
@@ -112,6 +121,8 @@ class AdvantageConfig:
     """advantage_alignment: discount"""
     functional_groups: dict[str, str] | None = None
     """advevo: seat -> functional group name; unlisted seats are their own group"""
+    gigpo_weight: float = 1.0
+    """gigpo: weight of the step-level (anchor state) advantage added to the mars one"""
     gae_lambda: float = 1.0
     """critic: GAE lambda (1: Monte-Carlo return minus V; 0: one-step TD)"""
 
@@ -284,6 +295,32 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     if cfg.whiten_advantages:
         A = _weighted_whiten(A, n)
     return _samples(matches, turns, {(x.m, x.k): a for x, a in zip(learn, A)})
+
+
+def _anchor_key(match: MatchRecord, turn: TurnRecord, opponents: tuple, cfg: AdvantageConfig) -> str:
+    """What the mover's policy saw: the prompt (its token ids where the messages are absent)."""
+    seen = turn.messages or turn.prompt_token_ids
+    return json.dumps([match.game, match.params, opponents if cfg.norm_by_opponent else None, seen],
+                      sort_keys=True, default=str)
+
+
+def gigpo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    episode = mars(matches, cfg, state)
+    learn = [x for x in _flatten(matches, cfg) if x.learn]
+    G = _rtg(learn, cfg.gamma)
+    anchors: dict[str, list[_Turn]] = defaultdict(list)
+    for x in learn:
+        anchors[_anchor_key(matches[x.m], matches[x.m].turns[x.k], x.opponents, cfg)].append(x)
+    step: dict[tuple[int, int], float] = {}
+    for members in anchors.values():
+        vals = np.array([G[(x.m, x.k)] for x in members])
+        a = vals - vals.mean() if len(vals) > 1 else np.zeros(1)
+        if cfg.group_std and len(vals) > 1:
+            a = a / (vals.std(ddof=1) + cfg.eps)
+        step.update({(x.m, x.k): float(v) for x, v in zip(members, a)})
+    for s in episode:
+        s.advantage += cfg.gigpo_weight * step[(s.match_index, s.turn_index)]
+    return episode
 
 
 def _group_baseline(matches, cfg: AdvantageConfig, centre: Callable[[np.ndarray], float]) -> list[TurnSample]:
@@ -470,6 +507,7 @@ ESTIMATORS: dict[str, Callable[..., list[TurnSample]]] = {
     "advantage_alignment": advantage_alignment,
     "advevo": advevo,
     "arena_ranks": arena_ranks,
+    "gigpo": gigpo,
     "critic": critic,
 }
 

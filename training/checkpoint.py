@@ -15,7 +15,11 @@ even when it starts from another model. It is written into a hidden temp folder 
 then `<dir>/latest` (a one-line pointer file) is replaced the same way: a run killed at
 any moment leaves either the previous checkpoint or the new one, never half of one.
 `load` restores weights, optimizer, RNG streams and the learner's step, so training after
-a resume is bit-for-bit the run that never stopped.
+a resume is bit-for-bit the run that never stopped. It reads and checks every file before
+changing anything; a file that cannot be read (truncated, junk, missing) raises
+`DamagedCheckpoint` naming it, and `checkpoints()` lists the others to fall back on.
+Every temp name is `.tmp-<name>-<pid>` (or `.old-<name>-<pid>`): `clean_tmp` removes
+those a killed writer left behind.
 """
 
 from __future__ import annotations
@@ -23,15 +27,53 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 
 LATEST = "latest"
 REFERENCE = "reference.safetensors"
+TMP = re.compile(r"\.(?:tmp|old)-.+-(\d+)")  # a writer's temp file or folder; the number is its pid
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file that cannot be read: truncated, junk or missing."""
+
+
+def tmp_path(final: Path) -> Path:
+    """Where this process writes `final` before renaming it into place."""
+    return final.parent / f".tmp-{final.name}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def clean_tmp(directory: str | os.PathLike) -> list[Path]:
+    """Remove the temp files and folders of killed writers (ours, or of pids no longer alive) in `directory`."""
+    root = Path(directory)
+    removed = []
+    for p in sorted(root.glob(".*")) if root.is_dir() else []:
+        m = TMP.fullmatch(p.name)
+        if m is None or (int(m[1]) != os.getpid() and _alive(int(m[1]))):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -68,7 +110,7 @@ def save(
     root.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:08d}"
     final = root / name
-    tmp = root / f".tmp-{name}-{os.getpid()}"
+    tmp = tmp_path(final)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
@@ -95,10 +137,10 @@ def save(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if getattr(learner, "ref_model", None) is not None and not (root / REFERENCE).exists():
-        tmp_ref = root / f".{REFERENCE}.tmp"
+        tmp_ref = tmp_path(root / REFERENCE)
         save_model(learner.ref_model, str(tmp_ref))
         os.replace(tmp_ref, root / REFERENCE)
-    pointer = root / f".{LATEST}.tmp"
+    pointer = tmp_path(root / LATEST)
     _fsync_write(pointer, (name + "\n").encode())
     os.replace(pointer, root / LATEST)
     if keep > 0:
@@ -108,14 +150,24 @@ def save(
     return final
 
 
-def latest(directory: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint folder under `directory`, or None."""
+def checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """The complete checkpoint folders under `directory` (`step_N` with a meta.json), newest first."""
     root = Path(directory)
-    pointer = root / LATEST
-    if not pointer.exists():
-        return None
-    path = root / pointer.read_text().strip()
-    return path if (path / "meta.json").exists() else None
+    found = [p for p in root.glob("step_*") if p.name[5:].isdigit() and (p / "meta.json").is_file()]
+    return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)
+
+
+def latest(directory: str | os.PathLike) -> Path | None:
+    """The checkpoint `latest` points at (else the newest complete one) under `directory`, or None."""
+    root = Path(directory)
+    try:
+        name = (root / LATEST).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):  # no pointer yet, or a damaged one
+        name = ""
+    if name and "/" not in name and (root / name / "meta.json").is_file():
+        return root / name
+    found = checkpoints(root)
+    return found[0] if found else None
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:
@@ -142,7 +194,7 @@ def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, 
     """
     final = Path(folder)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    tmp = tmp_path(final)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
@@ -155,11 +207,54 @@ def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, 
     return final
 
 
+def _read(path: Path, reader):
+    """`reader(path)`; any failure means the file is damaged: DamagedCheckpoint naming it."""
+    if not path.is_file():
+        raise DamagedCheckpoint(f"checkpoint {path.parent}: {path.name} is missing")
+    try:
+        return reader(path)
+    except Exception as e:  # truncated or junk: whatever the parser raised
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise DamagedCheckpoint(f"checkpoint file {path} is damaged ({type(e).__name__}{': ' + reason if reason else ''})") from None
+
+
+def read_meta(folder: str | os.PathLike) -> dict:
+    """A checkpoint's (or saved policy's) meta.json: a mapping with the step, else DamagedCheckpoint."""
+    path = Path(folder) / "meta.json"
+    meta = _read(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
+    if not isinstance(meta, dict) or type(meta.get("step")) is not int:
+        raise DamagedCheckpoint(f"checkpoint file {path} is damaged (not a checkpoint's meta: no step)")
+    return meta
+
+
+def _safetensors(path: Path) -> None:
+    with safe_open(str(path), "pt") as f:  # reads the header and checks the file covers every tensor
+        f.keys()
+
+
+def check_weights(path: str | os.PathLike) -> None:
+    """DamagedCheckpoint naming a safetensors file that is missing, truncated or not one (cheap: the header only)."""
+    _read(Path(path), _safetensors)
+
+
+def _rng_states(path: Path) -> dict:
+    rngs = torch.load(path, weights_only=False)  # our own file: python/numpy states are pickled tuples
+    random.Random().setstate(rngs["python"])  # checked on throwaway generators first
+    np.random.RandomState().set_state(rngs["numpy"])
+    torch.Generator().set_state(rngs["torch"])
+    if not {"cuda", "generator"} <= rngs.keys():
+        raise KeyError("no cuda or generator state")
+    return rngs
+
+
 def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = None) -> dict:
     """Restore a checkpoint into `learner` (and `rng`); returns its meta dict.
 
     `path` is a checkpoint folder or a run directory (then its `latest` checkpoint).
-    Returns {"step", "learner_step", "config", "league", "state"}.
+    Returns {"step", "learner_step", "config", "league", "state"}. Every file is read and
+    checked before anything is restored: a damaged one raises `DamagedCheckpoint` (a
+    ValueError) naming it and leaves `learner` as it was; a checkpoint of another model
+    raises ValueError.
     """
     path = Path(path)
     if not (path / "meta.json").exists():
@@ -167,23 +262,36 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         if found is None:
             raise FileNotFoundError(f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)")
         path = found
-    meta = json.loads((path / "meta.json").read_text())
+    meta = read_meta(path)
+    if type(meta.get("learner_step")) is not int:
+        raise DamagedCheckpoint(f"checkpoint file {path / 'meta.json'} is damaged (no learner_step)")
+    check_weights(path / "model.safetensors")
+    if getattr(learner, "value_head", None) is not None and not (path / "value_head.pt").exists():
+        raise ValueError(f"checkpoint {path} has no value head (value_head.pt) and this learner needs one (learner.value_coef > 0)")
+    value_head = None
+    if getattr(learner, "value_head", None) is not None:
+        value_head = _read(path / "value_head.pt", lambda p: torch.load(p, map_location=learner.device, weights_only=True))
+    optimizer = _read(path / "optimizer.pt", lambda p: torch.load(p, map_location=learner.device, weights_only=True))
+    rngs = _read(path / "rng.pt", _rng_states)
+    reference = path.parent / REFERENCE if getattr(learner, "ref_model", None) is not None and (path.parent / REFERENCE).exists() else None
+    if reference is not None:
+        check_weights(reference)
     try:
         missing, unexpected = load_model(learner.model, str(path / "model.safetensors"), strict=False, device=str(learner.device))
     except RuntimeError as e:  # shape mismatch
         raise ValueError(f"checkpoint {path} does not fit this model: {str(e).splitlines()[0]}") from None
     if missing or unexpected:
         raise ValueError(f"checkpoint {path} does not fit this model: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
-    if getattr(learner, "ref_model", None) is not None and (path.parent / REFERENCE).exists():
-        load_model(learner.ref_model, str(path.parent / REFERENCE), device=str(learner.device))
-    if getattr(learner, "value_head", None) is not None:
-        if not (path / "value_head.pt").exists():
-            raise ValueError(f"checkpoint {path} has no value head (value_head.pt) and this learner needs one (learner.value_coef > 0)")
-        learner.value_head.load_state_dict(torch.load(path / "value_head.pt", map_location=learner.device, weights_only=True))
-    learner.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=learner.device, weights_only=True))
-    learner.step_count = int(meta["learner_step"])
+    if reference is not None:
+        load_model(learner.ref_model, str(reference), device=str(learner.device))
+    try:
+        if value_head is not None:
+            learner.value_head.load_state_dict(value_head)
+        learner.optimizer.load_state_dict(optimizer)
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise ValueError(f"checkpoint {path} does not fit this learner: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+    learner.step_count = meta["learner_step"]
     learner.entropy_coef = float(meta.get("entropy_coef", learner.cfg.loss.entropy_coef))  # adaptive (loss.entropy_target)
-    rngs = torch.load(path / "rng.pt", weights_only=False)  # our own file: python/numpy states are pickled tuples
     random.setstate(rngs["python"])
     np.random.set_state(rngs["numpy"])
     torch.set_rng_state(rngs["torch"])

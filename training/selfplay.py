@@ -22,10 +22,15 @@ from a league, and is updated on turn-level advantages::
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state) -> `--resume` continues exactly
 
+Config: `training.config` (the dataclasses, YAML loading, every check before the model loads).
+
 Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
 line per evaluation and opponent), eval.png (the curve), tb/ (TensorBoard events),
 checkpoints/ (`training.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
-policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint).
+policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint). One run per folder
+(`prepare_run_dir`): a fresh start refuses checkpoints and sets the files of a run that never
+checkpointed aside (old-<time>/); a resume uses the newest intact checkpoint (`resume_from`;
+damaged ones go to checkpoints/damaged-step_N/) and cuts the logs back to its step.
 
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
 league opponents, invalid-move rate and response length of the policy's turns, the PPO
@@ -48,14 +53,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
 import time
-import typing
 from collections import OrderedDict, defaultdict
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -63,312 +66,15 @@ import numpy as np
 import torch
 import yaml
 
-from agents.llm_agent import LLMAgent, LLMAgentConfig
-from arena.records import MatchRecord
+from agents.llm_agent import LLMAgent
+from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
-from training.advantages import AdvantageConfig, compute_advantages, learning_samples
+from training.advantages import compute_advantages, learning_samples
+from training.config import POLICY, SELF, TrainConfig, config_dict, load_config, parse_config  # noqa: F401 (parse_config: the loop's callers)
 from training.league import League
-from training.learner import Learner, LearnerConfig, sequences_from_samples
+from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
-
-POLICY = "policy"  # the learning agent's name in every match
-SELF = "self"  # eval opponent spec: the policy in every seat
-
-
-# --- config -------------------------------------------------------------------------------
-
-
-@dataclass
-class GameEntry:
-    """One training game."""
-
-    name: str
-    """registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel\""""
-    weight: float = 1.0
-    """share of the match pairs of a step (normalised over the games)"""
-    params: dict = field(default_factory=dict)
-    """game parameters for `games.make`"""
-    opening: int = 0
-    """self-play matches open with 0..opening uniformly random moves (arena.runner.OPENING): the policy in
-    both seats meets positions its own play would not reach; matches against league opponents start as usual"""
-
-
-@dataclass
-class LeagueConfig:
-    """Who the policy plays against during training."""
-
-    self_play: float = 1.0
-    """share of each step's match pairs with the current policy in every seat; the rest meet league opponents"""
-    bots: list = field(default_factory=list)
-    """bot specs in the league (e.g. random, mcts:25); each is named by its spec string"""
-    snapshot_every: int = 0
-    """add a snapshot of the policy to the league every N steps (0: never)"""
-    weighting: str = "hard"
-    """PFSP weighting: hard (1-x)^2, variance x(1-x) or uniform"""
-    decay: float = 0.99
-    """per-game decay of the win-rate table"""
-    max_checkpoints: int = 10
-    """snapshots kept in the league (oldest retired and deleted first)"""
-    max_loaded: int = 4
-    """snapshot models kept in memory at once, and the most distinct snapshots one step plays"""
-
-
-@dataclass
-class EvalConfig:
-    """Periodic evaluation against fixed opponents (nothing here touches the training RNGs)."""
-
-    every: int = 10
-    """evaluate every N steps (and before the first); 0: never"""
-    games: int = 200
-    """games per (game, opponent), half in each seat"""
-    opponents: Any = field(default_factory=lambda: ["random"])
-    """agent specs for every game, or a mapping game -> list of specs; "self" = the policy in every seat"""
-    temperature: float = 0.0
-    """sampling temperature of the policy in evaluation (0: greedy)"""
-    keep_best: bool = True
-    """keep the policy with the best mean non-losing rate so far in <run_dir>/best (a model/agent path)"""
-    seed: int = 1_000_000
-    """match seeds of the evaluation games (the same games every time)"""
-
-
-@dataclass
-class TrainConfig:
-    """A self-play training run (YAML: these keys; sections are mappings)."""
-
-    model: str = "tiny-llama"
-    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id)"""
-    backend: str = "transformers"
-    """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
-    backend_kwargs: dict = field(default_factory=dict)
-    """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options)"""
-    run_dir: str = ""
-    """output folder; default runs/<config file stem>"""
-    seed: int = 0
-    """seeds the model init order, torch/numpy/python RNGs and the loop's generator"""
-    steps: int = 100
-    """training steps (each: one batch of matches, then the updates)"""
-    max_minutes: float = 0.0
-    """stop (with a final evaluation and checkpoint) once the run's wall time passes this; 0: no limit"""
-    threads: int = 0
-    """torch CPU threads (0: torch's default); 1 is fastest for tiny models on a busy machine"""
-    games: list = field(default_factory=lambda: [GameEntry("tic_tac_toe")])
-    """training games: names or {name, weight, params} mappings"""
-    matches_per_step: int = 64
-    """matches played per step (in pairs: one per seat order against the same opponent)"""
-    concurrency: int = 64
-    """matches live at once (the policy's turns across them share one backend batch)"""
-    epochs: int = 1
-    """passes over each step's batch"""
-    minibatches: int = 1
-    """optimizer steps per pass (the batch is shuffled and split)"""
-    max_turns: int = 200
-    """decisions after which a match is aborted (it then carries no learning signal)"""
-    checkpoint_every: int = 20
-    """checkpoint every N steps (and at the end); 0: only at the end"""
-    keep_checkpoints: int = 2
-    """checkpoints kept on disk"""
-    log_every: int = 1
-    """console line every N steps (TensorBoard and metrics.jsonl get every step)"""
-    agent: LLMAgentConfig = field(default_factory=lambda: LLMAgentConfig(temperature=1.0, max_retries=0))
-    """how the policy prompts and samples (agents.llm_agent.LLMAgentConfig)"""
-    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
-    """advantage estimator (training.advantages.AdvantageConfig); learners is set to the policy"""
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
-    """optimizer and loss (training.learner.LearnerConfig); temperature follows agent.temperature"""
-    league: LeagueConfig = field(default_factory=LeagueConfig)
-    """opponent pool and matchmaking"""
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    """periodic evaluation"""
-
-
-def _origin(hint) -> tuple:
-    """The runtime types a type hint allows (None: anything)."""
-    if hint is Any or isinstance(hint, typing.TypeVar):
-        return None
-    args = typing.get_args(hint)
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        out = []
-        for a in args:
-            o = _origin(a)
-            if o is None:
-                return None
-            out += o
-        return tuple(out)
-    if hint is type(None):
-        return (type(None),)
-    if origin is not None:
-        return (origin,)
-    return (hint,) if isinstance(hint, type) else None
-
-
-def _build(cls, d: Any, where: str, base=None):
-    """A `cls` dataclass from a mapping (over the defaults in `base`), with one-line errors naming the bad key."""
-    if d is None:
-        d = {}
-    if not isinstance(d, Mapping):
-        raise ValueError(f"{where or 'config'} must be a mapping, got {type(d).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(d) - set(known))
-    if unknown:
-        name = f"{where}." if where else ""
-        raise ValueError(f"unknown key {', '.join(repr(name + k) for k in unknown)} (known in {where or 'the config'}: {', '.join(known)})")
-    hints = typing.get_type_hints(cls)
-    base = base if base is not None else cls()
-    kwargs = {}
-    for key, value in d.items():
-        hint, path = hints[key], f"{where}.{key}" if where else key
-        if is_dataclass(hint):
-            kwargs[key] = _build(hint, value, path, getattr(base, key))
-            continue
-        allowed = _origin(hint)
-        if allowed is not None:
-            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if tuple in allowed and isinstance(value, list):
-                value = tuple(value)
-            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-                want = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-                raise ValueError(f"{path} must be {want}, got {value!r}")
-        kwargs[key] = value
-    try:
-        return replace(base, **kwargs)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}" if where else str(e)) from None
-
-
-def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig:
-    """A validated `TrainConfig` from a parsed mapping; derived values filled in."""
-    if not isinstance(d, Mapping):
-        raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-    d = dict(d)
-    learner_in = d.get("learner") or {}
-    if isinstance(learner_in, Mapping) and "temperature" in learner_in:
-        raise ValueError("learner.temperature is set from agent.temperature (the rollouts' temperature); remove it")
-    adv_in = d.get("advantage") or {}
-    if isinstance(adv_in, Mapping) and "learners" in adv_in:
-        raise ValueError(f"advantage.learners is set by the loop (the policy's turns, agent {POLICY!r}); remove it")
-    games_in = d.pop("games", None)
-    cfg = _build(TrainConfig, d, "")
-    cfg.games = _games(games_in) if games_in is not None else [GameEntry("tic_tac_toe")]
-    _validate(cfg)
-    # derived values
-    cfg.run_dir = cfg.run_dir or default_run_dir
-    cfg.learner.temperature = cfg.agent.temperature
-    cfg.advantage.learners = [POLICY]
-    if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
-        cfg.learner.total_steps = cfg.steps * cfg.epochs * cfg.minibatches
-    return cfg
-
-
-def _games(games_in: Any) -> list[GameEntry]:
-    import games
-
-    if isinstance(games_in, (str, Mapping)):
-        games_in = [games_in]
-    if not isinstance(games_in, list) or not games_in:
-        raise ValueError("games must be a non-empty list of game names or {name, weight, params} mappings")
-    out = []
-    for i, g in enumerate(games_in):
-        if isinstance(g, str):
-            g = {"name": g}
-        entry = _build(GameEntry, g, f"games[{i}]", base=GameEntry(""))
-        if not isinstance(entry.name, str):
-            raise ValueError(f"games[{i}].name must be a game name")
-        if not entry.name.startswith("openspiel:"):
-            games.info(entry.name)  # unknown game: ValueError with suggestions
-        if entry.weight <= 0:
-            raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
-        if not isinstance(entry.opening, int) or entry.opening < 0:
-            raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
-        out.append(entry)
-    return out
-
-
-def _validate(cfg: TrainConfig) -> None:
-    positive = {"steps": cfg.steps, "matches_per_step": cfg.matches_per_step, "concurrency": cfg.concurrency,
-                "epochs": cfg.epochs, "minibatches": cfg.minibatches, "max_turns": cfg.max_turns, "log_every": cfg.log_every}
-    for key, v in positive.items():
-        if v < 1:
-            raise ValueError(f"{key} must be >= 1, got {v}")
-    if cfg.matches_per_step % 2:
-        raise ValueError(f"matches_per_step must be even (matches come in pairs, one per seat order), got {cfg.matches_per_step}")
-    if cfg.backend not in ("transformers", "vllm"):
-        raise ValueError(f"backend must be 'transformers' or 'vllm', got {cfg.backend!r}")
-    for key in ("checkpoint_every", "keep_checkpoints", "threads", "max_minutes"):
-        if getattr(cfg, key) < 0:
-            raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
-    if (cfg.advantage.estimator == "critic") != (cfg.learner.value_coef > 0):
-        raise ValueError("advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)")
-    if cfg.agent.temperature <= 0:
-        raise ValueError("agent.temperature must be > 0: training rollouts sample (greedy evaluation is eval.temperature: 0)")
-    lg = cfg.league
-    if not 0.0 <= lg.self_play <= 1.0:
-        raise ValueError(f"league.self_play must be in [0, 1], got {lg.self_play}")
-    if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
-        raise ValueError("league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every")
-    if lg.snapshot_every < 0 or lg.max_loaded < 1 or lg.max_checkpoints < 1:
-        raise ValueError("league.snapshot_every must be >= 0, league.max_loaded and league.max_checkpoints >= 1")
-    League(weighting=lg.weighting, decay=lg.decay)  # validates weighting and decay
-    for spec in lg.bots:
-        _check_spec(spec, "league.bots")
-    ev = cfg.eval
-    if ev.every < 0 or ev.games < 0 or ev.temperature < 0:
-        raise ValueError("eval.every, eval.games and eval.temperature must be >= 0")
-    if ev.games % 2:
-        raise ValueError(f"eval.games must be even (half in each seat), got {ev.games}")
-    opp = ev.opponents
-    names = {g.name for g in cfg.games}
-    if isinstance(opp, Mapping):
-        for game, specs in opp.items():
-            if game not in names:
-                raise ValueError(f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})")
-            if not isinstance(specs, list):
-                raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
-            for s in specs:
-                _check_spec(s, f"eval.opponents.{game}")
-    elif isinstance(opp, list):
-        for s in opp:
-            _check_spec(s, "eval.opponents")
-    else:
-        raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
-
-
-def _check_spec(spec: Any, where: str) -> None:
-    from agents import BOTS, _social_names
-
-    if spec == SELF or isinstance(spec, Mapping):
-        return
-    if not isinstance(spec, str) or not spec:
-        raise ValueError(f"{where}: agent spec must be a string or mapping, got {spec!r}")
-    kind = spec.split(":", 1)[0]
-    if kind not in (*BOTS, *_social_names(), "llm", "smollm2-135m", "tiny-llama"):
-        raise ValueError(f"{where}: unknown agent {spec!r} (bots: {', '.join([*BOTS, *_social_names()])}; or llm:MODEL, self)")
-
-
-def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
-    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's);
-    ValueError (one line, naming the key) when malformed."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"train config {path} not found")
-    try:
-        d = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ValueError(f"{path}: invalid YAML{f' at line {mark.line + 1}' if mark else ''}: {getattr(e, 'problem', e)}") from None
-    try:
-        if d is not None and not isinstance(d, Mapping):
-            raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-        return parse_config({**(d or {}), **(overrides or {})}, default_run_dir=str(Path("runs") / path.stem))
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-
-
-def config_dict(cfg: TrainConfig) -> dict:
-    """The config as plain data (what config.yaml and the checkpoints hold)."""
-    return json.loads(json.dumps(asdict(cfg), default=list))
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -396,7 +102,7 @@ def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
     if cfg.backend == "transformers":
         from agents.transformers_backend import TransformersBackend
 
-        kwargs = {"max_batch_size": 256, **cfg.backend_kwargs}
+        kwargs = {"max_batch_size": 256, "autocast": learner.compute_dtype, **cfg.backend_kwargs}
         return TransformersBackend((learner.model, tokenizer), name=POLICY, **kwargs)
     from agents.vllm_backend import VLLMBackend
 
@@ -460,7 +166,7 @@ def save_snapshot(learner: Learner, path: Path) -> None:
         seen.add(v.data_ptr())
         out[k] = v.detach().contiguous().cpu()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = checkpoint.tmp_path(path)
     save_file(out, str(tmp))
     os.replace(tmp, path)
 
@@ -568,10 +274,86 @@ def _append(path: Path, row: dict) -> None:
 
 
 def _truncate_after(path: Path, step: int) -> None:
-    """Drop lines of steps after `step` (written by a run killed after its last checkpoint)."""
+    """Keep the lines of steps up to `step`: a run killed after its last checkpoint wrote more (and maybe a torn line)."""
     if path.exists():
-        keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-        path.write_text("".join(line + "\n" for line in keep))
+        rows = [r for r in read_json_lines(path) if r["step"] <= step]
+        tmp = checkpoint.tmp_path(path)
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+# --- the run folder -------------------------------------------------------------------------
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "best", "checkpoints")  # what a run writes
+
+
+def _free(path: Path) -> Path:
+    """`path`, or `path-2`, `path-3`... if taken."""
+    n, out = 1, path
+    while out.exists():
+        n += 1
+        out = path.with_name(f"{path.name}-{n}")
+    return out
+
+
+def _check_writable(run_dir: Path) -> None:
+    """ValueError "cannot write to DIR" unless the run folder and what a run writes in it can be written."""
+    check_writable(run_dir / RUN_FILES[0])  # makes the folder, probes it with a new file
+    check_writable(run_dir, *(run_dir / n for n in RUN_FILES if (run_dir / n).exists()))
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
+    """Ready `run_dir` before anything heavy starts; True when there is a checkpoint to resume from.
+
+    "cannot write to DIR" when it cannot be written. Removes the temp files of killed
+    writers. A fresh start refuses a folder with checkpoints; the files of a run that never
+    reached its first checkpoint (fresh start or --resume) are set aside in old-<time>/, so
+    the logs of two runs never mix.
+    """
+    _check_writable(run_dir)
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "league"):
+        checkpoint.clean_tmp(folder)
+    if checkpoint.checkpoints(run_dir / "checkpoints"):
+        if not resume:
+            raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)")
+        return True
+    if resume:
+        say(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; starting fresh")
+    present = [run_dir / n for n in RUN_FILES if (run_dir / n).exists()]
+    if any(p.name != "config.yaml" and not (p.is_dir() and not any(p.iterdir())) for p in present):
+        aside = _free(run_dir / f"old-{time.strftime('%Y%m%d-%H%M%S')}")
+        aside.mkdir()
+        for p in present:
+            os.replace(p, aside / p.name)
+        say(f"{run_dir} held the files of a run that never reached a checkpoint: moved them to {aside}")
+    return False
+
+
+def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float]:
+    """Load the newest intact checkpoint: (step, league, advantage state, elapsed, games, best).
+
+    A checkpoint with a damaged file is skipped (and moved to damaged-step_N, saying why);
+    ValueError when none is intact.
+    """
+    skipped: list[tuple[Path, Exception]] = []
+    for folder in checkpoint.checkpoints(ckpt_dir):
+        try:
+            meta = checkpoint.load(folder, learner, rng=rng)
+            try:
+                s = meta["state"]
+                state = (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
+                         int(s["games"]), float(s.get("best", -1.0)))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise checkpoint.DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
+        except checkpoint.DamagedCheckpoint as e:
+            skipped.append((folder, e))
+            continue
+        for bad, e in skipped:
+            aside = _free(bad.with_name(f"damaged-{bad.name}"))
+            os.replace(bad, aside)
+            say(f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}")
+        return state
+    raise ValueError(f"--resume: no intact checkpoint in {ckpt_dir}: " + "; ".join(str(e) for _, e in skipped))
 
 
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
@@ -599,18 +381,15 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 240)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
-    if not resume and checkpoint.latest(ckpt_dir) is not None:
-        raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)")
-    if resume and checkpoint.latest(ckpt_dir) is None:
-        raise ValueError(f"--resume: no checkpoint in {ckpt_dir}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    resume = prepare_run_dir(run_dir, resume, console.print)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config_dict(cfg), sort_keys=False))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
 
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
-    model, tokenizer = load_model(cfg.model)
+    # fp32 master weights on the CPU (bf16 compute is an autocast, learner.precision)
+    model, tokenizer = load_model(cfg.model, dtype="auto" if torch.cuda.is_available() else "float32")
     learner = Learner(model, tokenizer, cfg.learner)
     backend = make_backend(cfg, learner, tokenizer)
     rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
@@ -620,12 +399,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     adv_state: dict = {}
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
     if resume:
-        meta = checkpoint.load(ckpt_dir, learner, rng=rng)
-        start_step = int(meta["step"])
-        league = League.from_state_dict(meta["league"])
-        adv_state = meta["state"]["advantage"]
-        elapsed, games_played = float(meta["state"]["elapsed"]), int(meta["state"]["games"])
-        best = float(meta["state"].get("best", -1.0))
+        start_step, league, adv_state, elapsed, games_played, best = resume_from(ckpt_dir, learner, rng, console.print)
         sync_weights(learner, backend)
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
@@ -762,7 +536,13 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "out", None):
         overrides["run_dir"] = args.out
     cfg = load_config(args.config, overrides)
-    result = train(cfg, resume=bool(args.resume))
+    try:
+        result = train(cfg, resume=bool(args.resume))
+    except OSError as e:  # the run folder became unwritable (or full) mid-run: one line, the last checkpoint stands
+        run_dir = Path(cfg.run_dir).resolve()
+        if not e.filename or run_dir not in Path(e.filename).resolve().parents:
+            raise
+        raise ValueError(f"cannot write to {Path(e.filename).parent} ({e.strerror})") from None
     for r in result["eval"]:
         print(f"final eval {r['game']} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
               f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})")

@@ -1,0 +1,128 @@
+"""What this machine can do: usable CPUs, the torch thread count to run with, and the
+compute ceiling (matmul FLOP/s, a model's FLOPs per token) that benchmarks compare to.
+
+    from arena.machine import set_threads
+    set_threads(None)   # auto: prints "torch threads: 1 (2 CPUs usable, load 1.4)"
+
+Why threads are chosen by load: on a busy 2-core box torch with 2 threads ran 4-5x
+slower than with 1, because OpenMP workers spin-wait for a core another process holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from pathlib import Path
+
+
+def usable_cpus(cgroup_root: str | Path = "/sys/fs/cgroup") -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = Path(cgroup_root, "cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.floor(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
+def choose_threads(cpus: int, load: float) -> int:
+    """Threads for torch given the usable CPUs and the 1-minute load average of others.
+
+    Every CPU that other work keeps busy (load rounded to the nearest whole CPU) is left
+    to it; at least one thread.
+    """
+    return max(1, min(cpus, cpus - round(load)))
+
+
+def set_threads(requested: int | None, verbose: bool = True) -> int:
+    """Set torch's intra-op threads: `requested` if given (> 0), else chosen from the load.
+
+    Returns the count set; prints it with the reason unless `verbose` is false.
+    """
+    import torch
+
+    if requested is not None and requested < 0:
+        raise ValueError(f"threads must be >= 1 (or 0/None for automatic), got {requested}")
+    cpus = usable_cpus()
+    if requested:
+        threads, why = requested, "as configured"
+    else:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        threads, why = choose_threads(cpus, load), f"automatic: {cpus} CPUs usable, load {load:.1f}"
+    torch.set_num_threads(threads)
+    if verbose:
+        print(f"torch threads: {threads} ({why}; override with threads: N)")
+    return threads
+
+
+def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0) -> float:
+    """Measured FLOP/s of a square matmul in `dtype` at torch's current thread count.
+
+    A CPU without native bf16 (no AVX-512 BF16 / AMX) runs bf16 matmuls hundreds of times
+    slower than fp32; a 256 probe first shrinks `size` so one product takes a fraction of
+    `seconds`, and the figure still comes back.
+    """
+    import torch
+
+    dt = getattr(torch, dtype)
+
+    def rate(n: int, budget: float) -> float:
+        a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
+        a @ b  # warm-up (kernel selection, page faults)
+        runs, start = 0, time.perf_counter()
+        while True:
+            a @ b
+            runs += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= budget:
+                return 2 * n**3 * runs / elapsed
+
+    probe = rate(256, 0.05)
+    while size > 256 and 2 * size**3 / probe > seconds / 4:
+        size //= 2
+    return probe if size <= 256 else rate(size, seconds)
+
+
+@functools.lru_cache(maxsize=None)
+def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32")) -> str:
+    """The candidate dtype with the highest measured matmul rate on this CPU (~0.2 s)."""
+    return max(candidates, key=lambda dt: matmul_flops(dt, size=256, seconds=0.05))
+
+
+def flops_per_token(config, context: int = 0) -> float:
+    """Forward FLOPs of one token of a decoder-only transformer (2 per multiply-add).
+
+    The weight matmuls of every layer and the LM head, plus attention over `context`
+    earlier tokens (QK^T and the weighted sum of V, for every head). Training costs about
+    3x this (the backward pass is two matmuls per forward one).
+    """
+    d, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or d // heads
+    ffn = config.intermediate_size
+    attn_proj = d * heads * head_dim * 2 + d * kv_heads * head_dim * 2  # q, o and k, v
+    mlp = 3 * d * ffn  # gate, up, down (Llama)
+    per_layer = 2 * (attn_proj + mlp) + 4 * context * heads * head_dim
+    return layers * per_layer + 2 * d * vocab
+
+
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def compute_dtype(precision: str, device: str = "cpu") -> str:
+    """The dtype models compute in: `precision` itself, or for "auto" bf16 on a GPU and on a
+    CPU the faster of bf16 and fp32 by a 0.2 s matmul measurement (a CPU without native
+    bf16 runs it hundreds of times slower)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    return "bfloat16" if str(device).startswith("cuda") else fastest_dtype()

@@ -1,0 +1,474 @@
+"""The training config: `TrainConfig` and its sections, read from YAML and checked whole.
+
+`load_config(path)` / `parse_config(mapping)` build a `TrainConfig` and check every field
+before anything heavy starts (no model is loaded until the config is known to be good):
+types (from the dataclass hints), finite numbers, names from a fixed set (with a
+did-you-mean), ranges (`RANGES`), games (made once with their params) and agent specs.
+Every error is one line naming the key: `learner.lr must be > 0, got -0.001`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
+from training.advantages import ESTIMATORS, AdvantageConfig
+from arena.machine import PRECISIONS
+from training.learner import LearnerConfig
+from training.league import WEIGHTINGS
+from training.loss import AGGREGATIONS
+
+POLICY = "policy"  # the learning agent's name in every match
+SELF = "self"  # eval opponent spec: the policy in every seat
+REQUIRED = ("model", "games", "steps")  # what a run is; no silent defaults for these
+BACKENDS = ("transformers", "vllm")
+EXAMPLE = "configs/train_tictactoe_tiny.yaml"
+
+
+@dataclass
+class GameEntry:
+    """One training game."""
+
+    name: str
+    """registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel\""""
+    weight: float = 1.0
+    """share of the match pairs of a step (normalised over the games)"""
+    params: dict = field(default_factory=dict)
+    """game parameters for `games.make`"""
+    opening: int = 0
+    """self-play matches open with 0..opening uniformly random moves (arena.runner.OPENING): the policy in
+    both seats meets positions its own play would not reach; matches against league opponents start as usual"""
+
+
+@dataclass
+class LeagueConfig:
+    """Who the policy plays against during training."""
+
+    self_play: float = 1.0
+    """share of each step's match pairs with the current policy in every seat; the rest meet league opponents"""
+    bots: list = field(default_factory=list)
+    """bot specs in the league (e.g. random, mcts:25); each is named by its spec string"""
+    snapshot_every: int = 0
+    """add a snapshot of the policy to the league every N steps (0: never)"""
+    weighting: str = "hard"
+    """PFSP weighting: hard (1-x)^2, variance x(1-x) or uniform"""
+    decay: float = 0.99
+    """per-game decay of the win-rate table"""
+    max_checkpoints: int = 10
+    """snapshots kept in the league (oldest retired and deleted first)"""
+    max_loaded: int = 4
+    """snapshot models kept in memory at once, and the most distinct snapshots one step plays"""
+
+
+@dataclass
+class EvalConfig:
+    """Periodic evaluation against fixed opponents (nothing here touches the training RNGs)."""
+
+    every: int = 10
+    """evaluate every N steps (and before the first); 0: never"""
+    games: int = 200
+    """games per (game, opponent), half in each seat"""
+    opponents: Any = field(default_factory=lambda: ["random"])
+    """agent specs for every game, or a mapping game -> list of specs; "self" = the policy in every seat"""
+    temperature: float = 0.0
+    """sampling temperature of the policy in evaluation (0: greedy)"""
+    keep_best: bool = True
+    """keep the policy with the best mean non-losing rate so far in <run_dir>/best (a model/agent path)"""
+    seed: int = 1_000_000
+    """match seeds of the evaluation games (the same games every time)"""
+
+
+@dataclass
+class TrainConfig:
+    """A self-play training run (YAML: these keys; sections are mappings)."""
+
+    model: str = "tiny-llama"
+    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id)"""
+    backend: str = "transformers"
+    """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
+    backend_kwargs: dict = field(default_factory=dict)
+    """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options)"""
+    run_dir: str = ""
+    """output folder; default runs/<config file stem>"""
+    seed: int = 0
+    """seeds the model init order, torch/numpy/python RNGs and the loop's generator"""
+    steps: int = 100
+    """training steps (each: one batch of matches, then the updates)"""
+    max_minutes: float = 0.0
+    """stop (with a final evaluation and checkpoint) once the run's wall time passes this; 0: no limit"""
+    threads: int = 0
+    """torch CPU threads (0: torch's default); 1 is fastest for tiny models on a busy machine"""
+    games: list = field(default_factory=lambda: [GameEntry("tic_tac_toe")])
+    """training games: names or {name, weight, params} mappings"""
+    matches_per_step: int = 64
+    """matches played per step (in pairs: one per seat order against the same opponent)"""
+    concurrency: int = 64
+    """matches live at once (the policy's turns across them share one backend batch)"""
+    epochs: int = 1
+    """passes over each step's batch"""
+    minibatches: int = 1
+    """optimizer steps per pass (the batch is shuffled and split)"""
+    max_turns: int = 200
+    """decisions after which a match is aborted (it then carries no learning signal)"""
+    checkpoint_every: int = 20
+    """checkpoint every N steps (and at the end); 0: only at the end"""
+    keep_checkpoints: int = 2
+    """checkpoints kept on disk"""
+    log_every: int = 1
+    """console line every N steps (TensorBoard and metrics.jsonl get every step)"""
+    agent: LLMAgentConfig = field(default_factory=lambda: LLMAgentConfig(temperature=1.0, max_retries=0))
+    """how the policy prompts and samples (agents.llm_agent.LLMAgentConfig)"""
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    """advantage estimator (training.advantages.AdvantageConfig); learners is set to the policy"""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """optimizer and loss (training.learner.LearnerConfig); temperature follows agent.temperature"""
+    league: LeagueConfig = field(default_factory=LeagueConfig)
+    """opponent pool and matchmaking"""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """periodic evaluation"""
+
+
+# --- what each field may hold -----------------------------------------------------------------
+
+CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did-you-mean)
+    "backend": BACKENDS,
+    "agent.mode": MODES,
+    "agent.prompt": PROMPTS,
+    "agent.answer_format": FORMATS,
+    "agent.fallback": FALLBACKS,
+    "advantage.estimator": tuple(ESTIMATORS),
+    "learner.lr_schedule": ("constant", "cosine"),
+    "learner.precision": PRECISIONS,
+    "learner.loss.aggregation": AGGREGATIONS,
+    "league.weighting": WEIGHTINGS,
+}
+
+SET_BY_LOOP = {  # keys the loop sets itself: a value in the config would be silently replaced
+    "learner.temperature": "learner.temperature is set from agent.temperature (the rollouts' temperature); remove it",
+    "advantage.learners": f"advantage.learners is set by the loop (the policy's turns, agent {POLICY!r}); remove it",
+    "agent.seed": "agent.seed is set by the loop (from seed, and eval.seed in evaluation); remove it",
+}
+
+
+def _ge(lo):
+    return lambda v: v >= lo, f">= {lo}"
+
+
+def _gt(lo):
+    return lambda v: v > lo, f"> {lo}"
+
+
+def _within(lo, hi, closed_high=True):
+    if closed_high:
+        return lambda v: lo <= v <= hi, f"in [{lo}, {hi}]"
+    return lambda v: lo <= v < hi, f"in [{lo}, {hi})"
+
+
+def _strings(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, str) and x for x in v)
+
+
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what the value must be)
+    "model": (lambda v: bool(v.strip()), "a model name"),
+    "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32)"),
+    "steps": _ge(1),
+    "max_minutes": _ge(0),
+    "threads": _ge(0),
+    "matches_per_step": (lambda v: v >= 2 and v % 2 == 0, "even (matches come in pairs, one per seat order) and >= 2"),
+    "concurrency": _ge(1),
+    "epochs": _ge(1),
+    "minibatches": _ge(1),
+    "max_turns": _ge(1),
+    "checkpoint_every": _ge(0),
+    "keep_checkpoints": _ge(0),
+    "log_every": _ge(1),
+    "agent.temperature": (lambda v: v > 0, "> 0: training rollouts sample (greedy evaluation is eval.temperature: 0)"),
+    "advantage.reward_scale": _gt(0),
+    "advantage.length_penalty_coef": _ge(0),
+    "advantage.length_max": _ge(1),
+    "advantage.eps": _gt(0),
+    "advantage.rae_decay": _within(0, 1, closed_high=False),
+    "advantage.aa_beta": _ge(0),
+    "advantage.gigpo_weight": _ge(0),
+    "advantage.aa_gamma": _within(0, 1),
+    "advantage.functional_groups": (lambda v: v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items()),
+                                    "a mapping seat -> group name"),
+    "learner.lr": _gt(0),
+    "learner.weight_decay": _ge(0),
+    "learner.betas": (lambda v: len(v) == 2 and all(type(b) in (int, float) and 0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+    "learner.max_grad_norm": _ge(0),
+    "learner.warmup_steps": _ge(0),
+    "learner.total_steps": _ge(0),
+    "learner.min_lr_ratio": _within(0, 1),
+    "learner.lora_rank": _ge(0),
+    "learner.lora_alpha": _gt(0),
+    "learner.lora_dropout": _within(0, 1, closed_high=False),
+    "learner.lora_targets": (lambda v: (isinstance(v, str) and bool(v)) or _strings(v), "a module pattern or a list of module names"),
+    "learner.loss.kl_coef": _ge(0),
+    "learner.loss.norm_constant": _gt(0),
+    "league.self_play": _within(0, 1),
+    "league.bots": (lambda v: all(isinstance(s, str) and s for s in v), "a list of agent spec strings"),
+    "league.snapshot_every": _ge(0),
+    "league.max_checkpoints": _ge(1),
+    "league.max_loaded": _ge(1),
+    "eval.every": _ge(0),
+    "eval.games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0"),
+    "eval.temperature": _ge(0),
+    "eval.seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
+}
+
+
+def _did_you_mean(value: Any, names) -> str:
+    close = difflib.get_close_matches(str(value), [str(n) for n in names], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _get(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _origin(hint) -> tuple | None:
+    """The runtime types a type hint allows (None: anything)."""
+    if hint is Any or isinstance(hint, typing.TypeVar):
+        return None
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        out = []
+        for a in args:
+            o = _origin(a)
+            if o is None:
+                return None
+            out += o
+        return tuple(out)
+    if hint is type(None):
+        return (type(None),)
+    if origin is not None:
+        return (origin,)
+    return (hint,) if isinstance(hint, type) else None
+
+
+def _build(cls, d: Any, where: str, base=None):
+    """A `cls` dataclass from a mapping (over the defaults in `base`), with one-line errors naming the bad key."""
+    if d is None:
+        d = {}
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{where or 'config'} must be a mapping, got {type(d).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(d) - set(known), key=str)
+    if unknown:
+        name = f"{where}." if where else ""
+        hint = _did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+        raise ValueError(f"unknown key {', '.join(repr(name + str(k)) for k in unknown)}{hint} (known in {where or 'the config'}: {', '.join(known)})")
+    hints = typing.get_type_hints(cls)
+    base = base if base is not None else cls()
+    kwargs = {}
+    for key, value in d.items():
+        hint, path = hints[key], f"{where}.{key}" if where else key
+        if path in SET_BY_LOOP and not (path == "agent.seed" and value is None):
+            raise ValueError(SET_BY_LOOP[path])
+        if is_dataclass(hint):
+            kwargs[key] = _build(hint, value, path, getattr(base, key))
+            continue
+        allowed = _origin(hint)
+        if allowed is not None:
+            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if tuple in allowed and isinstance(value, list):
+                value = tuple(value)
+            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+                want = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+                raise ValueError(f"{path} must be {want}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{path} must be a finite number, got {value}")
+        if path in CHOICES and value not in CHOICES[path]:
+            raise ValueError(f"{path} must be one of {', '.join(CHOICES[path])}, got {value!r}{_did_you_mean(value, CHOICES[path])}")
+        kwargs[key] = value
+    try:
+        return replace(base, **kwargs)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}" if where else str(e)) from None
+
+
+def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig:
+    """A validated `TrainConfig` from a parsed mapping; derived values filled in."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
+    missing = [k for k in REQUIRED if k not in d]
+    if missing:
+        raise ValueError(f"a train config needs {', '.join(REQUIRED)}; missing: {', '.join(missing)} (see {EXAMPLE})")
+    d = dict(d)
+    games_in = d.pop("games")
+    cfg = _build(TrainConfig, d, "")
+    cfg.games = _games(games_in)
+    _validate(cfg)
+    # derived values
+    cfg.run_dir = cfg.run_dir or default_run_dir
+    cfg.learner.temperature = cfg.agent.temperature
+    cfg.advantage.learners = [POLICY]
+    if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
+        cfg.learner.total_steps = cfg.steps * cfg.epochs * cfg.minibatches
+    return cfg
+
+
+def _games(games_in: Any) -> list[GameEntry]:
+    import games
+
+    if isinstance(games_in, (str, Mapping)):
+        games_in = [games_in]
+    if not isinstance(games_in, list) or not games_in:
+        raise ValueError("games must be a non-empty list of game names or {name, weight, params} mappings")
+    out = []
+    for i, g in enumerate(games_in):
+        if isinstance(g, str):
+            g = {"name": g}
+        entry = _build(GameEntry, g, f"games[{i}]", base=GameEntry(""))
+        if not entry.name:
+            raise ValueError(f"games[{i}].name must be a game name")
+        if entry.weight <= 0:
+            raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
+        if entry.opening < 0:
+            raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
+        try:
+            games.make(entry.name, **entry.params)  # unknown game (with suggestions) or params: ValueError
+        except ValueError as e:
+            raise ValueError(f"games[{i}]: {e}") from None
+        out.append(entry)
+    return out
+
+
+def _validate(cfg: TrainConfig) -> None:
+    from agents.models import TINY, tiny_llama_args
+
+    for key, (ok, what) in RANGES.items():
+        value = _get(cfg, key)
+        if not ok(value):
+            raise ValueError(f"{key} must be {what}, got {value!r}")
+    if cfg.model.lower().startswith(TINY):
+        try:
+            tiny_llama_args(cfg.model)
+        except ValueError as e:
+            raise ValueError(f"model: {e}") from None
+    _check_backend_kwargs(cfg)
+    adv = cfg.advantage
+    if adv.length_min < 0 or adv.length_min >= adv.length_max:
+        raise ValueError(f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})")
+    if (adv.estimator == "critic") != (cfg.learner.value_coef > 0):
+        raise ValueError("advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)")
+    lg = cfg.league
+    if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
+        raise ValueError("league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every")
+    if not 0.0 < lg.decay <= 1.0:
+        raise ValueError(f"league.decay must be in (0, 1], got {lg.decay}")
+    if len(set(lg.bots)) < len(lg.bots):
+        raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
+    for spec in lg.bots:
+        _check_spec(spec, "league.bots")
+    opp = cfg.eval.opponents
+    names = {g.name for g in cfg.games}
+    if isinstance(opp, Mapping):
+        for game, specs in opp.items():
+            if game not in names:
+                raise ValueError(f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})")
+            if not isinstance(specs, list):
+                raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
+            for s in specs:
+                _check_spec(s, f"eval.opponents.{game}")
+    elif isinstance(opp, list):
+        for s in opp:
+            _check_spec(s, "eval.opponents")
+    else:
+        raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
+
+
+def _check_backend_kwargs(cfg: TrainConfig) -> None:
+    kwargs = cfg.backend_kwargs
+    if not all(isinstance(k, str) for k in kwargs):
+        raise ValueError(f"backend_kwargs must map option names to values, got {kwargs!r}")
+    if "max_batch_size" in kwargs and not (type(kwargs["max_batch_size"]) is int and kwargs["max_batch_size"] >= 1):
+        raise ValueError(f"backend_kwargs.max_batch_size must be an integer >= 1, got {kwargs['max_batch_size']!r}")
+    if cfg.backend == "transformers":  # vLLM takes its engine's many options; it checks them itself
+        import inspect
+
+        from agents.transformers_backend import TransformersBackend
+
+        known = [p for p in inspect.signature(TransformersBackend).parameters if p not in ("model", "name")]
+        for k in kwargs:
+            if k not in known:
+                raise ValueError(f"backend_kwargs: unknown option {k!r} for the transformers backend{_did_you_mean(k, known)} (known: {', '.join(known)})")
+
+
+def _check_spec(spec: Any, where: str) -> None:
+    """An agent spec as `agents.make_agent` reads it, checked without loading a model."""
+    from agents import _parse, make_agent
+    from agents.models import TINY, tiny_llama_args
+
+    if spec == SELF:
+        return
+    try:
+        d = _parse(spec)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    kind = d.pop("type")
+    if kind == "human":
+        raise ValueError(f"{where}: a human cannot play in training runs")
+    if kind == "llm":
+        model = d.get("model")
+        if isinstance(model, str) and model.lower().startswith(TINY):
+            try:
+                tiny_llama_args(model)
+            except ValueError as e:
+                raise ValueError(f"{where}: {e}") from None
+        options = set(LLMAgentConfig.__dataclass_fields__) | {"model", "backend", "base_url", "backend_kwargs", "name"}
+        unknown = sorted(set(d) - options)
+        if unknown:
+            raise ValueError(f"{where}: agent {spec!r}: unknown option(s) {', '.join(unknown)}")
+        return
+    try:
+        make_agent(spec)  # bots are cheap to build: this checks the name and its options
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
+    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's);
+    ValueError (one line, naming the file and the key) when malformed."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"train config {path} is a folder, not a YAML file")
+    if not path.is_file():
+        raise ValueError(f"train config {path} not found")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a YAML text file (byte {e.start} is not UTF-8)") from None
+    try:
+        d = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ValueError(f"{path}: invalid YAML{f' at line {mark.line + 1}' if mark else ''}: {problem}") from None
+    if d is None or d == {}:
+        raise ValueError(f"{path} is empty: a train config needs at least {', '.join(REQUIRED)} (see {EXAMPLE})")
+    try:
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
+        return parse_config({**d, **(overrides or {})}, default_run_dir=str(Path("runs") / path.stem))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def config_dict(cfg: TrainConfig) -> dict:
+    """The config as plain data (what config.yaml and the checkpoints hold)."""
+    return json.loads(json.dumps(asdict(cfg), default=list))
