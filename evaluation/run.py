@@ -8,8 +8,9 @@ Both play the plans of `evaluation.suites.plans` with `arena.runner.play` (every
 turn of all live matches in one backend batch). `run_eval` adds the store: the plans are
 scheduled in DIR/eval.db (`tournaments.store.Store`), the runner appends each finished
 match to DIR/eval.jsonl and only then is it inserted in the store; on a rerun the store
-reconciles with the JSONL and only the missing matches are played. So a `kill -9` loses
-at most the matches that were being played and duplicates none.
+takes the matches the JSONL has and it lacks (`tournaments.store.read_log`) and only the
+missing matches are played. So a `kill -9` loses at most the matches that were being
+played and duplicates none.
 
 Own random streams: the arena gives all agents of a match one generator, so what a
 random opponent draws would depend on how many draws the evaluated agent made before
@@ -127,27 +128,44 @@ def store_paths(out: str | Path) -> tuple[Path, Path]:
 FREE = ("concurrency", "max_turns", "exploitability", "samples", "max_states", "out", "matches")  # may change on resume
 
 
+def _resume_key(config_json: str) -> dict:
+    """What a resumed evaluation must keep: everything but FREE (which changes how many
+    matches are played and how, never which match a match id is)."""
+    import json
+
+    return {k: v for k, v in json.loads(config_json).items() if k not in FREE}
+
+
 def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None) -> EvalRun:
     """Play (or resume) `config`'s matches with the store in config.out; return every record.
 
     `evaluated`: name -> Agent, a cache filled with agents built from the config's specs
     when there is something to play (pass the same dict on to exploitability).
     """
+    from arena.records import check_writable
     from arena.tournament import build_agent
-    from tournaments.store import MatchResult, MatchSpec, Store
+    from tournaments.store import MatchResult, MatchSpec, Store, read_log
 
     db, jsonl = store_paths(config.out)
     start = time.perf_counter()
     names = {AGENT: config.agent, **({BASELINE: config.baseline} if config.baseline is not None else {})}
     planned = [p for who in names for p in plans(who, config.games, config.matches, config.seed)]
+    specs = [MatchSpec(p.match_id, p.game, p.params, p.seed, p.seats, 0, unkey(p.match_id.split("|")[2]), p.opening) for p in planned]
     players = {**names, **opponents(config.games)}
     with Store(db) as store:
         store.lock()
-        if store.init(config.to_json(), players, free=FREE) == "restarted" and jsonl.exists():
+        if store.init(config.to_json(), players, key=_resume_key) == "restarted" and jsonl.exists():
             jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))
-        store.add_schedule([MatchSpec(p.match_id, p.game, p.params, p.seed, p.seats, 0, unkey(p.match_id.split("|")[2]), p.opening) for p in planned])
-        recovered = store.reconcile(jsonl)
+        check_writable(jsonl)
+        store.add_schedule(specs)
         done = set(store.results())
+        logged = read_log(jsonl, skip=done)  # played but not stored (all of them if the DB was lost)
+        recovered = 0
+        for spec in specs:
+            if spec.match_id not in done and spec.match_id in logged:
+                store.add_result(logged.pop(spec.match_id).check(spec, jsonl))
+                done.add(spec.match_id)
+                recovered += 1
         wanted = {p.match_id for p in planned}
         played = 0
         if wanted - done:
@@ -160,7 +178,9 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None) -
                                   out=str(jsonl), progress=progress, skip=done):
                 store.add_result(MatchResult.from_record(rec, jsonl))
                 played += 1
-    by_id = {r.match_id: r for r in read_jsonl(jsonl)} if jsonl.exists() else {}
+    by_id: dict[str, MatchRecord] = {}
+    for rec in read_jsonl(jsonl) if jsonl.exists() else []:
+        by_id.setdefault(rec.match_id, rec)  # as the store's read_log: of duplicated ids the first counts
     missing = [p.match_id for p in planned if p.match_id not in by_id]
     if missing:
         raise RuntimeError(f"{jsonl} lacks {len(missing)} stored match(es), e.g. {missing[0]!r}")

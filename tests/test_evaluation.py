@@ -271,6 +271,22 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert json.loads((killed / "eval.json").read_text()) == json.loads((whole / "eval.json").read_text())
 
 
+def test_matches_in_the_jsonl_but_not_the_store_are_recovered_not_replayed(tmp_path):
+    config = make_config({"agent": "random", "games": [{"name": "kuhn_poker", "opponents": ["cfr"]}], "matches": 8, "out": str(tmp_path)})
+    first = run_eval(config)
+    assert (first.played, first.recovered) == (8, 0)
+    with sqlite3.connect(tmp_path / "eval.db") as conn:  # killed after the JSONL append, before the store insert
+        conn.execute("DELETE FROM matches WHERE match_id = ?", (first.records[3].match_id,))
+    again = run_eval(config)
+    assert (again.played, again.recovered) == (0, 1) and again.records == first.records
+    for name in ("eval.db", "eval.db-wal", "eval.db-shm"):  # the store lost: rebuilt from the trajectories
+        (tmp_path / name).unlink(missing_ok=True)
+    rebuilt = run_eval(config)
+    assert (rebuilt.played, rebuilt.recovered) == (0, 8) and rebuilt.records == first.records
+    more = run_eval(make_config({**config.__dict__, "matches": 10, "games": [{"name": "kuhn_poker", "opponents": ["cfr"]}]}))
+    assert (more.played, more.recovered) == (2, 0) and more.records[:8] == first.records  # --matches may grow on resume
+
+
 # --- the command line -------------------------------------------------------------------
 
 
