@@ -168,10 +168,9 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None) -
                 recovered += 1
         wanted = {p.match_id for p in planned}
         played = 0
+        if progress is not None:
+            progress.update(len(wanted & done))
         if wanted - done:
-            if progress is not None:
-                progress.total = len(wanted)
-                progress.update(len(wanted & done))
             evaluated = evaluated if evaluated is not None else {}
             evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
             for rec in play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency, config.max_turns,
@@ -252,7 +251,8 @@ def main(args) -> None:
     console.print(f"evaluating {config.agent}" + (f" against baseline {config.baseline}" if config.baseline is not None else "")
                   + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}")
     evaluated: dict = {}
-    with tqdm(total=0, desc="eval", unit="match", dynamic_ncols=True) as bar:
+    planned = sum(len(plans(w, config.games, config.matches, config.seed)) for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)])
+    with tqdm(total=planned, desc="eval", unit="match", dynamic_ncols=True) as bar:
         run = run_eval(config, bar, evaluated)
     if run.recovered:
         console.print(f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded")
