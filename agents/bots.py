@@ -50,6 +50,10 @@ class RandomAgent:
             out.append(decision(t, self.name, actions[int(t.rng.integers(len(actions)))]))
         return out
 
+    def action_probabilities(self, turns: list[PendingTurn]) -> list[dict]:
+        """Uniform over the legal moves of each turn (evaluation.exploitability)."""
+        return [{a: 1.0 / len(acts) for a in acts} for acts in (t.env.legal_actions(t.player) for t in turns)]
+
 
 def _pyspiel_state(turn: PendingTurn, bot: str):
     state = getattr(turn.env, "state", None)
@@ -95,15 +99,22 @@ class MinimaxAgent:
         if depth is not None and depth < 1:
             raise ValueError(f"minimax depth must be at least 1, got {depth}")
         self.name, self.depth = name, depth
-        self._best: dict[tuple[str, str, int], list[int]] = {}  # (game, history, player) -> best actions
+        self._values: dict[tuple[str, str, int], dict[int, float]] = {}  # (game, history, player) -> value of each move
 
     def best_actions(self, state) -> list[int]:
+        values = self.move_values(state)
+        top = max(values.values())
+        return [a for a, v in values.items() if v >= top - 1e-9]
+
+    def move_values(self, state) -> dict[int, float]:
+        """The searched value of each legal move for the player to move (to the end of the
+        game without a depth: the game-theoretic value; evaluation.blunders reads it)."""
         from open_spiel.python.algorithms.minimax import alpha_beta_search
 
         player = state.current_player()
         game = state.get_game()
         key = (str(game), state.history_str(), player)  # one agent may play several games
-        if key not in self._best:
+        if key not in self._values:
             kind = game.get_type()
             if (game.num_players() != 2 or kind.utility != kind.utility.ZERO_SUM
                     or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION
@@ -114,10 +125,8 @@ class MinimaxAgent:
                                  f"{game.max_game_length()} plies, too many to finish: give a depth, e.g. minimax:5")
             depth = self.depth - 1 if self.depth is not None else game.max_game_length()
             # an unfinished line at the depth limit is worth 0 (a draw)
-            values = {a: alpha_beta_search(game, state.child(a), lambda s: 0.0, depth, player)[0] for a in state.legal_actions()}
-            top = max(values.values())
-            self._best[key] = [a for a, v in values.items() if v >= top - 1e-9]
-        return self._best[key]
+            self._values[key] = {a: alpha_beta_search(game, state.child(a), lambda s: 0.0, depth, player)[0] for a in state.legal_actions()}
+        return self._values[key]
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
         out = []
@@ -125,6 +134,10 @@ class MinimaxAgent:
             best = self.best_actions(_pyspiel_state(t, "minimax"))
             out.append(decision(t, self.name, int(best[int(t.rng.integers(len(best)))])))
         return out
+
+    def action_probabilities(self, turns: list[PendingTurn]) -> list[dict]:
+        """Uniform over the best moves (what `act` draws from)."""
+        return [{a: 1.0 / len(best) for a in best} for best in (self.best_actions(_pyspiel_state(t, "minimax")) for t in turns)]
 
 
 CFR_GAMES = ("kuhn_poker", "leduc_poker")
@@ -172,6 +185,14 @@ class CFRAgent:
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
         out = []
+        for t, dist in zip(turns, self.action_probabilities(turns)):
+            actions, probs = list(dist), np.asarray(list(dist.values()))
+            out.append(decision(t, self.name, int(actions[t.rng.choice(len(actions), p=probs)])))
+        return out
+
+    def action_probabilities(self, turns: list[PendingTurn]) -> list[dict]:
+        """CFR+'s average policy at each turn's information state (what `act` draws from)."""
+        out = []
         for t in turns:
             state = _pyspiel_state(t, "cfr")
             game = state.get_game().get_type().short_name
@@ -180,7 +201,7 @@ class CFRAgent:
             player = t.env.possible_agents.index(t.player)
             actions, probs = zip(*self._tables[game][state.information_state_string(player)])
             probs = np.asarray(probs) / np.sum(probs)
-            out.append(decision(t, self.name, int(actions[t.rng.choice(len(actions), p=probs)])))
+            out.append({int(a): float(p) for a, p in zip(actions, probs)})
         return out
 
 

@@ -271,11 +271,47 @@ class LLMAgent:
                 action = view.actions[int(t.rng.integers(len(view.actions)))]
             rec = decision(t, self.name, action, valid=False, fallback="random", **fields)
             note = f"(Your last reply was not accepted, so {rec.move!r} was played for you at random.)"
-        if c.mode == "multi_turn":
-            conv = self._conversations[(t.match_id, t.player)]
-            conv.messages += [w.base[-1], {"role": "assistant", "content": g.text}]
-            conv.seen, conv.note = len(view.history), note
+        self._remember(t, view, w.base[-1], g.text, note)
         return rec
+
+    def _remember(self, turn: PendingTurn, view: TextView, user: dict, reply: str, note: str = "") -> None:
+        """multi_turn: keep this turn's user message and reply in the player's conversation."""
+        if self.config.mode == "multi_turn":
+            conv = self._conversations[(turn.match_id, turn.player)]
+            conv.messages += [user, {"role": "assistant", "content": reply}]
+            conv.seen, conv.note = len(view.history), note
+
+    # --- the policy without playing (evaluation.exploitability) -------------------------
+    def prompt_messages(self, turn: PendingTurn) -> list[dict]:
+        """The chat messages `act` would send for `turn` (its first attempt)."""
+        return self._first_messages(turn, turn.env.view(turn.player))
+
+    def reply_for(self, move: str) -> str:
+        """The reply that plays `move` in this agent's answer format (`[Bet]`, or `Bet` when constrained)."""
+        if self.config.constrained:
+            return move
+        return {"brackets": f"[{move}]", "boxed": f"\\boxed{{{move}}}", "answer": f"<answer>{move}</answer>"}[self.config.answer_format]
+
+    def remember(self, turn: PendingTurn, move: str) -> None:
+        """Record that this player answered `reply_for(move)` at `turn`, as `act` would
+        (multi_turn: the conversation grows; fresh: nothing), so that a later turn of the
+        same match sees the prompt it would have seen after playing `move`."""
+        view = turn.env.view(turn.player)
+        self._remember(turn, view, self._first_messages(turn, view)[-1], self.reply_for(move))
+
+    def action_probabilities(self, turns: list[PendingTurn]) -> list[dict] | None:
+        """The exact move distribution at each turn (env action -> probability), or None
+        when it has no closed form here: only constrained decoding on a backend with
+        `move_distributions` (transformers) and top_p = 1 gives one."""
+        c = self.config
+        if not c.constrained or c.top_p < 1 or not hasattr(self.backend, "move_distributions"):
+            return None
+        views = [t.env.view(t.player) for t in turns]
+        if any(v.free_text for v in views):
+            return None
+        conversations = [self._first_messages(t, v) for t, v in zip(turns, views)]
+        probs = self.backend.move_distributions(conversations, [list(v.legal_moves) for v in views], c.temperature)
+        return [dict(zip(v.actions, p)) for v, p in zip(views, probs)]
 
     def end_match(self, match_id: str) -> None:
         for key in [k for k in self._conversations if k[0] == match_id]:

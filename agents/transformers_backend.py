@@ -42,6 +42,7 @@ previous mode is restored afterwards.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -180,16 +181,83 @@ class TransformersBackend:
             for r in rows
         ]
 
-    def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator) -> None:
+    def move_distributions(self, conversations: list[list[dict]], allowed: list[list[str]], temperature: float) -> list[list[float]]:
+        """The exact probability of each allowed string as the constrained reply to each conversation.
+
+        What `generate` samples from with `allowed` (without top-p): the product over the
+        string's tokens, EOS included, of the softmax of `logits / temperature` masked to
+        the trie's allowed next tokens (`agents.constrained`); `temperature == 0` puts all
+        the mass on the greedy string. Each prompt is prefilled once (shared prefixes
+        once per batch); its KV cache is then copied to one row per allowed string, and
+        the strings' tokens go through the model in one more forward pass.
+
+        Returns: per conversation, probabilities aligned with `allowed[i]` (they sum to 1).
+        """
+        check_request(conversations, SamplingParams(temperature=temperature), allowed)
+        if allowed is None or any(a is None for a in allowed):
+            raise ValueError("move_distributions needs a list of allowed strings for every conversation")
+        prompts = [self.encode(c) for c in conversations]
+        tokenised = [self.tokenizer(list(a), add_special_tokens=False)["input_ids"] for a in allowed]
+        out: list[list[float]] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                start = 0
+                while start < len(prompts):  # chunks of at most max_batch_size (conversation, string) rows
+                    end, rows = start + 1, len(allowed[start])
+                    while end < len(prompts) and rows + len(allowed[end]) <= self.max_batch_size:
+                        rows += len(allowed[end])
+                        end += 1
+                    out += self._move_distributions(prompts[start:end], allowed[start:end], tokenised[start:end], temperature)
+                    start = end
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def _move_distributions(self, prompts, allowed, tokenised, temperature) -> list[list[float]]:
         device = self.device
-        groups = shared_prefix_groups([r.prompt for r in rows], self.min_shared_prefix) if self.share_prefixes else []
-        cache, past_mask = None, torch.zeros((len(rows), 0), dtype=torch.long, device=device)
-        starts = [0] * len(rows)
+        first, cache, mask, last_pos = self._prefill(prompts)  # (B, V) logits of each reply's first token
+        pairs = [(i, j) for i, toks in enumerate(tokenised) for j in range(len(toks))]  # one row per (conversation, string)
+        owner = [i for i, _ in pairs]
+        seqs = [tokenised[i][j] for i, j in pairs]
+        width = max(len(t) for t in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        new_mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, t in enumerate(seqs):  # right-padded: a row's padding comes after every token it is read at
+            ids[r, : len(t)], new_mask[r, : len(t)] = torch.tensor(t), 1
+        idx = torch.tensor(owner, device=device)
+        cache.batch_select_indices(idx)
+        positions = last_pos[idx].view(-1, 1) + 1 + torch.arange(width, device=device).view(1, -1)  # (R, W)
+        logits = self.model(input_ids=ids.to(device), attention_mask=torch.cat([mask[idx], new_mask.to(device)], dim=1),
+                            position_ids=positions, past_key_values=cache, use_cache=True).logits.float()  # (R, W, V)
+        result = [[0.0] * len(a) for a in allowed]
+        for r, ((i, j), toks) in enumerate(zip(pairs, seqs)):
+            logp, greedy = 0.0, True
+            for k, tok in enumerate([*toks, self.tokenizer.eos_token_id]):
+                step = first[i] if k == 0 else logits[r, k - 1]  # (V,) logits of the reply's k-th token
+                ids_k = allowed_token_ids(self.tokenizer, allowed[i], toks[:k])
+                scores = step[ids_k] / (temperature if temperature > 0 else 1.0)
+                logp += float(scores[ids_k.index(tok)] - torch.logsumexp(scores, 0))
+                greedy &= ids_k[int(scores.argmax())] == tok
+            result[i][j] = float(greedy) if temperature == 0 else math.exp(logp)
+        return result
+
+    def _prefill(self, prompts: list[list[int]]):
+        """Run `prompts` through the model, each shared prefix once (see `shared_prefix_groups`).
+
+        Returns (logits (B, V) float at each prompt's last token, the KV cache, the attention
+        mask (B, T) over the cache, the position id (B,) of each prompt's last token).
+        """
+        device = self.device
+        groups = shared_prefix_groups(prompts, self.min_shared_prefix) if self.share_prefixes else []
+        cache, past_mask = None, torch.zeros((len(prompts), 0), dtype=torch.long, device=device)
+        starts = [0] * len(prompts)
         if groups:  # prefill each shared prefix once, then copy its KV cache to the group's rows
-            heads = [rows[g[0]].prompt[:length] for g, length in groups]
+            heads = [prompts[g[0]][:length] for g, length in groups]
             ids, past_mask = _left_pad(heads, self.pad_id, device)
             out = self.model(input_ids=ids, attention_mask=past_mask, position_ids=_positions(past_mask), use_cache=True, logits_to_keep=1)
-            owner = [0] * len(rows)  # rows in no group borrow group 0's cache, masked out below
+            owner = [0] * len(prompts)  # rows in no group borrow group 0's cache, masked out below
             for k, (members, length) in enumerate(groups):
                 for i in members:
                     owner[i], starts[i] = k, length
@@ -197,13 +265,16 @@ class TransformersBackend:
             cache.batch_select_indices(torch.tensor(owner, device=device))
             past_mask = past_mask[owner] * torch.tensor([[s > 0] for s in starts], device=device)
         # the rest of every prompt, left-padded so all prompts end at the same column
-        input_ids, new_mask = _left_pad([r.prompt[s:] for r, s in zip(rows, starts)], self.pad_id, device)
+        input_ids, new_mask = _left_pad([p[s:] for p, s in zip(prompts, starts)], self.pad_id, device)
         mask = torch.cat([past_mask, new_mask], dim=1)
         positions = _positions(mask)[:, past_mask.shape[1] :]  # (B, T): real tokens count from 0
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                          use_cache=True, logits_to_keep=1)
-        logits, cache = out.logits[:, -1, :].float(), out.past_key_values  # (B, V)
-        last_pos = positions[:, -1]  # (B,)
+        return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1]
+
+    def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator) -> None:
+        device = self.device
+        logits, cache, mask, last_pos = self._prefill([r.prompt for r in rows])  # (B, V), cache, (B, T), (B,)
         live = list(range(len(rows)))  # rows still generating, in batch order
         for step in range(params.max_new_tokens):
             masks = [self._allowed_ids(rows[i]) for i in live]

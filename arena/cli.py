@@ -5,6 +5,8 @@
     arena play GAME --agents A B [--matches N] [--out run.jsonl]
     arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
     arena tournament CONFIG                      create or resume a tournament
+    arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
+               [--opponents SPEC ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
     arena train CONFIG [--resume] [--steps N] [--out DIR]   self-play RL
     arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
@@ -129,6 +131,12 @@ def cmd_tournament(args: argparse.Namespace) -> None:
     tournament_main(args)
 
 
+def cmd_eval(args: argparse.Namespace) -> None:
+    from evaluation.run import main as eval_main
+
+    eval_main(args)
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     from training.selfplay import main as train_main
 
@@ -175,6 +183,22 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=0, metavar="N",
                     help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     t.set_defaults(func=cmd_tournament)
+
+    e = sub.add_parser("eval", help="evaluate an agent on a suite of games with CIs (and against a baseline, paired)")
+    e.add_argument("config", nargs="?", help="evaluation YAML (keys of evaluation.suites.EvalConfig); flags override it")
+    e.add_argument("--agent", help="the evaluated agent's spec (e.g. llm:smollm2-135m)")
+    e.add_argument("--baseline", help="a second agent that plays the very same matches; the report pairs them")
+    e.add_argument("--suite", choices=["train", "held_out", "all"], help="catalogue split to evaluate on (default held_out)")
+    e.add_argument("--games", nargs="+", metavar="GAME", help="these games instead of a suite")
+    e.add_argument("--opponents", nargs="+", metavar="SPEC", help="these opponents in every game (default: each game's own)")
+    e.add_argument("--matches", type=int, help="matches per game and opponent (default 100)")
+    e.add_argument("--seed", type=int, help="match seeds derive from it (default 0)")
+    e.add_argument("--exploitability", action="store_true", help="also the exact exploitability of the agent's policy (Kuhn, Leduc, small OpenSpiel games)")
+    e.add_argument("--samples", type=int, help="exploitability of a free-text agent: replies sampled per information state (default 8)")
+    e.add_argument("--concurrency", type=int, help="matches played at once (default 16)")
+    e.add_argument("--threads", type=int, help="torch CPU threads")
+    e.add_argument("--out", help="output folder (default runs/eval): eval.db, eval.jsonl, eval.json, eval.html")
+    e.set_defaults(func=cmd_eval)
 
     tr = sub.add_parser("train", help="self-play RL from a YAML config")
     tr.add_argument("config", help="training YAML (e.g. configs/train_tictactoe_tiny.yaml)")

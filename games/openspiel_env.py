@@ -115,12 +115,24 @@ class OpenSpielEnv(TextEnv):
 
     # --- AEC protocol ---------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """New episode. `options={"history": [action, ...]}` starts it at the state after
+        that OpenSpiel action history instead (chance outcomes included, sequential games
+        only): the position exactly as the players would have reached it, e.g. to ask an
+        agent for its move at every information state (`evaluation.exploitability`)."""
         self._seed(seed)
         self.state = self.game.new_initial_state()
         self.moves = []
         self._buffer: dict[int, int] = {}
         self._paid = [0.0] * len(self.possible_agents)
         self._start_episode()
+        for action in (options or {}).get("history", []):
+            if self.state.is_terminal() or self.state.is_simultaneous_node():
+                raise ValueError(f"{self.game_name}: history {options['history']} goes past the end or through a simultaneous move")
+            player = self.state.current_player()
+            if int(action) not in self.state.legal_actions():
+                raise ValueError(f"{self.game_name}: action {action} is not legal after {self.state.history()}")
+            self.state.apply_action(int(action))
+            self.moves.append((-1 if player == pyspiel.PlayerId.CHANCE else player, int(action)))
         self._advance()
 
     def step(self, action: Any) -> None:

@@ -1,0 +1,24 @@
+"""How an agent is evaluated: `arena eval`, and the functions behind it.
+
+    suites.py          the suites (catalogue split -> games and opponents), EvalConfig, the
+                       match plans (same seeds for every evaluated agent, every seat)
+    run.py             play the plans through `arena.runner.play` (`play_suite`), with the
+                       tournament store for kill-and-resume (`run_eval`); `arena eval`
+    metrics.py         records -> per-cell rows (W/D/L, rates with Wilson CIs, mean return,
+                       invalid/forfeit rates, tokens per move) and paired differences
+    stats.py           Wilson, t and paired-bootstrap intervals
+    exploitability.py  the agent's policy at every information state -> OpenSpiel NashConv
+    blunders.py        moves that lower the game-theoretic value (exact solver)
+    social.py          cooperation, exploitation, welfare, fairness; negotiation agreement
+                       and Pareto efficiency
+    report.py          eval.json, the terminal tables, the HTML page
+
+From Python (e.g. a training loop's periodic evaluation):
+
+    from evaluation.metrics import cells
+    from evaluation.run import play_suite
+    from evaluation.suites import suite
+
+    records = list(play_suite({"agent": policy}, suite("held_out"), matches=100, seed=1_000_000))
+    rows = cells(records, "agent")     # one Cell per (game, opponent, seat) and pooled
+"""

@@ -1,0 +1,145 @@
+"""From match records to evaluation rows: one `Cell` per (agent, game, opponent, seat) and
+pooled over seats, and one `Paired` per cell and game for agent minus baseline.
+
+A match's points are 1 for a win, 0.5 for a draw, 0 for a loss (the non-losing rate
+counts draws as successes, the win rate does not). An agent's invalid-move rate is the
+share of its turns whose first reply did not parse (a retry or the fallback was needed);
+its forfeit rate the share of matches it lost by forfeit (`fallback="forfeit"`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from arena.records import MatchRecord
+from evaluation.stats import mean_ci, paired_bootstrap, wilson
+from evaluation.suites import plan_key, unkey
+
+POINTS = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+ALL = "all"  # the seat of a pooled cell
+
+
+@dataclass
+class Cell:
+    """An evaluated agent's results in one (game, opponent, seat), or pooled over seats."""
+
+    agent: str  # "agent" | "baseline"
+    game: str
+    opponent: str
+    seat: str  # "player_0", ... or "all"
+    matches: int
+    wins: int
+    draws: int
+    losses: int
+    win_rate: float
+    win_ci: tuple[float, float]
+    non_losing: float
+    non_losing_ci: tuple[float, float]
+    mean_return: float
+    return_ci: tuple[float, float]
+    moves: int  # the agent's own decisions
+    invalid_rate: float
+    forfeit_rate: float
+    tokens_per_move: float
+    kind: str = "cell"
+
+
+@dataclass
+class Paired:
+    """Agent minus baseline over the same matches, in points and in return."""
+
+    game: str
+    opponent: str  # "all" when pooled over the game
+    seat: str
+    pairs: int
+    points_diff: float
+    points_ci: tuple[float, float]
+    verdict: str  # on points: better / worse / no detectable difference (95%)
+    return_diff: float
+    return_ci: tuple[float, float]
+    return_verdict: str
+    kind: str = "paired"
+
+
+@dataclass
+class _Result:
+    """One match from one evaluated agent's side."""
+
+    key: tuple[str, str, int]  # (game key, opponent, match number)
+    seat: str
+    outcome: str
+    ret: float
+    moves: int
+    invalid: int
+    tokens: int
+    forfeit: bool
+
+
+def results(records: list[MatchRecord], who: str) -> list[_Result]:
+    """`who`'s side of every record it plays in."""
+    out = []
+    for rec in records:
+        seat = next((p for p, a in rec.seats.items() if a == who), None)
+        if seat is None:
+            continue
+        mine = [t for t in rec.turns if t.agent == who]
+        out.append(_Result(
+            key=plan_key(rec.match_id), seat=seat, outcome=rec.outcome.get(seat, "draw"), ret=float(rec.returns.get(seat, 0.0)),
+            moves=len(mine), invalid=sum((not t.valid) or t.retries > 0 for t in mine),
+            tokens=sum(sum(len(a.token_ids) for a in t.attempts) or len(t.token_ids) for t in mine),
+            forfeit=any(t.fallback == "forfeit" for t in mine),
+        ))
+    return out
+
+
+def cell(who: str, game: str, opponent: str, seat: str, rs: list[_Result]) -> Cell:
+    n = len(rs)
+    wins = sum(r.outcome == "win" for r in rs)
+    draws = sum(r.outcome == "draw" for r in rs)
+    moves = sum(r.moves for r in rs)
+    m, lo, hi = mean_ci([r.ret for r in rs])
+    return Cell(
+        agent=who, game=game, opponent=opponent, seat=seat, matches=n, wins=wins, draws=draws, losses=n - wins - draws,
+        win_rate=wins / max(n, 1), win_ci=wilson(wins, n), non_losing=(wins + draws) / max(n, 1), non_losing_ci=wilson(wins + draws, n),
+        mean_return=m, return_ci=(lo, hi), moves=moves, invalid_rate=sum(r.invalid for r in rs) / max(moves, 1),
+        forfeit_rate=sum(r.forfeit for r in rs) / max(n, 1), tokens_per_move=sum(r.tokens for r in rs) / max(moves, 1),
+    )
+
+
+def cells(records: list[MatchRecord], who: str) -> list[Cell]:
+    """Per (game, opponent, seat) and pooled over seats ("all"), in suite order."""
+    groups: dict[tuple[str, str], list[_Result]] = defaultdict(list)
+    for r in sorted(results(records, who), key=lambda r: r.key):
+        groups[r.key[:2]].append(r)
+    out = []
+    for (game, opponent), rs in groups.items():
+        for seat in sorted({r.seat for r in rs}):
+            out.append(cell(who, unkey(game), unkey(opponent), seat, [r for r in rs if r.seat == seat]))
+        out.append(cell(who, unkey(game), unkey(opponent), ALL, rs))
+    return out
+
+
+def paired(records: list[MatchRecord], agent: str = "agent", baseline: str = "baseline", seed: int = 0) -> list[Paired]:
+    """Agent minus baseline, per cell and pooled per game (bootstrap stratified by cell)."""
+    base = {r.key: r for r in results(records, baseline)}
+    pairs = [(a, base[a.key]) for a in sorted(results(records, agent), key=lambda r: r.key) if a.key in base]
+    by_game: dict[str, list] = defaultdict(list)
+    for a, b in pairs:
+        by_game[a.key[0]].append((a, b))
+    out = []
+    for game, ps in by_game.items():
+        for opponent in dict.fromkeys(a.key[1] for a, _ in ps):
+            mine = [(a, b) for a, b in ps if a.key[1] == opponent]
+            for seat in [*sorted({a.seat for a, _ in mine}), ALL]:
+                sel = [(a, b) for a, b in mine if seat in (ALL, a.seat)]
+                out.append(_paired(game, opponent, seat, sel, [a.seat for a, _ in sel], seed))
+        out.append(_paired(game, ALL, ALL, ps, [(a.key[1], a.seat) for a, _ in ps], seed))
+    return out
+
+
+def _paired(game: str, opponent: str, seat: str, ps: list, strata: list, seed: int) -> Paired:
+    pts = paired_bootstrap([POINTS[a.outcome] - POINTS[b.outcome] for a, b in ps], strata, seed=seed)
+    ret = paired_bootstrap([a.ret - b.ret for a, b in ps], strata, seed=seed)
+    return Paired(unkey(game), unkey(opponent) if opponent != ALL else ALL, seat, len(ps), pts.mean, (pts.low, pts.high), pts.verdict,
+                  ret.mean, (ret.low, ret.high), ret.verdict)

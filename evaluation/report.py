@@ -1,0 +1,190 @@
+"""Evaluation output: eval.json (one row per cell), a terminal table and an HTML page.
+
+Row kinds in eval.json (a JSON list; each row has "kind"):
+    cell            an evaluated agent in one (game, opponent, seat) or pooled ("all"):
+                    W/D/L, win and non-losing rates with Wilson CIs, mean return with a t CI,
+                    invalid-move and forfeit rates, tokens per move (`evaluation.metrics.Cell`)
+    paired          agent minus baseline per cell and pooled per game, bootstrap CI, verdict
+    exploitability  {"game", "exploitability", "nash_conv", "method", ...}
+    blunders        the share of an agent's moves that lowered the game-theoretic value, per seat
+    social          cooperation, exploitation, welfare and fairness per (game, opponent)
+
+The HTML page (self-contained, figures as inline PNGs) has per game a chart of the win
+and non-losing rates with their CIs per opponent, a forest plot of the paired differences
+when there is a baseline, and every table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+from evaluation.metrics import ALL
+
+
+def as_rows(items) -> list[dict]:
+    return [asdict(x) if is_dataclass(x) else dict(x) for x in items]
+
+
+def write_json(rows: list[dict], path: str | Path) -> Path:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rows, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _rate(x: float, ci) -> str:
+    return f"{x:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def _num(x: float, ci) -> str:
+    return f"{x:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
+    """Rich tables: cells per evaluated agent, paired differences, and the extra rows."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    for who in dict.fromkeys(r["agent"] for r in rows if r["kind"] == "cell"):
+        t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)")
+        for col in ("game", "opponent", "seat", "n", "W-D-L", "win rate", "non-losing", "mean return", "invalid", "forfeit", "tok/move"):
+            t.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
+        for r in rows:
+            if r["kind"] != "cell" or r["agent"] != who or (not seats and r["seat"] != ALL):
+                continue
+            t.add_row(r["game"], r["opponent"], r["seat"], str(r["matches"]), f"{r['wins']}-{r['draws']}-{r['losses']}",
+                      _rate(r["win_rate"], r["win_ci"]), _rate(r["non_losing"], r["non_losing_ci"]), _num(r["mean_return"], r["return_ci"]),
+                      f"{r['invalid_rate']:.2f}", f"{r['forfeit_rate']:.2f}", f"{r['tokens_per_move']:.1f}",
+                      style="bold" if r["seat"] == ALL else None)
+        console.print(t)
+    paired = [r for r in rows if r["kind"] == "paired"]
+    if paired:
+        t = Table(title="agent - baseline on the same matches (paired bootstrap 95% CI)")
+        for col in ("game", "opponent", "seat", "pairs", "points diff", "verdict", "return diff", "verdict (return)"):
+            t.add_column(col, justify="left" if col in ("game", "opponent", "seat", "verdict", "verdict (return)") else "right")
+        for r in paired:
+            if not seats and r["seat"] != ALL:
+                continue
+            t.add_row(r["game"], r["opponent"], r["seat"], str(r["pairs"]), _num(r["points_diff"], r["points_ci"]), r["verdict"],
+                      _num(r["return_diff"], r["return_ci"]), r["return_verdict"], style="bold" if r["opponent"] == ALL else None)
+        console.print(t)
+    for kind, title in (("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
+                        ("blunders", "blunders: moves that lowered the game-theoretic value"),
+                        ("social", "social dilemma metrics")):
+        extra = [r for r in rows if r["kind"] == kind]
+        if extra:
+            t = Table(title=title)
+            cols = [k for k in extra[0] if k != "kind"]
+            for c in cols:
+                t.add_column(c, justify="left" if isinstance(extra[0][c], str) else "right")
+            for r in extra:
+                t.add_row(*[_cell(r[c]) for c in cols])
+            console.print(t)
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_cell(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_cell(x)}" for k, x in v.items())
+    return "-" if v is None else str(v)
+
+
+# --- HTML -----------------------------------------------------------------------------------
+
+
+def rates_figure(rows: list[dict], game: str) -> str:
+    """Win and non-losing rates (pooled over seats) per opponent, a bar per evaluated agent, CI whiskers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from tournaments.report import _png
+
+    cells = [r for r in rows if r["kind"] == "cell" and r["game"] == game and r["seat"] == ALL]
+    opponents = list(dict.fromkeys(r["opponent"] for r in cells))
+    agents = list(dict.fromkeys(r["agent"] for r in cells))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
+    width = 0.8 / max(len(agents), 1)
+    for ax, (key, label) in zip(axes, (("win_rate", "win rate"), ("non_losing", "non-losing rate"))):
+        ci_key = "win_ci" if key == "win_rate" else "non_losing_ci"
+        for i, who in enumerate(agents):
+            mine = {r["opponent"]: r for r in cells if r["agent"] == who}
+            x = np.arange(len(opponents)) + (i - (len(agents) - 1) / 2) * width
+            y = [mine[o][key] if o in mine else np.nan for o in opponents]
+            err = [[max(0.0, mine[o][key] - mine[o][ci_key][0]) if o in mine else 0 for o in opponents],
+                   [max(0.0, mine[o][ci_key][1] - mine[o][key]) if o in mine else 0 for o in opponents]]
+            ax.bar(x, y, width, yerr=err, capsize=3, label=who)
+        ax.set_xticks(range(len(opponents)), opponents, rotation=15)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{game}: {label} (95% Wilson CI)", fontsize=10)
+    axes[0].legend(fontsize=8)
+    return _png(fig)
+
+
+def forest_figure(rows: list[dict], game: str) -> str | None:
+    """Paired differences in points (agent - baseline) with their CIs, per cell and pooled."""
+    paired = [r for r in rows if r["kind"] == "paired" and r["game"] == game]
+    if not paired:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tournaments.report import _png
+
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(paired) + 1))
+    for i, r in enumerate(reversed(paired)):
+        color = {"better": "tab:green", "worse": "tab:red"}.get(r["verdict"], "tab:gray")
+        pooled = r["seat"] == ALL
+        ax.plot(r["points_ci"], [i, i], color=color, lw=2.5 if pooled else 1.5)
+        ax.plot([r["points_diff"]], [i], "D" if r["opponent"] == ALL else "o", color=color, ms=7 if pooled else 5)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(paired)), [f"{r['opponent']} / {r['seat']}" for r in reversed(paired)], fontsize=8)
+    ax.set_xlabel("points, agent - baseline (win 1, draw 0.5, loss 0), 95% paired bootstrap CI")
+    ax.set_title(f"{game}: paired differences", fontsize=10)
+    return _png(fig)
+
+
+def _table_html(rows: list[dict]) -> str:
+    from tournaments.report import _e
+
+    if not rows:
+        return ""
+    cols = [k for k in rows[0] if k != "kind"]
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_e(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "") -> Path:
+    from tournaments.report import CSS, _e
+
+    path = Path(path)
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title><style>{CSS}</style></head><body>",
+             f"<h1>{_e(title)}</h1><p class='sub'>{_e(subtitle)}</p>"]
+    for game in dict.fromkeys(r["game"] for r in rows if r["kind"] == "cell"):
+        parts.append(f"<h2>{_e(game)}</h2>")
+        parts.append(f"<img alt='{_e(game)} rates' src='data:image/png;base64,{rates_figure(rows, game)}'>")
+        forest = forest_figure(rows, game)
+        if forest:
+            parts.append(f"<img alt='{_e(game)} paired differences' src='data:image/png;base64,{forest}'>")
+        parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
+        parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
+    for kind in ("exploitability", "blunders", "social"):
+        extra = [r for r in rows if r["kind"] == kind]
+        if extra:
+            parts.append(f"<h2>{kind}</h2>{_table_html(extra)}")
+    parts.append("</body></html>")
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path

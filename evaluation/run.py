@@ -1,0 +1,283 @@
+"""Play an evaluation: the suite's matches through the arena runner, each finished match
+committed to the tournament store, resumable after a kill.
+
+    records = play_suite({"agent": agent}, suite("held_out"), matches=100, seed=0)   # in memory
+    result = run_eval(config)                                                       # `arena eval`
+
+Both play the plans of `evaluation.suites.plans` with `arena.runner.play` (every pending LLM
+turn of all live matches in one backend batch). `run_eval` adds the store: the plans are
+scheduled in DIR/eval.db (`tournaments.store.Store`), the runner appends each finished
+match to DIR/eval.jsonl and only then is it inserted in the store; on a rerun the store
+takes the matches the JSONL has and it lacks (`tournaments.store.read_log`) and only the
+missing matches are played. So a `kill -9` loses at most the matches that were being
+played and duplicates none.
+
+Own random streams: the arena gives all agents of a match one generator, so what a
+random opponent draws would depend on how many draws the evaluated agent made before
+(a random fallback, say). `OwnStream` gives every (match, seat) its own generator from
+the match seed, so the opponents of two evaluated agents draw the same numbers.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agents.base import PendingTurn
+from arena.records import MatchRecord, read_jsonl
+from evaluation.suites import EvalConfig, GameSpec, opponent_label, plans, unkey
+
+AGENT, BASELINE = "agent", "baseline"
+
+
+class OwnStream:
+    """An agent that draws from its own generator per (match, seat): default_rng([seed, 3, seat])."""
+
+    def __init__(self, agent, seeds: dict[str, int]):
+        self.agent, self.seeds = agent, seeds  # seeds: match_id -> match seed
+        self.name = agent.name
+        self._rngs: dict[tuple[str, str], np.random.Generator] = {}
+
+    def act(self, turns: list[PendingTurn]):
+        own = []
+        for t in turns:
+            key = (t.match_id, t.player)
+            if key not in self._rngs:
+                self._rngs[key] = np.random.default_rng([self.seeds[t.match_id], 3, t.env.possible_agents.index(t.player)])
+            own.append(PendingTurn(t.match_id, t.env, t.player, self._rngs[key]))
+        return self.agent.act(own)
+
+    def end_match(self, match_id: str) -> None:
+        for key in [k for k in self._rngs if k[0] == match_id]:
+            del self._rngs[key]
+        if hasattr(self.agent, "end_match"):
+            self.agent.end_match(match_id)
+
+    def __getattr__(self, name):  # trained_games and the like
+        return getattr(self.agent, name)
+
+
+def opponents(games_: list[GameSpec]) -> dict[str, object]:
+    """Seat name -> spec of every opponent seat the plans use."""
+    from evaluation.suites import num_seats
+
+    out = {}
+    for g in games_:
+        for spec in g.opponents:
+            label = opponent_label(spec)
+            for name in [label] + [f"{label}#{j}" for j in range(2, num_seats(g))]:
+                if out.setdefault(name, spec) != spec:
+                    raise ValueError(f"two different opponents are named {label!r}: give them distinct name: keys")
+    return out
+
+
+def build_opponents(games_: list[GameSpec]) -> dict:
+    """Opponent agents by seat name (the seats of one opponent share one agent)."""
+    from arena.tournament import build_agent
+
+    built: dict[str, object] = {}
+    out = {}
+    for name, spec in opponents(games_).items():
+        label = opponent_label(spec)
+        if label not in built:
+            built[label] = build_agent(label, spec)
+        out[name] = built[label]
+    return out
+
+
+def play_suite(evaluated: dict, games_: list[GameSpec], matches: int, seed: int = 0, concurrency: int = 16,
+               max_turns: int = 2000, out: str | None = None, progress=None, skip: set[str] | None = None,
+               opponent_agents: dict | None = None):
+    """Play every evaluated agent (name -> Agent; "agent", "baseline") against the suite.
+
+    Yields each finished MatchRecord (appended to `out` first, when given). `skip`: match
+    ids already played. This is the call the training loop's evaluation makes (with
+    {"agent": policy}); `evaluation.metrics.cells(records, "agent")` then gives its rows.
+    """
+    from arena.runner import play
+
+    todo = [p for who in evaluated for p in plans(who, games_, matches, seed) if p.match_id not in (skip or set())]
+    seeds = {p.match_id: p.seed for p in todo}
+    agents = {name: OwnStream(a, seeds) for name, a in {**(opponent_agents or build_opponents(games_)), **evaluated}.items()}
+    # interleave the evaluated agents' matches so a baseline is not left for the end
+    todo.sort(key=lambda p: (p.match_id.split("|", 1)[1], p.match_id))
+    yield from play(todo, agents, concurrency=concurrency, out=out, max_turns=max_turns, progress=progress)
+
+
+@dataclass
+class EvalRun:
+    """A finished evaluation's matches."""
+
+    config: EvalConfig
+    records: list[MatchRecord]  # every planned match, in plan order
+    played: int = 0  # matches played by this call
+    recovered: int = 0  # matches taken from the JSONL on resume
+    seconds: float = 0.0
+    extra: list[dict] = field(default_factory=list)  # exploitability, blunder and social rows
+
+
+def store_paths(out: str | Path) -> tuple[Path, Path]:
+    d = Path(out)
+    return d / "eval.db", d / "eval.jsonl"
+
+
+FREE = ("concurrency", "max_turns", "exploitability", "samples", "max_states", "out", "matches")  # may change on resume
+
+
+def _resume_key(config_json: str) -> dict:
+    """What a resumed evaluation must keep: everything but FREE (which changes how many
+    matches are played and how, never which match a match id is)."""
+    import json
+
+    return {k: v for k, v in json.loads(config_json).items() if k not in FREE}
+
+
+def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None) -> EvalRun:
+    """Play (or resume) `config`'s matches with the store in config.out; return every record.
+
+    `evaluated`: name -> Agent, a cache filled with agents built from the config's specs
+    when there is something to play (pass the same dict on to exploitability).
+    """
+    from arena.records import check_writable
+    from arena.tournament import build_agent
+    from tournaments.store import MatchResult, MatchSpec, Store, read_log
+
+    db, jsonl = store_paths(config.out)
+    start = time.perf_counter()
+    names = {AGENT: config.agent, **({BASELINE: config.baseline} if config.baseline is not None else {})}
+    planned = [p for who in names for p in plans(who, config.games, config.matches, config.seed)]
+    specs = [MatchSpec(p.match_id, p.game, p.params, p.seed, p.seats, 0, unkey(p.match_id.split("|")[2]), p.opening) for p in planned]
+    players = {**names, **opponents(config.games)}
+    with Store(db) as store:
+        store.lock()
+        if store.init(config.to_json(), players, key=_resume_key) == "restarted" and jsonl.exists():
+            jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))
+        check_writable(jsonl)
+        store.add_schedule(specs)
+        done = set(store.results())
+        logged = read_log(jsonl, skip=done)  # played but not stored (all of them if the DB was lost)
+        recovered = 0
+        for spec in specs:
+            if spec.match_id not in done and spec.match_id in logged:
+                store.add_result(logged.pop(spec.match_id).check(spec, jsonl))
+                done.add(spec.match_id)
+                recovered += 1
+        wanted = {p.match_id for p in planned}
+        played = 0
+        if progress is not None:
+            progress.update(len(wanted & done))
+        if wanted - done:
+            evaluated = evaluated if evaluated is not None else {}
+            evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
+            for rec in play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency, config.max_turns,
+                                  out=str(jsonl), progress=progress, skip=done):
+                store.add_result(MatchResult.from_record(rec, jsonl))
+                played += 1
+    by_id: dict[str, MatchRecord] = {}
+    for rec in read_jsonl(jsonl) if jsonl.exists() else []:
+        by_id.setdefault(rec.match_id, rec)  # as the store's read_log: of duplicated ids the first counts
+    missing = [p.match_id for p in planned if p.match_id not in by_id]
+    if missing:
+        raise RuntimeError(f"{jsonl} lacks {len(missing)} stored match(es), e.g. {missing[0]!r}")
+    return EvalRun(config, [by_id[p.match_id] for p in planned], played, recovered, time.perf_counter() - start)
+
+
+def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:
+    """Exploitability of the agent (and baseline) on every game of the config that allows
+    it; stored in the eval DB's meta table, so a resumed evaluation does not redo it."""
+    import json
+    from dataclasses import asdict
+
+    from arena.tournament import build_agent
+    from evaluation.exploitability import exploitability
+    from tournaments.store import Store
+
+    db, _ = store_paths(config.out)
+    names = {AGENT: config.agent, **({BASELINE: config.baseline} if config.baseline is not None else {})}
+    rows = []
+    for g in config.games:
+        for who, spec in names.items():
+            key = f"exploitability|{who}|{g.name}|{json.dumps(g.params, sort_keys=True)}|{config.samples}"
+            with Store(db) as store:
+                cached = store.meta(key)
+            if cached is not None:
+                rows.append(json.loads(cached))
+                continue
+            if who not in evaluated:
+                evaluated[who] = build_agent(who, spec)
+            try:
+                result = exploitability(evaluated[who], g.name, g.params, config.samples, config.seed, config.max_states, who)
+            except ValueError as e:  # not an OpenSpiel game, too many states, simultaneous moves
+                if console is not None and who == AGENT:
+                    console.print(f"exploitability: {g.name} skipped ({e})")
+                continue
+            row = asdict(result)
+            rows.append(row)
+            with Store(db) as store:
+                store.set_meta(key, json.dumps(row))
+    return rows
+
+
+def main(args) -> None:
+    """`arena eval`: play, resume, report."""
+    from rich.console import Console
+    from tqdm import tqdm
+
+    from evaluation.metrics import cells, paired
+    from evaluation.report import as_rows, print_report, write_html, write_json
+    from evaluation.suites import game_spec, load_config, make_config, suite
+
+    overrides = {"agent": args.agent, "baseline": args.baseline, "suite": args.suite, "matches": args.matches, "seed": args.seed,
+                 "exploitability": True if args.exploitability else None, "samples": args.samples, "out": args.out,
+                 "concurrency": args.concurrency}
+    if args.games:
+        overrides["games"] = [game_spec(g, args.opponents) for g in args.games]
+    elif args.opponents:
+        overrides["games"] = [game_spec({"name": g.name, "opponents": args.opponents}) for g in suite(args.suite or "held_out")]
+    if args.config:
+        config = load_config(args.config, overrides)
+    else:
+        config = make_config({k: v for k, v in overrides.items() if v is not None})
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    db, jsonl = store_paths(config.out)
+    console.print(f"evaluating {config.agent}" + (f" against baseline {config.baseline}" if config.baseline is not None else "")
+                  + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}")
+    evaluated: dict = {}
+    planned = sum(len(plans(w, config.games, config.matches, config.seed)) for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)])
+    with tqdm(total=planned, desc="eval", unit="match", dynamic_ncols=True) as bar:
+        run = run_eval(config, bar, evaluated)
+    if run.recovered:
+        console.print(f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded")
+    console.print(f"{run.played} match(es) played now, {len(run.records)} in all, {run.seconds:.1f} s")
+    rows = as_rows(cells(run.records, AGENT))
+    if config.baseline is not None:
+        rows += as_rows(cells(run.records, BASELINE)) + as_rows(paired(run.records, AGENT, BASELINE, config.seed))
+    rows += extra_rows(config, run.records)
+    if config.exploitability:
+        rows += exploitability_rows(config, evaluated, console)
+    out = Path(config.out)
+    print_report(rows, console)
+    write_json(rows, out / "eval.json")
+    subtitle = f"agent {config.agent}" + (f" · baseline {config.baseline}" if config.baseline is not None else "") + \
+        f" · {config.matches} matches per game and opponent · seed {config.seed}"
+    write_html(rows, out / "eval.html", "evaluation", subtitle)
+    console.print(f"results: {out / 'eval.json'}, {out / 'eval.html'}; trajectories: {jsonl}")
+
+
+def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
+    """Blunder rows (games an exact solver handles) and social rows (dilemmas, negotiation)."""
+    from dataclasses import asdict
+
+    from evaluation.blunders import blunder_rows
+    from evaluation.social import social_rows
+
+    who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
+    return [asdict(r) for w in who for r in blunder_rows(records, w)] + [asdict(r) for w in who for r in social_rows(records, w)]

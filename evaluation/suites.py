@@ -1,0 +1,202 @@
+"""What an evaluation plays: suites of (game, opponents), the config, and the match plans.
+
+Suites follow the catalogue's `split` (`arena games`) and MARS's protocol at our scale:
+
+    train      tic_tac_toe vs random, mcts:100, mcts:1000; kuhn_poker vs random, cfr
+    held_out   connect_four vs random, mcts:100, mcts:1000; leduc_poker vs random, cfr
+    all        both
+
+A split's games without default opponents (the cooperative Hanabi games) are left out of
+its suite. Any game can be named instead (`--games`, or `games:` in a config), with its
+`DEFAULT_OPPONENTS` or the ones given.
+
+Pairing: match k of (game, opponent) has the same seed for every evaluated agent (the
+deal, the opening, the opponent's random stream: see `evaluation.run.OwnStream`), and
+the agent takes seat k mod n; the n matches of a group (k // n) share their seed, so the
+agent plays every side of each deal. Two agents' results are therefore paired match by
+match (`evaluation.metrics.paired`).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import games
+from arena.runner import MatchPlan
+
+SUITES = {"train": "train", "held_out": "held_out"}  # suite name -> catalogue split
+MCTS = ["random", "mcts:100", "mcts:1000"]
+DILEMMA = ["tit_for_tat", "always_defect", "always_cooperate"]
+DEFAULT_OPPONENTS: dict[str, list] = {
+    "tic_tac_toe": MCTS,
+    "connect_four": MCTS,
+    "kuhn_poker": ["random", "cfr"],
+    "leduc_poker": ["random", "cfr"],
+    "liars_dice": ["random"],
+    "goofspiel": ["random"],
+    "prisoners_dilemma": DILEMMA,
+    "stag_hunt": DILEMMA,
+    "chicken": DILEMMA,
+    "public_goods": DILEMMA,
+    "trust_and_split": ["tit_for_tat", "always_defect"],
+    "negotiation": ["random"],
+    "simple_negotiation": ["random"],
+}
+
+
+@dataclass
+class GameSpec:
+    """One game of a suite and the opponents the agent meets in it."""
+
+    name: str
+    opponents: list = field(default_factory=list)  # agent specs (strings or mappings)
+    params: dict = field(default_factory=dict)  # game parameters
+    opening: int = 0  # each match opens with 0..opening random legal moves (arena.runner)
+
+
+@dataclass
+class EvalConfig:
+    """An evaluation (`arena eval`; YAML: these keys)."""
+
+    agent: Any = None
+    """the evaluated agent's spec (agents.make_agent)"""
+    baseline: Any = None
+    """optional second agent; it plays the very same matches, and the report pairs the two"""
+    games: list = field(default_factory=list)
+    """GameSpecs (YAML: names or {name, opponents, params, opening}); empty: the suite's"""
+    suite: str = "held_out"
+    """train | held_out | all, when `games` is empty"""
+    matches: int = 100
+    """matches per (game, opponent) and evaluated agent, rounded up to a multiple of the seats"""
+    seed: int = 0
+    """match seeds (the deals and openings) derive from it"""
+    exploitability: bool = False
+    """also compute the exact exploitability of the agent's policy on every game that allows it"""
+    samples: int = 8
+    """exploitability of a free-text agent: replies sampled per information state"""
+    max_states: int = 5000
+    """exploitability: games with more information states are skipped"""
+    concurrency: int = 16
+    """matches played at once (LLM turns batched across them)"""
+    max_turns: int = 2000
+    """a match is stopped (a draw) after this many decisions"""
+    out: str = "runs/eval"
+    """output folder: eval.db (SQLite store), eval.jsonl (trajectories), eval.json, eval.html"""
+
+    def __post_init__(self):
+        if self.agent is None:
+            raise ValueError("an evaluation needs an agent (--agent SPEC, or agent: in the config)")
+        if self.suite not in (*SUITES, "all"):
+            raise ValueError(f"suite must be train, held_out or all, got {self.suite!r}")
+        for key in ("matches", "samples", "max_states", "concurrency", "max_turns"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{key} must be a positive integer, got {v!r}")
+        self.games = [g if isinstance(g, GameSpec) else game_spec(g) for g in self.games] or suite(self.suite)
+        names = [(g.name, json.dumps(g.params, sort_keys=True)) for g in self.games]
+        if len(set(names)) != len(names):
+            raise ValueError("a game is listed twice with the same params")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+
+def suite(name: str) -> list[GameSpec]:
+    """The games of a suite with their default opponents."""
+    splits = list(SUITES.values()) if name == "all" else [SUITES[name]]
+    return [GameSpec(g, list(DEFAULT_OPPONENTS[g])) for s in splits for g in games.names(s) if g in DEFAULT_OPPONENTS]
+
+
+def game_spec(entry: Any, opponents: list | None = None) -> GameSpec:
+    """A GameSpec from a name or a {name, opponents, params, opening} mapping."""
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise ValueError(f"a game entry is a name or a mapping with a name, got {entry!r}")
+    unknown = set(entry) - {"name", "opponents", "params", "opening"}
+    if unknown:
+        raise ValueError(f"game {entry['name']!r}: unknown key(s) {', '.join(sorted(unknown))} (known: name, opponents, params, opening)")
+    name = entry["name"]
+    games.info(name)  # unknown game: one line with a did-you-mean
+    opps = entry.get("opponents") or opponents or DEFAULT_OPPONENTS.get(name) or ["random"]
+    if not isinstance(opps, list):
+        opps = [opps]
+    opening = entry.get("opening", 0)
+    if not isinstance(opening, int) or opening < 0:
+        raise ValueError(f"game {name!r}: opening must be a whole number >= 0, got {opening!r}")
+    return GameSpec(name, opps, dict(entry.get("params") or {}), opening)
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:
+    """An EvalConfig from YAML; `overrides` (command-line values that are not None) win."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no evaluation config at {p}")
+    d = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(d, dict):
+        raise ValueError(f"{p}: an evaluation config is a mapping of keys (agent, games, matches, ...)")
+    return make_config({**d, **{k: v for k, v in (overrides or {}).items() if v is not None}}, where=str(p))
+
+
+def make_config(d: dict, where: str = "evaluation") -> EvalConfig:
+    unknown = set(d) - set(EvalConfig.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(EvalConfig.__dataclass_fields__)})")
+    return EvalConfig(**d)
+
+
+def opponent_label(spec: Any) -> str:
+    """The name an opponent is known by in records and tables."""
+    if isinstance(spec, str):
+        return spec
+    return str(spec.get("name") or json.dumps(spec, sort_keys=True))
+
+
+def num_seats(g: GameSpec) -> int:
+    return games.make(g.name, **g.params).num_agents if g.name.startswith("openspiel:") else games.info(g.name).num_players
+
+
+def rounded_matches(n: int, seats: int) -> int:
+    return -(-n // seats) * seats
+
+
+def match_seed(seed: int, key: str) -> int:
+    return zlib.crc32(f"{seed}|{key}".encode()) & 0x7FFFFFFF
+
+
+def plans(who: str, games_: list[GameSpec], matches: int, seed: int) -> list[MatchPlan]:
+    """The matches agent `who` plays: per game and opponent, `matches` (rounded up to a
+    multiple of the seats), the agent in seat k mod n, opponents in the other seats
+    (named `label`, `label#2`, ... so that every seat has its own name)."""
+    out = []
+    for gi, g in enumerate(games_):
+        n = num_seats(g)
+        for oi, spec in enumerate(g.opponents):
+            label = opponent_label(spec)
+            if "|" in label or label in (who, "agent", "baseline"):
+                raise ValueError(f"opponent name {label!r} is reserved or has a '|' (give the spec a name:)")
+            for k in range(rounded_matches(matches, n)):
+                seat = k % n
+                others = iter([label] + [f"{label}#{j}" for j in range(2, n)])
+                seats = [who if s == seat else next(others) for s in range(n)]
+                mid = f"{who}|{gi:02d}.{g.name}|{oi:02d}.{label}|{k:05d}"
+                out.append(MatchPlan(mid, g.name, seats, match_seed(seed, f"{gi:02d}.{g.name}|{k // n}"), dict(g.params), g.opening))
+    return out
+
+
+def plan_key(match_id: str) -> tuple[str, str, int]:
+    """(game key, opponent key, match number) of a plan's match id: equal for paired matches.
+    The keys are "<index>.<name>": suite order sorts first, `unkey` gives the name."""
+    _, game, opponent, k = match_id.split("|")
+    return game, opponent, int(k)
+
+
+def unkey(key: str) -> str:
+    """"00.tic_tac_toe" -> "tic_tac_toe"."""
+    return key.split(".", 1)[1]
