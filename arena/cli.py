@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--exploitability", action="store_true", help="also the exact exploitability of the agent's policy (Kuhn, Leduc, small OpenSpiel games)")
     e.add_argument("--samples", type=int, help="exploitability of a free-text agent: replies sampled per information state (default 8)")
     e.add_argument("--concurrency", type=int, help="matches played at once (default 16)")
-    e.add_argument("--threads", type=int, help="torch CPU threads")
+    e.add_argument("--threads", type=int, default=0, metavar="N",
+                   help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     e.add_argument("--out", help="output folder (default runs/eval): eval.db, eval.jsonl, eval.json, eval.html")
     e.set_defaults(func=cmd_eval)
 
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         from arena.machine import announce_threads, set_threads
 
         announce_threads(printer=lambda line: None)  # an earlier call's line is not this command's
-        if args.command in ("play", "serve", "tournament"):  # train sets its config's threads
+        if args.command in ("play", "serve", "tournament", "eval"):  # train sets its config's threads
             set_threads(args.threads, verbose=False)  # printed when a model loads
         args.func(args)
     except (ValueError, RuntimeError, FileNotFoundError, KeyError) as e:

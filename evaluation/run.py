@@ -242,10 +242,6 @@ def main(args) -> None:
         config = load_config(args.config, overrides)
     else:
         config = make_config({k: v for k, v in overrides.items() if v is not None})
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     console = Console(width=None if sys.stdout.isatty() else 200)
     db, jsonl = store_paths(config.out)
     console.print(f"evaluating {config.agent}" + (f" against baseline {config.baseline}" if config.baseline is not None else "")
