@@ -33,14 +33,15 @@ class Progress:
       interval: seconds between two plain lines when not drawing a bar.
       leave: keep the bar (or write the final line) when closed.
       disable: show nothing.
+      unit: what `total` counts (plural), e.g. "states" for an exploitability sweep.
     """
 
     def __init__(self, total: int = 0, desc: str = "", file: TextIO | None = None,
                  tty: bool | None = None, interval: float = 30.0, leave: bool = True, disable: bool = False,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, unit: str = "matches"):
         self.file = file if file is not None else sys.stderr
         self.tty = bool(getattr(self.file, "isatty", lambda: False)()) if tty is None else tty
-        self.desc, self.interval, self.leave, self.disable = desc, interval, leave, disable
+        self.desc, self.interval, self.leave, self.disable, self.unit = desc, interval, leave, disable, unit
         self.clock = clock
         self.total, self.done, self.turns_played, self.tokens = total, 0, 0, 0
         self.start = self.last_line = self.last_refresh = clock()
@@ -48,7 +49,7 @@ class Progress:
         if self.tty and not disable:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="match", file=self.file, dynamic_ncols=True, leave=leave)
+            self.bar = tqdm(total=total, desc=desc, unit="match" if unit == "matches" else unit.removesuffix("s"), file=self.file, dynamic_ncols=True, leave=leave)
 
     def add_total(self, n: int) -> None:
         self.total += n
@@ -59,7 +60,7 @@ class Progress:
     def update(self, n: int = 1) -> None:
         """`n` more matches finished."""
         self.done += n
-        if self.bar is not None:
+        if self.bar is not None and (self.unit == "matches" or self.turns_played):
             self.bar.set_postfix_str(self.postfix(), refresh=False)
             self.bar.update(n)
         self._tick()
@@ -85,7 +86,8 @@ class Progress:
     def line(self) -> str:
         """The plain progress line (without a bar)."""
         head = f"{self.desc}: " if self.desc else ""
-        return f"{head}{self.done}/{self.total} matches, {self.postfix()}, {_clock(self.clock() - self.start)}"
+        counts = f", {self.postfix()}" if self.unit == "matches" or self.turns_played else ""
+        return f"{head}{self.done}/{self.total} {self.unit}{counts}, {_clock(self.clock() - self.start)}"
 
     def write(self, msg: str, file: TextIO | None = None) -> None:
         """A message above the bar (tqdm.write's signature)."""

@@ -192,6 +192,7 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
     import json
     from dataclasses import asdict
 
+    from arena.progress import Progress
     from arena.tournament import build_agent
     from evaluation.exploitability import exploitability
     from tournaments.store import Store
@@ -210,7 +211,8 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
             if who not in evaluated:
                 evaluated[who] = build_agent(who, spec)
             try:
-                result = exploitability(evaluated[who], g.name, g.params, config.samples, config.seed, config.max_states, who)
+                with Progress(desc=f"exploitability {g.name} ({who})", unit="states") as bar:
+                    result = exploitability(evaluated[who], g.name, g.params, config.samples, config.seed, config.max_states, who, bar)
             except ValueError as e:  # not an OpenSpiel game, too many states, simultaneous moves
                 if console is not None and who == AGENT:
                     console.print(f"exploitability: {g.name} skipped ({e})")
@@ -225,7 +227,8 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
 def main(args) -> None:
     """`arena eval`: play, resume, report."""
     from rich.console import Console
-    from tqdm import tqdm
+
+    from arena.progress import Progress
 
     from evaluation.metrics import cells, paired
     from evaluation.report import as_rows, print_report, write_html, write_json
@@ -248,7 +251,7 @@ def main(args) -> None:
                   + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}")
     evaluated: dict = {}
     planned = sum(len(plans(w, config.games, config.matches, config.seed)) for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)])
-    with tqdm(total=planned, desc="eval", unit="match", dynamic_ncols=True) as bar:
+    with Progress(total=planned, desc="eval") as bar:
         run = run_eval(config, bar, evaluated)
     if run.recovered:
         console.print(f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded")
