@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from tournaments.ratings import ELO_SCALE, alpha_rank, bradley_terry, nash_average, openskill_ratings, win_rates
+from tournaments.ratings import (ELO_SCALE, alpha_rank, bradley_terry, fit_bradley_terry, nash_average, openskill_ratings, rank_intervals,
+                                win_rates)
 
 
 def simulate(strengths, rounds, seed=0):
@@ -128,3 +129,74 @@ def test_win_rates_matrix():
     P = win_rates([("a", "b", 1.0), ("a", "b", 0.5), ("b", "c", 0.0)], ["a", "b", "c"])
     assert P[0, 1] == 0.75 and P[1, 0] == 0.25 and P[2, 1] == 1.0
     assert P[0, 2] == 0.5 and P[1, 1] == 0.5  # unplayed and diagonal
+
+
+def simulate_seats(strengths, rounds, seat, seed=0):
+    """`rounds` games between every ordered pair (a first), P(a wins) = sigmoid(s_a - s_b + seat)."""
+    rng = np.random.default_rng(seed)
+    return [(a, b, float(rng.random() < 1 / (1 + math.exp(strengths[b] - strengths[a] - seat))))
+            for _ in range(rounds) for a in strengths for b in strengths if a != b]
+
+
+@pytest.mark.parametrize("seat", [0.6, -0.4, 0.0])
+def test_seat_advantage_is_recovered_and_ratings_corrected(seat):
+    strengths = {"a": 0.0, "b": 0.5, "c": 1.0, "d": -0.5}
+    fit = fit_bradley_terry(simulate_seats(strengths, 150, seat, seed=7), reference="a", seat=True)
+    h = fit.seat
+    assert h.games == 150 * 12 and h.lo < h.elo < h.hi
+    assert h.lo <= ELO_SCALE * seat <= h.hi  # the known effect lies in its interval
+    if seat:
+        assert (h.lo > 0) == (seat > 0) and (h.hi < 0) == (seat < 0)  # and is told apart from none
+    for p, s in strengths.items():
+        assert fit.ratings[p].lo <= 1000 + ELO_SCALE * s <= fit.ratings[p].hi
+    assert bradley_terry(simulate_seats(strengths, 5, seat), seat=False)["a"].games == 30  # the default fits no seat term
+    assert fit_bradley_terry(simulate_seats(strengths, 5, seat)).seat is None
+
+
+def test_seat_term_is_separated_from_strength_when_seats_are_unbalanced():
+    # the strong player always moves first: without a seat term its edge absorbs the seat's
+    strengths = {"s": 1.0, "w": 0.0}
+    rng = np.random.default_rng(3)
+    seat = 0.8
+    games = [("s", "w", float(rng.random() < 1 / (1 + math.exp(-(1.0 + seat))))) for _ in range(1500)]
+    games += [("w", "s", float(rng.random() < 1 / (1 + math.exp(-(-1.0 + seat))))) for _ in range(500)]
+    with_seat = fit_bradley_terry(games, reference="w", seat=True)
+    without = bradley_terry(games, reference="w")
+    true = 1000 + ELO_SCALE * 1.0
+    assert with_seat.ratings["s"].lo <= true <= with_seat.ratings["s"].hi
+    assert without["s"].lo > true  # biased by the seat it mostly played from
+
+
+def test_rank_intervals_single_for_a_clear_field_shared_for_equals():
+    clear = bradley_terry(simulate({"a": 3.0, "b": 1.5, "c": 0.0, "d": -1.5}, 60, seed=1))
+    assert sorted((r.rank_lo, r.rank_hi) for r in clear.values()) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    assert [clear[p].rank_lo for p in "abcd"] == [1, 2, 3, 4]
+    equals = bradley_terry(simulate({"a": 2.0, "b": 2.0, "c": 0.0, "d": -2.0}, 40, seed=2), reference="c")
+    assert (equals["a"].rank_lo, equals["a"].rank_hi) == (1, 2) and (equals["b"].rank_lo, equals["b"].rank_hi) == (1, 2)
+    assert (equals["c"].rank_lo, equals["c"].rank_hi) == (3, 3) and (equals["d"].rank_lo, equals["d"].rank_hi) == (4, 4)
+    # few games: nobody can be told apart
+    few = bradley_terry(simulate({"a": 0.3, "b": 0.0, "c": -0.3}, 1, seed=3))
+    assert all((r.rank_lo, r.rank_hi) == (1, 3) for r in few.values())
+    best, worst = rank_intervals(np.array([1.0, 5.0, np.nan]), np.array([2.0, 6.0, np.nan]))  # nan: unbounded
+    assert best.tolist() == [2, 1, 1] and worst.tolist() == [3, 2, 3]
+
+
+def test_undefeated_player_interval_starts_above_the_field():
+    # hand-computed: a beat the reference b 5 times; the profile likelihood's lower end solves
+    # 2 * 5 * log(1 + e^-d) = chi2_1(0.95), and there is no upper end
+    r = bradley_terry([("a", "b", 1.0)] * 5, reference="b", l2=1e-6)
+    d = -math.log(math.exp(3.841459 / 10) - 1)
+    assert r["a"].lo == pytest.approx(1000 + ELO_SCALE * d, abs=0.5) and r["a"].hi == math.inf
+    assert r["b"].lo == r["b"].hi == 1000
+    # a round robin whose player "top" won all its games: the field's mean is 1000 and top's interval stays above it
+    strengths = {"b": 0.2, "c": 0.0, "d": -0.2}
+    games = simulate(strengths, 3, seed=5) + [("top", p, 1.0) for p in strengths] * 2 + [(p, "top", 0.0) for p in strengths] * 2
+    for ci in ("sandwich", "bootstrap"):
+        r = bradley_terry(games, ci=ci, bootstrap=50)
+        assert r["top"].lo > 1000 and r["top"].hi == math.inf and r["top"].elo > r["top"].lo
+        assert np.mean([r[p].elo for p in strengths]) == pytest.approx(1000)
+        assert all(math.isfinite(r[p].lo) and math.isfinite(r[p].hi) for p in strengths)
+        assert r["top"].rank_lo == 1
+    # and the mirror image: a player that lost every game has no lower end and stays below
+    flipped = bradley_terry([(a, b, 1 - s) for a, b, s in games])
+    assert flipped["top"].hi < 1000 and flipped["top"].lo == -math.inf

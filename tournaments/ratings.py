@@ -1,10 +1,13 @@
 """Ratings from game results: Bradley-Terry with confidence intervals, OpenSkill, alpha-rank, Nash averaging.
 
-Bradley-Terry: P(i beats j) = sigmoid(theta_i - theta_j). `bradley_terry` fits theta by
-maximum likelihood (scipy trust-exact Newton) on games given as (a, b, points_a) with a draw as half a
-win, under a weak Gaussian prior (`l2`) that keeps an undefeated player finite. Shown on
-the Elo scale, elo = 400/ln(10) * theta + 1000, pinned so the `reference` player is
-exactly 1000 (or the mean is 1000 when there is none). Confidence intervals:
+Bradley-Terry: P(i beats j) = sigmoid(theta_i - theta_j [+ h if i moves first]).
+`fit_bradley_terry` fits theta (and, with `seat=True`, the first mover's advantage h
+jointly, so the ratings are corrected for it) by maximum likelihood (scipy trust-exact
+Newton) on games given as (a, b, points_a) with a draw as half a win, under a weak
+Gaussian prior (`l2`) that keeps an undefeated player finite. Shown on the Elo scale,
+elo = 400/ln(10) * theta + 1000, pinned so the `reference` player is exactly 1000, or
+else the mean of the field (the largest group of players that took points from each
+other: everyone, unless somebody won or lost every game). Confidence intervals:
 
     "sandwich"   robust (Huber-White) covariance H^-1 B H^-1 of the fit: H the Hessian of
                  the penalised log-loss, B the sum of per-game score outer products;
@@ -12,6 +15,11 @@ exactly 1000 (or the mean is 1000 when there is none). Confidence intervals:
                  B alone collapses for a player with few games the fit predicts well
                  (one draw against an equal: a +-17 Elo interval)
     "bootstrap"  refit on games resampled with replacement, percentile interval
+
+except that a record which leaves the rating unbounded on one side (won every game) gets
++-inf there and a profile-likelihood end on the other. Each rating also carries a rank
+interval (1-3: as LMArena shows them), simultaneous over the players: see
+`fit_bradley_terry`. `bradley_terry` returns just the ratings.
 
 OpenSkill (Weng-Lin, PyPI `openskill`) rates matches of any number of players or teams.
 For non-transitive populations (rock-paper-scissors among agents) a single number hides
@@ -30,7 +38,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 
 ELO_SCALE = 400.0 / math.log(10.0)
 ELO_BASE = 1000.0
@@ -41,10 +49,31 @@ class Rating:
     """A Bradley-Terry rating on the Elo scale."""
 
     elo: float  # 400/ln10 * (theta - theta_ref) + 1000
-    lo: float  # lower end of the confidence interval (nan without games)
-    hi: float  # upper end
+    lo: float  # lower end of the confidence interval (nan without games, -inf if no loss bounds it)
+    hi: float  # upper end (+inf for a player nobody outside the players it beat took points from)
     theta: float  # the fitted log-strength, before pinning
     games: int  # games the player took part in
+    rank_lo: int = 0  # best rank the data allow (1 = top); simultaneous over the players, see `fit_bradley_terry`
+    rank_hi: int = 0  # worst rank
+
+
+@dataclass
+class SeatAdvantage:
+    """The first mover's (seat 0's) advantage, fitted jointly with the ratings, on the Elo scale:
+    P(a in seat 0 beats b) = sigmoid(theta_a - theta_b + h)."""
+
+    elo: float  # 400/ln10 * h; positive: moving first helps
+    lo: float  # confidence interval
+    hi: float
+    games: int  # games it was fitted on
+
+
+@dataclass
+class Fit:
+    """What `fit_bradley_terry` knows: the ratings and, if asked for, the seat advantage."""
+
+    ratings: dict[Hashable, Rating]
+    seat: SeatAdvantage | None = None
 
 
 def elo(theta: float | np.ndarray, ref: float = 0.0) -> float | np.ndarray:
@@ -61,19 +90,54 @@ def bradley_terry(
     bootstrap: int = 200,
     seed: int = 0,
     l2: float = 0.01,
+    seat: bool = False,
 ) -> dict[Hashable, Rating]:
+    """{player: Rating} of `fit_bradley_terry` (same arguments)."""
+    return fit_bradley_terry(games, players, reference, ci, level, bootstrap, seed, l2, seat).ratings
+
+
+def fit_bradley_terry(
+    games: Iterable[tuple[Hashable, Hashable, float]],
+    players: Sequence[Hashable] | None = None,
+    reference: Hashable | None = None,
+    ci: str | None = "sandwich",
+    level: float = 0.95,
+    bootstrap: int = 200,
+    seed: int = 0,
+    l2: float = 0.01,
+    seat: bool = False,
+) -> Fit:
     """Fit Bradley-Terry to games (a, b, points of a in [0, 1]); ratings on the Elo scale.
+
+    Intervals. A player whose record leaves a direction unbounded (it won every game, or
+    more generally no player outside the set of players that took points from it did: the
+    maximum-likelihood rating is +infinity) gets that end at +-inf and the other end from
+    the profile likelihood (the penalised log-likelihood maximised over everyone else with
+    this player's shown rating held fixed, cut at the chi-square quantile of `level`): an
+    undefeated player's interval starts above the field and has no upper end, instead of a
+    symmetric Wald interval around a value only the prior decides. Every other player gets
+    the `ci` interval.
+
+    Rank intervals (`Rating.rank_lo`-`rank_hi`): simultaneous intervals, Bonferroni over
+    the n players that played, at level 1 - (1 - level)/n (the same construction, Wald with
+    the `ci="sandwich"` variance rule, profile ends for unbounded records, whatever `ci`
+    is); player i's rank runs from 1 + #{j: lo_j > hi_i} to n - #{j: hi_j < lo_i}. If
+    every rating lies in its interval, which happens with probability >= `level`, every
+    true rank lies in its range, all at once. Conservative: two players share a range
+    unless the data separate them clearly.
 
     Args:
       games: one tuple per game; points_a is 1 (a won), 0.5 (draw) or 0 (b won).
       players: everyone to rate (default: everyone who played), in display order.
       reference: pinned at 1000 Elo (its interval is then a point); None = mean at 1000.
-      ci: "sandwich" | "bootstrap" | None.
+      ci: "sandwich" | "bootstrap" | None (no rating or rank intervals).
       level: confidence level of the interval.
       bootstrap: resamples for ci="bootstrap".
-      l2: prior precision on theta; keeps undefeated players finite.
+      l2: prior precision on theta (and the seat term); keeps undefeated players finite.
+      seat: a is the first mover (seat 0) of each game: fit its advantage jointly
+        (`Fit.seat`); the ratings are then corrected for it.
     Returns:
-      {player: Rating}
+      Fit(ratings={player: Rating}, seat=SeatAdvantage or None)
     """
     games = [(a, b, float(s)) for a, b, s in games]
     if players is None:
@@ -93,65 +157,192 @@ def bradley_terry(
     ia = np.array([index[a] for a, _, _ in games], dtype=int)
     ib = np.array([index[b] for _, b, _ in games], dtype=int)
     y = np.array([s for _, _, s in games], dtype=float)
-    theta = _fit(ia, ib, y, n, l2)
-    # displayed value = T @ theta: relative to the reference, or to the mean
-    T = np.eye(n) - (np.outer(np.ones(n), np.eye(n)[index[reference]]) if reference is not None else np.full((n, n), 1.0 / n))
-    shown = elo(T @ theta)
-    lo = np.full(n, np.nan)
-    hi = np.full(n, np.nan)
-    z = norm.ppf(0.5 + level / 2)
-    if ci == "sandwich" and len(games):
-        robust, model = _sandwich(theta, ia, ib, y, n, l2)
+    X = _design(ia, ib, n, seat)
+    x = _fit_design(X, y, l2)
+    graph = _took_points(ia, ib, y, n)
+    anchor = {index[reference]} if reference is not None else _field(graph)
+    # displayed value = T @ x: relative to the reference, or to the field's mean (the seat term, last in x, is not shown)
+    w = np.zeros(n)
+    w[list(anchor)] = 1.0 / len(anchor)
+    T = np.hstack([np.eye(n) - np.outer(np.ones(n), w), np.zeros((n, X.shape[1] - n))])
+    shown = elo(T @ x)
+    played = np.bincount(np.concatenate([ia, ib]), minlength=n)
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    rank_lo, rank_hi = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    seat_term = SeatAdvantage(float(ELO_SCALE * x[-1]), math.nan, math.nan, len(games)) if seat else None
+    if ci is not None and len(games):
+        robust, model = _sandwich_design(x, X, y, l2)
         var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
         se = ELO_SCALE * np.sqrt(np.clip(var, 0.0, None))
-        lo, hi = shown - z * se, shown + z * se
-    elif ci == "bootstrap" and len(games):
-        rng = np.random.default_rng(seed)
-        draws = np.empty((bootstrap, n))
-        for k in range(bootstrap):
-            pick = rng.integers(0, len(games), len(games))
-            draws[k] = elo(T @ _fit(ia[pick], ib[pick], y[pick], n, l2, theta))
-        alpha = (1 - level) / 2
-        lo, hi = np.quantile(draws, alpha, axis=0), np.quantile(draws, 1 - alpha, axis=0)
-    played = np.bincount(np.concatenate([ia, ib]), minlength=n)
-    return {
-        p: Rating(float(shown[i]), float(lo[i]) if played[i] else math.nan, float(hi[i]) if played[i] else math.nan, float(theta[i]), int(played[i]))
+        free_up, free_down = _unbounded(graph, anchor)
+        ends = lambda lev: _interval_ends(shown, se, lev, free_up, free_down, x, X, y, l2, T, played)
+        lo, hi = ends(level)
+        if ci == "bootstrap":
+            rng = np.random.default_rng(seed)
+            draws = np.empty((bootstrap, n))
+            for k in range(bootstrap):
+                pick = rng.integers(0, len(games), len(games))
+                draws[k] = elo(T @ _fit_design(X[pick], y[pick], l2, x))
+            alpha = (1 - level) / 2
+            bounded = ~(free_up | free_down)
+            lo[bounded] = np.quantile(draws, alpha, axis=0)[bounded]
+            hi[bounded] = np.quantile(draws, 1 - alpha, axis=0)[bounded]
+        rank_lo, rank_hi = rank_intervals(*ends(1 - (1 - level) / max(int((played > 0).sum()), 1)))
+        if seat:
+            h_se = ELO_SCALE * math.sqrt(max(robust[-1, -1], model[-1, -1]))
+            z = norm.ppf(0.5 + level / 2)
+            seat_term.lo, seat_term.hi = seat_term.elo - z * h_se, seat_term.elo + z * h_se
+    if reference is not None:
+        lo[index[reference]] = hi[index[reference]] = ELO_BASE
+    ratings = {
+        p: Rating(float(shown[i]), float(lo[i]) if played[i] else math.nan, float(hi[i]) if played[i] else math.nan, float(x[i]),
+                  int(played[i]), int(rank_lo[i]), int(rank_hi[i]))
         for i, p in enumerate(players)
     }
+    return Fit(ratings, seat_term)
+
+
+def rank_intervals(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank of each player from rating intervals that hold simultaneously:
+    1 + #{j: lo_j > hi_i} and n - #{j: hi_j < lo_i} (an interval of nan counts as unbounded)."""
+    lo = np.where(np.isnan(lo), -np.inf, lo)
+    hi = np.where(np.isnan(hi), np.inf, hi)
+    above = (lo[None, :] > hi[:, None]).sum(axis=1)  # players surely better than i
+    below = (hi[None, :] < lo[:, None]).sum(axis=1)  # players surely worse than i
+    return 1 + above, len(lo) - below
+
+
+def _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played) -> tuple[np.ndarray, np.ndarray]:
+    """Wald ends at `level`; for a record unbounded on one side, +-inf there and the profile
+    likelihood end on the other."""
+    z = norm.ppf(0.5 + level / 2)
+    lo, hi = shown - z * se, shown + z * se
+    lo[free_down], hi[free_up] = -np.inf, np.inf
+    cut = chi2.ppf(level, 1)
+    for i in np.flatnonzero((free_up ^ free_down) & (played > 0)):
+        end = _profile_end(x, X, y, l2, T[i], -1.0 if free_up[i] else 1.0, cut)
+        if free_up[i]:
+            lo[i] = end
+        else:
+            hi[i] = end
+    return lo, hi
+
+
+def _took_points(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int):
+    """networkx DiGraph with an edge i -> j when i took points from j in some game."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from((int(a), int(b)) for a, b, s in zip(ia, ib, y) if s > 0)
+    graph.add_edges_from((int(b), int(a)) for a, b, s in zip(ia, ib, y) if s < 1)
+    return graph
+
+
+def _field(graph) -> set[int]:
+    """The largest group of players that all took points from each other, directly or
+    through others (a strongly connected component): everyone unless somebody won or lost
+    all its games. Ties: the group with the first-listed player."""
+    import networkx as nx
+
+    return max(nx.strongly_connected_components(graph), key=lambda c: (len(c), -min(c)))
+
+
+def _unbounded(graph, anchor: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(rating unbounded above, unbounded below) per player, relative to the `anchor`
+    players (the reference, or the field) its shown rating is measured from.
+
+    Raising i together with every player that can reach i in the took-points-from graph
+    (who took points from i, from them, ...) never lowers the likelihood: nobody outside
+    that set took a point from it. i's shown rating then grows without bound unless the
+    set holds the whole anchor. Likewise downwards with the players i can reach."""
+    import networkx as nx
+
+    n = graph.number_of_nodes()
+    up, down = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    for i in range(n):
+        up[i] = not anchor <= nx.ancestors(graph, i) | {i}
+        down[i] = not anchor <= nx.descendants(graph, i) | {i}
+    return up, down
+
+
+def _profile_end(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray, direction: float, cut: float) -> float:
+    """Where the profile penalised deviance of the shown value a @ x, walked from the fit
+    in `direction`, reaches `cut`; on the Elo scale (the end of a profile-likelihood interval)."""
+    from scipy.linalg import null_space
+    from scipy.optimize import brentq
+
+    N = null_space(a[None, :])
+    base = a / (a @ a)
+    f_min = _penalised_nll(x, X, y, l2)[0]
+    start = a @ x
+    warm = [N.T @ x]
+
+    def deviance(c: float) -> float:
+        def loss(u):
+            f, g = _penalised_nll(c * base + N @ u, X, y, l2)
+            return f, N.T @ g
+
+        def hess(u):
+            return N.T @ _penalised_hessian(c * base + N @ u, X, l2) @ N
+
+        u = minimize(loss, warm[0], jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}).x
+        warm[0] = u
+        return 2 * (loss(u)[0] - f_min) - cut
+
+    inner, step = start, 0.5
+    for _ in range(30):
+        outer = start + direction * step
+        if deviance(outer) > 0:
+            return float(elo(brentq(deviance, inner, outer, xtol=1e-4)))
+        inner, step = outer, 2 * step
+    return math.copysign(math.inf, direction)
+
+
+def _penalised_nll(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
+    """The fit's objective (log-loss plus the Gaussian prior) and its gradient."""
+    d = X @ x
+    # -[y log p + (1-y) log(1-p)] written stably with logaddexp
+    nll = np.sum(y * np.logaddexp(0, -d) + (1 - y) * np.logaddexp(0, d)) + 0.5 * l2 * x @ x
+    return nll, X.T @ (expit(d) - y) + l2 * x
+
+
+def _penalised_hessian(x: np.ndarray, X: np.ndarray, l2: float) -> np.ndarray:
+    p = expit(X @ x)
+    return (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(X.shape[1])
 
 
 def _fit(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float, x0: np.ndarray | None = None) -> np.ndarray:
+    """Penalised maximum likelihood of theta (no seat term)."""
+    return _fit_design(_design(ia, ib, n), y, l2, x0)
+
+
+def _fit_design(X: np.ndarray, y: np.ndarray, l2: float, x0: np.ndarray | None = None) -> np.ndarray:
     """Penalised maximum likelihood: Newton steps with the exact Hessian (scipy trust-exact)."""
-    X = _design(ia, ib, n)
-
-    def loss(theta):
-        d = X @ theta
-        # -[y log p + (1-y) log(1-p)] written stably with logaddexp
-        nll = np.sum(y * np.logaddexp(0, -d) + (1 - y) * np.logaddexp(0, d)) + 0.5 * l2 * theta @ theta
-        return nll, X.T @ (expit(d) - y) + l2 * theta
-
-    def hess(theta):
-        p = expit(X @ theta)
-        return (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(n)
-
-    x0 = np.zeros(n) if x0 is None else x0
-    return minimize(loss, x0, jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}).x
+    x0 = np.zeros(X.shape[1]) if x0 is None else x0
+    return minimize(_penalised_nll, x0, args=(X, y, l2), jac=True, hess=lambda x, *_: _penalised_hessian(x, X, l2),
+                    method="trust-exact", options={"gtol": 1e-8}).x
 
 
-def _design(ia: np.ndarray, ib: np.ndarray, n: int) -> np.ndarray:
-    """(games, players) matrix with +1 for a, -1 for b: theta_a - theta_b = X @ theta."""
-    X = np.zeros((len(ia), n))
+def _design(ia: np.ndarray, ib: np.ndarray, n: int, seat: bool = False) -> np.ndarray:
+    """(games, players [+ 1]) matrix with +1 for a, -1 for b (and 1 in the seat column):
+    theta_a - theta_b [+ h] = X @ x."""
+    X = np.zeros((len(ia), n + seat))
     X[np.arange(len(ia)), ia] += 1.0
     X[np.arange(len(ia)), ib] -= 1.0
+    if seat:
+        X[:, n] = 1.0
     return X
 
 
 def _sandwich(theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
-    """(robust covariance H^-1 B H^-1, model-based covariance H^-1)"""
-    X = _design(ia, ib, n)
-    p = expit(X @ theta)
-    H = (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(n)
-    G = X * (y - p)[:, None]  # per-game score
+    """(robust covariance H^-1 B H^-1, model-based covariance H^-1) of theta (no seat term)"""
+    return _sandwich_design(theta, _design(ia, ib, n), y, l2)
+
+
+def _sandwich_design(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray]:
+    H = _penalised_hessian(x, X, l2)
+    G = X * (y - expit(X @ x))[:, None]  # per-game score
     B = G.T @ G
     Hinv = np.linalg.inv(H)
     return Hinv @ B @ Hinv, Hinv
