@@ -142,7 +142,7 @@ def simulate_seats(strengths, rounds, seat, seed=0):
 def test_seat_advantage_is_recovered_and_ratings_corrected(seat):
     strengths = {"a": 0.0, "b": 0.5, "c": 1.0, "d": -0.5}
     fit = fit_bradley_terry(simulate_seats(strengths, 150, seat, seed=7), reference="a", seat=True)
-    h = fit.seat
+    h = fit.seat["all"]
     assert h.games == 150 * 12 and h.lo < h.elo < h.hi
     assert h.lo <= ELO_SCALE * seat <= h.hi  # the known effect lies in its interval
     if seat:
@@ -150,7 +150,7 @@ def test_seat_advantage_is_recovered_and_ratings_corrected(seat):
     for p, s in strengths.items():
         assert fit.ratings[p].lo <= 1000 + ELO_SCALE * s <= fit.ratings[p].hi
     assert bradley_terry(simulate_seats(strengths, 5, seat), seat=False)["a"].games == 30  # the default fits no seat term
-    assert fit_bradley_terry(simulate_seats(strengths, 5, seat)).seat is None
+    assert fit_bradley_terry(simulate_seats(strengths, 5, seat)).seat == {}
 
 
 def test_seat_term_is_separated_from_strength_when_seats_are_unbalanced():
@@ -200,3 +200,18 @@ def test_undefeated_player_interval_starts_above_the_field():
     # and the mirror image: a player that lost every game has no lower end and stays below
     flipped = bradley_terry([(a, b, 1 - s) for a, b, s in games])
     assert flipped["top"].hi < 1000 and flipped["top"].lo == -math.inf
+
+
+def test_one_seat_term_per_game():
+    # first move worth +0.8 in "go_first", -0.5 in "go_second": one term per game recovers both
+    strengths = {"a": 0.5, "b": 0.0, "c": -0.5}
+    first, second = simulate_seats(strengths, 200, 0.8, seed=1), simulate_seats(strengths, 200, -0.5, seed=2)
+    fit = fit_bradley_terry(first + second, seat=["go_first"] * len(first) + ["go_second"] * len(second))
+    assert list(fit.seat) == ["go_first", "go_second"] and fit.seat["go_first"].games == len(first)
+    for label, h in (("go_first", 0.8), ("go_second", -0.5)):
+        assert fit.seat[label].lo <= ELO_SCALE * h <= fit.seat[label].hi
+    assert fit.seat["go_first"].lo > 0 > fit.seat["go_second"].hi
+    pooled = fit_bradley_terry(first + second, seat=True).seat["all"]
+    assert fit.seat["go_second"].hi < pooled.elo < fit.seat["go_first"].lo
+    with pytest.raises(ValueError, match="one per game"):
+        fit_bradley_terry(first, seat=["x"])

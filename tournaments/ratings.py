@@ -1,8 +1,8 @@
 """Ratings from game results: Bradley-Terry with confidence intervals, OpenSkill, alpha-rank, Nash averaging.
 
 Bradley-Terry: P(i beats j) = sigmoid(theta_i - theta_j [+ h if i moves first]).
-`fit_bradley_terry` fits theta (and, with `seat=True`, the first mover's advantage h
-jointly, so the ratings are corrected for it) by maximum likelihood (scipy trust-exact
+`fit_bradley_terry` fits theta (and, with `seat`, the first mover's advantage h, one per
+game, jointly, so the ratings are corrected for it) by maximum likelihood (scipy trust-exact
 Newton) on games given as (a, b, points_a) with a draw as half a win, under a weak
 Gaussian prior (`l2`) that keeps an undefeated player finite. Shown on the Elo scale,
 elo = 400/ln(10) * theta + 1000, pinned so the `reference` player is exactly 1000, or
@@ -32,7 +32,7 @@ antisymmetric game P - P^T and each player's payoff against it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -59,8 +59,8 @@ class Rating:
 
 @dataclass
 class SeatAdvantage:
-    """The first mover's (seat 0's) advantage, fitted jointly with the ratings, on the Elo scale:
-    P(a in seat 0 beats b) = sigmoid(theta_a - theta_b + h)."""
+    """The first mover's (seat 0's) advantage in a group of games (one game), fitted jointly
+    with the ratings, on the Elo scale: P(a in seat 0 beats b) = sigmoid(theta_a - theta_b + h)."""
 
     elo: float  # 400/ln10 * h; positive: moving first helps
     lo: float  # confidence interval
@@ -70,10 +70,10 @@ class SeatAdvantage:
 
 @dataclass
 class Fit:
-    """What `fit_bradley_terry` knows: the ratings and, if asked for, the seat advantage."""
+    """What `fit_bradley_terry` knows: the ratings and, if asked for, the seat advantages."""
 
     ratings: dict[Hashable, Rating]
-    seat: SeatAdvantage | None = None
+    seat: dict[Hashable, SeatAdvantage] = field(default_factory=dict)  # seat group -> its advantage
 
 
 def elo(theta: float | np.ndarray, ref: float = 0.0) -> float | np.ndarray:
@@ -90,7 +90,7 @@ def bradley_terry(
     bootstrap: int = 200,
     seed: int = 0,
     l2: float = 0.01,
-    seat: bool = False,
+    seat: bool | Sequence[Hashable] = False,
 ) -> dict[Hashable, Rating]:
     """{player: Rating} of `fit_bradley_terry` (same arguments)."""
     return fit_bradley_terry(games, players, reference, ci, level, bootstrap, seed, l2, seat).ratings
@@ -105,7 +105,7 @@ def fit_bradley_terry(
     bootstrap: int = 200,
     seed: int = 0,
     l2: float = 0.01,
-    seat: bool = False,
+    seat: bool | Sequence[Hashable] = False,
 ) -> Fit:
     """Fit Bradley-Terry to games (a, b, points of a in [0, 1]); ratings on the Elo scale.
 
@@ -134,10 +134,12 @@ def fit_bradley_terry(
       level: confidence level of the interval.
       bootstrap: resamples for ci="bootstrap".
       l2: prior precision on theta (and the seat term); keeps undefeated players finite.
-      seat: a is the first mover (seat 0) of each game: fit its advantage jointly
-        (`Fit.seat`); the ratings are then corrected for it.
+      seat: a is the first mover (seat 0) of each game: fit the first mover's advantage
+        jointly, the ratings then corrected for it. True: one term for all games (key
+        "all" of `Fit.seat`); a sequence with one label per game (its game's name): one
+        term per label, as the first move is worth more in some games than in others.
     Returns:
-      Fit(ratings={player: Rating}, seat=SeatAdvantage or None)
+      Fit(ratings={player: Rating}, seat={label: SeatAdvantage})
     """
     games = [(a, b, float(s)) for a, b, s in games]
     if players is None:
@@ -157,11 +159,15 @@ def fit_bradley_terry(
     ia = np.array([index[a] for a, _, _ in games], dtype=int)
     ib = np.array([index[b] for _, b, _ in games], dtype=int)
     y = np.array([s for _, _, s in games], dtype=float)
-    X = _design(ia, ib, n, seat)
+    labels = ["all"] * len(games) if seat is True else list(seat) if seat else []
+    if labels and len(labels) != len(games):
+        raise ValueError(f"seat labels: need one per game ({len(games)}), got {len(labels)}")
+    groups = list(dict.fromkeys(labels))
+    X = _design(ia, ib, n, [groups.index(g) for g in labels], len(groups))
     x = _fit_design(X, y, l2)
     graph = _took_points(ia, ib, y, n)
     anchor = {index[reference]} if reference is not None else _field(graph)
-    # displayed value = T @ x: relative to the reference, or to the field's mean (the seat term, last in x, is not shown)
+    # displayed value = T @ x: relative to the reference, or to the field's mean (the seat terms, after the players in x, are not shown)
     w = np.zeros(n)
     w[list(anchor)] = 1.0 / len(anchor)
     T = np.hstack([np.eye(n) - np.outer(np.ones(n), w), np.zeros((n, X.shape[1] - n))])
@@ -169,7 +175,8 @@ def fit_bradley_terry(
     played = np.bincount(np.concatenate([ia, ib]), minlength=n)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     rank_lo, rank_hi = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
-    seat_term = SeatAdvantage(float(ELO_SCALE * x[-1]), math.nan, math.nan, len(games)) if seat else None
+    counts = {g: labels.count(g) for g in groups}
+    seats = {g: SeatAdvantage(float(ELO_SCALE * x[n + k]), math.nan, math.nan, counts[g]) for k, g in enumerate(groups)}
     if ci is not None and len(games):
         robust, model = _sandwich_design(x, X, y, l2)
         var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
@@ -188,10 +195,10 @@ def fit_bradley_terry(
             lo[bounded] = np.quantile(draws, alpha, axis=0)[bounded]
             hi[bounded] = np.quantile(draws, 1 - alpha, axis=0)[bounded]
         rank_lo, rank_hi = rank_intervals(*ends(1 - (1 - level) / max(int((played > 0).sum()), 1)))
-        if seat:
-            h_se = ELO_SCALE * math.sqrt(max(robust[-1, -1], model[-1, -1]))
-            z = norm.ppf(0.5 + level / 2)
-            seat_term.lo, seat_term.hi = seat_term.elo - z * h_se, seat_term.elo + z * h_se
+        z = norm.ppf(0.5 + level / 2)
+        for k, g in enumerate(groups):
+            h_se = ELO_SCALE * math.sqrt(max(robust[n + k, n + k], model[n + k, n + k]))
+            seats[g].lo, seats[g].hi = seats[g].elo - z * h_se, seats[g].elo + z * h_se
     if reference is not None:
         lo[index[reference]] = hi[index[reference]] = ELO_BASE
     ratings = {
@@ -199,7 +206,7 @@ def fit_bradley_terry(
                   int(played[i]), int(rank_lo[i]), int(rank_hi[i]))
         for i, p in enumerate(players)
     }
-    return Fit(ratings, seat_term)
+    return Fit(ratings, seats)
 
 
 def rank_intervals(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -324,14 +331,14 @@ def _fit_design(X: np.ndarray, y: np.ndarray, l2: float, x0: np.ndarray | None =
                     method="trust-exact", options={"gtol": 1e-8}).x
 
 
-def _design(ia: np.ndarray, ib: np.ndarray, n: int, seat: bool = False) -> np.ndarray:
-    """(games, players [+ 1]) matrix with +1 for a, -1 for b (and 1 in the seat column):
-    theta_a - theta_b [+ h] = X @ x."""
-    X = np.zeros((len(ia), n + seat))
+def _design(ia: np.ndarray, ib: np.ndarray, n: int, seat_group: Sequence[int] = (), groups: int = 0) -> np.ndarray:
+    """(games, players + seat groups) matrix with +1 for a, -1 for b and 1 in the game's
+    seat-group column: theta_a - theta_b [+ h_group] = X @ x."""
+    X = np.zeros((len(ia), n + groups))
     X[np.arange(len(ia)), ia] += 1.0
     X[np.arange(len(ia)), ib] -= 1.0
-    if seat:
-        X[:, n] = 1.0
+    if groups:
+        X[np.arange(len(ia)), n + np.asarray(seat_group, dtype=int)] = 1.0
     return X
 
 
