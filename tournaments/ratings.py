@@ -18,8 +18,7 @@ other: everyone, unless somebody won or lost every game). Confidence intervals:
 
 except that a record which leaves the rating unbounded on one side (won every game) gets
 +-inf there and a profile-likelihood end on the other. Each rating also carries a rank
-interval (1-3: as LMArena shows them), simultaneous over the players: see
-`fit_bradley_terry`. `bradley_terry` returns just the ratings.
+interval (1-3: as LMArena shows them) from pairwise tests: see `fit_bradley_terry`. `bradley_terry` returns just the ratings.
 
 OpenSkill (Weng-Lin, PyPI `openskill`) rates matches of any number of players or teams.
 For non-transitive populations (rock-paper-scissors among agents) a single number hides
@@ -53,7 +52,7 @@ class Rating:
     hi: float  # upper end (+inf for a player nobody outside the players it beat took points from)
     theta: float  # the fitted log-strength, before pinning
     games: int  # games the player took part in
-    rank_lo: int = 0  # best rank the data allow (1 = top); simultaneous over the players, see `fit_bradley_terry`
+    rank_lo: int = 0  # best rank the data allow (1 = top), see `fit_bradley_terry`; 0 without intervals
     rank_hi: int = 0  # worst rank
 
 
@@ -118,13 +117,13 @@ def fit_bradley_terry(
     symmetric Wald interval around a value only the prior decides. Every other player gets
     the `ci` interval.
 
-    Rank intervals (`Rating.rank_lo`-`rank_hi`): simultaneous intervals, Bonferroni over
-    the n players that played, at level 1 - (1 - level)/n (the same construction, Wald with
-    the `ci="sandwich"` variance rule, profile ends for unbounded records, whatever `ci`
-    is); player i's rank runs from 1 + #{j: lo_j > hi_i} to n - #{j: hi_j < lo_i}. If
-    every rating lies in its interval, which happens with probability >= `level`, every
-    true rank lies in its range, all at once. Conservative: two players share a range
-    unless the data separate them clearly.
+    Rank intervals (`Rating.rank_lo`-`rank_hi`), from pairwise tests of the rating
+    differences, whatever `ci` is: player i's range runs from 1 + #{j surely above i} to
+    n - #{j surely below i}, each of its m - 1 comparisons tested at level
+    1 - (1 - level)/(m - 1) (Bonferroni), so that its range holds its true rank with
+    probability >= `level`. Wald tests with the sandwich variance rule; a likelihood-ratio
+    test (constrained refit) where the difference is unbounded, e.g. against an unbeaten
+    player. Two players share a range unless the data tell them apart.
 
     Args:
       games: one tuple per game; points_a is 1 (a won), 0.5 (draw) or 0 (b won).
@@ -182,8 +181,7 @@ def fit_bradley_terry(
         var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
         se = ELO_SCALE * np.sqrt(np.clip(var, 0.0, None))
         free_up, free_down = _unbounded(graph, anchor)
-        ends = lambda lev: _interval_ends(shown, se, lev, free_up, free_down, x, X, y, l2, T, played)
-        lo, hi = ends(level)
+        lo, hi = _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played)
         if ci == "bootstrap":
             rng = np.random.default_rng(seed)
             draws = np.empty((bootstrap, n))
@@ -194,7 +192,7 @@ def fit_bradley_terry(
             bounded = ~(free_up | free_down)
             lo[bounded] = np.quantile(draws, alpha, axis=0)[bounded]
             hi[bounded] = np.quantile(draws, 1 - alpha, axis=0)[bounded]
-        rank_lo, rank_hi = rank_intervals(*ends(1 - (1 - level) / max(int((played > 0).sum()), 1)))
+        rank_lo, rank_hi = _rank_ranges(x, X, y, l2, T, robust, model, graph, played > 0, level)
         z = norm.ppf(0.5 + level / 2)
         for k, g in enumerate(groups):
             h_se = ELO_SCALE * math.sqrt(max(robust[n + k, n + k], model[n + k, n + k]))
@@ -209,14 +207,36 @@ def fit_bradley_terry(
     return Fit(ratings, seats)
 
 
-def rank_intervals(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(best, worst) rank of each player from rating intervals that hold simultaneously:
-    1 + #{j: lo_j > hi_i} and n - #{j: hi_j < lo_i} (an interval of nan counts as unbounded)."""
-    lo = np.where(np.isnan(lo), -np.inf, lo)
-    hi = np.where(np.isnan(hi), np.inf, hi)
-    above = (lo[None, :] > hi[:, None]).sum(axis=1)  # players surely better than i
-    below = (hi[None, :] < lo[:, None]).sum(axis=1)  # players surely worse than i
-    return 1 + above, len(lo) - below
+def _rank_ranges(x, X, y, l2, T, robust, model, graph, played, level) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank per player: 1 + #{j surely above i}, n - #{j surely below i}.
+
+    "Surely above": the difference of the two ratings is positive at level
+    1 - (1 - level)/(m - 1), m the players that played (Bonferroni over a player's m - 1
+    comparisons, so each player's range holds with probability >= level). The test is
+    Wald on the difference with the sandwich rule (the larger of the robust and the
+    model-based variance), or, where the difference is unbounded on one side (no player
+    beaten by i took points from j or anyone above it), the likelihood-ratio test of equal
+    ratings, a constrained refit."""
+    import networkx as nx
+
+    n = len(played)
+    m = max(int(played.sum()), 2)
+    z = norm.ppf(1 - (1 - level) / (2 * (m - 1)))
+    cut = chi2.ppf(1 - (1 - level) / (m - 1), 1)
+    d = T @ x
+    var = np.maximum.reduce([np.diag(V)[:, None] + np.diag(V)[None, :] - 2 * V for V in (T @ robust @ T.T, T @ model @ T.T)])
+    above = d[:, None] - d[None, :] > z * np.sqrt(np.clip(var, 0.0, None))  # above[i, j]: i surely above j
+    for i in np.flatnonzero(played):
+        up, down = nx.ancestors(graph, i) | {i}, nx.descendants(graph, i) | {i}
+        for j in np.flatnonzero(played):
+            if j == i or (j in up and j in down):
+                continue
+            if j in down:  # i - j unbounded above only: i above j unless equal ratings fit well enough
+                above[i, j] = _profile_deviance(x, X, y, l2, T[i] - T[j])(0.0) > cut
+            else:
+                above[i, j] = False
+    above &= played[:, None] & played[None, :]
+    return 1 + above.sum(axis=0), n - above.sum(axis=1)
 
 
 def _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played) -> tuple[np.ndarray, np.ndarray]:
@@ -276,13 +296,27 @@ def _unbounded(graph, anchor: set[int]) -> tuple[np.ndarray, np.ndarray]:
 def _profile_end(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray, direction: float, cut: float) -> float:
     """Where the profile penalised deviance of the shown value a @ x, walked from the fit
     in `direction`, reaches `cut`; on the Elo scale (the end of a profile-likelihood interval)."""
-    from scipy.linalg import null_space
     from scipy.optimize import brentq
 
-    N = null_space(a[None, :])
+    profile = _profile_deviance(x, X, y, l2, a)
+    deviance = lambda c: profile(c) - cut
+    start = a @ x
+    inner, step = start, 0.5
+    for _ in range(30):
+        outer = start + direction * step
+        if deviance(outer) > 0:
+            return float(elo(brentq(deviance, inner, outer, xtol=1e-4)))
+        inner, step = outer, 2 * step
+    return math.copysign(math.inf, direction)
+
+
+def _profile_deviance(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray):
+    """c -> 2 (min of the penalised log-loss over fits with a @ x = c, minus its minimum)."""
+    from scipy.linalg import null_space
+
+    N = null_space(a[None, :])  # x = c a/|a|^2 + N u
     base = a / (a @ a)
     f_min = _penalised_nll(x, X, y, l2)[0]
-    start = a @ x
     warm = [N.T @ x]
 
     def deviance(c: float) -> float:
@@ -293,17 +327,10 @@ def _profile_end(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.n
         def hess(u):
             return N.T @ _penalised_hessian(c * base + N @ u, X, l2) @ N
 
-        u = minimize(loss, warm[0], jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}).x
-        warm[0] = u
-        return 2 * (loss(u)[0] - f_min) - cut
+        warm[0] = minimize(loss, warm[0], jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}).x
+        return 2 * (loss(warm[0])[0] - f_min)
 
-    inner, step = start, 0.5
-    for _ in range(30):
-        outer = start + direction * step
-        if deviance(outer) > 0:
-            return float(elo(brentq(deviance, inner, outer, xtol=1e-4)))
-        inner, step = outer, 2 * step
-    return math.copysign(math.inf, direction)
+    return deviance
 
 
 def _penalised_nll(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float) -> tuple[float, np.ndarray]:

@@ -50,6 +50,8 @@ class Row:
     points: float  # the format's points (see points_note)
     mean_return: dict[str, float] = field(default_factory=dict)  # game -> mean return
     max_points: float = 0.0  # the most points its games (and Swiss byes) could have made
+    rank_lo: int = 0  # the rank range its rating allows (simultaneous over the players; 0 = none)
+    rank_hi: int = 0
 
 
 def leaderboard(result: TournamentResult) -> list[Row]:
@@ -72,7 +74,8 @@ def leaderboard(result: TournamentResult) -> list[Row]:
         stats = result.outcome.stats.get(p, {})
         played = stats.get("games", (w + d + l_) / len(result.config.games))  # a tournament so far: its matches
         most = played + stats.get("byes", 0) * result.config.games_per_pairing
-        rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean, float(most)))
+        rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean, float(most),
+                        rt.rank_lo, rt.rank_hi))
     return rows
 
 
@@ -98,12 +101,45 @@ def _points(row: Row) -> str:
     return f"{row.points:.4g} of {row.max_points:.4g}"
 
 
+def _end(x: float) -> str:
+    return f"{x:.0f}" if math.isfinite(x) else ("∞" if x > 0 else "-∞")
+
+
+def _interval(row: Row) -> str:
+    return "" if math.isnan(row.lo) else f"[{_end(row.lo)}, {_end(row.hi)}]"
+
+
 def _ci(row: Row, reference: str | None) -> str:
     if row.player == reference:
         return f"{row.elo:.0f} (reference)"
-    if math.isnan(row.lo):
-        return f"{row.elo:.0f}"
-    return f"{row.elo:.0f} [{row.lo:.0f}, {row.hi:.0f}]"
+    return f"{row.elo:.0f} {_interval(row)}".rstrip()
+
+
+def _rank_range(row: Row) -> str:
+    if not row.rank_lo:
+        return ""
+    return str(row.rank_lo) if row.rank_lo == row.rank_hi else f"{row.rank_lo}-{row.rank_hi}"
+
+
+def seat_note(result: TournamentResult) -> str:
+    """The first mover's advantage per game, as fitted with the ratings."""
+    if not result.seat:
+        return ""
+    terms = [f"{g} {h.elo:+.0f}" + ("" if math.isnan(h.lo) else f" [{h.lo:+.0f}, {h.hi:+.0f}]") for g, h in result.seat.items()]
+    return f"first mover's advantage (fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
+
+
+def rating_note(result: TournamentResult) -> str:
+    """What the rating and rank-range columns are, with this tournament's seat terms."""
+    ro = result.config.rating
+    pinned = f"{ro.reference} = 1000" if ro.reference else "mean of the field = 1000"
+    text = f"rating: Bradley-Terry (Elo scale, {pinned}), {int(ro.level * 100)}% {ro.ci} CI"
+    if result.seat:
+        text += f"; {seat_note(result)}"
+    if ro.ci:
+        text += (f"; rating rank: the ranks the rating differences allow ({int(ro.level * 100)}% confidence for each player's range); "
+                 "an unbeaten player's interval has no upper end")
+    return text + "."
 
 
 def print_leaderboard(result: TournamentResult, console=None) -> None:
@@ -114,15 +150,15 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 120)
     cfg = result.config
     ro = cfg.rating
-    pinned = f", {ro.reference} = 1000" if ro.reference else ", mean = 1000"
     title = f"{cfg.name}: {cfg.format}, {len(result.results)} matches"
     rows = leaderboard(result)
-    caption = f"rating: Bradley-Terry (Elo scale{pinned}), {int(ro.level * 100)}% {ro.ci} CI\n{points_note(result, rows)}"
+    caption = f"{rating_note(result)}\n{points_note(result, rows)}"
     table = Table(title=title, caption=caption, caption_justify="left")
-    for col in ("rank", "player", "rating [CI]", "W", "D", "L", "games", "points"):
+    for col in ("rank", "player", "rating [CI]", "rating rank", "W", "D", "L", "games", "points"):
         table.add_column(col, justify="left" if col == "player" else "right")
     for r in rows:
-        table.add_row(str(r.rank), r.player, _ci(r, ro.reference), str(r.wins), str(r.draws), str(r.losses), str(r.games), _points(r))
+        table.add_row(str(r.rank), r.player, _ci(r, ro.reference), _rank_range(r), str(r.wins), str(r.draws), str(r.losses), str(r.games),
+                      _points(r))
     console.print(table)
 
 
@@ -180,7 +216,12 @@ def rating_figure(result: TournamentResult) -> str:
     elo = np.array([r.elo for r in rows])
     lo = np.array([r.lo if not math.isnan(r.lo) else r.elo for r in rows])
     hi = np.array([r.hi if not math.isnan(r.hi) else r.elo for r in rows])
-    ax.errorbar(elo, y, xerr=[elo - lo, hi - elo], fmt="o", capsize=3)
+    finite = np.concatenate([elo, lo[np.isfinite(lo)], hi[np.isfinite(hi)]])
+    margin = 0.15 * (finite.max() - finite.min()) + 50
+    left, right = finite.min() - margin, finite.max() + margin  # an unbounded end: drawn to the edge, with an arrow
+    ax.errorbar(elo, y, xerr=[elo - np.maximum(lo, left), np.minimum(hi, right) - elo], fmt="o", capsize=3)
+    ax.plot(np.full(np.isinf(hi).sum(), right), y[np.isinf(hi)], ">", color="C0")
+    ax.plot(np.full(np.isinf(lo).sum(), left), y[np.isinf(lo)], "<", color="C0")
     ax.set_yticks(y, [r.player for r in rows])
     ax.axvline(1000, color="gray", lw=0.8, ls=":")
     ro = result.config.rating
@@ -259,14 +300,15 @@ def _leaderboard_html(result: TournamentResult, records: dict) -> str:
     invalid = _invalid_replies(records)
     games = list(dict.fromkeys(s.game for s in result.schedule))
     head = "".join(f"<th>{_e(h)}</th>" for h in ("rank",)) + '<th class="l">player</th>'
-    head += "".join(f"<th>{_e(h)}</th>" for h in ("rating", "CI", "W", "D", "L", "games", "points"))
+    head += "".join(f"<th>{_e(h)}</th>" for h in ("rating", "CI", "rating rank", "W", "D", "L", "games", "points"))
     head += "".join(f"<th>mean return: {_e(g)}</th>" for g in games)
     head += "<th>invalid first replies</th>" if invalid else ""
     body = []
     for r in rows:
-        ci = "reference" if r.player == result.config.rating.reference else "" if math.isnan(r.lo) else f"[{r.lo:.0f}, {r.hi:.0f}]"
+        ci = "reference" if r.player == result.config.rating.reference else _interval(r)
         cells = [f"<td>{r.rank}</td>", f'<td class="l player">{_e(r.player)}</td>', f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
-                 f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{ci}</td>',
+                 f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{_e(ci)}</td>',
+                 f'<td class="rank-range" data-v="{r.rank_lo + r.rank_hi / 1000}">{_rank_range(r)}</td>',
                  *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)), f'<td data-v="{r.points:.6g}">{_points(r)}</td>']
         cells += [f"<td>{r.mean_return[g]:+.2f}</td>" if g in r.mean_return else "<td></td>" for g in games]
         if invalid:
@@ -428,8 +470,6 @@ def write_html(result: TournamentResult, path: str | Path) -> Path:
     records = _records(result)
     elim = bool(result.outcome.bracket)
     structure = _bracket_html(result) if elim else _rounds_html(result)
-    ro = cfg.rating
-    pinned = f"{_e(ro.reference)} pinned at 1000" if ro.reference else "mean pinned at 1000"
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_e(cfg.name)} — tournament report</title>
 <style>{CSS}</style><script>{JS}</script></head><body>
@@ -438,9 +478,10 @@ def write_html(result: TournamentResult, path: str | Path) -> Path:
 {len(result.results)} matches · seed {cfg.seed}</p>
 <h2>Leaderboard</h2>
 {_leaderboard_html(result, records)}
-<p class=k>rank: the format's final order; rating: Bradley-Terry maximum likelihood over every match (draw = half a win),
-Elo scale, {pinned}, {int(ro.level * 100)}% {_e(ro.ci)} confidence interval; invalid first replies: LLM turns whose
-first reply named no legal move (retries and fallbacks then decided the move). Click a column to sort.</p>
+<p class=k>rank: the format's final order; rating: Bradley-Terry maximum likelihood over every match (draw = half a win);
+invalid first replies: LLM turns whose first reply named no legal move (retries and fallbacks then decided the move).
+Click a column to sort.</p>
+<p class=k id="rating-note">{_e(rating_note(result))}</p>
 <p class=k id="points-note">{_e(points_note(result))}</p>
 <h2>{'Bracket' if elim else 'Rounds'}</h2>
 {structure}

@@ -36,7 +36,7 @@ import itertools
 import os
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -65,6 +65,7 @@ class TournamentResult:
     recovered: int = 0  # matches taken from the JSONL on resume instead of replayed
     played: int = 0  # matches played by this call
     finished: bool = True  # False: the standing so far, players ordered by rating (`tournament_so_far`)
+    seat: dict = field(default_factory=dict)  # game -> tournaments.ratings.SeatAdvantage, fitted with the ratings
 
     def games(self) -> list[tuple[str, str, float]]:
         """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
@@ -176,7 +177,7 @@ def run_tournament(
         schedule = store.schedule()
         results = store.results()
     result = TournamentResult(config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played)
-    result.ratings = _ratings(config, result)
+    _rate(config, result)
     return result
 
 
@@ -214,7 +215,7 @@ def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, json
         result.outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), replay_round)
     except _Unfinished:
         result.finished = False
-    result.ratings = _ratings(config, result)
+    _rate(config, result)
     if not result.finished:
         points = {p: 0.0 for p in config.players}
         for a, b, points_a in result.games():  # a pairing's games count one game in all, as the formats count them
@@ -225,11 +226,14 @@ def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, json
     return result
 
 
-def _ratings(config: TournamentConfig, result: TournamentResult) -> dict:
-    from tournaments.ratings import bradley_terry  # scipy: imported only once there is something to rate
+def _rate(config: TournamentConfig, result: TournamentResult) -> None:
+    """Bradley-Terry over every match, with one first-mover term per game fitted jointly."""
+    from tournaments.ratings import fit_bradley_terry  # scipy: imported only once there is something to rate
 
     ro = config.rating
-    return bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed)
+    seat_games = [s.game for s in result.schedule if s.match_id in result.results]  # the order of result.games()
+    fit = fit_bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed, seat=seat_games)
+    result.ratings, result.seat = fit.ratings, fit.seat
 
 
 def _resume_key(config_json: str) -> dict:
@@ -254,15 +258,17 @@ def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
 
 def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
     """Bradley-Terry Elo of the players of the tournament in `db_path`, from every match
-    stored so far (finished or not), pinned as its config pins them: prior ratings to seed
-    another tournament with.
+    stored so far (finished or not), pinned as its config pins them, with the leaderboard's
+    per-game seat terms: prior ratings to seed another tournament with.
     """
     from tournaments.ratings import bradley_terry
 
     config = stored_config(db_path)
     with Store(db_path, readonly=True) as store:
-        games = rated_games(store.schedule(), store.results())
+        schedule, results = store.schedule(), store.results()
+    games = rated_games(schedule, results)
     if not games:
         raise ValueError(f"{db_path} has no finished match to rate its players by")
-    ratings = bradley_terry(games, list(config.players), config.rating.reference, ci=None)
+    seat_games = [s.game for s in schedule if s.match_id in results]
+    ratings = bradley_terry(games, list(config.players), config.rating.reference, ci=None, seat=seat_games)
     return {p: r.elo for p, r in ratings.items()}
