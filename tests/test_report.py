@@ -3,10 +3,13 @@ in headless Chromium (the leaderboard, the bracket, the figures and a turn-by-tu
 with prompt, reply and move must be in the DOM after the page's JavaScript ran)."""
 
 import base64
+from html import escape
+import json
 import re
 import shutil
 import subprocess
 from collections import Counter
+from urllib.parse import quote
 
 import pytest
 
@@ -70,11 +73,17 @@ def test_terminal_leaderboard(elimination):
         assert re.search(rf"│\s+{r.rank} │ {re.escape(r.player)}\s+│", text)
 
 
-def dump_dom(path):
-    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", path.as_uri()],
-                         capture_output=True, text=True, timeout=60)
+def dump_dom(path, match=None):
+    """The page's DOM after its JavaScript ran (`match`: opened with #match=ID)."""
+    url = path.as_uri() + (f"#match={quote(match)}" if match else "")
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
+
+
+def match_rows(html):
+    """The page's match index (one row per match)."""
+    return json.loads(re.search(r"const MATCHES=(\[.*?\]), REPLAY_DIR=", html, re.S).group(1))
 
 
 @pytest.mark.skipif(not shutil.which(CHROMIUM) and not __import__("os").path.exists(CHROMIUM), reason="needs Debian chromium")
@@ -92,14 +101,23 @@ def test_html_report_in_headless_chromium(elimination, tmp_path):
     for fig in ("winrate", "ratings"):
         src = re.search(rf'<img id="{fig}"[^>]*src="data:image/png;base64,([^"]+)"', dom).group(1)
         assert base64.b64decode(src)[:4] == b"\x89PNG"
-    # the JavaScript ran: it counted the replays and filled the player filter
+    # the JavaScript ran: it listed the matches and filled the player filter
     n = len(elimination.results)
-    assert re.search(rf'<span id="shown" class="k">{n} of {n} matches shown</span>', dom)
+    assert re.search(rf'<span id="shown" class="k"[^>]*>1-{n} of {n} matches shown \({n} in all\)</span>', dom)
     assert all(f'<option value="{p}">{p}</option>' in dom for p in elimination.config.players)
-    # every match has a replay; an LLM turn shows its prompt, its replies and the move played
-    replays = re.findall(r'<details class="replay" data-match-id="([^"]+)"', dom)
+    # every match is listed, its replay drawn when opened (here from the address): an LLM turn shows
+    # its prompt, its replies and the move played
+    replays = re.findall(r'<details class="replay" data-i="\d+" data-match-id="([^"]+)"', dom)
     assert sorted(replays) == sorted(elimination.results)
-    turns = [c for c in dom.split('<div class="turn')[1:] if re.match(r'[^>]*><b>#\d+</b> player_\d \(tiny\)', c)]
+    assert not re.search(r'<div class="turn[^"]*"><b>#', dom)  # none opened yet
+    records = list(read_jsonl(elimination.jsonl_path))
+    llm_match = next(r.match_id for r in records if any(t.agent == "tiny" for t in r.turns))
+    dom = dump_dom(page, match=llm_match)
+    start = re.search(rf'<details class="replay" data-i="\d+" data-match-id="{re.escape(escape(llm_match))}"[^>]* open=""', dom).start()
+    end = dom.find('<details class="replay"', start + 1)
+    opened = dom[start:end if end > 0 else len(dom)]
+    assert len(re.findall(r'<details class="replay"[^>]* open=""', dom)) == 1
+    turns = [c for c in opened.split('<div class="turn')[1:] if re.match(r'[^>]*><b>#\d+</b> player_\d \(tiny\)', c)]
     assert turns, "no LLM turn in the replays"
     move = re.search(r'plays <b class="move">([^<]+)</b>', turns[0]).group(1)
     assert '<pre class="prompt">' in turns[0] and "LEGAL MOVES" in turns[0] and '<pre class="reply">' in turns[0]
@@ -112,7 +130,7 @@ def test_round_robin_report_has_rounds_not_bracket(tmp_path):
                              "games": [{"name": "prisoners_dilemma", "params": {"rounds": 2}}]})
     html = write_html(result, tmp_path / "rr.html").read_text()
     assert 'id="rounds"' in html and 'id="bracket"' not in html
-    assert html.count('<details class="replay"') == 3
+    assert len(match_rows(html)) == 3 and "replayPage(0," in html  # three matches, their replays inside the page
     assert 'id="other-ratings"' in html
 
 

@@ -27,6 +27,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
@@ -260,22 +261,72 @@ function sortTable(th){
     const c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y); return asc?c:-c;});
   th.dataset.asc=asc?'1':'0'; rows.forEach(r=>table.tBodies[0].appendChild(r));
 }
+// Matches: MATCHES holds one row per match [id, game, a, b, score a, score b, outcome a, outcome b, label, seed, replay page];
+// a page of PAGE rows is drawn at a time, a replay is drawn when opened, from REPLAYS[page] (inline, or a script beside the page).
+const PAGE=100, REPLAYS={}, WAITING={};
+let view=[], at=0;
+function esc(s){return String(s).replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#x27;'}[c]));}
+function sg(x){x=Number(Number(x).toPrecision(6)); return (x>=0?'+':'')+x;}
+function replayPage(k,data){REPLAYS[k]=data; (WAITING[k]||[]).forEach(f=>f()); delete WAITING[k];}
+function withPage(k,f){
+  if(REPLAYS[k]){f();return;} if(WAITING[k]){WAITING[k].push(f);return;}
+  WAITING[k]=[f]; const s=document.createElement('script'); s.src=REPLAY_DIR+'/'+String(k).padStart(4,'0')+'.js';
+  s.onerror=()=>{REPLAYS[k]=null; (WAITING[k]||[]).forEach(f=>f()); delete WAITING[k];}; document.head.appendChild(s);
+}
+function turnHtml(t){
+  const flags=[]; if(t.r) flags.push(t.r+(t.r===1?' retry':' retries')); if(t.f) flags.push('fallback: '+t.f);
+  let h='<b>#'+t.i+'</b> '+esc(t.p)+' ('+esc(t.a)+') plays <b class="move">'+(esc(t.m)||'(nothing)')+'</b>';
+  if(flags.length) h+=' <span class="k">['+esc(flags.join(', '))+']</span>';
+  if(t.s!==undefined) h+='<details><summary class="k">system prompt</summary><pre>'+esc(t.s)+'</pre></details>';
+  if(t.q!==undefined) h+='<div class="k">prompt</div><pre class="prompt">'+esc(t.q)+'</pre>';
+  (t.at||[]).forEach(([c,e],k)=>{h+='<div class="k">'+(t.at.length===1?'reply':'reply '+(k+1))+(e?' — rejected: '+esc(e):'')+'</div><pre class="reply">'+esc(c)+'</pre>';});
+  if(t.c!==undefined) h+='<div class="k">reply</div><pre class="reply">'+esc(t.c)+'</pre>';
+  return '<div class="turn'+(t.v===false?' bad':'')+'">'+h+'</div>';
+}
+function fillReplay(d){
+  if(d.dataset.filled) return; d.dataset.filled='1';
+  const m=MATCHES[+d.dataset.i];
+  withPage(m[10],()=>{
+    const page=REPLAYS[m[10]], r=page&&page[m[0]];
+    let body=page===null?'<p class="k">replay file '+esc(REPLAY_DIR)+'/'+String(m[10]).padStart(4,'0')+'.js not found beside the report</p>'
+      :!r?'<p class="k">no trajectory stored for this match</p>':(r.turns.map(turnHtml).join('')||'<p class="k">no decisions</p>');
+    if(r&&r.error) body+='<p class="k">aborted: '+esc(r.error)+'</p>';
+    d.querySelector('.body').innerHTML=body;
+  });
+}
+function renderMatches(){
+  const list=document.getElementById('matches'), rows=[];
+  for(const i of view.slice(at,at+PAGE)){
+    const [id,game,a,b,sa,sb,oa,ob,label,seed]=MATCHES[i];
+    rows.push('<details class="replay" data-i="'+i+'" data-match-id="'+esc(id)+'" data-game="'+esc(game)+'" data-players="'+esc(a)+'|'+esc(b)+'">'
+      +'<summary><b>'+esc(label)+'</b> '+esc(game)+': '+esc(a)+' ('+sg(sa)+', '+oa+') vs '+esc(b)+' ('+sg(sb)+', '+ob+')</summary>'
+      +'<p class="k">match '+esc(id)+', seed '+seed+'; seats: player_0 = '+esc(a)+', player_1 = '+esc(b)+'</p><div class="body"></div></details>');
+  }
+  list.innerHTML=rows.join('');
+  list.querySelectorAll('details.replay').forEach(d=>d.addEventListener('toggle',()=>{if(d.open) fillReplay(d);}));
+  document.getElementById('shown').textContent=(view.length?(at+1)+'-'+Math.min(at+PAGE,view.length):'0')+' of '+view.length+' matches shown ('+MATCHES.length+' in all)';
+  document.getElementById('prev').disabled=at===0; document.getElementById('next').disabled=at+PAGE>=view.length;
+}
 function filterMatches(){
   const p=document.getElementById('fplayer').value, g=document.getElementById('fgame').value;
-  let shown=0;
-  document.querySelectorAll('details.replay').forEach(d=>{
-    const ok=(!p||d.dataset.players.split('|').includes(p))&&(!g||d.dataset.game===g);
-    d.style.display=ok?'':'none'; shown+=ok;});
-  document.getElementById('shown').textContent=shown+' of '+document.querySelectorAll('details.replay').length+' matches shown';
+  view=[]; MATCHES.forEach((m,i)=>{if((!p||m[2]===p||m[3]===p)&&(!g||m[1]===g)) view.push(i);}); at=0; renderMatches();
+}
+function openMatch(id){
+  const i=MATCHES.findIndex(m=>m[0]===id); if(i<0) return;
+  at=Math.floor(view.indexOf(i)/PAGE)*PAGE; renderMatches();
+  const d=document.querySelector('details.replay[data-i="'+i+'"]'); d.open=true; fillReplay(d); d.scrollIntoView();
 }
 document.addEventListener('DOMContentLoaded',()=>{
   document.querySelectorAll('#leaderboard th').forEach(th=>th.addEventListener('click',()=>sortTable(th)));
   const fp=document.getElementById('fplayer'), fg=document.getElementById('fgame');
-  const players=new Set(), games=new Set();
-  document.querySelectorAll('details.replay').forEach(d=>{d.dataset.players.split('|').forEach(x=>players.add(x)); games.add(d.dataset.game);});
+  const players=new Set(), games=new Set(); MATCHES.forEach(m=>{players.add(m[2]); players.add(m[3]); games.add(m[1]);});
   [...players].sort().forEach(x=>fp.add(new Option(x,x))); [...games].sort().forEach(x=>fg.add(new Option(x,x)));
   fp.addEventListener('change',filterMatches); fg.addEventListener('change',filterMatches);
+  document.getElementById('prev').addEventListener('click',()=>{at=Math.max(0,at-PAGE); renderMatches();});
+  document.getElementById('next').addEventListener('click',()=>{at+=PAGE; renderMatches();});
   filterMatches();
+  if(location.hash.startsWith('#match=')) openMatch(decodeURIComponent(location.hash.slice(7)));
+  document.getElementById('shown').dataset.ms=Math.round(performance.now());  // ms from navigation to a drawn page
 });
 """
 
@@ -411,56 +462,72 @@ def _records(result: TournamentResult) -> dict:
     return {r.match_id: r for r in read_jsonl(path) if r.match_id in result.results}
 
 
-def _replays_html(result: TournamentResult, records: dict) -> str:
-    parts = []
+INLINE_REPLAYS = 2_000_000  # bytes of replay data kept inside the page; beyond that, pages of replays go beside it
+REPLAY_PAGE = 200  # matches per replay file beside the page
+
+
+def _script_json(x) -> str:
+    """JSON to embed in a <script> element (no "</" that could close it)."""
+    return json.dumps(x, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+
+
+def _match_rows(result: TournamentResult) -> list[list]:
+    """One row per played match, in schedule order: [id, game, a, b, score a, score b, outcome a,
+    outcome b, label, seed, replay page]; the page is filled in by `_replay_pages`."""
+    rows = []
     for spec in result.schedule:
         res = result.results.get(spec.match_id)
-        if res is None:
-            continue
-        a, b = spec.seats
-        summary = (f"<b>{_e(spec.label)}</b> {_e(spec.game)}: {_e(a)} ({res.scores[a]:+g}, {res.outcome[a]}) vs "
-                   f"{_e(b)} ({res.scores[b]:+g}, {res.outcome[b]})")
-        rec = records.get(spec.match_id)
-        if rec is None:
-            body = "<p class=k>no trajectory stored for this match</p>"
-        else:
-            body = "".join(_turn_html(t) for t in rec.turns) or "<p class=k>no decisions</p>"
-            if rec.error:
-                body += f"<p class=k>aborted: {_e(rec.error)}</p>"
-        parts.append(f'<details class="replay" data-match-id="{_e(spec.match_id)}" data-game="{_e(spec.game)}" '
-                     f'data-players="{_e(a)}|{_e(b)}"><summary>{summary}</summary>'
-                     f"<p class=k>match {_e(spec.match_id)}, seed {spec.seed}; seats: player_0 = {_e(a)}, player_1 = {_e(b)}</p>{body}</details>")
-    return "".join(parts)
+        if res is not None:
+            a, b = spec.seats
+            rows.append([spec.match_id, spec.game, a, b, res.scores[a], res.scores[b], res.outcome[a], res.outcome[b], spec.label, spec.seed, 0])
+    return rows
 
 
-def _turn_html(t) -> str:
-    flags = []
+def _turn_data(t) -> dict:
+    """What a replay shows of a turn (keys kept short: a 10,000-match report holds tens of thousands)."""
+    d = {"i": t.index, "p": t.player, "a": t.agent, "m": t.move}
+    if not t.valid:
+        d["v"] = False
     if t.retries:
-        flags.append(f"{t.retries} retr{'y' if t.retries == 1 else 'ies'}")
+        d["r"] = t.retries
     if t.fallback:
-        flags.append(f"fallback: {t.fallback}")
-    head = f"<b>#{t.index}</b> {_e(t.player)} ({_e(t.agent)}) plays <b class=move>{_e(t.move) or '(nothing)'}</b>"
-    if flags:
-        head += f" <span class=k>[{_e(', '.join(flags))}]</span>"
-    body = ""
+        d["f"] = t.fallback
     if t.messages:
         system = [m for m in t.messages if m.get("role") == "system"]
-        rest = [m for m in t.messages if m.get("role") != "system"]
+        prompt = next((m for m in t.messages if m.get("role") == "user"), None)
         if system:
-            body += f"<details><summary class=k>system prompt</summary><pre>{_e(system[0]['content'])}</pre></details>"
-        first_prompt = next((m for m in rest if m.get("role") == "user"), None)
-        if first_prompt is not None:
-            body += f"<div class=k>prompt</div><pre class=prompt>{_e(first_prompt['content'])}</pre>"
-        for k, att in enumerate(t.attempts or []):
-            tag = "reply" if len(t.attempts) == 1 else f"reply {k + 1}"
-            body += f"<div class=k>{tag}{' — rejected: ' + _e(att.error) if att.error else ''}</div><pre class=reply>{_e(att.completion)}</pre>"
-        if not t.attempts and t.completion:
-            body += f"<div class=k>reply</div><pre class=reply>{_e(t.completion)}</pre>"
-    return f'<div class="turn{" bad" if not t.valid else ""}">{head}{body}</div>'
+            d["s"] = system[0]["content"]
+        if prompt is not None:
+            d["q"] = prompt["content"]
+        if t.attempts:
+            d["at"] = [[att.completion, att.error] for att in t.attempts]
+        elif t.completion:
+            d["c"] = t.completion
+    return d
 
 
-def write_html(result: TournamentResult, path: str | Path) -> Path:
-    """Write the report page; returns its path."""
+def _replay_pages(rows: list[list], records: dict, inline_limit: int) -> list[dict]:
+    """Replays grouped into pages (setting each row's page): one page if they fit in
+    `inline_limit` bytes of JSON, else REPLAY_PAGE matches a page."""
+    replays = {rec.match_id: {"turns": [_turn_data(t) for t in rec.turns], **({"error": rec.error} if rec.error else {})}
+               for rec in records.values()}
+    if len(_script_json(replays)) <= inline_limit:
+        return [replays]
+    pages = []
+    for start in range(0, len(rows), REPLAY_PAGE):
+        for row in rows[start:start + REPLAY_PAGE]:
+            row[10] = len(pages)
+        pages.append({row[0]: replays[row[0]] for row in rows[start:start + REPLAY_PAGE] if row[0] in replays})
+    return pages
+
+
+def write_html(result: TournamentResult, path: str | Path, inline_replays: int = INLINE_REPLAYS) -> Path:
+    """Write the report page; returns its path.
+
+    The replays go inside the page while their JSON is at most `inline_replays` bytes;
+    beyond that into `<page stem>.replays/0000.js, 0001.js, ...` beside it (REPLAY_PAGE
+    matches each, loaded by a <script> element when a match is opened: a file:// page may
+    not fetch() files, scripts it may load), and the page keeps one short row per match."""
     cfg = result.config
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -468,6 +535,24 @@ def write_html(result: TournamentResult, path: str | Path) -> Path:
     specs = "".join(f"<tr><td class=l>{_e(p)}</td><td class=l><code>{_e(json.dumps(s) if not isinstance(s, str) else s)}</code></td></tr>"
                     for p, s in cfg.players.items())
     records = _records(result)
+    rows = _match_rows(result)
+    pages = _replay_pages(rows, records, inline_replays)
+    replay_dir = path.with_name(path.stem + ".replays")
+    for old in replay_dir.glob("[0-9][0-9][0-9][0-9].js"):  # an earlier report's pages
+        old.unlink()
+    if len(pages) > 1:
+        replay_dir.mkdir(exist_ok=True)
+        for k, page in enumerate(pages):
+            (replay_dir / f"{k:04d}.js").write_text(f"replayPage({k},{_script_json(page)});\n", encoding="utf-8")
+        inline = ""
+        where = (f"{len(rows)} matches; open one to see its replay, read from the {len(pages)} files in {replay_dir.name}/ beside "
+                 "this page (keep them together)")
+    else:
+        if replay_dir.is_dir() and not any(replay_dir.iterdir()):
+            replay_dir.rmdir()
+        inline = f"<script>replayPage(0,{_script_json(pages[0])});</script>"
+        where = f"{len(rows)} matches; open one to see its replay"
+    where += "; link to a match with #match=ID after the page's address"
     elim = bool(result.outcome.bracket)
     structure = _bracket_html(result) if elim else _rounds_html(result)
     page = f"""<!DOCTYPE html>
@@ -495,8 +580,11 @@ Click a column to sort.</p>
 <table>{specs}</table>
 <h2 id="replays">Matches</h2>
 <p>player <select id="fplayer"><option value="">all</option></select> game <select id="fgame"><option value="">all</option></select>
-<span id="shown" class="k"></span></p>
-{_replays_html(result, records)}
+<button id="prev">‹ previous</button> <button id="next">next ›</button> <span id="shown" class="k"></span></p>
+<p class=k id="replays-note">{_e(where)}.</p>
+<div id="matches"></div>
+<script>const MATCHES={_script_json(rows)}, REPLAY_DIR={_script_json(quote(replay_dir.name))};</script>
+{inline}
 </body></html>
 """
     path.write_text(page, encoding="utf-8")
