@@ -81,6 +81,14 @@ def dump_dom(path, match=None):
     return out.stdout
 
 
+def opened_replay(dom, match_id):
+    """The HTML of the one replay open in the DOM, which must be `match_id`'s."""
+    start = re.search(rf'<details class="replay" data-i="\d+" data-match-id="{re.escape(escape(match_id))}"[^>]* open=""', dom).start()
+    assert len(re.findall(r'<details class="replay"[^>]* open=""', dom)) == 1
+    ends = [i for i in (dom.find('<details class="replay"', start + 1), dom.find("<script>", start)) if i > 0]
+    return dom[start:min(ends, default=len(dom))]
+
+
 def match_rows(html):
     """The page's match index (one row per match)."""
     return json.loads(re.search(r"const MATCHES=(\[.*?\]), REPLAY_DIR=", html, re.S).group(1))
@@ -113,10 +121,7 @@ def test_html_report_in_headless_chromium(elimination, tmp_path):
     records = list(read_jsonl(elimination.jsonl_path))
     llm_match = next(r.match_id for r in records if any(t.agent == "tiny" for t in r.turns))
     dom = dump_dom(page, match=llm_match)
-    start = re.search(rf'<details class="replay" data-i="\d+" data-match-id="{re.escape(escape(llm_match))}"[^>]* open=""', dom).start()
-    end = dom.find('<details class="replay"', start + 1)
-    opened = dom[start:end if end > 0 else len(dom)]
-    assert len(re.findall(r'<details class="replay"[^>]* open=""', dom)) == 1
+    opened = opened_replay(dom, llm_match)
     turns = [c for c in opened.split('<div class="turn')[1:] if re.match(r'[^>]*><b>#\d+</b> player_\d \(tiny\)', c)]
     assert turns, "no LLM turn in the replays"
     move = re.search(r'plays <b class="move">([^<]+)</b>', turns[0]).group(1)
@@ -171,3 +176,81 @@ def test_swiss_points_count_a_bye_as_a_won_pairing(tmp_path):
     assert all(r.max_points == 4 for r in rows)  # two rounds, each a 2-game pairing or a bye worth 2
     assert sum(r.max_points - r.games for r in rows) == 4  # two byes
     assert "a bye counts as a won pairing" in write_html(result, tmp_path / "sw.html").read_text()
+
+
+def bot_tournament_in_memory(tmp_path, players, k):
+    """A finished round robin of simulated Bradley-Terry bots (`tournaments.sim`) built without
+    the store: the same schedule, records and result as `run_tournament`, written in one go."""
+    from tournaments.core import drive
+    from tournaments.formats import make_format
+    from tournaments.run import TournamentResult, match_specs, pair_result, rate
+    from tournaments.sim import bt_record, sim_config, strengths_of
+    from tournaments.store import MatchResult
+
+    config = sim_config(players, "round_robin", k=k, seed=0)
+    strengths = strengths_of(list(config.players), spread=2.0, seed=0)
+    jsonl = tmp_path / "big.jsonl"
+    schedule, results, lines = [], {}, []
+    rounds = iter(range(10**6))
+
+    def play_round(pairings):
+        round_no = next(rounds)
+        for p in pairings:
+            for spec in match_specs(config, p, round_no):
+                rec = bt_record(spec, strengths)
+                lines.append(rec.to_json())
+                schedule.append(spec)
+                results[spec.match_id] = MatchResult.from_record(rec, jsonl)
+        return [pair_result(config, p, results, round_no) for p in pairings]
+
+    outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), play_round)
+    jsonl.write_text("\n".join(lines) + "\n")
+    result = TournamentResult(config, outcome, schedule, results, {}, str(tmp_path / "big.db"), str(jsonl))
+    rate(config, result)
+    return result
+
+
+@pytest.mark.skipif(not shutil.which(CHROMIUM) and not __import__("os").path.exists(CHROMIUM), reason="needs Debian chromium")
+def test_ten_thousand_match_report_is_small_and_opens_fast(tmp_path):
+    result = bot_tournament_in_memory(tmp_path, players=32, k=21)  # 496 pairings x 21 = 10,416 matches
+    assert len(result.results) == 10_416
+    page = write_html(result, tmp_path / "big.html")
+    assert page.stat().st_size <= 10_000_000
+    pages = sorted((tmp_path / "big.replays").glob("*.js"))
+    assert len(pages) == -(-10_416 // 200)  # the replays, 200 matches a file beside the page
+    rows = match_rows(page.read_text())
+    assert len(rows) == 10_416 and rows[-1][10] == len(pages) - 1
+    late = rows[-1][0]  # a replay from the last file
+    dom = dump_dom(page, match=late)
+    shown = re.search(r'<span id="shown" class="k" data-ms="(\d+)">([^<]+)</span>', dom)
+    assert int(shown.group(1)) <= 3000, f"{shown.group(1)} ms from navigation to a drawn page"
+    assert shown.group(2) == "10401-10416 of 10416 matches shown (10416 in all)"
+    opened = opened_replay(dom, late)
+    rec = next(r for r in read_jsonl(result.jsonl_path) if r.match_id == late)
+    moves = re.findall(r'plays <b class="move">([^<]+)</b>', opened)
+    assert moves == [t.move for t in rec.turns] and '<pre class="prompt">' in opened
+    # the same page rewritten small: the replays move back inside it and the old files go
+    (tmp_path / "small").mkdir()
+    write_html(bot_tournament_in_memory(tmp_path / "small", players=4, k=1), tmp_path / "big.html")
+    assert not (tmp_path / "big.replays").exists()
+
+
+def test_rank_ranges_and_seat_advantage_in_terminal_and_html(tmp_path):
+    from rich.console import Console
+
+    result = bot_tournament_in_memory(tmp_path, players=5, k=20)
+    ranges = {p: (r.rank_lo, r.rank_hi) for p, r in result.ratings.items()}
+    assert all(1 <= lo <= hi <= 5 for lo, hi in ranges.values()) and any(lo < hi for lo, hi in ranges.values())
+    shown = {p: f"{lo}" if lo == hi else f"{lo}-{hi}" for p, (lo, hi) in ranges.items()}
+    h = result.seat["tic_tac_toe"]
+    seat = f"tic_tac_toe {h.elo:+.0f} [{h.lo:+.0f}, {h.hi:+.0f}]"
+    console = Console(record=True, width=200)
+    print_leaderboard(result, console)
+    text = console.export_text()
+    for p in result.config.players:
+        assert re.search(rf"│ {p}\s+│[^│]+│\s+{shown[p]} │", text)
+    assert "first mover's advantage (fitted with the ratings, which are corrected for it), Elo: " + seat in " ".join(text.split())
+    html = write_html(result, tmp_path / "r.html").read_text()
+    for p in result.config.players:
+        assert re.search(rf'<td class="l player">{p}</td>(<td[^>]*>[^<]*</td>){{2}}<td class="rank-range"[^>]*>{shown[p]}</td>', html)
+    assert seat in re.search(r'<p class=k id="rating-note">([^<]+)</p>', html).group(1)

@@ -48,7 +48,7 @@ from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside, read_
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
 __all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "tournament_so_far", "load_tournament", "stored_config",
-           "stored_ratings", "rated_games", "match_specs", "match_seed", "jsonl_beside"]
+           "stored_ratings", "rated_games", "rate", "match_specs", "match_seed", "jsonl_beside"]
 
 
 @dataclass
@@ -177,7 +177,7 @@ def run_tournament(
         schedule = store.schedule()
         results = store.results()
     result = TournamentResult(config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played)
-    _rate(config, result)
+    rate(config, result)
     return result
 
 
@@ -215,7 +215,7 @@ def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, json
         result.outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), replay_round)
     except _Unfinished:
         result.finished = False
-    _rate(config, result)
+    rate(config, result)
     if not result.finished:
         points = {p: 0.0 for p in config.players}
         for a, b, points_a in result.games():  # a pairing's games count one game in all, as the formats count them
@@ -226,7 +226,7 @@ def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, json
     return result
 
 
-def _rate(config: TournamentConfig, result: TournamentResult) -> None:
+def rate(config: TournamentConfig, result: TournamentResult) -> None:
     """Bradley-Terry over every match, with one first-mover term per game fitted jointly."""
     from tournaments.ratings import fit_bradley_terry  # scipy: imported only once there is something to rate
 
