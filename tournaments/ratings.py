@@ -80,19 +80,9 @@ def elo(theta: float | np.ndarray, ref: float = 0.0) -> float | np.ndarray:
     return ELO_SCALE * (np.asarray(theta) - ref) + ELO_BASE
 
 
-def bradley_terry(
-    games: Iterable[tuple[Hashable, Hashable, float]],
-    players: Sequence[Hashable] | None = None,
-    reference: Hashable | None = None,
-    ci: str | None = "sandwich",
-    level: float = 0.95,
-    bootstrap: int = 200,
-    seed: int = 0,
-    l2: float = 0.01,
-    seat: bool | Sequence[Hashable] = False,
-) -> dict[Hashable, Rating]:
-    """{player: Rating} of `fit_bradley_terry` (same arguments)."""
-    return fit_bradley_terry(games, players, reference, ci, level, bootstrap, seed, l2, seat).ratings
+def bradley_terry(games: Iterable[tuple[Hashable, Hashable, float]], *args, **kwargs) -> dict[Hashable, Rating]:
+    """{player: Rating} of `fit_bradley_terry` (the same arguments)."""
+    return fit_bradley_terry(games, *args, **kwargs).ratings
 
 
 def fit_bradley_terry(
