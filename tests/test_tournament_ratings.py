@@ -213,3 +213,10 @@ def test_one_seat_term_per_game():
     assert fit.seat["go_second"].hi < pooled.elo < fit.seat["go_first"].lo
     with pytest.raises(ValueError, match="one per game"):
         fit_bradley_terry(first, seat=["x"])
+
+
+def test_rank_ranges_can_be_skipped():
+    games = simulate({"a": 1.0, "b": 0.0, "c": -1.0}, 5)
+    full, quick = fit_bradley_terry(games), fit_bradley_terry(games, ranks=False)
+    assert all(r.rank_lo == r.rank_hi == 0 for r in quick.ratings.values())
+    assert all(full.ratings[p].rank_lo >= 1 and full.ratings[p].lo == quick.ratings[p].lo for p in full.ratings)
