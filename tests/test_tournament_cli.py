@@ -182,8 +182,8 @@ def test_quickstart_config_is_valid():
     from tournaments.config import arena_options, load_config
 
     cfg = load_config(ROOT / "configs" / "quickstart.yaml")
-    assert cfg.format == "round_robin" and {g.name for g in cfg.games} == {"tic_tac_toe", "kuhn_poker", "prisoners_dilemma"}
-    assert cfg.players["smollm2"]["model"] == "smollm2-135m"
+    assert cfg.format == "round_robin" and [g.name for g in cfg.games] == ["tic_tac_toe"] and cfg.games_per_pairing == 20
+    assert cfg.players["smollm2"]["model"] == "smollm2-135m" and cfg.players["smollm2"]["constrained"]
     arena_options(cfg.arena)
     for name, spec in cfg.players.items():  # bots build; LLM specs are checked without loading the model
         if isinstance(spec, dict) and spec.get("type") == "llm":
