@@ -220,3 +220,15 @@ def test_rank_ranges_can_be_skipped():
     full, quick = fit_bradley_terry(games), fit_bradley_terry(games, ranks=False)
     assert all(r.rank_lo == r.rank_hi == 0 for r in quick.ratings.values())
     assert all(full.ratings[p].rank_lo >= 1 and full.ratings[p].lo == quick.ratings[p].lo for p in full.ratings)
+
+
+def test_no_field_falls_back_to_the_mean():
+    # a single game: no group of players took points from each other; the mean is 1000 and
+    # each side is unbounded the way its record points
+    r = bradley_terry([("a", "b", 1.0)])
+    assert r["a"].elo + r["b"].elo == pytest.approx(2000)
+    assert r["a"].hi == math.inf and math.isfinite(r["a"].lo) and r["b"].lo == -math.inf and math.isfinite(r["b"].hi)
+    # two separate pairs that split their games: two fields of the same size, neither pinned alone
+    r = bradley_terry([("a", "b", 1.0), ("b", "a", 1.0), ("c", "d", 1.0), ("d", "c", 1.0)])
+    assert np.mean([x.elo for x in r.values()]) == pytest.approx(1000)
+    assert all(x.lo == -math.inf and x.hi == math.inf for x in r.values())

@@ -267,10 +267,13 @@ def _took_points(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int):
 def _field(graph) -> set[int]:
     """The largest group of players that all took points from each other, directly or
     through others (a strongly connected component): everyone unless somebody won or lost
-    all its games. Ties: the group with the first-listed player."""
+    all its games. Everyone, too, when no group of two or more is the one largest."""
     import networkx as nx
 
-    return max(nx.strongly_connected_components(graph), key=lambda c: (len(c), -min(c)))
+    groups = sorted(nx.strongly_connected_components(graph), key=len, reverse=True)
+    if groups and len(groups[0]) >= 2 and (len(groups) == 1 or len(groups[1]) < len(groups[0])):
+        return groups[0]
+    return set(graph.nodes)
 
 
 def _unbounded(graph, anchor: set[int]) -> tuple[np.ndarray, np.ndarray]:
