@@ -119,7 +119,8 @@ def fit_bradley_terry(
     Args:
       games: one tuple per game; points_a is 1 (a won), 0.5 (draw) or 0 (b won).
       players: everyone to rate (default: everyone who played), in display order.
-      reference: pinned at 1000 Elo (its interval is then a point); None = mean at 1000.
+      reference: pinned at 1000 Elo (its interval is then a point); None = the field's
+        mean at 1000 (the players that took points from each other, see the module doc).
       ci: "sandwich" | "bootstrap" | None (no rating or rank intervals).
       level: confidence level of the interval.
       bootstrap: resamples for ci="bootstrap".
@@ -130,7 +131,8 @@ def fit_bradley_terry(
         term per label, as the first move is worth more in some games than in others.
       ranks: compute the rank intervals (False: rank_lo = rank_hi = 0). They cost a
         constrained refit per pair of players whose difference is unbounded and not
-        settled by a quick bound: ~3 s for 64 players after 6 Swiss-like rounds.
+        settled by a quick bound: ~3 s for 64 players after 6 Swiss-like rounds (at a load
+        average of 8).
     Returns:
       Fit(ratings={player: Rating}, seat={label: SeatAdvantage})
     """
@@ -192,7 +194,7 @@ def fit_bradley_terry(
         for k, g in enumerate(groups):
             h_se = ELO_SCALE * math.sqrt(max(robust[n + k, n + k], model[n + k, n + k]))
             seats[g].lo, seats[g].hi = seats[g].elo - z * h_se, seats[g].elo + z * h_se
-    if reference is not None:
+    if reference is not None and ci is not None and len(games):
         lo[index[reference]] = hi[index[reference]] = ELO_BASE
     ratings = {
         p: Rating(float(shown[i]), float(lo[i]) if played[i] else math.nan, float(hi[i]) if played[i] else math.nan, float(x[i]),
