@@ -1,7 +1,7 @@
-"""Tournament reports: a terminal leaderboard and a self-contained static HTML page.
+"""Tournament reports: a terminal leaderboard and a static HTML page.
 
     rows = leaderboard(result)                 # list[Row], in the format's final order
-    print_leaderboard(result)                  # rich table: rank, rating with CI, W/D/L, games
+    print_leaderboard(result)                  # rich table: rank, rating with CI, rank range, W/D/L, games
     write_html(result, "runs/t/tournament.html")
 
 The HTML page needs nothing but a browser (figures are inline base64 PNGs, the little
@@ -9,7 +9,10 @@ JavaScript is inline): the leaderboard (sortable), the bracket drawn (eliminatio
 formats) or the rounds (others), a win-rate heat map, the ratings with their confidence
 intervals, other views of the same games (OpenSkill, alpha-rank, Nash averaging), and
 every match's replay turn by turn (prompt, reply, move), read from the trajectory JSONL
-(`arena.records.read_jsonl`).
+(`arena.records.read_jsonl`). The page lists the matches 100 at a time from one short
+row each and draws a replay when it is opened; the replays sit inside the page up to
+`INLINE_REPLAYS` bytes, beyond that in script files beside it (see `write_html`), so a
+10,000-match tournament's page stays ~1 MB.
 
 The rank is the format's ranking (`Outcome.order`: points, bracket exit, tie-breaks); the
 rating is Bradley-Terry over every match played (`TournamentResult.ratings`), so the two
