@@ -331,3 +331,13 @@ def test_the_standing_so_far_is_read_without_writing(tmp_path):
     assert not Store.running(db)
     final = tournament_so_far(config, db)
     assert final.finished and final.outcome.order == done.outcome.order and final.results == done.results
+
+
+def test_a_finished_tournament_loads_from_its_db_with_players_out_of_alphabetical_order(tmp_path):
+    config = sim_config(3, "round_robin")
+    config.players = {p: config.players[p] for p in ("p02", "p00", "p01")}
+    db = tmp_path / "t.db"
+    done = run_tournament(config, bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db))), db)
+    loaded = load_tournament(db)
+    assert list(loaded.config.players) == ["p02", "p00", "p01"] and loaded.played == 0
+    assert {p: r.elo for p, r in loaded.ratings.items()} == pytest.approx({p: r.elo for p, r in done.ratings.items()})

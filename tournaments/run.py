@@ -251,9 +251,13 @@ def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
         raise ValueError(f"no tournament database at {db_path}")
     with Store(db_path, readonly=True) as store:
         text = store.meta("config")
+        order = list(store.players())
     if text is None:
         raise ValueError(f"{db_path} is not a tournament database (no config stored)")
-    return TournamentConfig.from_json(text)
+    config = TournamentConfig.from_json(text)
+    if set(order) == set(config.players):  # the canonical JSON sorts the players; the store keeps their order
+        config.players = {p: config.players[p] for p in order}
+    return config
 
 
 def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
