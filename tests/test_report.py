@@ -178,6 +178,12 @@ def test_swiss_points_count_a_bye_as_a_won_pairing(tmp_path):
     assert "a bye counts as a won pairing" in write_html(result, tmp_path / "sw.html").read_text()
 
 
+def record_json(rec):
+    """`MatchRecord.to_json` without `dataclasses.asdict`'s deep copies (3/4 of the time for 10,000 records)."""
+    d = dict(vars(rec), turns=[dict(vars(t), attempts=[vars(a) for a in t.attempts]) for t in rec.turns])
+    return json.dumps(d)
+
+
 def bot_tournament_in_memory(tmp_path, players, k):
     """A finished round robin of simulated Bradley-Terry bots (`tournaments.sim`) built without
     the store: the same schedule, records and result as `run_tournament`, written in one go."""
@@ -198,7 +204,7 @@ def bot_tournament_in_memory(tmp_path, players, k):
         for p in pairings:
             for spec in match_specs(config, p, round_no):
                 rec = bt_record(spec, strengths)
-                lines.append(rec.to_json())
+                lines.append(record_json(rec))
                 schedule.append(spec)
                 results[spec.match_id] = MatchResult.from_record(rec, jsonl)
         return [pair_result(config, p, results, round_no) for p in pairings]
@@ -229,6 +235,9 @@ def test_ten_thousand_match_report_is_small_and_opens_fast(tmp_path):
     rec = next(r for r in read_jsonl(result.jsonl_path) if r.match_id == late)
     moves = re.findall(r'plays <b class="move">([^<]+)</b>', opened)
     assert moves == [t.move for t in rec.turns] and '<pre class="prompt">' in opened
+    # a replay file gone missing: the match says so instead of hanging
+    (tmp_path / "big.replays" / "0000.js").unlink()
+    assert "0000.js not found beside the report" in opened_replay(dump_dom(page, match=rows[0][0]), rows[0][0])
     # the same page rewritten small: the replays move back inside it and the old files go
     (tmp_path / "small").mkdir()
     write_html(bot_tournament_in_memory(tmp_path / "small", players=4, k=1), tmp_path / "big.html")
