@@ -2,8 +2,9 @@
 
     suites.py          the suites (catalogue split -> games and opponents), EvalConfig, the
                        match plans (same seeds for every evaluated agent, every seat)
-    run.py             play the plans through `arena.runner.play` (`play_suite`), with the
-                       tournament store for kill-and-resume (`run_eval`); `arena eval`
+    run.py             play the plans through `arena.runner.play` (`play_suite`; in memory:
+                       `evaluate`), with the tournament store for kill-and-resume (`run_eval`);
+                       `arena eval`
     metrics.py         records -> per-cell rows (W/D/L, rates with Wilson CIs, mean return,
                        invalid/forfeit rates, tokens per move) and paired differences
     stats.py           Wilson, t and paired-bootstrap intervals
@@ -13,12 +14,12 @@
                        and Pareto efficiency
     report.py          eval.json, the terminal tables, the HTML page
 
-From Python (e.g. a training loop's periodic evaluation):
+From Python (the training loop's periodic evaluation, `training.selfplay.evaluate`, is this):
 
-    from evaluation.metrics import cells
-    from evaluation.run import play_suite
+    from evaluation.metrics import summary
+    from evaluation.run import evaluate
     from evaluation.suites import suite
 
-    records = list(play_suite({"agent": policy}, suite("held_out"), matches=100, seed=1_000_000))
-    rows = cells(records, "agent")     # one Cell per (game, opponent, seat) and pooled
+    cells = evaluate(policy, suite("held_out"), matches=100, seed=1_000_000)  # one Cell per (game, opponent, seat) and pooled
+    rows = summary(cells)                                                      # one flat row per (game, opponent)
 """

@@ -143,3 +143,19 @@ def _paired(game: str, opponent: str, seat: str, ps: list, strata: list, seed: i
     ret = paired_bootstrap([a.ret - b.ret for a, b in ps], strata, seed=seed)
     return Paired(unkey(game), unkey(opponent) if opponent != ALL else ALL, seat, len(ps), pts.mean, (pts.low, pts.high), pts.verdict,
                   ret.mean, (ret.low, ret.high), ret.verdict)
+
+
+def summary(cells_: list[Cell]) -> list[dict]:
+    """One flat row per (game, opponent): the pooled cell, with the non-losing rate per seat
+    (what a training run logs at each evaluation point; `cells` order: seats, then pooled)."""
+    out, seats = [], {}
+    for c in cells_:
+        if c.seat != ALL:
+            seats[c.seat] = c.non_losing
+            continue
+        out.append({"game": c.game, "opponent": c.opponent, "games": c.matches, "wins": c.wins, "draws": c.draws, "losses": c.losses,
+                    "win_rate": c.win_rate, "non_losing": c.non_losing, "ci_low": c.non_losing_ci[0], "ci_high": c.non_losing_ci[1],
+                    "non_losing_by_seat": seats, "mean_return": c.mean_return, "return_ci": list(c.return_ci),
+                    "invalid_rate": c.invalid_rate, "forfeit_rate": c.forfeit_rate, "tokens_per_move": c.tokens_per_move})
+        seats = {}
+    return out

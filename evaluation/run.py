@@ -29,7 +29,7 @@ import numpy as np
 
 from agents.base import PendingTurn
 from arena.records import MatchRecord, read_jsonl
-from evaluation.suites import EvalConfig, GameSpec, opponent_label, plans, unkey
+from evaluation.suites import SELF, EvalConfig, GameSpec, opponent_label, plans, unkey
 
 AGENT, BASELINE = "agent", "baseline"
 
@@ -82,6 +82,8 @@ def build_opponents(games_: list[GameSpec]) -> dict:
     built: dict[str, object] = {}
     out = {}
     for name, spec in opponents(games_).items():
+        if spec == SELF:
+            continue  # the evaluated agent itself (play_suite)
         label = opponent_label(spec)
         if label not in built:
             built[label] = build_agent(label, spec)
@@ -102,10 +104,24 @@ def play_suite(evaluated: dict, games_: list[GameSpec], matches: int, seed: int 
 
     todo = [p for who in evaluated for p in plans(who, games_, matches, seed) if p.match_id not in (skip or set())]
     seeds = {p.match_id: p.seed for p in todo}
-    agents = {name: OwnStream(a, seeds) for name, a in {**(opponent_agents or build_opponents(games_)), **evaluated}.items()}
+    built = dict(opponent_agents or build_opponents(games_))
+    for name, spec in opponents(games_).items():
+        if spec == SELF:
+            if len(evaluated) != 1:
+                raise ValueError(f"opponent {SELF!r} needs a single evaluated agent (no baseline)")
+            built[name] = next(iter(evaluated.values()))
+    agents = {name: OwnStream(a, seeds) for name, a in {**built, **evaluated}.items()}
     # interleave the evaluated agents' matches so a baseline is not left for the end
     todo.sort(key=lambda p: (p.match_id.split("|", 1)[1], p.match_id))
     yield from play(todo, agents, concurrency=concurrency, out=out, max_turns=max_turns, progress=progress)
+
+
+def evaluate(agent, games_: list[GameSpec], matches: int, seed: int, name: str = AGENT, **play) -> list:
+    """`agent`'s cells (per seat and pooled, `evaluation.metrics.Cell`) from `matches` matches
+    per game and opponent, played in memory; `play`: play_suite's keywords (concurrency, ...)."""
+    from evaluation.metrics import cells
+
+    return cells(list(play_suite({name: agent}, games_, matches, seed, **play)), name)
 
 
 @dataclass

@@ -29,6 +29,7 @@ import games
 from arena.runner import MatchPlan
 
 SUITES = {"train": "train", "held_out": "held_out"}  # suite name -> catalogue split
+SELF = "self"  # opponent spec: the evaluated agent itself in the other seats (cooperative games, self-play)
 MCTS = ["random", "mcts:100", "mcts:1000"]
 DILEMMA = ["tit_for_tat", "always_defect", "always_cooperate"]
 DEFAULT_OPPONENTS: dict[str, list] = {

@@ -21,8 +21,8 @@ from arena.cli import main as arena_main
 from arena.records import MatchRecord, TurnRecord, read_jsonl
 from evaluation.blunders import blunder_rows, expected_blunder_rate
 from evaluation.exploitability import exploitability
-from evaluation.metrics import paired
-from evaluation.run import play_suite, run_eval
+from evaluation.metrics import cells, paired, summary
+from evaluation.run import evaluate, play_suite, run_eval
 from evaluation.social import pareto_efficient, social_rows
 from evaluation.stats import paired_bootstrap, wilson
 from evaluation.suites import GameSpec, make_config, plans
@@ -238,6 +238,36 @@ def test_every_evaluated_agent_meets_the_same_matches(tmp_path):
     twin = run_eval(make_config({"agent": "random", "baseline": "random", "games": [{"name": "tic_tac_toe", "opponents": ["random"]}],
                                  "matches": 10, "out": str(tmp_path)}))
     assert all(p.points_diff == 0 and p.points_ci == (0.0, 0.0) for p in paired(twin.records))
+
+
+def _rec(k, seats, outcome, returns):
+    return MatchRecord(f"policy|00.tic_tac_toe|00.random|{k:05d}", "tic_tac_toe", {}, k, seats, outcome=outcome, returns=returns)
+
+
+def test_summary_rows_count_both_seats():
+    """The flat row a training run logs per (game, opponent): the pooled cell and the per-seat rates."""
+    recs = [
+        _rec(0, {"player_0": "policy", "player_1": "random"}, {"player_0": "win", "player_1": "loss"}, {"player_0": 1.0, "player_1": -1.0}),
+        _rec(1, {"player_0": "random", "player_1": "policy"}, {"player_0": "draw", "player_1": "draw"}, {"player_0": 0.0, "player_1": 0.0}),
+        _rec(2, {"player_0": "policy", "player_1": "random"}, {"player_0": "loss", "player_1": "win"}, {"player_0": -1.0, "player_1": 1.0}),
+        _rec(3, {"player_0": "random", "player_1": "policy"}, {"player_0": "loss", "player_1": "win"}, {"player_0": -1.0, "player_1": 1.0}),
+    ]
+    [s] = summary(cells(recs, "policy"))
+    assert (s["game"], s["opponent"], s["wins"], s["draws"], s["losses"], s["games"]) == ("tic_tac_toe", "random", 2, 1, 1, 4)
+    assert s["non_losing"] == 0.75 and (s["ci_low"], s["ci_high"]) == pytest.approx(wilson(3, 4))
+    assert s["non_losing_by_seat"] == {"player_0": 0.5, "player_1": 1.0} and s["win_rate"] == 0.5
+    assert s["mean_return"] == pytest.approx(0.25)
+
+
+def test_self_opponent_seats_the_evaluated_agent_everywhere():
+    """`self`: the agent in every seat (Hanabi, self-play); only its own seat k mod n counts."""
+    agent = make_agent("random")
+    records = list(play_suite({"agent": agent}, [GameSpec("tic_tac_toe", ["self"])], matches=4, seed=5))
+    assert [sorted(r.seats.values()) for r in records] == [["agent", "self"]] * 4
+    [pooled] = [c for c in evaluate(agent, [GameSpec("tic_tac_toe", ["self"])], 4, 5) if c.seat == "all"]
+    assert pooled.matches == 4 and pooled.opponent == "self"
+    with pytest.raises(ValueError, match="opponent 'self' needs a single evaluated agent"):
+        list(play_suite({"agent": agent, "baseline": agent}, [GameSpec("tic_tac_toe", ["self"])], matches=2))
 
 
 def _arena(*argv, **kw):

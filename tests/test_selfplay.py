@@ -25,7 +25,7 @@ from training import checkpoint
 from training import selfplay
 from training.league import League
 from training.config import GameEntry, TrainConfig
-from training.selfplay import POLICY, eval_summary, load_config, parse_config, plan_step, train, wilson
+from training.selfplay import POLICY, load_config, parse_config, plan_step, train
 
 TINY = {
     "model": "tiny-llama",
@@ -164,6 +164,9 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "eval.temperature": (-1, "eval.temperature must be >= 0, got -1.0"),
     "eval.keep_best": ("yes", "eval.keep_best must be bool"),
     "eval.seed": (-1, "eval.seed must be in [0, 2**31), got -1"),
+    "eval.select_seed": (1_000_000, "eval.select_seed must differ from eval.seed (1000000)"),
+    "eval.select_games": (3, "eval.select_games must be even"),
+    "eval.held_out": ([{"name": "connect_four", "opponent": ["random"]}], "eval.held_out[0]: game 'connect_four': unknown key(s) opponent"),
     "games[0].name": ("tic_tac_tow", "games[0]: unknown game 'tic_tac_tow'; did you mean tic_tac_toe?"),
     "games[0].weight": (0, "games[0].weight must be > 0, got 0.0"),
     "games[0].params": ({"board": "hex"}, "games[0]: tic_tac_toe board must be one of grid, line, relative, numbered, got 'hex'"),
@@ -222,6 +225,11 @@ def test_a_bad_value_of_any_field_is_a_one_line_error_naming_it(path):
     ({"league": {"bots": ["human"]}}, "league.bots: a human cannot play in training runs"),
     ({"eval": {"opponents": ["llm:tiny-llama:hidden=36:heads=4"]}}, "eval.opponents: bad model name 'tiny-llama:hidden=36:heads=4'"),
     ({"eval": {"opponents": ["llm:tiny-llama,temprature=0"]}}, "eval.opponents: agent 'llm:tiny-llama,temprature=0': unknown option(s) temprature"),
+    ({"eval": {"held_out": ["tic_tac_toe"]}}, "eval.held_out[0]: tic_tac_toe is a training game; held-out games are games the policy does not train on"),
+    ({"eval": {"held_out": ["conect_four"]}}, "eval.held_out[0]: unknown game 'conect_four'"),
+    ({"eval": {"held_out": [{"name": "connect_four", "opponents": ["mcts:lots"]}]}}, "eval.held_out[0].opponents: agent spec 'mcts:lots'"),
+    ({"eval": {"held_out": [{"name": "connect_four", "params": {"rows": 0}}]}}, "eval.held_out[0]: connect_four has no parameter 'rows'"),
+    ({"eval": {"held_out": "connect_four"}}, "eval.held_out must be list, got 'connect_four'"),
     ({"advantage": {"estimator": "critic"}}, "critic and learner.value_coef > 0 go together"),
     ({"model": "tiny-llama:layers=0"}, "model: bad model name 'tiny-llama:layers=0': layers must be >= 1"),
     ({"backend_kwargs": {"max_batch_size": 0}}, "backend_kwargs.max_batch_size must be an integer >= 1, got 0"),
@@ -317,33 +325,52 @@ def test_plan_step_pairs_seat_orders_and_splits_self_play():
     assert {(o, p.opening) for p, o in planned} == {(None, 2), ("random", 0)}  # self-play pairs only
 
 
-def test_wilson_interval_matches_the_formula():
-    k, n, z = 180, 200, 1.959963984540054
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    assert wilson(k, n) == pytest.approx((centre - half, centre + half), abs=1e-9)
-
-
-def _rec(i, seats, outcome, returns):
-    return MatchRecord(f"m{i}", "tic_tac_toe", {}, i, seats, outcome=outcome, returns=returns)
-
-
-def test_eval_summary_counts_both_seats():
-    recs = [
-        _rec(0, {"player_0": POLICY, "player_1": "random"}, {"player_0": "win", "player_1": "loss"}, {"player_0": 1.0, "player_1": -1.0}),
-        _rec(1, {"player_0": "random", "player_1": POLICY}, {"player_0": "draw", "player_1": "draw"}, {"player_0": 0.0, "player_1": 0.0}),
-        _rec(2, {"player_0": POLICY, "player_1": "random"}, {"player_0": "loss", "player_1": "win"}, {"player_0": -1.0, "player_1": 1.0}),
-        _rec(3, {"player_0": "random", "player_1": POLICY}, {"player_0": "loss", "player_1": "win"}, {"player_0": -1.0, "player_1": 1.0}),
-    ]
-    s = eval_summary(recs, "tic_tac_toe", "random", step=5)
-    assert (s["wins"], s["draws"], s["losses"], s["games"]) == (2, 1, 1, 4)
-    assert s["non_losing"] == 0.75 and (s["ci_low"], s["ci_high"]) == pytest.approx(wilson(3, 4))
-    assert s["non_losing_by_seat"] == {"player_0": 0.5, "player_1": 1.0}
-    assert s["mean_return"] == pytest.approx(0.25)
-
-
 # --- the loop ---------------------------------------------------------------------------------
+
+
+def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_games(tmp_path):
+    """Every evaluation point reports the training and the held-out games, with the very numbers
+    `evaluation.run.evaluate` gives on the same matches; the selection score is its own matches'."""
+    from agents.llm_agent import LLMAgent
+    from agents.models import load_model as load_policy
+    from evaluation.metrics import summary
+    from evaluation.run import evaluate
+    from training.config import eval_games
+    from training.learner import Learner
+
+    held_out = [{"name": "connect_four", "opponents": ["random"]}]
+    cfg = tiny(tmp_path, steps=1, learner={"lr": 3e-3, "precision": "float32"}, league={"snapshot_every": 0},
+               eval={"every": 1, "games": 8, "select_games": 6, "held_out": held_out})
+    train(cfg, console=quiet())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["split"], r["game"]) for r in rows] == [(s, split, g) for s in (0, 1) for split, g in
+                                                                  (("train", "tic_tac_toe"), ("held_out", "connect_four"))]
+    # the step-0 policy (the untrained model), evaluated by the evaluation module directly
+    model, tokenizer = load_policy(cfg.model, dtype="float32")
+    backend = selfplay.make_backend(cfg, Learner(model, tokenizer, cfg.learner), tokenizer)
+
+    def direct(games_, matches, seed):
+        agent = LLMAgent(POLICY, backend, dataclasses.replace(cfg.agent, temperature=0.0, seed=seed))
+        return summary(evaluate(agent, games_, matches, seed, name=POLICY, concurrency=cfg.concurrency, max_turns=cfg.max_turns))
+
+    train_games, held = eval_games(cfg)
+    report = direct(train_games + held, 8, cfg.eval.seed)
+    assert [{k: r[k] for k in report[0]} for r in rows[:2]] == report and report[1]["games"] == 8
+    selection = direct(train_games, 6, cfg.eval.select_seed)
+    assert rows[0]["selection_score"] == float(np.mean([r["non_losing"] for r in selection])) and selection[0]["games"] == 6
+
+
+def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path):
+    cfg = tiny(tmp_path, steps=4, threads=1, checkpoint_every=4, league={"snapshot_every": 0},
+               eval={"every": 1, "games": 8, "select_games": 8})
+    out = train(cfg, console=quiet())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
+    by_selection = max(rows, key=lambda r: (r["selection_score"], -r["step"]))
+    by_report = max(rows, key=lambda r: (r["non_losing"], -r["step"]))
+    assert by_selection["step"] != by_report["step"], "the two sets agree on this run: the test cannot tell them apart"
+    best = json.loads((tmp_path / "run" / "best" / "meta.json").read_text())
+    assert best["step"] == by_selection["step"] and best["selection_score"] == out["best"] == by_selection["selection_score"]
+    assert best["eval"] == [{k: v for k, v in by_selection.items() if k in best["eval"][0]}]  # what is reported for it
 
 
 def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
@@ -361,8 +388,8 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert [e["step"] for e in evals] == [0, 2, 3]  # before training, every 2 steps, at the end
     assert all(e["games"] == 8 and e["wins"] + e["draws"] + e["losses"] == 8 for e in evals)
     assert (run / "eval.png").stat().st_size > 1000
-    best = json.loads((run / "best" / "meta.json").read_text())  # the first evaluation with the top rate
-    assert best["step"] == max(evals, key=lambda e: (e["non_losing"], -e["step"]))["step"] and out["best"] == best["eval"][0]["non_losing"]
+    best = json.loads((run / "best" / "meta.json").read_text())  # the first evaluation with the top selection score
+    assert best["step"] == max(evals, key=lambda e: (e["selection_score"], -e["step"]))["step"] and out["best"] == best["selection_score"]
     assert list((run / "tb").glob("events.out.tfevents.*"))
     ckpt = checkpoint.latest(run / "checkpoints")
     meta = json.loads((ckpt / "meta.json").read_text())

@@ -23,12 +23,12 @@ import yaml
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
 from training.advantages import ESTIMATORS, AdvantageConfig
 from arena.machine import PRECISIONS
+from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
 from training.learner import LearnerConfig
 from training.league import WEIGHTINGS
 from training.loss import AGGREGATIONS
 
 POLICY = "policy"  # the learning agent's name in every match
-SELF = "self"  # eval opponent spec: the policy in every seat
 REQUIRED = ("model", "games", "steps")  # what a run is; no silent defaults for these
 BACKENDS = ("transformers", "vllm")
 EXAMPLE = "configs/train_tictactoe_tiny.yaml"
@@ -71,20 +71,35 @@ class LeagueConfig:
 
 @dataclass
 class EvalConfig:
-    """Periodic evaluation against fixed opponents (nothing here touches the training RNGs)."""
+    """Periodic evaluation (`evaluation.run.evaluate`; nothing here touches the training RNGs).
+
+    Two sets of matches at every evaluation point: the report set (eval.seed) over the
+    training games and the held-out games is what eval.jsonl, TensorBoard and the curves
+    show; the selection set (eval.select_seed, training games only) picks `best`. A policy
+    kept for its best score is thus reported on matches that did not choose it, and no
+    held-out game takes part in the choice.
+    """
 
     every: int = 10
     """evaluate every N steps (and before the first); 0: never"""
     games: int = 200
-    """games per (game, opponent), half in each seat"""
+    """report set: matches per (game, opponent), half in each seat"""
     opponents: Any = field(default_factory=lambda: ["random"])
-    """agent specs for every game, or a mapping game -> list of specs; "self" = the policy in every seat"""
+    """agent specs for every training game, or a mapping game -> list of specs; "self" = the policy in every seat"""
+    held_out: list = field(default_factory=list)
+    """games the policy does not train on, in the report set: names or {name, opponents, params, opening}
+    (`arena eval`'s game entries; without opponents: `evaluation.suites.DEFAULT_OPPONENTS`)"""
     temperature: float = 0.0
     """sampling temperature of the policy in evaluation (0: greedy)"""
     keep_best: bool = True
-    """keep the policy with the best mean non-losing rate so far in <run_dir>/best (a model/agent path)"""
+    """keep the policy with the best selection score so far (mean non-losing rate over the training games'
+    selection matches) in <run_dir>/best (a model/agent path)"""
+    select_games: int = 0
+    """selection set: matches per (training game, opponent) that pick `best` (0: as many as eval.games)"""
     seed: int = 1_000_000
-    """match seeds of the evaluation games (the same games every time)"""
+    """match seeds of the report set (the same matches every time)"""
+    select_seed: int = 2_000_000
+    """match seeds of the selection set (must differ from eval.seed)"""
 
 
 @dataclass
@@ -223,8 +238,10 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "league.max_loaded": _ge(1),
     "eval.every": _ge(0),
     "eval.games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0"),
+    "eval.select_games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0 (0: as many as eval.games)"),
     "eval.temperature": _ge(0),
     "eval.seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
+    "eval.select_seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
 }
 
 
@@ -391,6 +408,38 @@ def _validate(cfg: TrainConfig) -> None:
             _check_spec(s, "eval.opponents")
     else:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
+    if cfg.eval.select_seed == cfg.eval.seed:
+        raise ValueError(f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones")
+    eval_games(cfg)
+
+
+def eval_games(cfg: TrainConfig) -> tuple[list, list]:
+    """(training games, held-out games) of the evaluation as `evaluation.suites.GameSpec`s,
+    each with its opponents; one-line errors for a bad `eval.held_out` entry."""
+    import games
+    from evaluation.suites import GameSpec, game_spec, plans
+
+    opp = cfg.eval.opponents
+    train = [GameSpec(g.name, list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp), dict(g.params)) for g in cfg.games]
+    train = [g for g in train if g.opponents]
+    held = []
+    for i, entry in enumerate(cfg.eval.held_out):
+        where = f"eval.held_out[{i}]"
+        try:
+            g = game_spec(entry)
+            games.make(g.name, **g.params)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+        if any(g.name == t.name for t in cfg.games):
+            raise ValueError(f"{where}: {g.name} is a training game; held-out games are games the policy does not train on")
+        for s in g.opponents:
+            _check_spec(s, f"{where}.opponents")
+        held.append(g)
+    try:
+        plans(POLICY, train + held, 2, 0)  # opponent names the match ids can hold
+    except ValueError as e:
+        raise ValueError(f"eval: {e}") from None
+    return train, held
 
 
 def _check_backend_kwargs(cfg: TrainConfig) -> None:

@@ -1,8 +1,9 @@
 """Evaluation curves of training runs: `plot_eval(run_dirs, out)`.
 
-One run: its non-losing rate per (game, opponent) with the 95% Wilson band and the
-legal-move rate (dashed), against training step and against wall-clock minutes; the loop
-rewrites `<run_dir>/eval.png` after every evaluation. Several runs (seeds, settings): one
+One run: its non-losing rate per (game, opponent), training and held-out games (the
+report set of every evaluation point), with the 95% Wilson band and the legal-move rate
+(dashed), against training step and against wall-clock minutes; the loop rewrites
+`<run_dir>/eval.png` after every evaluation. Several runs (seeds, settings): one
 line per run on the same axes, for `arena plot RUN_A RUN_B ... --out compare.png`.
 """
 
@@ -48,6 +49,7 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
         for key, rows in by_key.items():
             series[key].append((label, rows))
     gnames = sorted({g for g, _ in series})
+    held_out = {g for (g, _), curves in series.items() for _, rs in curves if rs[-1].get("split") == "held_out"}
     fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
     for i, game in enumerate(gnames):
         per_point = 0
@@ -72,7 +74,7 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
             ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
             ax.set_ylim(0, 1.02)
             ax.grid(alpha=0.3)
-            ax.set_title(f"{game} (95% Wilson CI, {per_point} games per point)")
+            ax.set_title(f"{game}{' (held out)' if game in held_out else ''} (95% Wilson CI, {per_point} games per point)")
             ax.legend(loc="lower right", fontsize="small" if not single else None)
     fig.tight_layout()
     out = Path(out)

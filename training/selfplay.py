@@ -15,9 +15,11 @@ from a league, and is updated on turn-level advantages::
         weight sync          transformers: nothing (the backend holds the learner's module);
                              vLLM: `backend.load_weights(learner.policy_state_dict())`
         log                  TensorBoard (<run>/tb) + metrics.jsonl + a console line
-        every eval.every     W/D/L and non-losing rate with a Wilson 95% CI vs each eval
-                             opponent, half the games in each seat -> eval.jsonl, eval.png;
-                             a new best mean non-losing rate -> the policy to <run>/best
+        every eval.every     `evaluation.run.evaluate` (the module behind `arena eval`): the
+                             report set (eval.seed; training and eval.held_out games) -> W/D/L,
+                             rates with Wilson 95% CIs per (game, opponent) -> eval.jsonl,
+                             eval.png; the selection set (eval.select_seed, training games)
+                             -> a new best score puts the policy in <run>/best
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state) -> `--resume` continues exactly
@@ -25,7 +27,7 @@ from a league, and is updated on turn-level advantages::
 Config: `training.config` (the dataclasses, YAML loading, every check before the model loads).
 
 Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
-line per evaluation and opponent), eval.png (the curve), tb/ (TensorBoard events),
+line per evaluation, game and opponent; `split` train or held_out), eval.png (the curve), tb/ (TensorBoard events),
 checkpoints/ (`training.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
 policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint). One run per folder
 (`prepare_run_dir`): a fresh start refuses checkpoints and sets the files of a run that never
@@ -60,7 +62,7 @@ import time
 from collections import OrderedDict, defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,7 +75,7 @@ from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import compute_advantages, learning_samples
-from training.config import POLICY, SELF, TrainConfig, config_dict, load_config, parse_config  # noqa: F401 (parse_config: the loop's callers)
+from training.config import POLICY, SELF, TrainConfig, config_dict, eval_games, load_config, parse_config  # noqa: F401 (SELF, parse_config: the loop's callers)
 from training.league import League
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
@@ -87,16 +89,6 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed)
     torch.manual_seed(seed)
     return np.random.default_rng(seed)
-
-
-def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of k successes in n trials."""
-    if n == 0:
-        return 0.0, 1.0
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
@@ -221,54 +213,30 @@ def rollout_metrics(records: list[MatchRecord], opponents: list[str | None]) -> 
     return m
 
 
-def evaluate(cfg: TrainConfig, backend, step: int) -> list[dict]:
-    """Play the eval games (policy greedy unless eval.temperature > 0); one summary per (game, opponent)."""
-    from agents import make_agent
+def evaluate(cfg: TrainConfig, backend, step: int) -> tuple[list[dict], float]:
+    """One evaluation point through `evaluation.run.evaluate` (policy greedy unless
+    eval.temperature > 0): the report rows (one per (game, opponent), training and held-out
+    games, eval.seed) and the selection score (mean non-losing rate over the training games'
+    selection matches, eval.select_seed; -1 without keep_best)."""
+    from evaluation.metrics import summary
+    from evaluation.run import evaluate as play_and_score
+    from evaluation.suites import plans
 
-    policy = LLMAgent(POLICY, backend, replace(cfg.agent, temperature=cfg.eval.temperature, seed=cfg.eval.seed))
-    rows = []
-    for g in cfg.games:
-        specs = cfg.eval.opponents.get(g.name, []) if isinstance(cfg.eval.opponents, Mapping) else cfg.eval.opponents
-        for spec in specs:
-            label = spec if isinstance(spec, str) else spec.get("name") or spec.get("type", "opponent")
-            if spec == SELF:
-                agents, names = {POLICY: policy}, [POLICY]
-            else:
-                agents, names = {POLICY: policy, label: make_agent(spec, label)}, [POLICY, label]
-            plans = plan_matches(g.name, names, cfg.eval.games, seed=cfg.eval.seed, params=g.params, prefix=f"eval{step}-{label}-")
-            with Progress(total=len(plans), desc=f"eval {g.name} vs {label}", leave=False) as bar:
-                records = list(play(plans, agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar))
-            rows.append(eval_summary(records, g.name, label, step))
-    return rows
+    train_games, held_out = eval_games(cfg)
 
+    def cells(games_, matches: int, seed: int, what: str):
+        policy = LLMAgent(POLICY, backend, replace(cfg.agent, temperature=cfg.eval.temperature, seed=seed))
+        with Progress(total=len(plans(POLICY, games_, matches, seed)), desc=f"eval step {step} ({what})", leave=False) as bar:
+            return play_and_score(policy, games_, matches, seed, name=POLICY, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar)
 
-def eval_summary(records: list[MatchRecord], game: str, opponent: str, step: int) -> dict:
-    """W/D/L, non-losing rate with its Wilson CI, per-seat non-losing rates, mean return, invalid rate."""
-    results, returns, per_seat = [], [], defaultdict(list)
-    turns = invalid = 0
-    for rec in records:
-        seats = [p for p, a in rec.seats.items() if a == POLICY]
-        if opponent == SELF:
-            seats = seats[:1]  # one result per game: the policy's seat 0
-        for p in seats:
-            o = rec.outcome.get(p, "draw")
-            results.append(o)
-            per_seat[p].append(o != "loss")
-            returns.append(rec.returns.get(p, 0.0))
-        for t in rec.turns:
-            if t.agent == POLICY:
-                turns += 1
-                invalid += not t.valid
-    n = len(results)
-    non_losing = sum(o != "loss" for o in results)
-    low, high = wilson(non_losing, n)
-    return {
-        "step": step, "game": game, "opponent": opponent, "games": n,
-        "wins": results.count("win"), "draws": results.count("draw"), "losses": results.count("loss"),
-        "non_losing": non_losing / max(1, n), "ci_low": low, "ci_high": high,
-        "non_losing_by_seat": {p: float(np.mean(v)) for p, v in sorted(per_seat.items())},
-        "mean_return": float(np.mean(returns)) if returns else 0.0, "invalid_rate": invalid / max(1, turns),
-    }
+    held = {g.name for g in held_out}
+    rows = [{"step": step, "split": "held_out" if r["game"] in held else "train", **r}
+            for r in summary(cells(train_games + held_out, cfg.eval.games, cfg.eval.seed, "report"))]
+    score = -1.0
+    if cfg.eval.keep_best and train_games:
+        chosen = summary(cells(train_games, cfg.eval.select_games or cfg.eval.games, cfg.eval.select_seed, "selection"))
+        score = float(np.mean([r["non_losing"] for r in chosen]))
+    return rows, score
 
 
 def _append(path: Path, row: dict) -> None:
@@ -367,7 +335,10 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
               f"ent {m.get('entropy', float('nan')):.3f}", f"clip {m.get('clip_frac', 0):.3f}",
               f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}", f"{m['step_seconds']:.1f}s"]
     for r in ev:
-        parts.append(f"| eval {r['game']} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]")
+        held = " (held out)" if r.get("split") == "held_out" else ""
+        parts.append(f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]")
+    if ev and ev[0].get("selection_score", -1) >= 0:
+        parts.append(f"| selection {ev[0]['selection_score']:.3f}")
     return "  ".join(parts)
 
 
@@ -415,19 +386,20 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
     def run_eval(step: int) -> list[dict]:
         nonlocal best
-        if not cfg.eval.every or not cfg.eval.games:
+        if not cfg.eval.every:
             return []
-        rows = evaluate(cfg, backend, step)
-        score = float(np.mean([r["non_losing"] for r in rows])) if rows else -1.0
-        if cfg.eval.keep_best and rows and score > best:
+        rows, score = evaluate(cfg, backend, step)
+        if score > best:
             best = score
-            checkpoint.save_policy(run_dir / "best", learner, step, config=config_dict(cfg), eval=rows)
+            checkpoint.save_policy(run_dir / "best", learner, step, config=config_dict(cfg), selection_score=score, eval=rows)
         for r in rows:
-            r.update(minutes=elapsed / 60, train_games=games_played)
+            r.update(minutes=elapsed / 60, train_games=games_played, selection_score=score)
             _append(run_dir / "eval.jsonl", r)
-            tag = f"eval/{r['game']}/{r['opponent']}"
+            tag = f"eval/{r['game']}/{r['opponent']}" if r["split"] == "train" else f"eval_held_out/{r['game']}/{r['opponent']}"
             writer.add_scalar(f"{tag}/non_losing", r["non_losing"], step)
             writer.add_scalar(f"{tag}/mean_return", r["mean_return"], step)
+        if score >= 0:
+            writer.add_scalar("eval/selection_score", score, step)
         if rows:
             plot_eval(run_dir)
         return rows
@@ -528,7 +500,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             break
     writer.close()
     if best >= 0 and cfg.eval.keep_best:
-        console.print(f"best evaluation: mean non-losing {best:.3f}, policy in {run_dir / 'best'}")
+        console.print(f"best selection score (mean non-losing on the selection matches): {best:.3f}, policy in {run_dir / 'best'}")
     return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval, "best": best}
 
 
@@ -550,6 +522,7 @@ def main(args: argparse.Namespace) -> None:
             raise
         raise ValueError(f"cannot write to {Path(e.filename).parent} ({e.strerror})") from None
     for r in result["eval"]:
-        print(f"final eval {r['game']} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
+        held = " (held out)" if r.get("split") == "held_out" else ""
+        print(f"final eval {r['game']}{held} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
               f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})")
     print(f"{result['games']} training games in {result['elapsed'] / 60:.1f} min; run dir {cfg.run_dir}")
