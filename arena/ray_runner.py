@@ -72,6 +72,11 @@ class MatchWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
 
 @dataclass
 class RayPool:
