@@ -54,11 +54,10 @@ def config(games: int, seed: int, simulations: int):
     })
 
 
-def timed_run(cfg, db: Path, concurrency: int, pool=None) -> float:
-    agents = {} if pool else {n: build_agent(n, s) for n, s in cfg.players.items()}
+def timed_run(cfg, db: Path, concurrency: int, pool=None, agents=None) -> float:
     jsonl = db.with_suffix(".jsonl")
     start = time.perf_counter()
-    run_tournament(cfg, arena_play_matches(agents, jsonl, concurrency, 2000, pool=pool), db, jsonl)
+    run_tournament(cfg, arena_play_matches(agents or {}, jsonl, concurrency, 2000, pool=pool), db, jsonl)
     return time.perf_counter() - start
 
 
@@ -67,22 +66,37 @@ def stored(db: Path) -> dict:
         return {k: (r.scores, r.outcome, r.error) for k, r in store.results().items()}
 
 
-def commit_rate(folder: Path, n: int) -> float:
-    """Results per second the driver stores (SQLite insert + JSONL append with fsync)."""
+def commit_rates(folder: Path, n: int, batch: int = 16) -> dict[str, float]:
+    """Results per second the driver stores: JSONL append (fsync each), SQLite insert (one
+    synchronous=FULL transaction each), both (what the driver does per match), and a chunk
+    of `batch` records appended with one fsync (a batched commit)."""
     from arena.records import MatchRecord, append_jsonl
-    from tournaments.store import MatchResult
+    from tournaments.store import MatchResult, MatchSpec
 
-    db, jsonl = folder / "commit.db", folder / "commit.jsonl"
     rec = MatchRecord("x", "tic_tac_toe", {}, 0, {"player_0": "a", "player_1": "b"}, returns={"player_0": 1.0, "player_1": -1.0},
                       outcome={"player_0": "win", "player_1": "loss"})
-    with Store(db) as store:
-        store.init('{"name": "commit"}', {"a": "random", "b": "random"})
-        start = time.perf_counter()
-        for i in range(n):
-            rec.match_id = f"m{i}"
-            append_jsonl(jsonl, rec)
-            store.add_result(MatchResult.from_record(rec, jsonl))
-        return n / (time.perf_counter() - start)
+    rates = {}
+    for what in ("jsonl", "sqlite", "both"):
+        db, jsonl = folder / f"commit-{what}.db", folder / f"commit-{what}.jsonl"
+        with Store(db) as store:
+            store.init('{"name": "commit"}', {"a": "random", "b": "random"})
+            store.add_schedule([MatchSpec(f"m{i}", "tic_tac_toe", {}, 0, ["a", "b"], 0, "RR") for i in range(n)])
+            start = time.perf_counter()
+            for i in range(n):
+                rec.match_id = f"m{i}"
+                if what != "sqlite":
+                    append_jsonl(jsonl, rec)
+                if what != "jsonl":
+                    store.add_result(MatchResult.from_record(rec, jsonl))
+            rates[what] = n / (time.perf_counter() - start)
+    start = time.perf_counter()
+    with open(folder / "commit-batched.jsonl", "a", encoding="utf-8") as f:
+        for i in range(0, n, batch):
+            f.write("".join(rec.to_json() + "\n" for _ in range(batch)))
+            f.flush()
+            os.fsync(f.fileno())
+    rates[f"jsonl, {batch} per fsync"] = n / (time.perf_counter() - start)
+    return rates
 
 
 def round_trip(pool: RayPool, n: int) -> float:
@@ -104,6 +118,7 @@ def main() -> None:
     p.add_argument("--simulations", type=int, default=100, help="MCTS simulations of the expert (the heavy bot)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3, help="runs of each path, interleaved (the first also warms caches: CFR policies)")
     p.add_argument("--quick", action="store_true", help="skip the commit-rate and round-trip probes")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -113,25 +128,32 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; seed {args.seed}, {args.games} games per pairing")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        local = timed_run(cfg, folder / "local.db", args.concurrency)
-        n = len(stored(folder / "local.db"))
         t0 = time.perf_counter()
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
         t1 = time.perf_counter()
         pool = RayPool.start("local", functools.partial(build_players, cfg.players), workers=args.workers)
         t2 = time.perf_counter()
-        on_ray = timed_run(cfg, folder / "ray.db", args.concurrency, pool)
-        same = stored(folder / "ray.db") == stored(folder / "local.db")
         print(f"ray start {t1 - t0:.1f} s, {args.workers} workers ready {t2 - t1:.1f} s (once per command, not timed below)")
-        print(f"{'path':<22}{'matches':>8}{'seconds':>9}{'matches/s':>11}")
-        print(f"{'local (1 process)':<22}{n:>8}{local:>9.2f}{n / local:>11.1f}")
-        print(f"{f'ray ({args.workers} workers)':<22}{n:>8}{on_ray:>9.2f}{n / on_ray:>11.1f}")
-        print(f"ratio ray / local: {local / on_ray:.2f}x (target >= 0.8x); stored results identical: {same}; "
+        agents = {n: build_agent(n, s) for n, s in cfg.players.items()}  # built once, as the workers' are
+        local, on_ray, same = [], [], True
+        print(f"{'repeat':<8}{'local s':>9}{'ray s':>9}{'ratio':>8}   (load)")
+        for k in range(args.repeats):
+            local.append(timed_run(cfg, folder / f"local{k}.db", args.concurrency, agents=agents))
+            on_ray.append(timed_run(cfg, folder / f"ray{k}.db", args.concurrency, pool))
+            same &= stored(folder / f"ray{k}.db") == stored(folder / f"local{k}.db")
+            print(f"{k:<8}{local[-1]:>9.2f}{on_ray[-1]:>9.2f}{local[-1] / on_ray[-1]:>8.2f}   ({os.getloadavg()[0]:.1f})")
+        n = len(stored(folder / "local0.db"))
+        lo, ra = sorted(local)[len(local) // 2], sorted(on_ray)[len(on_ray) // 2]
+        print(f"{'path (median)':<22}{'matches':>8}{'seconds':>9}{'matches/s':>11}")
+        print(f"{'local (1 process)':<22}{n:>8}{lo:>9.2f}{n / lo:>11.1f}")
+        print(f"{f'ray ({args.workers} workers)':<22}{n:>8}{ra:>9.2f}{n / ra:>11.1f}")
+        print(f"ratio ray / local: {lo / ra:.2f}x (target >= 0.8x); stored results identical in every repeat: {same}; "
               f"chunks retried {pool.retried}")
-        print(f"mean match time: {local / n * 1000:.1f} ms (local, one process)")
+        print(f"mean match time: {lo / n * 1000:.1f} ms (local, one process, median run)")
         if not args.quick:
             print(f"ray round trip of an empty chunk: {round_trip(pool, 200) * 1000:.2f} ms")
-            print(f"driver commit rate (SQLite + JSONL fsync): {commit_rate(folder, 500):.0f} results/s")
+            rates = commit_rates(folder, 400)
+            print("driver commit rate, results/s: " + ", ".join(f"{k} {v:.0f}" for k, v in rates.items()))
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         pool.shutdown()
         ray.shutdown()
