@@ -88,3 +88,27 @@ def test_a_match_id_is_yielded_once_whatever_comes_back(local_ray, tmp_path):
 def test_an_agent_that_cannot_be_built_is_a_one_line_error(local_ray):
     with pytest.raises(RuntimeError, match="could not build its agents: ValueError: unknown agent 'bogus'"):
         RayPool.start("local", functools.partial(build_players, {"a": "random", "b": "bogus"}), workers=1)
+
+
+@pytest.mark.slow
+def test_eval_and_play_with_ray_replay_a_sampling_llm_move_for_move(local_ray, tmp_path, capsys):
+    """`arena eval --ray` / `arena play --ray`: the tiny model sampling at temperature 1 on two
+    workers (other processes, other batches) plays exactly the moves it plays locally."""
+    from arena.cli import main as arena_main
+
+    agent = "tiny-llama,constrained=true,temperature=1.0,max_new_tokens=8"
+    common = ["--agent", agent, "--games", "tic_tac_toe", "kuhn_poker", "--opponents", "random", "--matches", "4", "--threads", "1"]
+    assert arena_main(["eval", *common, "--out", str(tmp_path / "local")]) == 0
+    assert arena_main(["eval", *common, "--out", str(tmp_path / "ray"), "--ray", "local", "--ray-workers", "2"]) == 0
+    assert "ray: 2 worker(s) at local" in capsys.readouterr().out
+
+    def moves(path):
+        return {r.match_id: [t.move for t in r.turns] for r in read_jsonl(path)}
+
+    local = moves(tmp_path / "local" / "eval.jsonl")
+    assert len(local) == 8 and moves(tmp_path / "ray" / "eval.jsonl") == local
+    play = ["play", "tic_tac_toe", "--agents", agent, "random", "--matches", "6", "--threads", "1"]
+    assert arena_main([*play, "--out", str(tmp_path / "local.jsonl")]) == 0
+    assert arena_main([*play, "--out", str(tmp_path / "ray.jsonl"), "--ray", "local"]) == 0
+    assert moves(tmp_path / "ray.jsonl") == moves(tmp_path / "local.jsonl")
+    assert len({tuple(m) for m in moves(tmp_path / "local.jsonl").values()}) > 1  # it samples
