@@ -46,6 +46,8 @@ def connect(address: str, num_cpus: int | None = None) -> None:
 
     if ray.is_initialized():
         return
+    # after an error the driver drops the other chunks' results unread: not errors to log again
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if address == "local":
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     else:
@@ -94,11 +96,10 @@ class RayPool:
         """Connect to `address` and start the workers; `build` is pickled to each (a
         module-level function or a functools.partial of one)."""
         import ray
+        from ray.exceptions import RayActorError
 
         if workers < 0 or cpus <= 0 or gpus < 0:
             raise ValueError(f"need workers >= 0, cpus per worker > 0 and gpus >= 0; got {workers}, {cpus}, {gpus}")
-        from ray.exceptions import RayActorError
-
         connect(address, local_cpus)
         have = ray.cluster_resources()
         if gpus > have.get("GPU", 0):
@@ -132,45 +133,49 @@ class RayPool:
         running: dict = {}  # ObjectRef -> (worker index, chunk, attempts)
         probes: dict = {}  # ObjectRef -> index of a failed worker, resolves once it is back (restarted)
         seen: set[str] = set()
-        while todo or running:
-            for w in range(len(self.workers)):
-                while todo and w not in self.dead and sum(1 for v in running.values() if v[0] == w) < self.in_flight:
-                    chunk, attempts = todo.pop()
-                    running[self.workers[w].play.remote(chunk, concurrency, max_turns)] = (w, chunk, attempts)
-            if not running:  # every worker is down: wait for one to come back
-                if not probes:
-                    raise RuntimeError(f"every Ray worker is dead; {sum(len(c) for c, _ in todo)} match(es) not played")
-                (ref,), _ = ray.wait(list(probes), num_returns=1)
-                self._probed(ref, probes)
-                continue
-            (ref,), _ = ray.wait([*running, *probes], num_returns=1)
-            if ref in probes:
-                self._probed(ref, probes)
-                continue
-            w, chunk, attempts = running.pop(ref)
-            try:
-                records = ray.get(ref)
-            except RayTaskError as e:  # the agents raised: the caller's error, not a lost worker
-                raise e.as_instanceof_cause() from None
-            except RayError as e:  # the worker (or its node) died: play the chunk again on another
-                if attempts + 1 >= MAX_ATTEMPTS:
-                    raise RuntimeError(f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})") from None
-                self.retried += 1
-                todo.append((chunk, attempts + 1))
-                if w not in self.dead:
-                    self.dead.add(w)
-                    probes[self.workers[w].pid.remote()] = w
-                continue
-            for rec in records:
-                if rec.match_id in seen:
-                    self.dropped += 1
+        try:
+            while todo or running:
+                for w in range(len(self.workers)):
+                    while todo and w not in self.dead and sum(1 for v in running.values() if v[0] == w) < self.in_flight:
+                        chunk, attempts = todo.pop()
+                        running[self.workers[w].play.remote(chunk, concurrency, max_turns)] = (w, chunk, attempts)
+                if not running:  # every worker is down: wait for one to come back
+                    if not probes:
+                        raise RuntimeError(f"every Ray worker is dead; {sum(len(c) for c, _ in todo)} match(es) not played")
+                    (ref,), _ = ray.wait(list(probes), num_returns=1)
+                    self._probed(ref, probes)
                     continue
-                seen.add(rec.match_id)
-                if out:
-                    append_jsonl(out, rec)
-                if progress is not None:
-                    progress.update(1)
-                yield rec
+                (ref,), _ = ray.wait([*running, *probes], num_returns=1)
+                if ref in probes:
+                    self._probed(ref, probes)
+                    continue
+                w, chunk, attempts = running.pop(ref)
+                try:
+                    records = ray.get(ref)
+                except RayTaskError as e:  # the agents raised: the caller's error, not a lost worker
+                    raise (e.cause if isinstance(e.cause, Exception) else e.as_instanceof_cause()) from None
+                except RayError as e:  # the worker (or its node) died: play the chunk again on another
+                    if attempts + 1 >= MAX_ATTEMPTS:
+                        raise RuntimeError(f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})") from None
+                    self.retried += 1
+                    todo.append((chunk, attempts + 1))
+                    if w not in self.dead:
+                        self.dead.add(w)
+                        probes[self.workers[w].pid.remote()] = w
+                    continue
+                for rec in records:
+                    if rec.match_id in seen:
+                        self.dropped += 1
+                        continue
+                    seen.add(rec.match_id)
+                    if out:
+                        append_jsonl(out, rec)
+                    if progress is not None:
+                        progress.update(1)
+                    yield rec
+        finally:  # an error, or the caller stopped early: drop the chunks still queued on the workers
+            for ref in running:
+                ray.cancel(ref)
 
     def _probed(self, ref, probes: dict) -> None:
         """A failed worker's probe returned: back in the pool if it answered, probed again while it restarts."""

@@ -112,3 +112,17 @@ def test_eval_and_play_with_ray_replay_a_sampling_llm_move_for_move(local_ray, t
     assert arena_main([*play, "--out", str(tmp_path / "ray.jsonl"), "--ray", "local"]) == 0
     assert moves(tmp_path / "ray.jsonl") == moves(tmp_path / "local.jsonl")
     assert len({tuple(m) for m in moves(tmp_path / "local.jsonl").values()}) > 1  # it samples
+
+
+@pytest.mark.slow
+def test_an_agent_error_on_a_worker_is_the_local_one_line_error(local_ray, tmp_path, capsys):
+    import yaml
+
+    from arena.cli import main as arena_main
+
+    cfg = {**CONFIG, "players": {"random": "random", "mcts": "mcts:5"}}  # MCTS cannot play Kuhn poker
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(cfg))
+    assert arena_main(["tournament", str(tmp_path / "t.yaml"), "--db", str(tmp_path / "t.db"), "--ray", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "arena tournament: error: mcts needs a perfect-information sequential game; kuhn_poker is not (a player can use" in err
+    assert "ray::" not in err
