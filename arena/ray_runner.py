@@ -18,9 +18,10 @@ finished in that chunk are played again, from their seeds: a match's result depe
 its plan only (bots draw from the match's generator, LLM agents sample with per-match
 seeds), so not on the worker, the chunking or the finish order.
 
-Within a call (a format round) the driver keeps `in_flight` chunks queued on every worker,
-so a worker never waits for the driver between chunks; chunks are about
-len(plans) / (4 x workers) matches, at most `concurrency`, so the round's tail balances.
+Within a call (a format round) the driver keeps `in_flight` (2) chunks queued on every
+worker, so a worker never waits for the driver between chunks. A chunk is `concurrency`
+matches (an LLM batches across them), smaller when the round is too short to give every
+worker `in_flight` chunks: len(plans) / (2 x workers).
 
 Ray: "local" starts a Ray instance in this process (`ray.init`, no dashboard); any other
 address joins a running cluster (`ray start --head`, see docs/ray.md). Workers import
@@ -128,7 +129,7 @@ class RayPool:
             raise ValueError(f"concurrency must be >= 1 (matches live at once), got {concurrency}")
         if out:
             check_jsonl_out(out)
-        size = max(1, min(concurrency, math.ceil(len(plans) / (4 * len(self.workers)))))
+        size = max(1, min(concurrency, math.ceil(len(plans) / (self.in_flight * len(self.workers)))))
         todo = [(plans[i : i + size], 0) for i in range(0, len(plans), size)][::-1]  # (chunk, attempts), popped from the end
         running: dict = {}  # ObjectRef -> (worker index, chunk, attempts)
         probes: dict = {}  # ObjectRef -> index of a failed worker, resolves once it is back (restarted)

@@ -118,7 +118,7 @@ def main() -> None:
     p.add_argument("--simulations", type=int, default=100, help="MCTS simulations of the expert (the heavy bot)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--repeats", type=int, default=3, help="runs of each path, interleaved (the first also warms caches: CFR policies)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each path, interleaved, after one warm-up run of each")
     p.add_argument("--quick", action="store_true", help="skip the commit-rate and round-trip probes")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -137,11 +137,14 @@ def main() -> None:
         agents = {n: build_agent(n, s) for n, s in cfg.players.items()}  # built once, as the workers' are
         local, on_ray, same = [], [], True
         print(f"{'repeat':<8}{'local s':>9}{'ray s':>9}{'ratio':>8}   (load)")
-        for k in range(args.repeats):
-            local.append(timed_run(cfg, folder / f"local{k}.db", args.concurrency, agents=agents))
-            on_ray.append(timed_run(cfg, folder / f"ray{k}.db", args.concurrency, pool))
+        for k in range(args.repeats + 1):  # run 0 warms both paths (the bots' first-use setup, e.g. the CFR solve); not counted
+            lo = timed_run(cfg, folder / f"local{k}.db", args.concurrency, agents=agents)
+            ra = timed_run(cfg, folder / f"ray{k}.db", args.concurrency, pool)
             same &= stored(folder / f"ray{k}.db") == stored(folder / f"local{k}.db")
-            print(f"{k:<8}{local[-1]:>9.2f}{on_ray[-1]:>9.2f}{local[-1] / on_ray[-1]:>8.2f}   ({os.getloadavg()[0]:.1f})")
+            print(f"{k or 'warm-up':<8}{lo:>9.2f}{ra:>9.2f}{lo / ra:>8.2f}   ({os.getloadavg()[0]:.1f})")
+            if k:
+                local.append(lo)
+                on_ray.append(ra)
         n = len(stored(folder / "local0.db"))
         lo, ra = sorted(local)[len(local) // 2], sorted(on_ray)[len(on_ray) // 2]
         print(f"{'path (median)':<22}{'matches':>8}{'seconds':>9}{'matches/s':>11}")
