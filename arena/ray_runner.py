@@ -12,7 +12,7 @@ matches) and returns their records.
 
 The driver alone writes: it appends each record to the JSONL and yields it (the caller
 stores it), once per match id; a chunk whose worker died (its process killed, its node
-gone) is played again on the next worker, and a record for a match id already yielded is
+gone) is played again on another worker, and a record for a match id already yielded is
 dropped (at-least-once execution, exactly-once commit). The matches a dead worker had
 finished in that chunk are played again, from their seeds: a match's result depends on
 its plan only (bots draw from the match's generator, LLM agents sample with per-match
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -51,11 +52,24 @@ def connect(address: str, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if address == "local":
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-    else:
+        return
+    check_reachable(address)
+    try:
+        ray.init(address=address, log_to_driver=False)
+    except ConnectionError as e:
+        raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/ray.md)") from None
+
+
+def check_reachable(address: str, timeout: float = 5) -> None:
+    """A one-line RuntimeError now if nothing listens at HOST:PORT (Ray itself retries an
+    unreachable head for minutes); other addresses ("auto", ray://) are left to Ray."""
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit() and "//" not in host:
         try:
-            ray.init(address=address, log_to_driver=False)
-        except ConnectionError as e:
-            raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/ray.md)") from None
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+        except OSError as e:
+            raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
+                               f"start it with `ray start --head` (docs/ray.md)") from None
 
 
 class MatchWorker:

@@ -9,7 +9,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from arena.ray_runner import RayPool, build_players  # noqa: E402
+from arena.ray_runner import RayPool, build_players, check_reachable  # noqa: E402
 from arena.records import read_jsonl  # noqa: E402
 from arena.runner import plan_matches, play  # noqa: E402
 from arena.tournament import arena_play_matches, build_agent  # noqa: E402
@@ -51,6 +51,20 @@ def run(config, db: Path, pool=None):
     agents = {} if pool else {n: build_agent(n, s) for n, s in config.players.items()}
     jsonl = db.with_suffix(".jsonl")
     return run_tournament(config, arena_play_matches(agents, jsonl, 8, 2000, pool=pool), db, jsonl)
+
+
+def test_an_address_where_no_ray_listens_is_a_one_line_error_at_once():
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(RuntimeError, match=rf"^cannot reach the Ray cluster at 127.0.0.1:{port} \(Connection refused\); start it with"):
+        check_reachable(f"127.0.0.1:{port}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        check_reachable(f"127.0.0.1:{s.getsockname()[1]}")  # something listens: no error
 
 
 def test_a_swiss_tournament_on_two_ray_workers_stores_what_the_local_run_stores(local_ray, tmp_path):
