@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena.ray_runner import RayPool, build_players  # noqa: E402
+from arena.ray_runner import RayPool, append_records, build_players  # noqa: E402
 from arena.tournament import arena_play_matches, build_agent  # noqa: E402
 from tournaments.config import load_config  # noqa: E402
 from tournaments.run import run_tournament  # noqa: E402
@@ -67,9 +67,9 @@ def stored(db: Path) -> dict:
 
 
 def commit_rates(folder: Path, n: int, batch: int = 16) -> dict[str, float]:
-    """Results per second the driver stores: JSONL append (fsync each), SQLite insert (one
-    synchronous=FULL transaction each), both (what the driver does per match), and a chunk
-    of `batch` records appended with one fsync (a batched commit)."""
+    """Results per second a driver stores: JSONL append (fsync each), SQLite insert (one
+    synchronous=FULL transaction each), both (the local path per match), and a chunk of
+    `batch` records appended with one fsync (the Ray driver's JSONL; its SQLite is per match)."""
     from arena.records import MatchRecord, append_jsonl
     from tournaments.store import MatchResult, MatchSpec
 
@@ -90,11 +90,8 @@ def commit_rates(folder: Path, n: int, batch: int = 16) -> dict[str, float]:
                     store.add_result(MatchResult.from_record(rec, jsonl))
             rates[what] = n / (time.perf_counter() - start)
     start = time.perf_counter()
-    with open(folder / "commit-batched.jsonl", "a", encoding="utf-8") as f:
-        for i in range(0, n, batch):
-            f.write("".join(rec.to_json() + "\n" for _ in range(batch)))
-            f.flush()
-            os.fsync(f.fileno())
+    for i in range(0, n, batch):
+        append_records(str(folder / "commit-batched.jsonl"), [rec] * batch)  # what the Ray driver does per chunk
     rates[f"jsonl, {batch} per fsync"] = n / (time.perf_counter() - start)
     return rates
 
