@@ -188,18 +188,18 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
         played = 0
         if progress is not None:
             progress.update(len(wanted & done))
-        if wanted - done and ray_pool is not None:
-            import functools
-
-            todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
-            pool = ray_pool(functools.partial(build_suite_agents, names, config.games, {p.match_id: p.seed for p in todo}))
-            records = pool.play(todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress)
-        elif wanted - done:
-            evaluated = evaluated if evaluated is not None else {}
-            evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
-            records = play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency,
-                                 config.max_turns, out=str(jsonl), progress=progress, skip=done)
         if wanted - done:
+            if ray_pool is not None:  # the workers build the agents, the store stays here
+                import functools
+
+                todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
+                pool = ray_pool(functools.partial(build_suite_agents, names, config.games, {p.match_id: p.seed for p in todo}))
+                records = pool.play(todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress)
+            else:
+                evaluated = evaluated if evaluated is not None else {}
+                evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
+                records = play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency,
+                                     config.max_turns, out=str(jsonl), progress=progress, skip=done)
             for rec in records:
                 store.add_result(MatchResult.from_record(rec, jsonl))
                 played += 1
