@@ -26,6 +26,9 @@ class SamplingParams:
     top_p: float = 1.0
     seed: int | None = None
     top_logprobs: int = 0  # report the k most likely tokens at each step (Generation.top_logprobs)
+    # one seed per conversation (instead of `seed`): row i samples from its own stream, so
+    # its completion does not depend on the batch it is in (per-match seeds, agents.llm_agent)
+    seeds: list[int] | None = None
 
 
 @dataclass
@@ -71,6 +74,7 @@ def check_request(conversations: list[list[dict]], params: SamplingParams, allow
             raise ValueError(f"conversation {i} must be a non-empty list of {{'role', 'content'}} dicts")
     check_params(params)
     check_allowed(allowed, len(conversations))
+    check_seeds(params, len(conversations))
 
 
 def check_prompts(prompts: list[str], params: SamplingParams, allowed: list[list[str] | None] | None) -> None:
@@ -79,6 +83,7 @@ def check_prompts(prompts: list[str], params: SamplingParams, allowed: list[list
         raise ValueError("prompts must be a non-empty list of non-empty strings")
     check_params(params)
     check_allowed(allowed, len(prompts))
+    check_seeds(params, len(prompts))
 
 
 def check_params(params: SamplingParams) -> None:
@@ -90,6 +95,11 @@ def check_params(params: SamplingParams) -> None:
         raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
     if not 0 <= params.top_logprobs <= MAX_TOP_LOGPROBS:
         raise ValueError(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {params.top_logprobs}")
+
+
+def check_seeds(params: SamplingParams, n: int) -> None:
+    if params.seeds is not None and (len(params.seeds) != n or not all(isinstance(s, int) and s >= 0 for s in params.seeds)):
+        raise ValueError(f"seeds must be {n} non-negative integers (one per conversation), got {params.seeds!r}")
 
 
 def check_allowed(allowed: list[list[str] | None] | None, n: int) -> None:

@@ -47,12 +47,18 @@ so a tiny model finds each cell at a fixed position (`configs/train_tictactoe_ti
 the reply is exactly one legal move (free-text turns stay unconstrained).
 
 Batching: `act(turns)` sends all turns in one `backend.generate` call, then one call per
-retry round for the turns that failed. With `seed` set, the k-th call of this agent uses
-seed `seed + k`, so a run with the same sequence of calls reproduces exactly.
+retry round for the turns that failed.
+
+Seeds: every completion is sampled with its own seed (`SamplingParams.seeds`), a hash of
+the agent's `seed`, the match (its id and the seed of the turn's generator, i.e. the
+match seed), the player, the player's decision number in the match and the attempt. So a
+match replays the same samples wherever and whenever it runs: alone or batched with other
+matches, resumed, or on another Ray worker. With `seed` None the match alone seeds it.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 from agents.backend import Backend, Generation, SamplingParams
@@ -100,7 +106,7 @@ class LLMAgentConfig:
     top_p: float = 1.0
     """Nucleus sampling mass."""
     seed: int | None = None
-    """Sampling seed; the k-th backend call of the agent uses seed + k. None: unseeded."""
+    """Sampling seed, mixed with the match's (see the module doc). None: the match's seed alone."""
     system_prompt: str = "You are playing a game. Play to maximise your own reward."
     """First line of the system prompt, before the rules and the answer format."""
 
@@ -135,6 +141,7 @@ class _Work:
     view: TextView
     base: list[dict]  # messages of the first attempt
     messages: list[dict]  # messages of the current attempt
+    decision: int = 0  # the player's decisions in this match before this one
     attempts: list[Attempt] = field(default_factory=list)
     generation: Generation | None = None
     action: object = None
@@ -149,6 +156,7 @@ class LLMAgent:
         self.backend = backend
         self.config = config or LLMAgentConfig()
         self._conversations: dict[tuple[str, str], _Conversation] = {}
+        self._decisions: dict[tuple[str, str], int] = {}  # (match, player) -> decisions so far
         self._calls = 0
 
     # --- prompts --------------------------------------------------------------------------
@@ -208,7 +216,9 @@ class LLMAgent:
         for t in turns:
             view = t.env.view(t.player)
             base = self._first_messages(t, view)
-            work.append(_Work(t, view, base, base))
+            key = (t.match_id, t.player)
+            self._decisions[key] = self._decisions.get(key, -1) + 1
+            work.append(_Work(t, view, base, base, self._decisions[key]))
         pending = list(work)
         for round_ in range(self.config.max_retries + 1):
             if not pending:
@@ -217,7 +227,8 @@ class LLMAgent:
                 for w in pending:
                     w.messages = [*w.messages, {"role": "assistant", "content": w.generation.text},
                                   self.correction_message(w.view, w.attempts[-1].error)]
-            gens = self._generate([w.messages for w in pending], [w.view for w in pending])
+            gens = self._generate([w.messages for w in pending], [w.view for w in pending],
+                                  [sampling_seed(self.config.seed, w.turn, w.decision, round_) for w in pending])
             for w, g in zip(pending, gens):
                 w.generation = g
                 w.ok, w.action, error = self._parse(w, g)
@@ -225,14 +236,13 @@ class LLMAgent:
             pending = [w for w in pending if not w.ok]
         return [self._record(w) for w in work]
 
-    def _generate(self, conversations: list[list[dict]], views: list[TextView]) -> list[Generation]:
+    def _generate(self, conversations: list[list[dict]], views: list[TextView], seeds: list[int]) -> list[Generation]:
         c = self.config
-        seed = None if c.seed is None else c.seed + self._calls
         self._calls += 1
         allowed = None
         if c.constrained and any(not v.free_text for v in views):
             allowed = [None if v.free_text else list(v.legal_moves) for v in views]
-        params = SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seed=seed)
+        params = SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds)
         gens = self.backend.generate(conversations, params, allowed)
         if len(gens) != len(conversations):
             raise RuntimeError(f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations")
@@ -316,3 +326,12 @@ class LLMAgent:
     def end_match(self, match_id: str) -> None:
         for key in [k for k in self._conversations if k[0] == match_id]:
             del self._conversations[key]
+        for key in [k for k in self._decisions if k[0] == match_id]:
+            del self._decisions[key]
+
+
+def sampling_seed(seed: int | None, turn: PendingTurn, decision: int, attempt: int) -> int:
+    """The seed of one completion: (agent seed, match, player, decision, attempt), see the module doc."""
+    seq = getattr(turn.rng.bit_generator, "seed_seq", None)  # the match's generator: its seed is the match seed
+    match_seed = (getattr(seq, "entropy", None), tuple(getattr(seq, "spawn_key", ())))
+    return zlib.crc32(f"{seed}|{match_seed}|{turn.match_id}|{turn.player}|{decision}|{attempt}".encode())

@@ -157,7 +157,8 @@ class OpenAIBackend:
         check_request(conversations, params, allowed)
         if allowed is not None and not self.extensions and any(a is not None for a in allowed):
             raise ValueError("constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)")
-        bodies = [self._body(conv, params, allowed[i] if allowed else None) for i, conv in enumerate(conversations)]
+        bodies = [self._body(conv, params, allowed[i] if allowed else None, params.seeds[i] if params.seeds else params.seed)
+                  for i, conv in enumerate(conversations)]
         return asyncio.run_coroutine_threadsafe(self._batch(bodies), self._loop).result()
 
     def close(self) -> None:
@@ -175,7 +176,7 @@ class OpenAIBackend:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _body(self, conversation: list[dict], params: SamplingParams, allowed: list[str] | None) -> dict:
+    def _body(self, conversation: list[dict], params: SamplingParams, allowed: list[str] | None, seed: int | None = None) -> dict:
         body = {
             "model": self.model,
             "messages": conversation,
@@ -185,8 +186,8 @@ class OpenAIBackend:
             "n": 1,
             "logprobs": True,
         }
-        if params.seed is not None:
-            body["seed"] = params.seed
+        if seed is not None:
+            body["seed"] = seed
         if self.extensions:
             body["return_token_ids"] = True
             if allowed is not None:

@@ -24,7 +24,8 @@ What each `Generation` holds:
 
 Sampling: temperature, then top-p (nucleus) over what is left, from a `torch.Generator`
 seeded with `SamplingParams.seed`, so a seeded call on the same inputs reproduces exactly.
-Without a seed the global torch RNG is used.
+Without a seed the global torch RNG is used. `SamplingParams.seeds` (one per row) gives
+each row its own uniform draws instead, so a row samples the same whatever its batch-mates.
 
 Constrained decoding: `allowed[i]` (a list of strings, or None for an unconstrained row)
 restricts completion i to exactly one of those strings followed by EOS. At every step
@@ -161,12 +162,16 @@ class TransformersBackend:
         if params.seed is not None:
             generator = torch.Generator(device=self.device)
             generator.manual_seed(int(params.seed))
+        uniforms = None  # (rows, max_new_tokens): row i's draws, from its own seed
+        if params.seeds is not None:
+            uniforms = torch.stack([torch.rand(params.max_new_tokens, generator=torch.Generator().manual_seed(s)) for s in params.seeds])
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 for start in range(0, len(rows), self.max_batch_size):
-                    self._generate_batch(rows[start : start + self.max_batch_size], params, generator)
+                    end = start + self.max_batch_size
+                    self._generate_batch(rows[start:end], params, generator, None if uniforms is None else uniforms[start:end])
         finally:
             self.model.train(was_training)
         return [
@@ -272,13 +277,14 @@ class TransformersBackend:
                          use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1]
 
-    def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator) -> None:
+    def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator, uniforms=None) -> None:
         device = self.device
         logits, cache, mask, last_pos = self._prefill([r.prompt for r in rows])  # (B, V), cache, (B, T), (B,)
         live = list(range(len(rows)))  # rows still generating, in batch order
         for step in range(params.max_new_tokens):
             masks = [self._allowed_ids(rows[i]) for i in live]
-            tokens, logps, top = _pick(logits, params, masks, generator)
+            u = None if uniforms is None else uniforms[live, step].to(logits.device)
+            tokens, logps, top = _pick(logits, params, masks, generator, u)
             keep = []
             for j, i in enumerate(live):
                 tok = int(tokens[j])
@@ -414,20 +420,23 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def _sample(probs: torch.Tensor, generator) -> torch.Tensor:
+def _sample(probs: torch.Tensor, generator, u: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row from (B, V) probabilities by inverting the CDF.
 
     torch.multinomial over a 49k vocabulary was a third of a tiny model's rollout time on
     the CPU (0.80 s a call at batch 128); a cumsum and a binary search took 0.026 s. u lies in (0, 1], so a
     zero-probability token (the CDF flat there) is never the first to reach u * total.
+    `u`: the rows' uniform draws in [0, 1) (per-row seeds), else drawn from `generator`.
     """
     cdf = probs.cumsum(-1)
-    u = 1.0 - torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
+    if u is None:
+        u = torch.rand((probs.shape[0],), generator=generator, device=probs.device, dtype=cdf.dtype)
+    u = 1.0 - u.to(cdf.dtype).view(-1, 1)
     idx = torch.searchsorted(cdf, u * cdf[:, -1:]).squeeze(-1)
     return idx.clamp(max=probs.shape[-1] - 1)
 
 
-def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | None], generator):
+def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | None], generator, u=None):
     """Next token per row, its behaviour logprob (full distribution, see module doc), and
     the `params.top_logprobs` best tokens of that distribution (topk values and indices, (B, k)) or None.
 
@@ -454,6 +463,6 @@ def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | 
             drop = sorted_p.cumsum(-1) - sorted_p >= params.top_p  # mass before this token already enough
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        tokens = _sample(probs, generator)
+        tokens = _sample(probs, generator, u)
     top = logps.topk(params.top_logprobs, dim=-1) if params.top_logprobs > 0 else None
     return tokens, logps.gather(-1, tokens.view(-1, 1)).squeeze(-1), top

@@ -26,7 +26,7 @@ What each `Generation` holds:
     prompt_token_ids  the chat-templated prompt
     finish_reason     "stop" (EOS generated) | "length" (max_new_tokens reached)
 
-Sampling: `SamplingParams.seed` seeds row i with `seed + i` (a per-request generator),
+Sampling: `SamplingParams.seed` seeds row i with `seed + i` (`seeds[i]` when given; a per-request generator),
 so rows differ, a seeded call reproduces, and a row does not depend on its batch-mates.
 
 Constrained decoding: `allowed[i]` restricts completion i to one of those strings then
@@ -228,7 +228,7 @@ class VLLMBackend:
             max_tokens=params.max_new_tokens,
             temperature=params.temperature,
             top_p=params.top_p,
-            seed=None if params.seed is None else int(params.seed) + row,
+            seed=params.seeds[row] if params.seeds else None if params.seed is None else int(params.seed) + row,
             logprobs=0,  # the sampled token's logprob only
             detokenize=False,  # decoded here with the HF tokenizer, as the transformers backend does
             extra_args={EXTRA_KEY: list(allowed)} if allowed else None,

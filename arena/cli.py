@@ -98,11 +98,21 @@ def cmd_play(args: argparse.Namespace) -> None:
     if args.out:
         check_jsonl_out(args.out)  # before any model loads
     names = _unique_names(args.agents)
-    agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
     plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param), opening=args.opening)
+    if args.ray:
+        import functools
+
+        from arena.ray_runner import build_players, pool_from_args
+
+        pool = pool_from_args(args, functools.partial(build_players, dict(zip(names, args.agents))))
+    else:
+        agents = {n: make_agent(spec, n) for n, spec in zip(names, args.agents)}
     start = time.perf_counter()
     with Progress(total=len(plans), desc=args.game) as bar:
-        records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))
+        if args.ray:
+            records = sorted(pool.play(plans, args.concurrency, out=args.out, progress=bar), key=lambda r: r.match_id)
+        else:
+            records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))
     print_summary(records, time.perf_counter() - start, order=names)
     if args.out:
         print(f"trajectories: {args.out}")
@@ -143,6 +153,13 @@ def cmd_train(args: argparse.Namespace) -> None:
     train_main(args)
 
 
+def _ray_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray", metavar="ADDRESS", help="play the matches on a Ray cluster (an address, auto, or local to start one here; docs/ray.md)")
+    p.add_argument("--ray-workers", type=int, default=0, metavar="N", help="match workers (default: one per cluster CPU)")
+    p.add_argument("--ray-cpus", type=float, default=1, metavar="N", help="CPUs per worker (its torch threads)")
+    p.add_argument("--ray-gpus", type=float, default=0, metavar="N", help="GPUs per worker (for local models)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena", description="LLM agents play games, get ranked, and improve by self-play.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -165,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="each match opens with 0..K uniformly random legal moves (varied positions for evaluation)")
     pl.add_argument("--threads", type=int, default=0, metavar="N",
                     help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
+    _ray_flags(pl)
     pl.set_defaults(func=cmd_play)
 
     s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")
@@ -182,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--report-only", action="store_true", help="only print the leaderboard and rewrite the HTML report of a finished tournament")
     t.add_argument("--threads", type=int, default=0, metavar="N",
                     help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
+    _ray_flags(t)
     t.set_defaults(func=cmd_tournament)
 
     e = sub.add_parser("eval", help="evaluate an agent on a suite of games with CIs (and against a baseline, paired)")
@@ -199,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=int, default=0, metavar="N",
                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     e.add_argument("--out", help="output folder (default runs/eval): eval.db, eval.jsonl, eval.json, eval.html")
+    _ray_flags(e)
     e.set_defaults(func=cmd_eval)
 
     tr = sub.add_parser("train", help="self-play RL from a YAML config")

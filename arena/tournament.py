@@ -23,6 +23,7 @@ in the store is already finished.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import time
 from pathlib import Path
@@ -70,16 +71,21 @@ def build_agent(name: str, spec):
     return make_agent(spec, name)
 
 
-def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None):
-    """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`."""
+def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None, pool=None):
+    """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`,
+    or on the Ray workers of `pool` (`arena.ray_runner.RayPool`, which hold their own agents)."""
     from agents.base import WrongGame
     from arena.runner import MatchPlan, play
     from tournaments.store import MatchResult
 
     def play_matches(specs) -> Iterator[MatchResult]:
         plans = [MatchPlan(s.match_id, s.game, list(s.seats), s.seed, dict(s.params), s.opening) for s in specs]
+        if pool is not None:
+            records = pool.play(plans, concurrency, max_turns, out=str(jsonl), progress=progress)
+        else:
+            records = play(plans, agents, concurrency=concurrency, out=str(jsonl), max_turns=max_turns, progress=progress)
         try:
-            for rec in play(plans, agents, concurrency=concurrency, out=str(jsonl), max_turns=max_turns, progress=progress):
+            for rec in records:
                 yield MatchResult.from_record(rec, jsonl)
         except WrongGame as e:  # a bot asked to play a game it does not know
             raise ValueError(f"{e} (a player can use a different agent per game: {{by_game: {{GAME: SPEC, default: SPEC}}}})") from e
@@ -132,9 +138,14 @@ def main(args: argparse.Namespace) -> None:
               f"{', '.join(g.name for g in config.games)}; store {db}")
         # build the agents first (bad specs fail before anything runs), unless nothing is left to play
         done = finished(db)
-        agents = {} if done else {name: build_agent(name, spec) for name, spec in config.players.items()}
+        pool = None
+        if getattr(args, "ray", None) and not done:
+            from arena.ray_runner import build_players, pool_from_args
+
+            pool = pool_from_args(args, functools.partial(build_players, config.players))
+        agents = {} if done or pool else {name: build_agent(name, spec) for name, spec in config.players.items()}
         with Progress(desc=config.name, disable=done) as bar:
-            play_matches = arena_play_matches(agents, jsonl, opts["concurrency"], opts["max_turns"], bar)
+            play_matches = arena_play_matches(agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool)
             result = run_tournament(config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo)))
         if result.recovered:
             print(f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded")

@@ -102,17 +102,8 @@ def play_suite(evaluated: dict, games_: list[GameSpec], matches: int, seed: int 
     """
     from arena.runner import play
 
-    todo = [p for who in evaluated for p in plans(who, games_, matches, seed) if p.match_id not in (skip or set())]
-    seeds = {p.match_id: p.seed for p in todo}
-    built = dict(opponent_agents or build_opponents(games_))
-    for name, spec in opponents(games_).items():
-        if spec == SELF:
-            if len(evaluated) != 1:
-                raise ValueError(f"opponent {SELF!r} needs a single evaluated agent (no baseline)")
-            built[name] = next(iter(evaluated.values()))
-    agents = {name: OwnStream(a, seeds) for name, a in {**built, **evaluated}.items()}
-    # interleave the evaluated agents' matches so a baseline is not left for the end
-    todo.sort(key=lambda p: (p.match_id.split("|", 1)[1], p.match_id))
+    todo = suite_plans(list(evaluated), games_, matches, seed, skip)
+    agents = suite_agents(evaluated, games_, {p.match_id: p.seed for p in todo}, opponent_agents)
     yield from play(todo, agents, concurrency=concurrency, out=out, max_turns=max_turns, progress=progress)
 
 
@@ -122,6 +113,31 @@ def evaluate(agent, games_: list[GameSpec], matches: int, seed: int, name: str =
     from evaluation.metrics import cells
 
     return cells(list(play_suite({name: agent}, games_, matches, seed, **play)), name)
+
+
+def suite_plans(evaluated: list[str], games_: list[GameSpec], matches: int, seed: int, skip: set[str] | None = None) -> list:
+    """The plans of the evaluated agents not in `skip`, interleaved so a baseline is not left for the end."""
+    todo = [p for who in evaluated for p in plans(who, games_, matches, seed) if p.match_id not in (skip or set())]
+    todo.sort(key=lambda p: (p.match_id.split("|", 1)[1], p.match_id))
+    return todo
+
+
+def suite_agents(evaluated: dict, games_: list[GameSpec], seeds: dict[str, int], opponent_agents: dict | None = None) -> dict:
+    """Every seat's agent (evaluated agents and opponents), each on its own stream (`OwnStream`)."""
+    built = dict(opponent_agents or build_opponents(games_))
+    for name, spec in opponents(games_).items():
+        if spec == SELF:
+            if len(evaluated) != 1:
+                raise ValueError(f"opponent {SELF!r} needs a single evaluated agent (no baseline)")
+            built[name] = next(iter(evaluated.values()))
+    return {name: OwnStream(a, seeds) for name, a in {**built, **evaluated}.items()}
+
+
+def build_suite_agents(specs: dict, games_: list[GameSpec], seeds: dict[str, int]) -> dict:
+    """`suite_agents` from the evaluated agents' specs (built on a Ray worker)."""
+    from arena.tournament import build_agent
+
+    return suite_agents({n: build_agent(n, spec) for n, spec in specs.items()}, games_, seeds)
 
 
 @dataclass
@@ -152,11 +168,13 @@ def _resume_key(config_json: str) -> dict:
     return {k: v for k, v in json.loads(config_json).items() if k not in FREE}
 
 
-def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None) -> EvalRun:
+def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, ray_pool=None) -> EvalRun:
     """Play (or resume) `config`'s matches with the store in config.out; return every record.
 
     `evaluated`: name -> Agent, a cache filled with agents built from the config's specs
     when there is something to play (pass the same dict on to exploitability).
+    `ray_pool`: `ray_pool(build)` -> an `arena.ray_runner.RayPool` whose workers build
+    their agents with `build()`: the matches are played on Ray (`--ray`).
     """
     from arena.records import check_writable
     from arena.tournament import build_agent
@@ -187,10 +205,18 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None) -
         if progress is not None:
             progress.update(len(wanted & done))
         if wanted - done:
-            evaluated = evaluated if evaluated is not None else {}
-            evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
-            for rec in play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency, config.max_turns,
-                                  out=str(jsonl), progress=progress, skip=done):
+            if ray_pool is not None:  # the workers build the agents, the store stays here
+                import functools
+
+                todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
+                pool = ray_pool(functools.partial(build_suite_agents, names, config.games, {p.match_id: p.seed for p in todo}))
+                records = pool.play(todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress)
+            else:
+                evaluated = evaluated if evaluated is not None else {}
+                evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
+                records = play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency,
+                                     config.max_turns, out=str(jsonl), progress=progress, skip=done)
+            for rec in records:
                 store.add_result(MatchResult.from_record(rec, jsonl))
                 played += 1
     by_id: dict[str, MatchRecord] = {}
@@ -267,8 +293,15 @@ def main(args) -> None:
                   + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}")
     evaluated: dict = {}
     planned = sum(len(plans(w, config.games, config.matches, config.seed)) for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)])
+    pool = None
+    if getattr(args, "ray", None):
+        import functools
+
+        from arena.ray_runner import pool_from_args
+
+        pool = functools.partial(pool_from_args, args)
     with Progress(total=planned, desc="eval") as bar:
-        run = run_eval(config, bar, evaluated)
+        run = run_eval(config, bar, evaluated, pool)
     if run.recovered:
         console.print(f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded")
     console.print(f"{run.played} match(es) played now, {len(run.records)} in all, {run.seconds:.1f} s")

@@ -161,14 +161,19 @@ def test_think_is_kept_in_the_record_and_ignored_by_the_parser():
     assert "<think>" in rec.messages[0]["content"]  # asked to think
 
 
-def test_sampling_settings_and_seed_sequence_reach_the_backend():
+def test_sampling_settings_and_per_match_seeds_reach_the_backend():
     backend = ScriptedBackend(lambda c, a, k: "garbage" if k == 0 else "[4]")
     cfg = LLMAgentConfig(max_new_tokens=17, temperature=0.3, top_p=0.8, seed=5)
-    agent = LLMAgent("llm", backend, cfg)
-    agent.act([ttt_turn()])
-    agent.act([ttt_turn()])
-    assert [p.seed for _, p, _ in backend.calls] == [5, 6, 7]  # call k uses seed + k (retry included)
+    LLMAgent("llm", backend, cfg).act([ttt_turn("m0"), ttt_turn("m1")])  # both fail once, then retry
+    LLMAgent("llm", backend, cfg).act([ttt_turn("m1")])  # m1's first decision again, alone, by a fresh agent
     assert {(p.max_new_tokens, p.temperature, p.top_p) for _, p, _ in backend.calls} == {(17, 0.3, 0.8)}
+    (first, retry, alone) = [p.seeds for _, p, _ in backend.calls]
+    assert len(set(first + retry)) == 4  # one seed per match and attempt
+    assert alone == first[1:]  # a match's seeds do not depend on its batch-mates or on the agent's earlier calls
+    other = ScriptedBackend(lambda c, a, k: "[4]")
+    LLMAgent("llm", other, LLMAgentConfig(seed=6)).act([ttt_turn("m1")])
+    LLMAgent("llm", other, LLMAgentConfig(seed=5)).act([ttt_turn("m1", seed=1)])  # another match seed
+    assert len({other.calls[0][1].seeds[0], other.calls[1][1].seeds[0], alone[0]}) == 3
 
 
 # --- batching, retries and fallbacks ------------------------------------------------------
@@ -379,3 +384,18 @@ def test_unconstrained_tiny_model_gets_retries_and_fallbacks_recorded(tiny_backe
         if not r.valid:  # a random model almost never writes a legal move; the policy must show
             assert r.fallback == "random" and r.retries == 1 and r.action in set(range(9)) - {i}
         assert r.token_ids == r.attempts[-1].token_ids and r.prompt_token_ids == tiny_backend.encode(r.messages)
+
+
+def test_a_sampled_match_plays_the_same_moves_alone_and_inside_another_batch(tiny_backend):
+    """Per-match seeds: the tiny model sampling at temperature 1 replays a match move for move
+    whether it runs alone or among other matches (another batch, another agent instance)."""
+    cfg = LLMAgentConfig(constrained=True, max_new_tokens=8, temperature=1.0, seed=3)
+
+    def moves(plans):
+        agents = {"llm": LLMAgent("llm", tiny_backend, cfg), "llm2": LLMAgent("llm2", tiny_backend, cfg)}
+        return {r.match_id: [t.move for t in r.turns] for r in play(plans, agents, concurrency=len(plans))}
+
+    plans = [MatchPlan(f"m{i}", "tic_tac_toe", ["llm", "llm2"], seed=i) for i in range(8)]
+    batched = moves(plans)
+    assert moves([plans[5]]) == {"m5": batched["m5"]} and moves(plans[4:0:-1])["m3"] == batched["m3"]
+    assert len({tuple(m) for m in batched.values()}) > 1  # it really samples: the matches differ

@@ -1,0 +1,248 @@
+"""Matches on a Ray cluster: the `--ray ADDRESS` of `arena tournament`, `arena eval` and `arena play`.
+
+    pool = RayPool.start("local", build=functools.partial(build_players, players))
+    for record in pool.play(plans, out="run.jsonl"):   # MatchRecords, as `arena.runner.play` yields them
+        ...
+
+Workers: one `MatchWorker` actor per worker (`workers`, default one per cluster CPU over
+`cpus` per worker; `gpus` per worker for local models), each built once with `build()`
+(name -> Agent), so a model loads once per worker, not per match. A worker plays a chunk
+of matches with `arena.runner.play` (an LLM agent batches its turns across the chunk's
+matches) and returns their records.
+
+The driver alone writes: it appends a chunk's records to the JSONL (one fsync) and then
+yields each (the caller stores it), once per match id; a chunk whose worker died (its process killed, its node
+gone) is played again on another worker, and a record for a match id already yielded is
+dropped (at-least-once execution, exactly-once commit). The matches a dead worker had
+finished in that chunk are played again, from their seeds: a match's result depends on
+its plan only (bots draw from the match's generator, LLM agents sample with per-match
+seeds), so not on the worker, the chunking or the finish order.
+
+Within a call (a format round) the driver keeps `in_flight` (2) chunks queued on every
+worker, so a worker never waits for the driver between chunks. A chunk is `concurrency`
+matches (an LLM batches across them), smaller when the round is too short to give every
+worker `in_flight` chunks: len(plans) / (2 x workers).
+
+Ray: "local" starts a Ray instance in this process (`ray.init`, no dashboard); any other
+address joins a running cluster (`ray start --head`, see docs/ray.md). Workers import
+this project: install it on every node (or run them from the same checkout).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from arena.records import MatchRecord, check_jsonl_out
+from arena.runner import MatchPlan
+
+MAX_ATTEMPTS = 4  # a chunk whose workers die this many times stops the run
+
+
+def connect(address: str, num_cpus: int | None = None) -> None:
+    """Start ("local") or join (an address, "auto") Ray, once per process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    # after an error the driver drops the other chunks' results unread: not errors to log again
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    if address == "local":
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        return
+    check_reachable(address)
+    try:
+        ray.init(address=address, log_to_driver=False)
+    except ConnectionError as e:
+        raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/ray.md)") from None
+
+
+def check_reachable(address: str, timeout: float = 5) -> None:
+    """A one-line RuntimeError now if nothing listens at HOST:PORT (Ray itself retries an
+    unreachable head for minutes); other addresses ("auto", ray://) are left to Ray."""
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit() and "//" not in host:
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+        except OSError as e:
+            raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
+                               f"start it with `ray start --head` (docs/ray.md)") from None
+
+
+class MatchWorker:
+    """A Ray actor that holds its agents and plays chunks of matches."""
+
+    def __init__(self, build: Callable[[], dict], threads: int):
+        from arena.machine import set_threads
+
+        set_threads(threads, verbose=False)
+        self.agents = build()
+
+    def play(self, plans: list[MatchPlan], concurrency: int, max_turns: int) -> list[MatchRecord]:
+        from arena.runner import play
+
+        return list(play(plans, self.agents, concurrency=concurrency, max_turns=max_turns))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+@dataclass
+class RayPool:
+    """The match workers of one command (see the module doc)."""
+
+    workers: list  # ActorHandles of MatchWorker
+    in_flight: int = 2  # chunks queued per worker
+    retried: int = 0  # chunks played again after their worker died
+    dropped: int = 0  # records of a match id already yielded
+    dead: set = field(default_factory=set)  # indices of workers that failed a chunk
+
+    @classmethod
+    def start(cls, address: str, build: Callable[[], dict], workers: int = 0, cpus: float = 1, gpus: float = 0,
+              local_cpus: int | None = None) -> "RayPool":
+        """Connect to `address` and start the workers; `build` is pickled to each (a
+        module-level function or a functools.partial of one)."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        if workers < 0 or cpus <= 0 or gpus < 0:
+            raise ValueError(f"need workers >= 0, cpus per worker > 0 and gpus >= 0; got {workers}, {cpus}, {gpus}")
+        connect(address, local_cpus)
+        have = ray.cluster_resources()
+        if gpus > have.get("GPU", 0):
+            raise ValueError(f"--ray-gpus {gpus:g}: the cluster at {address} has {have.get('GPU', 0):g} GPU(s)")
+        if not workers:
+            workers = max(1, int(have.get("CPU", 1) // cpus))
+        actor = ray.remote(MatchWorker).options(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                                                scheduling_strategy="SPREAD")
+        handles = [actor.remote(build, max(1, int(cpus))) for _ in range(workers)]
+        try:
+            ray.get([h.pid.remote() for h in handles])  # agents built (models loaded) everywhere, or the first error
+        except RayActorError as e:  # building the agents raised (a bad spec): that error, in one line
+            for h in handles:
+                ray.kill(h, no_restart=True)
+            raise RuntimeError(f"a Ray worker could not build its agents: {_cause(e)}") from None
+        return cls(handles)
+
+    def play(self, plans: list[MatchPlan], concurrency: int = 16, max_turns: int = 2000, out: str | None = None,
+             progress=None) -> Iterator[MatchRecord]:
+        """Play `plans` on the workers; yield each match's record once, as its chunk
+        returns (appended to `out` first, when given)."""
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 (matches live at once), got {concurrency}")
+        if out:
+            check_jsonl_out(out)
+        size = max(1, min(concurrency, math.ceil(len(plans) / (self.in_flight * len(self.workers)))))
+        todo = [(plans[i : i + size], 0) for i in range(0, len(plans), size)][::-1]  # (chunk, attempts), popped from the end
+        running: dict = {}  # ObjectRef -> (worker index, chunk, attempts)
+        probes: dict = {}  # ObjectRef -> index of a failed worker, resolves once it is back (restarted)
+        seen: set[str] = set()
+        try:
+            while todo or running:
+                for w in range(len(self.workers)):
+                    while todo and w not in self.dead and sum(1 for v in running.values() if v[0] == w) < self.in_flight:
+                        chunk, attempts = todo.pop()
+                        running[self.workers[w].play.remote(chunk, concurrency, max_turns)] = (w, chunk, attempts)
+                if not running:  # every worker is down: wait for one to come back
+                    if not probes:
+                        raise RuntimeError(f"every Ray worker is dead; {sum(len(c) for c, _ in todo)} match(es) not played")
+                    (ref,), _ = ray.wait(list(probes), num_returns=1)
+                    self._probed(ref, probes)
+                    continue
+                (ref,), _ = ray.wait([*running, *probes], num_returns=1)
+                if ref in probes:
+                    self._probed(ref, probes)
+                    continue
+                w, chunk, attempts = running.pop(ref)
+                try:
+                    records = ray.get(ref)
+                except RayTaskError as e:  # the agents raised: the caller's error, not a lost worker
+                    raise (e.cause if isinstance(e.cause, Exception) else e.as_instanceof_cause()) from None
+                except RayError as e:  # the worker (or its node) died: play the chunk again on another
+                    if attempts + 1 >= MAX_ATTEMPTS:
+                        raise RuntimeError(f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})") from None
+                    self.retried += 1
+                    todo.append((chunk, attempts + 1))
+                    if w not in self.dead:
+                        self.dead.add(w)
+                        probes[self.workers[w].pid.remote()] = w
+                    continue
+                new = [r for r in records if r.match_id not in seen]
+                self.dropped += len(records) - len(new)
+                seen.update(r.match_id for r in new)
+                if out and new:
+                    append_records(out, new)
+                for rec in new:
+                    if progress is not None:
+                        progress.update(1)
+                    yield rec
+        finally:  # an error, or the caller stopped early: drop the chunks still queued on the workers
+            for ref in running:
+                ray.cancel(ref)
+
+    def _probed(self, ref, probes: dict) -> None:
+        """A failed worker's probe returned: back in the pool if it answered, probed again while it restarts."""
+        import ray
+        from ray.exceptions import ActorUnavailableError, RayError
+
+        w = probes.pop(ref)
+        try:
+            ray.get(ref)
+            self.dead.discard(w)
+        except ActorUnavailableError:  # still restarting
+            probes[self.workers[w].pid.remote()] = w
+        except RayError:  # gone for good
+            pass
+
+    def worker_pids(self) -> list[int]:
+        import ray
+
+        return ray.get([w.pid.remote() for w in self.workers])
+
+    def shutdown(self) -> None:
+        import ray
+
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+
+
+def append_records(path: str, records: list[MatchRecord]) -> None:
+    """Append a chunk's records with one fsync (`arena.records.append_jsonl` syncs each:
+    on this VM 174-529 records/s one at a time, 2,600-4,000 in chunks of 16, bench/ray_overhead.py)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(rec.to_json() + "\n" for rec in records))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _cause(error: Exception) -> str:
+    """The last line of the exception a remote error wraps (its own message)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.split(":", 1)[0].split(".")[-1].endswith(("Error", "Exception"))]
+    return (errors or lines or [type(error).__name__])[-1]
+
+
+def pool_from_args(args, build: Callable[[], dict]) -> RayPool:
+    """The workers of a command run with `--ray ADDRESS` (and `--ray-workers/--ray-cpus/--ray-gpus`)."""
+    pool = RayPool.start(args.ray, build, args.ray_workers, args.ray_cpus, args.ray_gpus)
+    print(f"ray: {len(pool.workers)} worker(s) at {args.ray}, {args.ray_cpus:g} CPU and {args.ray_gpus:g} GPU each")
+    return pool
+
+
+def build_players(players: dict) -> dict:
+    """Agents by player name from specs (a tournament's `players:`), built on a worker."""
+    from arena.tournament import build_agent
+
+    return {name: build_agent(name, spec) for name, spec in players.items()}
