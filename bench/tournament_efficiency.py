@@ -7,7 +7,7 @@ P(i beats j) = sigmoid(s_i - s_j): exactly Bradley-Terry, with a score that says
 much (as a judge's score does). `--outcome-only` replaces the scores by 1/0 (a game with
 no margin, as a win/loss return).
 
-Every format runs through `tournaments.judge.judge_group`, the same code that ranks a
+Every format runs through `tournaments.judge.rank_group` (the public API), the same code that ranks a
 group of trajectories in training and (through `tournaments.run`) agents in the arena.
 For each N and format, over `--trials` random populations: matches used (comparisons),
 Kendall tau between the format's ranking and the true order, top-1 accuracy (the
