@@ -7,7 +7,7 @@ P(i beats j) = sigmoid(s_i - s_j): exactly Bradley-Terry, with a score that says
 much (as a judge's score does). `--outcome-only` replaces the scores by 1/0 (a game with
 no margin, as a win/loss return).
 
-Every format runs through `tournaments.judge.judge_group`, the same code that ranks a
+Every format runs through `tournaments.judge.rank_group` (the public API), the same code that ranks a
 group of trajectories in training and (through `tournaments.run`) agents in the arena.
 For each N and format, over `--trials` random populations: matches used (comparisons),
 Kendall tau between the format's ranking and the true order, top-1 accuracy (the
@@ -15,6 +15,8 @@ strongest player ranked first). Then the ratios to round robin.
 
     python bench/tournament_efficiency.py                 # N = 16, 32, 64, 200 trials
     python bench/tournament_efficiency.py --sizes 16 --trials 500 --plot runs/eff.png
+    python bench/tournament_efficiency.py --targets --trials 100 --seed 1   # the adaptive format's targets
+    python bench/tournament_efficiency.py --quick         # the same at N = 16, 10 trials (tests)
 
 Formats compared (k = 1 game per pairing everywhere):
     round_robin          N(N-1)/2
@@ -28,6 +30,16 @@ Formats compared (k = 1 game per pairing everywhere):
     anchor               everyone vs the anchor only, N-1 matches
     prior                no matches: the prior ratings se_prior is seeded with, as a
                          ranking (what se_prior's bracket adds to, or takes from, it)
+    adaptive             Swiss rounds, then information-weighted rounds (`tournaments.adaptive`),
+                         budget 2 N log2 N (768 at N = 64)
+    adaptive_0.5rr       the same with half of round robin's matches, _0.7rr with 0.7
+    adaptive_stop        with the stopping rule: every rank interval at most N/4 places
+                         wide, else round robin's 0.7 as the budget
+
+`--targets` (issue 20): N = 32 and 64, spread 2, win/loss results; adaptive at 768
+matches >= 0.95 of round robin's tau (2,016) with top-1 at least round robin's, at 0.7x
+round robin's tau itself, at N = 32 with 0.5x >= 0.95 of it. Every format meets the same
+populations, so the tau differences are paired.
 
 Reading the numbers: the "7x fewer matches than round robin at N = 16" of ArenaRL's claim
 is only reachable with N-1 = 15 matches, i.e. seeds from prior ratings: a seeding phase
@@ -59,7 +71,9 @@ from scipy.stats import kendalltau
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tournaments.judge import judge_group  # noqa: E402
+from tournaments.judge import judge_group, rank_group  # noqa: E402
+
+STOP_WIDTH = 4  # adaptive_stop: stop once every rank interval spans at most N / STOP_WIDTH places
 
 FORMATS = {
     "round_robin": ("round_robin", {}),
@@ -70,7 +84,13 @@ FORMATS = {
     "de_anchor": ("double_elimination", {"seeding": "anchor", "anchor": 0}),
     "anchor": ("anchor", {"anchor": 0}),
     "prior": (None, {"seeding": "ratings"}),
+    "adaptive": ("adaptive", {}),  # budget 2 N log2 N
+    "adaptive_0.5rr": ("adaptive", {"max_matches": lambda n: n * (n - 1) // 4}),
+    "adaptive_0.7rr": ("adaptive", {"max_matches": lambda n: int(0.7 * n * (n - 1) / 2)}),
+    "adaptive_stop": ("adaptive", {"max_matches": lambda n: int(0.7 * n * (n - 1) / 2), "width": lambda n: n // STOP_WIDTH}),
 }
+ADAPTIVE = [f for f, (name, _) in FORMATS.items() if name == "adaptive"]
+TARGET_SIZES = [32, 64]
 
 
 def bt_judge(strengths: np.ndarray, rng: np.random.Generator, outcome_only: bool = False, counter: list | None = None):
@@ -88,34 +108,37 @@ def bt_judge(strengths: np.ndarray, rng: np.random.Generator, outcome_only: bool
     return compare
 
 
-def run_trial(n: int, fmt: str, rng: np.random.Generator, spread: float, prior_noise: float, outcome_only: bool) -> tuple[int, float, bool]:
+def run_trial(strengths: np.ndarray, fmt: str, rng: np.random.Generator, prior_noise: float, outcome_only: bool) -> tuple[int, float, bool]:
     """(comparisons, Kendall tau vs the truth, top-1 correct) of one population."""
-    strengths = rng.normal(0.0, spread, n)
+    n = len(strengths)
     name, opts = FORMATS[fmt]
-    opts = dict(opts)
+    opts = {k: v(n) if callable(v) else v for k, v in opts.items()}
     if opts.get("seeding") == "ratings":
         opts["ratings"] = {i: float(s + rng.normal(0.0, prior_noise)) for i, s in enumerate(strengths)}
-    if "seed" not in opts and name in ("swiss", "single_elimination", "double_elimination"):
+    if "seed" not in opts and name in ("swiss", "single_elimination", "double_elimination", "adaptive"):
         opts["seed"] = int(rng.integers(2**31))
     counter = [0]
     if name is None:  # the prior alone
         prior = np.array([opts["ratings"][i] for i in range(n)])
         predicted = np.argsort(np.argsort(-prior))
     else:
-        ranks = judge_group(n, bt_judge(strengths, rng, outcome_only, counter), name, **opts).ranks()
-        predicted = np.array([ranks[i] for i in range(n)])
+        predicted = np.array(rank_group(n, bt_judge(strengths, rng, outcome_only, counter), name, **opts))
     tau = kendalltau(-strengths, predicted).statistic
     return counter[0], float(tau), bool(predicted[int(np.argmax(strengths))] == 0)
 
 
 def measure(sizes, formats, trials, spread, prior_noise, outcome_only, seed) -> dict:
+    """Every format meets the same `trials` populations per N (paired: ratios to round robin
+    are compared on equal draws); each format plays them with its own random stream."""
     table = {}
     for n in sizes:
+        populations = np.random.default_rng([seed, n]).normal(0.0, spread, (trials, n))
         for fmt in formats:
             rng = np.random.default_rng([seed, n, list(FORMATS).index(fmt)])
-            rows = [run_trial(n, fmt, rng, spread, prior_noise, outcome_only) for _ in range(trials)]
+            rows = [run_trial(strengths, fmt, rng, prior_noise, outcome_only) for strengths in populations]
             m, tau, top1 = (np.array(x, dtype=float) for x in zip(*rows))
-            table[n, fmt] = {"matches": m.mean(), "tau": tau.mean(), "tau_se": tau.std(ddof=1) / np.sqrt(trials), "top1": top1.mean()}
+            table[n, fmt] = {"matches": m.mean(), "tau": tau.mean(), "tau_se": tau.std(ddof=1) / np.sqrt(trials), "top1": top1.mean(),
+                             "taus": tau, "top1s": top1}
     return table
 
 
@@ -177,7 +200,7 @@ def print_bound(trials: int, spread: float, prior_noise: float, seed: int, rr_ta
 
 
 def print_table(table: dict, sizes, formats) -> None:
-    head = f"{'N':>3}  {'format':<12} {'matches':>8} {'tau':>13} {'top-1':>6}   {'matches/RR':>10} {'RR/matches':>10} {'tau/RR':>7}"
+    head = f"{'N':>3}  {'format':<15} {'matches':>8} {'tau':>13} {'top-1':>6}   {'matches/RR':>10} {'RR/matches':>10} {'tau/RR':>7}"
     print(head)
     print("-" * len(head))
     for n in sizes:
@@ -187,8 +210,30 @@ def print_table(table: dict, sizes, formats) -> None:
             ratio = ""
             if rr and r["matches"]:
                 ratio = f"{r['matches'] / rr['matches']:>10.3f} {rr['matches'] / r['matches']:>9.1f}x {r['tau'] / rr['tau']:>7.3f}"
-            print(f"{n:>3}  {fmt:<12} {r['matches']:>8.1f} {r['tau']:>7.3f}±{r['tau_se']:.3f} {r['top1']:>6.2f}   {ratio}")
+            print(f"{n:>3}  {fmt:<15} {r['matches']:>8.1f} {r['tau']:>7.3f}±{r['tau_se']:.3f} {r['top1']:>6.2f}   {ratio}")
         print()
+
+
+def print_targets(table: dict, sizes, formats) -> None:
+    """The adaptive format against round robin on the same populations (paired differences)."""
+    if "round_robin" not in formats or not set(ADAPTIVE) & set(formats):
+        return
+    print("adaptive vs round robin (same populations; +- is the s.e. of the paired difference):")
+    for n in sizes:
+        rr = table[n, "round_robin"]
+        for fmt in (f for f in ADAPTIVE if f in formats):
+            r = table[n, fmt]
+            diff = r["taus"] - rr["taus"]
+            line = (f"  N={n:<3} {fmt:<15} {r['matches']:>7.1f} matches ({r['matches'] / rr['matches']:.2f} x RR): tau {r['tau']:.3f} = "
+                    f"{r['tau'] / rr['tau']:.3f} x RR (diff {diff.mean():+.3f}+-{diff.std(ddof=1) / np.sqrt(len(diff)):.3f}), "
+                    f"top-1 {r['top1']:.2f} vs RR {rr['top1']:.2f}")
+            goal = {("adaptive", 64): 0.95, ("adaptive_0.7rr", 64): 1.0, ("adaptive_0.5rr", 32): 0.95}.get((fmt, n))
+            if goal is not None:
+                ok = r["tau"] >= goal * rr["tau"] and (fmt != "adaptive" or r["top1"] >= rr["top1"])
+                extra = " and top-1 >= RR's" if fmt == "adaptive" else ""
+                line += f"   target tau >= {goal:.2f} x RR{extra}: {'MET' if ok else 'not met'}"
+            print(line)
+    print()
 
 
 def plot(table: dict, sizes, formats, path: str) -> None:
@@ -225,7 +270,8 @@ def plot(table: dict, sizes, formats, path: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64])
-    ap.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS))
+    ap.add_argument("--formats", nargs="+", default=[f for f in FORMATS if f not in ADAPTIVE], choices=list(FORMATS),
+                    help="default: every format but the adaptive budgets (--targets runs those)")
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--spread", type=float, default=2.0, help="sd of the true strengths (logits)")
     ap.add_argument("--prior-noise", type=float, default=1.0, help="sd of the noise on se_prior's prior ratings")
@@ -235,11 +281,20 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-bound", dest="bound", action="store_false", help="skip the oracle bound (see the module doc)")
     ap.add_argument("--scan", type=float, nargs="*", default=[1.0, 2.0, 3.0, 4.0, 6.0],
                     help="also print the N=16 target ratios at these strength spreads (none: skip)")
+    ap.add_argument("--targets", action="store_true",
+                    help="the adaptive format's targets: N = 32 and 64, win/loss, round robin, Swiss and the adaptive budgets")
+    ap.add_argument("--quick", action="store_true", help="--targets at N = 16 with 10 trials (a smoke test)")
     args = ap.parse_args(argv)
+    if args.targets or args.quick:
+        args.sizes = [16] if args.quick else TARGET_SIZES
+        args.trials = 10 if args.quick else args.trials
+        args.formats = ["round_robin", "swiss", *ADAPTIVE]
+        args.outcome_only, args.bound, args.scan = True, False, []
     start = time.perf_counter()
     table = measure(args.sizes, args.formats, args.trials, args.spread, args.prior_noise, args.outcome_only, args.seed)
-    print(f"strengths ~ N(0, {args.spread}), {args.trials} trials per cell, "
-          f"{'win/loss only' if args.outcome_only else 'scored comparisons'}, prior noise sd {args.prior_noise}; "
+    print(f"N = {', '.join(map(str, args.sizes))}; strengths ~ N(0, spread {args.spread}); noise: each side's performance is strength "
+          f"+ Gumbel(0, 1), P(i beats j) = sigmoid(s_i - s_j); {'win/loss only' if args.outcome_only else 'scored comparisons'}; "
+          f"{args.trials} trials per cell (the same populations for every format), seed {args.seed}; prior noise sd {args.prior_noise}; "
           f"{time.perf_counter() - start:.0f} s\n")
     print_table(table, args.sizes, args.formats)
     if 16 in args.sizes and {"round_robin", "se_anchor", "se_prior"} <= set(args.formats):
@@ -247,8 +302,9 @@ def main(argv: list[str] | None = None) -> dict:
         for fmt in ("se_prior", "se_anchor"):
             r = table[16, fmt]
             ok = r["tau"] >= 0.9 * rr["tau"] and rr["matches"] >= 7 * r["matches"]
-            print(f"target at N=16 ({fmt}: tau >= 0.9 x RR with >= 7x fewer matches): "
-                  f"{r['tau'] / rr['tau']:.3f} x tau, {rr['matches'] / r['matches']:.1f}x fewer -> {'MET' if ok else 'not met'}")
+            print(f"ArenaRL's claim at N=16 ({fmt}: tau >= 0.9 x RR with >= 7x fewer matches): "
+                  f"{r['tau'] / rr['tau']:.3f} x tau, {rr['matches'] / r['matches']:.1f}x fewer -> {'holds' if ok else 'does not hold'}")
+    print_targets(table, args.sizes, args.formats)
     if args.bound and (16, "round_robin") in table:
         table[16, "bound"] = print_bound(args.trials, args.spread, args.prior_noise, args.seed, table[16, "round_robin"]["tau"])
     if args.scan:

@@ -4,6 +4,7 @@
     formats.py   round robin, Swiss, and `make_format(name, players, **options)`
     bracket.py   seeded single elimination (ArenaRL) and double elimination
     seeding.py   anchor comparisons and seeding orders
+    adaptive.py  Swiss rounds, then pairings chosen by information, with a stopping rule
     judge.py     rank a group of trajectories with a judge; ranks -> ArenaRL advantages
     ratings.py   Bradley-Terry with CIs (Elo scale), OpenSkill, alpha-rank, Nash averaging
     config.py    the tournament YAML

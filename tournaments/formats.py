@@ -7,6 +7,7 @@ Each format is a generator over players (see `tournaments.core` for the protocol
     single_elimination   seeded, ArenaRL (`tournaments.bracket`)
     double_elimination   out after two losses (`tournaments.bracket`)
     anchor               everyone vs one reference player (`tournaments.seeding`)
+    adaptive             Swiss, then information-weighted matchings (`tournaments.adaptive`)
 
 `make_format(name, players, **options)` builds one by name and rejects unknown options
 with the list of known ones.
@@ -22,6 +23,7 @@ from typing import Sequence
 
 import networkx as nx
 
+from tournaments.adaptive import adaptive, default_budget
 from tournaments.bracket import double_elimination, single_elimination
 from tournaments.core import FormatGen, Outcome, Pairing, Player, Tally, check_players, play, sort_players
 from tournaments.seeding import _check_games, anchor, seed_order
@@ -155,6 +157,7 @@ FORMATS = {
     "double_elimination": double_elimination,
     "swiss": swiss,
     "anchor": anchor,
+    "adaptive": adaptive,
 }
 
 
@@ -167,13 +170,19 @@ def format_options(name: str) -> list[str]:
 
 def resolved_options(name: str, players: Sequence[Player], options: dict) -> dict:
     """Every option of format `name` with the value it takes: from `options`, else its
-    default, resolved (Swiss `rounds`: `swiss_rounds`; `anchor`: the first player), so an
+    default, resolved (Swiss `rounds` and adaptive `swiss_rounds`: `swiss_rounds`; adaptive
+    `max_matches`: `default_budget`; `anchor`: the first player), so an
     option written out at its default compares equal to one left out."""
     params = inspect.signature(FORMATS[name]).parameters
     out = {k: params[k].default for k in format_options(name)}
     out.update(options)
     if name == "swiss" and out["rounds"] is None:
         out["rounds"] = swiss_rounds(len(players))
+    if name == "adaptive":
+        if out["swiss_rounds"] is None:
+            out["swiss_rounds"] = swiss_rounds(len(players))
+        if out["max_matches"] is None:
+            out["max_matches"] = default_budget(len(players))
     if "anchor" in out and out["anchor"] is None and players:
         out["anchor"] = players[0]
     return out
