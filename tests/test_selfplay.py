@@ -360,17 +360,32 @@ def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_game
     assert rows[0]["selection_score"] == float(np.mean([r["non_losing"] for r in selection])) and selection[0]["games"] == 6
 
 
-def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path):
+def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path, monkeypatch):
+    # Real evaluation matches; the scores are then scripted so the two sets disagree: the report
+    # set favours step 0, the selection set step 2. Calls alternate report, selection per point.
+    import evaluation.metrics
+
+    report, selection = [0.9, 0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.8, 0.3, 0.4]
+    calls = []
+    real_summary = evaluation.metrics.summary
+
+    def scripted(cells_):
+        rows = real_summary(cells_)
+        point, is_selection = divmod(len(calls), 2)
+        calls.append(is_selection)
+        return [{**r, "non_losing": (selection if is_selection else report)[point]} for r in rows]
+
+    monkeypatch.setattr(evaluation.metrics, "summary", scripted)
     cfg = tiny(tmp_path, steps=4, threads=1, checkpoint_every=4, league={"snapshot_every": 0},
                eval={"every": 1, "games": 8, "select_games": 8})
     out = train(cfg, console=quiet())
+    assert calls == [0, 1] * 5  # steps 0-4, each a report and a selection set
     rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
-    by_selection = max(rows, key=lambda r: (r["selection_score"], -r["step"]))
-    by_report = max(rows, key=lambda r: (r["non_losing"], -r["step"]))
-    assert by_selection["step"] != by_report["step"], "the two sets agree on this run: the test cannot tell them apart"
+    assert [r["selection_score"] for r in rows] == selection and [r["non_losing"] for r in rows] == report
     best = json.loads((tmp_path / "run" / "best" / "meta.json").read_text())
-    assert best["step"] == by_selection["step"] and best["selection_score"] == out["best"] == by_selection["selection_score"]
-    assert best["eval"] == [{k: v for k, v in by_selection.items() if k in best["eval"][0]}]  # what is reported for it
+    assert best["step"] == 2 and best["selection_score"] == out["best"] == 0.8
+    assert best["eval"] == [{k: v for k, v in rows[2].items() if k in best["eval"][0]}]  # what is reported for it: 0.2
+    assert best["eval"][0]["non_losing"] == 0.2
 
 
 def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
