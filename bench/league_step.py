@@ -14,10 +14,12 @@ tic-tac-toe config with
 - league    `league.self_play: --self-play` (0.5): the other pairs meet PFSP-drawn snapshots.
 
 A step's time is `step_seconds` of metrics.jsonl (rollout + PPO update; no evaluation or
-checkpoint), averaged over the timed steps; the league path's steps include reading each
-snapshot it meets from disk for the first time. Each path runs in its own subprocess,
-alternating `--repeats` times (selfplay, league, selfplay, ...) so a change in the
-machine's load hits both. Target (issue 19): league / selfplay <= 1.2.
+checkpoint), averaged over the timed steps and printed with the rollout's share alone (a
+league step learns from fewer policy turns: the policy holds one seat of a league match).
+The league path's steps include reading each snapshot it meets from disk the first time.
+Each path runs in its own subprocess, alternating `--repeats` times (selfplay, league,
+selfplay, ...) so a change in the machine's load hits both. Target (issue 19):
+league / selfplay <= 1.2.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def prepare(args, run: Path) -> None:
                     rng=np.random.default_rng(cfg.seed), keep=1)
 
 
-def run_path(args, path: str, prepared: Path) -> list[float]:
-    """Seconds per timed step of one path, resumed from a copy of the prepared run."""
+def run_path(args, path: str, prepared: Path) -> list[tuple[float, float]]:
+    """(step seconds, rollout seconds) of each timed step of one path, resumed from a copy of the prepared run."""
     from rich.console import Console
 
     from training.config import parse_config
@@ -92,12 +94,12 @@ def run_path(args, path: str, prepared: Path) -> list[float]:
         cfg = parse_config({**config(args, path), "run_dir": str(run)})
         train(cfg, resume=True, console=Console(file=open(os.devnull, "w")))
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        return [r["step_seconds"] for r in rows[args.warmup:]]
+        return [(r["step_seconds"], r["rollout_seconds"]) for r in rows[args.warmup:]]
     finally:
         shutil.rmtree(run, ignore_errors=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="tiny-llama:hidden=128:heads=8")
     ap.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tune)")
@@ -113,12 +115,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smoke run: 4 snapshots, 8 matches, 2 steps, 1 repeat")
     ap.add_argument("--_path", help=argparse.SUPPRESS)
     ap.add_argument("--_prepared", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.quick:
         args.snapshots, args.matches, args.steps, args.repeats = 4, 8, 2, 1
     if args._path:  # child process: one path
         print(json.dumps(run_path(args, args._path, Path(args._prepared))))
-        return
+        return {}
     print(f"league step bench: model {args.model}{f' LoRA r={args.lora}' if args.lora else ''}, {args.snapshots} snapshots, "
           f"{args.matches} matches/step, league self_play {args.self_play}, max_loaded {args.max_loaded}, "
           f"{args.steps} timed steps (after {args.warmup}) x {args.repeats} repeats per path, threads {args.threads}, seed {args.seed}; "
@@ -128,21 +130,24 @@ def main() -> None:
         t0 = time.perf_counter()
         prepare(args, prepared)
         print(f"prepared {args.snapshots} snapshots in {time.perf_counter() - t0:.1f} s", flush=True)
-        times: dict[str, list[float]] = {"selfplay": [], "league": []}
-        child = [a for a in sys.argv[1:] if a != "--quick"] + (["--snapshots", str(args.snapshots), "--matches", str(args.matches),
-                                                                 "--steps", str(args.steps)] if args.quick else [])
+        times: dict[str, list[tuple[float, float]]] = {"selfplay": [], "league": []}
+        child = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("quick", "repeats", "_path", "_prepared")]
         for r in range(args.repeats):
             for path in ("selfplay", "league"):
                 out = subprocess.run([sys.executable, __file__, *child, "--_path", path, "--_prepared", str(prepared)],
                                      check=True, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
-                t = json.loads(out.stdout.strip().splitlines()[-1])
+                t = [tuple(x) for x in json.loads(out.stdout.strip().splitlines()[-1])]
                 times[path] += t
-                print(f"  repeat {r + 1} {path:<8} {sum(t) / len(t):6.2f} s/step  ({', '.join(f'{x:.2f}' for x in t)})", flush=True)
+                print(f"  repeat {r + 1} {path:<8} {sum(x for x, _ in t) / len(t):6.2f} s/step, rollout {sum(x for _, x in t) / len(t):6.2f} s "
+                      f"({', '.join(f'{x:.2f}' for x, _ in t)})", flush=True)
     finally:
         shutil.rmtree(prepared, ignore_errors=True)
-    mean = {k: sum(v) / len(v) for k, v in times.items()}
-    print(f"selfplay {mean['selfplay']:.2f} s/step   league {mean['league']:.2f} s/step   "
-          f"ratio league/selfplay {mean['league'] / mean['selfplay']:.2f}   (target <= 1.2; load average {os.getloadavg()[0]:.2f})")
+    step = {k: sum(x for x, _ in v) / len(v) for k, v in times.items()}
+    roll = {k: sum(x for _, x in v) / len(v) for k, v in times.items()}
+    print(f"step: selfplay {step['selfplay']:.2f} s, league {step['league']:.2f} s, ratio {step['league'] / step['selfplay']:.2f} (target <= 1.2)   "
+          f"rollout alone: {roll['selfplay']:.2f} s, {roll['league']:.2f} s, ratio {roll['league'] / roll['selfplay']:.2f}   "
+          f"(the league step learns from fewer policy turns; load average {os.getloadavg()[0]:.2f})")
+    return {"step": step, "rollout": roll, "step_ratio": step["league"] / step["selfplay"], "rollout_ratio": roll["league"] / roll["selfplay"]}
 
 
 if __name__ == "__main__":

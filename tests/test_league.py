@@ -1,5 +1,6 @@
 """PFSP matchmaking from a decayed win-rate table, worked out by hand."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -228,3 +229,98 @@ def test_a_run_rates_its_league_in_a_tournament_every_k_steps_and_pfsp_follows(t
     assert lg.ratings == pytest.approx(elo) and lg.learner_rating == pytest.approx(elo["policy"])
     for o in lg.opponents:  # PFSP weights follow the tournament, not the win-rate record
         assert lg.win_rate(o.name) == pytest.approx(1 / (1 + 10 ** ((elo[o.name] - elo["policy"]) / 400)))
+
+
+def snapshot_learner(lora: int = 0, seed: int = 0):
+    import torch
+
+    from agents.models import load_model
+    from training.config import parse_config
+    from training.learner import Learner
+
+    cfg = parse_config({**TINY_RUN, "learner": {"lr": 3e-3, "lora_rank": lora}, "league": {"snapshot_every": 1}})
+    torch.manual_seed(seed)
+    model, tok = load_model(cfg.model, dtype="float32")
+    return cfg, Learner(model, tok, cfg.learner)
+
+
+def nudge(learner, seed: int) -> None:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in learner.model.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+
+
+CONVERSATIONS = [[{"role": "user", "content": "Board: . X . / O . . / . . X. Your move?"}], [{"role": "user", "content": "Play."}]]
+
+
+def test_snapshots_swapped_into_one_module_play_exactly_as_models_built_from_their_files(tmp_path):
+    from safetensors.torch import load_file
+
+    from agents.backend import SamplingParams
+    from agents.models import load_model
+    from agents.transformers_backend import TransformersBackend
+    from training.selfplay import Opponents, save_snapshot
+
+    cfg, learner = snapshot_learner()
+    paths = []
+    for i in range(2):
+        nudge(learner, i)
+        paths.append(tmp_path / f"step_{i}.safetensors")
+        save_snapshot(learner, paths[-1])
+    params = SamplingParams(max_new_tokens=6, temperature=1.0, seed=11)
+    expected = []
+    base, tok = load_model(cfg.model)  # the pool's module dtype
+    for path in paths:  # what a model loaded from the file plays
+        model = copy.deepcopy(base)
+        model.load_state_dict(load_file(str(path)), strict=False)
+        gens = TransformersBackend((model, tok)).generate(CONVERSATIONS, params)
+        expected.append([(g.token_ids, g.logprobs) for g in gens])
+    assert expected[0] != expected[1]  # two distinct snapshots
+    pool = Opponents(cfg, learner.device)
+    agents = [pool.agent(f"ckpt-{i}", str(p), "checkpoint", seed=0) for i, p in enumerate(paths)]
+    for i in (0, 1, 0, 1):  # interleaved calls: each swaps its weights in
+        gens = agents[i].backend.generate(CONVERSATIONS, params)
+        assert [(g.token_ids, g.logprobs) for g in gens] == expected[i]
+    pool.forget({str(paths[1])})
+    assert list(pool._weights) == [str(paths[1])]
+
+
+def test_a_lora_runs_snapshots_are_its_adapters_and_play_them(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from agents.backend import SamplingParams
+    from training.selfplay import Opponents, save_snapshot
+
+    cfg, learner = snapshot_learner(lora=4)
+    nudge(learner, 3)
+    path = tmp_path / "step_1.safetensors"
+    save_snapshot(learner, path)
+    saved = load_file(str(path))
+    assert saved and all("lora_" in k for k in saved)
+    full = sum(p.numel() for p in learner.model.parameters())
+    assert sum(v.numel() for v in saved.values()) < 0.05 * full  # adapters, not the model
+    pool = Opponents(cfg, learner.device)
+    agent = pool.agent("ckpt-1", str(path), "checkpoint", seed=0)
+    gens = agent.backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=4, temperature=1.0, seed=1))
+    assert len(gens) == 2 and all(g.token_ids for g in gens)
+    own = pool._backend.model.state_dict()
+    assert all(torch.equal(own[k], v.to(own[k].dtype)) for k, v in saved.items())  # the adapters it plays are the snapshot's
+    cfg_full, _ = snapshot_learner()
+    with pytest.raises(ValueError, match=r"^league snapshot .*step_1.safetensors does not fit tiny-llama with full weights: missing"):
+        Opponents(cfg_full, learner.device).agent("ckpt-1", str(path), "checkpoint", seed=0).backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=2))
+
+
+@pytest.mark.slow
+def test_league_step_bench_quick_times_both_paths():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("league_step", Path(__file__).resolve().parents[1] / "bench" / "league_step.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--quick", "--model", "tiny-llama"])
+    assert set(out["step"]) == {"selfplay", "league"} and out["step_ratio"] > 0 and out["rollout_ratio"] > 0
