@@ -14,8 +14,9 @@ tic-tac-toe config with
 - league    `league.self_play: --self-play` (0.5): the other pairs meet PFSP-drawn snapshots.
 
 A step's time is `step_seconds` of metrics.jsonl (rollout + PPO update; no evaluation or
-checkpoint), averaged over the timed steps and printed with the rollout's share alone (a
-league step learns from fewer policy turns: the policy holds one seat of a league match).
+checkpoint), the median over the timed steps of all repeats (a busy machine's spikes hit
+single steps), printed with the rollout alone (a league step learns from fewer policy
+turns: the policy holds one seat of a league match).
 The league path's steps include reading each snapshot it meets from disk the first time.
 Each path runs in its own subprocess, alternating `--repeats` times (selfplay, league,
 selfplay, ...) so a change in the machine's load hits both. Target (issue 19):
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tune)")
     ap.add_argument("--snapshots", type=int, default=20)
     ap.add_argument("--self-play", type=float, default=0.5, help="league path: share of self-play pairs")
-    ap.add_argument("--max-loaded", type=int, default=4, help="league.max_loaded: distinct snapshots a step plays")
+    ap.add_argument("--max-loaded", type=int, default=2, help="league.max_loaded: distinct snapshots a step plays")
     ap.add_argument("--matches", type=int, default=64, help="matches per step")
     ap.add_argument("--steps", type=int, default=8, help="timed steps per path and repeat")
     ap.add_argument("--warmup", type=int, default=1)
@@ -138,13 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
                                      check=True, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
                 t = [tuple(x) for x in json.loads(out.stdout.strip().splitlines()[-1])]
                 times[path] += t
-                print(f"  repeat {r + 1} {path:<8} {sum(x for x, _ in t) / len(t):6.2f} s/step, rollout {sum(x for _, x in t) / len(t):6.2f} s "
+                print(f"  repeat {r + 1} {path:<8} median {statistics.median(x for x, _ in t):6.2f} s/step, rollout {statistics.median(x for _, x in t):6.2f} s "
                       f"({', '.join(f'{x:.2f}' for x, _ in t)})", flush=True)
     finally:
         shutil.rmtree(prepared, ignore_errors=True)
-    step = {k: sum(x for x, _ in v) / len(v) for k, v in times.items()}
-    roll = {k: sum(x for _, x in v) / len(v) for k, v in times.items()}
-    print(f"step: selfplay {step['selfplay']:.2f} s, league {step['league']:.2f} s, ratio {step['league'] / step['selfplay']:.2f} (target <= 1.2)   "
+    step = {k: statistics.median(x for x, _ in v) for k, v in times.items()}
+    roll = {k: statistics.median(x for _, x in v) for k, v in times.items()}
+    print(f"median step: selfplay {step['selfplay']:.2f} s, league {step['league']:.2f} s, ratio {step['league'] / step['selfplay']:.2f} (target <= 1.2)   "
           f"rollout alone: {roll['selfplay']:.2f} s, {roll['league']:.2f} s, ratio {roll['league'] / roll['selfplay']:.2f}   "
           f"(the league step learns from fewer policy turns; load average {os.getloadavg()[0]:.2f})")
     return {"step": step, "rollout": roll, "step_ratio": step["league"] / step["selfplay"], "rollout_ratio": roll["league"] / roll["selfplay"]}

@@ -324,3 +324,27 @@ def test_league_step_bench_quick_times_both_paths():
     spec.loader.exec_module(bench)
     out = bench.main(["--quick", "--model", "tiny-llama"])
     assert set(out["step"]) == {"selfplay", "league"} and out["step_ratio"] > 0 and out["rollout_ratio"] > 0
+
+
+@pytest.mark.slow
+def test_a_run_with_league_tournaments_resumes_exactly(tmp_path):
+    from rich.console import Console
+    from safetensors.torch import load_file
+    import torch
+
+    from training.config import parse_config
+    from training.selfplay import train
+
+    def run(name, steps, resume=False):
+        cfg = parse_config({**TINY_RUN, "steps": steps, "league": {**TINY_RUN["league"], "max_loaded": 1}, "run_dir": str(tmp_path / name)})
+        train(cfg, resume=resume, console=Console(quiet=True))
+
+    run("straight", 4)
+    run("split", 2)
+    run("split", 4, resume=True)
+    a = load_file(str(tmp_path / "straight" / "checkpoints" / "step_00000004" / "model.safetensors"))
+    b = load_file(str(tmp_path / "split" / "checkpoints" / "step_00000004" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ma = (tmp_path / "straight" / "checkpoints" / "step_00000004" / "meta.json").read_text().replace("/straight/", "/split/")
+    mb = (tmp_path / "split" / "checkpoints" / "step_00000004" / "meta.json").read_text()
+    assert json.loads(ma)["league"] == json.loads(mb)["league"] and json.loads(ma)["league"]["ratings"]  # the same tournament ratings

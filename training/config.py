@@ -80,8 +80,8 @@ class LeagueConfig:
     """per-game decay of the win-rate table"""
     max_checkpoints: int = 10
     """snapshots kept in the league (oldest retired and deleted first)"""
-    max_loaded: int = 4
-    """the most distinct snapshots one step plays (each costs one more batched call per round of a step's matches)"""
+    max_loaded: int = 2
+    """the most distinct snapshots one step plays (each adds one batched call per round of the step's matches: bench/league_step.py)"""
     ratings: str = ""
     """a tournament store (.db) whose Bradley-Terry ratings set the PFSP weights from the start
     (its `NAME@STEP` players are the league's `ckpt-STEP`; the newest rated checkpoint stands for the policy)"""
