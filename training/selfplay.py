@@ -58,7 +58,7 @@ import os
 import random
 import sys
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
