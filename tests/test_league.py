@@ -326,7 +326,6 @@ def test_league_step_bench_quick_times_both_paths():
     assert set(out["step"]) == {"selfplay", "league"} and out["step_ratio"] > 0 and out["rollout_ratio"] > 0
 
 
-@pytest.mark.slow
 def test_a_run_with_league_tournaments_resumes_exactly(tmp_path):
     from rich.console import Console
     from safetensors.torch import load_file
