@@ -26,6 +26,7 @@ from arena.machine import PRECISIONS
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
 from training.learner import LearnerConfig
 from training.league import WEIGHTINGS
+from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from training.loss import AGGREGATIONS
 
 POLICY = "policy"  # the learning agent's name in every match
@@ -50,6 +51,20 @@ class GameEntry:
 
 
 @dataclass
+class LeagueTournament:
+    """A tournament of the league's snapshots and the policy every few steps; its ratings set PFSP."""
+
+    every: int = 0
+    """play one every N steps (after the update; 0: never) and let its ratings set the PFSP weights"""
+    format: str = "adaptive"
+    """tournament format (tournaments.formats); adaptive: Swiss rounds, then the most informative pairs, within max_matches"""
+    max_matches: int = 0
+    """at most this many matches (0: the format's whole schedule); Swiss plays fewer rounds to fit"""
+    games_per_pairing: int = 2
+    """games each pairing plays per training game (2: one in each seat)"""
+
+
+@dataclass
 class LeagueConfig:
     """Who the policy plays against during training."""
 
@@ -65,8 +80,13 @@ class LeagueConfig:
     """per-game decay of the win-rate table"""
     max_checkpoints: int = 10
     """snapshots kept in the league (oldest retired and deleted first)"""
-    max_loaded: int = 4
-    """snapshot models kept in memory at once, and the most distinct snapshots one step plays"""
+    max_loaded: int = 2
+    """the most distinct snapshots one step plays (each adds one batched call per round of the step's matches: bench/league_step.py)"""
+    ratings: str = ""
+    """a tournament store (.db) whose Bradley-Terry ratings set the PFSP weights from the start
+    (its `NAME@STEP` players are the league's `ckpt-STEP`; the newest rated checkpoint stands for the policy)"""
+    tournament: LeagueTournament = field(default_factory=LeagueTournament)
+    """a checkpoint tournament every `tournament.every` steps whose ratings replace the PFSP win rates"""
 
 
 @dataclass
@@ -166,6 +186,7 @@ CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did
     "learner.precision": PRECISIONS,
     "learner.loss.aggregation": AGGREGATIONS,
     "league.weighting": WEIGHTINGS,
+    "league.tournament.format": tuple(TOURNAMENT_FORMATS),
 }
 
 SET_BY_LOOP = {  # keys the loop sets itself: a value in the config would be silently replaced
@@ -236,6 +257,9 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "league.snapshot_every": _ge(0),
     "league.max_checkpoints": _ge(1),
     "league.max_loaded": _ge(1),
+    "league.tournament.every": _ge(0),
+    "league.tournament.max_matches": _ge(0),
+    "league.tournament.games_per_pairing": _ge(1),
     "eval.every": _ge(0),
     "eval.games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0"),
     "eval.select_games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0 (0: as many as eval.games)"),
@@ -393,6 +417,7 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
     for spec in lg.bots:
         _check_spec(spec, "league.bots")
+    _check_league_ratings(lg)
     opp = cfg.eval.opponents
     names = {g.name for g in cfg.games}
     if isinstance(opp, Mapping):
@@ -440,6 +465,27 @@ def eval_games(cfg: TrainConfig) -> tuple[list, list]:
     except ValueError as e:
         raise ValueError(f"eval: {e}") from None
     return train, held
+
+
+def _check_league_ratings(lg: LeagueConfig) -> None:
+    """league.ratings names a readable tournament store; league.tournament has players and a budget it can keep."""
+    from tournaments.formats import format_options
+
+    if lg.ratings:
+        from tournaments.run import stored_ratings
+        from training.league import tournament_names
+
+        if not Path(lg.ratings).is_file():
+            raise ValueError(f"league.ratings: no tournament store at {lg.ratings}")
+        try:
+            tournament_names(stored_ratings(lg.ratings))
+        except ValueError as e:
+            raise ValueError(f"league.ratings: {lg.ratings}: {e}") from None
+    t = lg.tournament
+    if t.every and not (lg.snapshot_every or lg.bots):
+        raise ValueError("league.tournament rates the league's snapshots and bots: set league.snapshot_every or list league.bots")
+    if t.every and t.max_matches and t.format != "swiss" and "max_matches" not in format_options(t.format):
+        raise ValueError(f"league.tournament.max_matches: format {t.format} plays its whole schedule; use swiss (fewer rounds) or a format with a budget, or max_matches: 0")
 
 
 def _check_backend_kwargs(cfg: TrainConfig) -> None:

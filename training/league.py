@@ -13,11 +13,19 @@ probability proportional to f(x_B):
 If every weight is 0 (e.g. `hard` when the learner beats everyone), sampling is uniform.
 Checkpoints beyond `max_checkpoints` are retired oldest first; bots stay. The whole state
 is a plain dict (`state_dict` / `from_state_dict`) stored in the training checkpoint.
+
+Ratings: after `use_ratings(elo, learner)` (a tournament's Bradley-Terry Elo by league
+name, and the name of the player standing for the learner) an opponent the ratings name
+gets x_B = 1 / (1 + 10^((R_B - R_learner) / 400)), the learner's Elo expected score, in
+place of its decayed record (also a snapshot added later under a rated name); the others
+keep their record. `tournament_names` maps a tournament's players to league names.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -48,6 +56,10 @@ class League:
     """checkpoints kept in the pool (oldest retired first); bots are always kept"""
     opponents: list[Opponent] = field(default_factory=list)
     """the pool, in insertion order"""
+    ratings: dict[str, float] = field(default_factory=dict)
+    """Elo of rated opponents by name (`use_ratings`)"""
+    learner_rating: float = 0.0
+    """Elo of the player that stood for the learner in those ratings"""
 
     def __post_init__(self):
         if self.weighting not in WEIGHTINGS:
@@ -67,6 +79,7 @@ class League:
         ckpts = [o for o in self.opponents if o.kind == "checkpoint"]
         for old in ckpts[: max(0, len(ckpts) - self.max_checkpoints)]:
             self.opponents.remove(old)
+            self.ratings.pop(old.name, None)
 
     def get(self, name: str) -> Opponent:
         for o in self.opponents:
@@ -75,9 +88,20 @@ class League:
         raise KeyError(f"no opponent {name!r} in the league (have: {', '.join(o.name for o in self.opponents) or 'none'})")
 
     def win_rate(self, name: str) -> float:
-        """The learner's decayed win rate against `name` (0.5 if never played)."""
+        """The learner's expected score against `name`: from the ratings if they name it, else
+        its decayed win rate (0.5 if never played)."""
         o = self.get(name)
+        if name in self.ratings:
+            return 1.0 / (1.0 + 10.0 ** ((self.ratings[name] - self.learner_rating) / 400.0))
         return o.wins / o.games if o.games > 0 else 0.5
+
+    def use_ratings(self, elo: Mapping[str, float], learner: str) -> None:
+        """Rate opponents by `elo` (league names -> Elo) from now on, `learner` standing for the
+        learner; replaces earlier ratings (opponents `elo` does not name go back to their record)."""
+        if learner not in elo:
+            raise ValueError(f"the ratings have no player {learner!r} to stand for the learner (rated: {', '.join(sorted(elo)) or 'none'})")
+        self.ratings = {n: float(r) for n, r in elo.items()}
+        self.learner_rating = float(elo[learner])
 
     def record(self, name: str, score: float) -> None:
         """One game against `name`: score 1 (learner won), 0.5 (draw) or 0 (lost)."""
@@ -132,3 +156,29 @@ class League:
         d = dict(d)
         d["opponents"] = [Opponent(**o) for o in d.get("opponents", [])]
         return cls(**d)
+
+
+CHECKPOINT_PLAYER = re.compile(r"^.+@(\d+)$")  # a tournament's `{checkpoints: RUN_DIR}` player NAME@STEP
+
+
+def tournament_names(elo: Mapping[str, float], learner: str | None = None) -> tuple[dict[str, float], str]:
+    """A tournament's ratings under league names, and the league name standing for the learner.
+
+    Players keep their names (bots by spec, a training run's own `ckpt-N` and `policy`);
+    `NAME@STEP`, a player of `{checkpoints: RUN_DIR}`, becomes `ckpt-STEP` (NAME@best is
+    dropped). The learner is `learner` if given, else `policy` if rated, else the newest
+    checkpoint rated.
+    """
+    out: dict[str, float] = {}
+    for player, r in elo.items():
+        m = CHECKPOINT_PLAYER.match(player)
+        if m:
+            out[f"ckpt-{int(m[1])}"] = r
+        elif not player.endswith("@best"):
+            out[player] = r
+    if learner is None:
+        steps = [int(n[5:]) for n in out if n.startswith("ckpt-") and n[5:].isdigit()]
+        learner = "policy" if "policy" in out else f"ckpt-{max(steps)}" if steps else ""
+    if learner not in out:
+        raise ValueError(f"no rated player stands for the learner: rate `policy` or the run's checkpoints (rated: {', '.join(sorted(elo)) or 'none'})")
+    return out, learner

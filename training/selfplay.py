@@ -46,9 +46,10 @@ streams. A resumed run therefore repeats the uninterrupted one bit for bit (with
 snapshots as opponents, on the same machine and thread count).
 
 Past snapshots as opponents run on the transformers backend (also when the policy's
-rollouts use vLLM), each a frozen copy of the base model with the snapshot's weights;
-at most `league.max_loaded` are kept in memory, and one step draws at most that many
-distinct snapshots (more would be reloaded from disk within the step).
+rollouts use vLLM): every snapshot is kept in memory (a LoRA run keeps its adapters only)
+and one frozen copy of the base model plays them all, the snapshot's weights copied in
+before its batched call (`Opponents`). One step draws at most `league.max_loaded` distinct
+snapshots: each costs one more batched call per round of the step's matches.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ import os
 import random
 import sys
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import compute_advantages, learning_samples
 from training.config import POLICY, SELF, TrainConfig, config_dict, eval_games, load_config, parse_config  # noqa: F401 (SELF, parse_config: the loop's callers)
-from training.league import League
+from training.league import League, tournament_names
+from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
 
@@ -113,12 +115,22 @@ def sync_weights(learner: Learner, backend) -> None:
 
 
 class Opponents:
-    """Agents for league opponents: bots by spec, snapshots as frozen transformers models (LRU cache)."""
+    """Agents for league opponents: bots by spec; snapshots share one frozen module.
+
+    Every snapshot's weights are read from disk once and kept in memory (CPU tensors in the
+    module's dtype; a LoRA run's snapshots are its adapters only, a few MB each). One
+    frozen copy of the base model plays them all: before a snapshot's batched call its
+    weights are copied into that module (`_activate`), which costs a few milliseconds where
+    building a model from disk cost a second. The values are the ones on disk, so a
+    resumed run plays its snapshots exactly as the uninterrupted one.
+    """
 
     def __init__(self, cfg: TrainConfig, device):
         self.cfg, self.device = cfg, device
         self._bots: dict[str, Any] = {}
-        self._models: OrderedDict[str, Any] = OrderedDict()
+        self._weights: dict[str, dict[str, torch.Tensor]] = {}  # snapshot file -> its tensors
+        self._backend = None  # the shared TransformersBackend
+        self._active: str | None = None  # the snapshot whose weights the module holds
 
     def agent(self, name: str, spec: str, kind: str, seed: int):
         from agents import make_agent
@@ -127,34 +139,82 @@ class Opponents:
             if name not in self._bots:
                 self._bots[name] = make_agent(spec, name)
             return self._bots[name]
-        if name not in self._models:
-            self._models[name] = self._load(spec)
-            while len(self._models) > self.cfg.league.max_loaded:
-                self._models.popitem(last=False)
-        self._models.move_to_end(name)
-        return LLMAgent(name, self._models[name], replace(self.cfg.agent, seed=seed))
+        return LLMAgent(name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed))
 
-    def _load(self, path: str):
-        from safetensors.torch import load_file
+    def forget(self, keep: set[str]) -> None:
+        """Drop the snapshots (by file) that left the league."""
+        for path in [p for p in self._weights if p not in keep]:
+            del self._weights[path]
+            if self._active == path:
+                self._active = None
 
+    def _activate(self, path: str):
+        """The shared backend, holding snapshot `path`'s weights."""
+        if self._backend is None:
+            self._backend = self._build()
+        if self._active != path:
+            model = self._backend.model
+            if path not in self._weights:
+                self._weights[path] = self._read(path, model)
+            with torch.no_grad():
+                model.load_state_dict(self._weights[path], strict=False)  # checked to fit in _read
+            self._active = path
+        return self._backend
+
+    def _build(self):
         from agents.models import load_model
         from agents.transformers_backend import TransformersBackend
 
         model, tok = load_model(self.cfg.model, device=str(self.device))
-        missing, unexpected = model.load_state_dict(load_file(path, device=str(self.device)), strict=False)
-        tied = {k for k in missing if k.endswith("lm_head.weight")}
-        if unexpected or set(missing) - tied:
-            raise ValueError(f"league snapshot {path} does not fit {self.cfg.model}: missing {sorted(set(missing) - tied)[:3]}, unexpected {unexpected[:3]}")
-        model.eval().requires_grad_(False)
+        lcfg = self.cfg.learner
+        if lcfg.lora_rank > 0:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=lcfg.lora_rank, lora_alpha=lcfg.lora_alpha, target_modules=lcfg.lora_targets,
+                                                     task_type="CAUSAL_LM"))
+        # Left requiring grad (it only runs under inference_mode): with a frozen lm_head, torch's matmul
+        # does not fold the backend's last-token hidden states (a strided view) and copies the whole
+        # lm_head once per batch row (bmm): a tiny model's forward was 30x slower.
+        model.eval().requires_grad_(True)
         return TransformersBackend((model, tok), max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
+
+    def _read(self, path: str, model) -> dict[str, torch.Tensor]:
+        from safetensors.torch import load_file
+
+        own = model.state_dict()
+        loaded = load_file(path, device=str(self.device))
+        unexpected = sorted(set(loaded) - set(own))
+        expected = {k for k in own if ("lora_" in k) == (self.cfg.learner.lora_rank > 0) and not k.endswith("lm_head.weight")}
+        missing = sorted(expected - set(loaded))
+        if unexpected or missing:
+            what = "LoRA adapters" if self.cfg.learner.lora_rank > 0 else "full weights"
+            raise ValueError(f"league snapshot {path} does not fit {self.cfg.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}")
+        return {k: v.to(own[k].dtype) for k, v in loaded.items()}
+
+
+class _SnapshotBackend:
+    """One snapshot's view of the shared opponent module: the backend its LLMAgent calls."""
+
+    def __init__(self, pool: Opponents, path: str, name: str):
+        self.pool, self.path, self.name = pool, path, name
+
+    def generate(self, conversations, params, allowed=None):
+        return self.pool._activate(self.path).generate(conversations, params, allowed)
+
+    def move_distributions(self, conversations, allowed, temperature):
+        return self.pool._activate(self.path).move_distributions(conversations, allowed, temperature)
 
 
 def save_snapshot(learner: Learner, path: Path) -> None:
-    """The policy's weights (LoRA merged, tied copies dropped) as one safetensors file."""
+    """The policy's trainable weights as one safetensors file: a LoRA run's adapters, else the
+    whole model (tied copies dropped)."""
     from safetensors.torch import save_file
 
+    state = learner.model.state_dict()
+    if learner.cfg.lora_rank > 0:
+        state = {k: v for k, v in state.items() if "lora_" in k}
     seen, out = set(), {}
-    for k, v in learner.policy_state_dict().items():
+    for k, v in state.items():
         if v.data_ptr() in seen:
             continue  # tied weights (lm_head = embeddings): stored once
         seen.add(v.data_ptr())
@@ -255,7 +315,7 @@ def _truncate_after(path: Path, step: int) -> None:
 
 # --- the run folder -------------------------------------------------------------------------
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "best", "checkpoints")  # what a run writes
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "tournaments", "best", "checkpoints")  # what a run writes
 
 
 def _free(path: Path) -> Path:
@@ -378,6 +438,12 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
         console.print(f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min)")
+    if cfg.league.ratings:  # read at every start and resume: a tournament played meanwhile informs the rest of the run
+        from tournaments.run import stored_ratings
+
+        elo, stands_for = tournament_names(stored_ratings(cfg.league.ratings))
+        league.use_ratings(elo, stands_for)
+        console.print(f"league: PFSP from the ratings in {cfg.league.ratings} ({len(elo)} players, {stands_for} stands for the policy)")
     opponents = Opponents(cfg, learner.device)
     writer = SummaryWriter(str(run_dir / "tb"), purge_step=start_step + 1 if resume else None)
     n_params = sum(p.numel() for p in learner.model.parameters() if p.requires_grad)
@@ -486,9 +552,20 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             save_snapshot(learner, path)
             league.add(f"ckpt-{step}", "checkpoint", str(path))
             kept = {o.spec for o in league.opponents}
+            opponents.forget(kept)
             for f in (run_dir / "league").glob("*.safetensors"):
                 if str(f) not in kept:
                     f.unlink()
+        if cfg.league.tournament.every and step % cfg.league.tournament.every == 0:
+            t3 = time.perf_counter()
+            elo = play_league_tournament(cfg, league, step, backend, opponents)
+            if elo is not None:
+                league.use_ratings(elo, POLICY)
+                for name, r in elo.items():
+                    writer.add_scalar(f"league/elo/{name}", r, step)
+                console.print(f"step {step:>4}  league tournament ({cfg.league.tournament.format}, {len(elo)} players): policy {elo[POLICY]:.0f} Elo; "
+                              + ", ".join(f"{n} {r:.0f}" for n, r in sorted(elo.items(), key=lambda kv: -kv[1]) if n != POLICY))
+            elapsed += time.perf_counter() - t3
         _append(run_dir / "metrics.jsonl", {"step": step, **m})
         for k, v in m.items():
             writer.add_scalar(f"train/{k}", v, step)
