@@ -71,16 +71,16 @@ class TransformersBackend:
             a local folder or hub id), or a `(model, tokenizer)` pair used as is.
         device: "auto" (CUDA if available, else CPU; for a given model: where it already is),
             or a torch device string.
-        dtype: weights dtype when loading by name ("auto": bf16 on GPU; on CPU the faster of
-            bf16 and fp32, measured).
+        dtype: weights dtype when loading by name: "float32", "bfloat16" or "auto" (bf16 on
+            a GPU; on a CPU the faster of the two by `arena.machine.fastest_dtype`). Pure bf16
+            weights, not autocast over fp32 ones: autocast re-casts every weight on every call,
+            and CPU decoding ran no faster than fp32 that way (bench/rollout_throughput.py).
         max_batch_size: conversations per forward batch; larger requests are split.
         name: backend name (default: the model name).
         share_prefixes: prefill a prompt prefix shared by several conversations of a batch
             once and copy its KV cache (see `shared_prefix_groups`); same results as
             prefilling every prompt whole, fewer tokens through the model.
         min_shared_prefix: the shortest shared prefix worth a separate prefill (tokens).
-        autocast: "bfloat16" runs the forward passes under bf16 autocast (a learner's fp32
-            module shared with training, `LearnerConfig.precision`); None: the weights' dtype.
     """
 
     def __init__(
@@ -92,7 +92,6 @@ class TransformersBackend:
         name: str | None = None,
         share_prefixes: bool = True,
         min_shared_prefix: int = 16,
-        autocast: str | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -113,9 +112,6 @@ class TransformersBackend:
         self.name = name or default_name
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
-        if autocast not in (None, "float32", "bfloat16"):
-            raise ValueError(f"autocast must be None, 'float32' or 'bfloat16', got {autocast!r}")
-        self.autocast = autocast == "bfloat16"
         use_gqa_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -164,7 +160,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            with torch.inference_mode():
                 for start in range(0, len(rows), self.max_batch_size):
                     self._generate_batch(rows[start : start + self.max_batch_size], params, generator)
         finally:
