@@ -197,7 +197,10 @@ def main(argv: list[str] | None = None) -> dict:
         console.print(f"{dt}: arena / raw batched = {vs_raw:.2f}x (target >= 0.9x: {'met' if vs_raw >= 0.9 else 'MISSED'}); "
                       f"arena / one at a time = {vs_serial:.2f}x (target >= 5x: {'met' if vs_serial >= 5 else 'MISSED'}); "
                       f"legal moves {legal:.1%} of {arena_runs[0]['turns']} LLM turns")
-        out[dt] = {"vs_raw": vs_raw, "vs_serial": vs_serial, "legal": legal}
+        sizes = [len(conv) for conv, _, _ in recorders[dt].calls]
+        console.print(f"{dt}: {len(sizes)} batched calls, {sum(sizes) / len(sizes):.1f} rows each on average "
+                      f"({sum(sizes) / len(sizes) / args.concurrency:.0%} of the {args.concurrency} live matches)")
+        out[dt] = {"vs_raw": vs_raw, "vs_serial": vs_serial, "legal": legal, "mean_batch": sum(sizes) / len(sizes)}
     if {"float32", "bfloat16"} <= set(args.dtypes):
         speedup = rate[("bfloat16", "arena")] / rate[("float32", "arena")]
         console.print(f"arena bf16 / fp32 = {speedup:.2f}x  (target >= 2.5x: {'met' if speedup >= 2.5 else 'MISSED'})")
