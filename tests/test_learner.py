@@ -291,3 +291,16 @@ def test_bf16_learner_masters_take_updates_too_small_for_bf16(tok):
     norm = learner.model.model.norm.weight  # weights near 1: bf16 resolution 2^-7, far above 3 x lr
     assert (norm - 1).abs().max() < 1e-3 and (norm != 1).any()
     assert torch.equal(learner.policy.model.norm.weight, norm.to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("lora", [0, 4])
+def test_bf16_learner_with_kl_reference_starts_at_zero_kl_and_keeps_the_copy_in_step(tok, lora):
+    """The KL reference is the bf16 policy's own start (a bf16 copy, or the LoRA base of the
+    copy), so the first KL is exactly 0; only trainable weights move, in masters and copy alike."""
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, lora_rank=lora, precision="bfloat16", loss=LossConfig(kl_coef=0.1)))
+    assert learner.step(batch(tok))["kl_ref"] == 0.0
+    assert learner.step(batch(tok))["kl_ref"] > 0
+    masters = dict(learner.model.named_parameters())
+    for name, copied in learner.policy.named_parameters():
+        assert copied.dtype == torch.bfloat16 and masters[name].dtype == torch.float32
+        assert torch.equal(copied, masters[name].to(torch.bfloat16)), name
