@@ -18,7 +18,8 @@ For every weights dtype (`--dtypes`, each its own `TransformersBackend`), in one
 - `--autocast`: the arena on the fp32 weights under bf16 autocast (what a learner's fp32
             module would run; autocast re-casts every weight on every call).
 
-Throughput is completion tokens / wall seconds. MFU (model FLOPs utilisation,
+Throughput is completion tokens / wall seconds; tokens per CPU second (this process's CPU
+time) is printed beside it, steadier than wall time on a machine shared with other work. MFU (model FLOPs utilisation,
 `machine_limit.utilisation`): the FLOPs the model needed for the prompt and completion
 tokens per second, over the matmul FLOP/s of its dtype measured in the same run.
 Targets (issues 3, 18): arena >= 0.9x raw, arena >= 5x serial, arena bf16 >= 2.5x fp32.
@@ -80,19 +81,20 @@ def run_arena(backend, matches: int, concurrency: int, max_new_tokens: int, oppo
     agents = {"llm": LLMAgent("llm", backend, config), "random": RandomAgent("random")}
     plans = plan_matches("tic_tac_toe", ["llm", "llm" if opponent == "self" else "random"], matches, seed=0)
     prompt_before = backend.prompt_tokens
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     records = list(play(plans, agents, concurrency=concurrency))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     turns = [t for r in records for t in r.turns if t.agent == "llm"]
-    return {"tokens": sum(r.completion_tokens for r in records), "seconds": seconds,
+    return {"tokens": sum(r.completion_tokens for r in records), "seconds": seconds, "cpu": cpu,
             "prompt_tokens": backend.prompt_tokens - prompt_before,
             "legal": sum(t.fallback is None and t.valid for t in turns), "turns": len(turns)}
 
 
 def run_raw(backend, calls) -> dict:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     gens = [g for conv, params, allowed in calls for g in backend.generate(conv, params, allowed)]
     return {"tokens": sum(len(g.token_ids) for g in gens), "seconds": time.perf_counter() - start,
+            "cpu": time.process_time() - cpu,
             "prompt_tokens": sum(len(g.prompt_token_ids) for g in gens)}
 
 
@@ -157,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
                 continue  # measured above
             runs[path].append(measure(*path))
     rate = {path: statistics.median(x["tokens"] / x["seconds"] for x in results) for path, results in runs.items()}
+    cpu_rate = {path: statistics.median(x["tokens"] / x["cpu"] for x in results) for path, results in runs.items()}
 
     machine = measure_machine(args.model, seconds=1.0)
     prompt = sum(x["prompt_tokens"] for path in paths if path[1] == "arena" for x in runs[path])
@@ -177,11 +180,12 @@ def main(argv: list[str] | None = None) -> dict:
     title = (f"{args.model}: {args.matches} tic-tac-toe matches, {args.concurrency} live, {machine['threads']} threads, "
              f"load {load:.1f}" + (f", median of {args.repeats} interleaved runs" if args.repeats > 1 else ""))
     table = Table(title=title)
-    for col in ("dtype", "path", "completion tokens", "seconds", "tokens/s", "MFU", "each run"):
+    for col in ("dtype", "path", "completion tokens", "seconds", "tokens/s", "MFU", "each run", "tokens/CPU s"):
         table.add_column(col, justify="left" if col in ("dtype", "path") else "right")
     for path, results in runs.items():
         table.add_row(path[0], path[1], str(results[0]["tokens"]), f"{statistics.median(x['seconds'] for x in results):.1f}",
-                      f"{rate[path]:.1f}", f"{mfu(path):.1%}", " ".join(f"{x['tokens'] / x['seconds']:.1f}" for x in results))
+                      f"{rate[path]:.1f}", f"{mfu(path):.1%}", " ".join(f"{x['tokens'] / x['seconds']:.1f}" for x in results),
+                      f"{cpu_rate[path]:.1f}")
     console = Console()
     console.print(table)
     f32, b16 = machine["flops"]["float32"], machine["flops"]["bfloat16"]
@@ -192,10 +196,12 @@ def main(argv: list[str] | None = None) -> dict:
                  "mfu": {f"{dt} {kind}": mfu((dt, kind)) for dt, kind in runs}}
     for dt in args.dtypes:
         vs_raw, vs_serial = rate[(dt, "arena")] / rate[(dt, "raw batched")], rate[(dt, "arena")] / rate[(dt, "one at a time")]
+        cpu_serial = cpu_rate[(dt, "arena")] / cpu_rate[(dt, "one at a time")]
         arena_runs = runs[(dt, "arena")]
         legal = sum(x["legal"] for x in arena_runs) / max(1, sum(x["turns"] for x in arena_runs))
         console.print(f"{dt}: arena / raw batched = {vs_raw:.2f}x (target >= 0.9x: {'met' if vs_raw >= 0.9 else 'MISSED'}); "
-                      f"arena / one at a time = {vs_serial:.2f}x (target >= 5x: {'met' if vs_serial >= 5 else 'MISSED'}); "
+                      f"arena / one at a time = {vs_serial:.2f}x (target >= 5x: {'met' if vs_serial >= 5 else 'MISSED'}; "
+                      f"per CPU second {cpu_serial:.2f}x); "
                       f"legal moves {legal:.1%} of {arena_runs[0]['turns']} LLM turns")
         sizes = [len(conv) for conv, _, _ in recorders[dt].calls]
         console.print(f"{dt}: {len(sizes)} batched calls, {sum(sizes) / len(sizes):.1f} rows each on average "
@@ -203,7 +209,9 @@ def main(argv: list[str] | None = None) -> dict:
         out[dt] = {"vs_raw": vs_raw, "vs_serial": vs_serial, "legal": legal, "mean_batch": sum(sizes) / len(sizes)}
     if {"float32", "bfloat16"} <= set(args.dtypes):
         speedup = rate[("bfloat16", "arena")] / rate[("float32", "arena")]
-        console.print(f"arena bf16 / fp32 = {speedup:.2f}x  (target >= 2.5x: {'met' if speedup >= 2.5 else 'MISSED'})")
+        by_cpu = cpu_rate[("bfloat16", "arena")] / cpu_rate[("float32", "arena")]
+        console.print(f"arena bf16 / fp32 = {speedup:.2f}x  (target >= 2.5x: {'met' if speedup >= 2.5 else 'MISSED'}); "
+                      f"per CPU second {by_cpu:.2f}x")
         out["bf16_vs_fp32"] = speedup
     if ("float32", "arena, bf16 autocast") in rate:
         console.print(f"arena bf16 autocast over fp32 weights / fp32 = {rate[('float32', 'arena, bf16 autocast')] / rate[('float32', 'arena')]:.2f}x")
