@@ -12,6 +12,8 @@ Specs (strings or YAML mappings):
 A string spec takes the same keyword arguments after commas, values read as YAML:
     llm:smollm2-135m,fallback=random,max_retries=2,temperature=0.3
     llm:my-model,backend=openai,base_url=http://localhost:8000/v1
+    llm:smollm2-135m,dtype=bfloat16   weights dtype of a local model: float32, bfloat16 or auto
+                                      (default: bf16 on a GPU, on a CPU the faster by measurement)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from agents.base import Agent, PendingTurn, decision
 __all__ = ["Agent", "PendingTurn", "decision", "make_agent", "BOTS"]
 
 BOTS = ("random", "mcts", "minimax", "cfr", "human")
-_BACKENDS: dict[tuple, Any] = {}  # one backend per (kind, model, url): agents on a model share its batches
+_BACKENDS: dict[tuple, Any] = {}  # one backend per (kind, model, url, options): agents on a model share its batches
 
 
 def _social_names() -> tuple[str, ...]:
@@ -67,8 +69,9 @@ def _parse(spec: str | dict) -> dict:
 
 
 def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
-    """A shared backend instance for (kind, model, url)."""
-    key = (kind, model, base_url)
+    """A shared backend instance for (kind, model, url, options): agents with other options
+    (another dtype) get their own."""
+    key = (kind, model, base_url, repr(sorted(kwargs.items())))
     if kind in ("transformers", "vllm"):  # a local model runs on the threads chosen at start
         from arena.machine import announce_threads
 
@@ -120,6 +123,8 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         backend_kind = d.pop("backend", "transformers")
         base_url = d.pop("base_url", None)
         backend_kwargs = d.pop("backend_kwargs", {}) or {}
+        if "dtype" in d:  # a backend option, written beside the agent's for short specs
+            backend_kwargs = {**backend_kwargs, "dtype": d.pop("dtype")}
         if backend_kind in ("transformers", "vllm"):
             check_name(model)  # a typo fails here in seconds, not after importing torch
         fields = set(LLMAgentConfig.__dataclass_fields__)

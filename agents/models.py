@@ -276,10 +276,9 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     announce_threads()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if dtype == "auto":
-        from arena.machine import compute_dtype
+    from arena.machine import compute_dtype
 
-        dtype = compute_dtype("auto", device)
+    dtype = compute_dtype(dtype, device)  # checks the name; "auto" measures once per process
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))
     elif (folder := find_checkpoint(name)) is not None:

@@ -72,16 +72,16 @@ class TransformersBackend:
             a local folder or hub id), or a `(model, tokenizer)` pair used as is.
         device: "auto" (CUDA if available, else CPU; for a given model: where it already is),
             or a torch device string.
-        dtype: weights dtype when loading by name ("auto": bf16 on GPU; on CPU the faster of
-            bf16 and fp32, measured).
+        dtype: weights dtype when loading by name: "float32", "bfloat16" or "auto" (bf16 on
+            a GPU; on a CPU the faster of the two by `arena.machine.fastest_dtype`). Pure bf16
+            weights, not autocast over fp32 ones: autocast re-casts every weight on every call,
+            and CPU decoding ran no faster than fp32 that way (bench/rollout_throughput.py).
         max_batch_size: conversations per forward batch; larger requests are split.
         name: backend name (default: the model name).
         share_prefixes: prefill a prompt prefix shared by several conversations of a batch
             once and copy its KV cache (see `shared_prefix_groups`); same results as
             prefilling every prompt whole, fewer tokens through the model.
         min_shared_prefix: the shortest shared prefix worth a separate prefill (tokens).
-        autocast: "bfloat16" runs the forward passes under bf16 autocast (a learner's fp32
-            module shared with training, `LearnerConfig.precision`); None: the weights' dtype.
     """
 
     def __init__(
@@ -93,7 +93,6 @@ class TransformersBackend:
         name: str | None = None,
         share_prefixes: bool = True,
         min_shared_prefix: int = 16,
-        autocast: str | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -114,9 +113,6 @@ class TransformersBackend:
         self.name = name or default_name
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
-        if autocast not in (None, "float32", "bfloat16"):
-            raise ValueError(f"autocast must be None, 'float32' or 'bfloat16', got {autocast!r}")
-        self.autocast = autocast == "bfloat16"
         use_gqa_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -168,7 +164,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            with torch.inference_mode():
                 for start in range(0, len(rows), self.max_batch_size):
                     end = start + self.max_batch_size
                     self._generate_batch(rows[start:end], params, generator, None if uniforms is None else uniforms[start:end])
@@ -336,9 +332,14 @@ def _gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, s
     if (query.shape[2] != 1 or attention_mask is None or getattr(module, "num_key_value_groups", 1) == 1
             or kwargs.get("position_bias") is not None):  # prefill: transformers' path (faster there)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    dtype = query.dtype
+    if dtype == torch.bfloat16:  # CPU SDPA decoding in bf16 took 4.6x fp32's time (44% of a bf16 step): compute it in fp32
+        query, key, value = query.float(), key.float(), value.float()
+        if attention_mask.is_floating_point():
+            attention_mask = attention_mask.float()
     out = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True)
-    return out.transpose(1, 2).contiguous(), None
+    return out.to(dtype).transpose(1, 2).contiguous(), None
 
 
 def use_gqa_sdpa(model) -> bool:

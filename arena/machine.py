@@ -109,12 +109,12 @@ def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32")) -> str:
     return max(candidates, key=lambda dt: matmul_flops(dt, size=256, seconds=0.05))
 
 
-def flops_per_token(config, context: int = 0) -> float:
+def flops_per_token(config, context: int = 0, head: bool = True) -> float:
     """Forward FLOPs of one token of a decoder-only transformer (2 per multiply-add).
 
-    The weight matmuls of every layer and the LM head, plus attention over `context`
-    earlier tokens (QK^T and the weighted sum of V, for every head). Training costs about
-    3x this (the backward pass is two matmuls per forward one).
+    The weight matmuls of every layer and (with `head`) the LM head, plus attention over
+    `context` earlier tokens (QK^T and the weighted sum of V, for every head). Training
+    costs about 3x this (the backward pass is two matmuls per forward one).
     """
     d, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
     heads = config.num_attention_heads
@@ -124,7 +124,14 @@ def flops_per_token(config, context: int = 0) -> float:
     attn_proj = d * heads * head_dim * 2 + d * kv_heads * head_dim * 2  # q, o and k, v
     mlp = 3 * d * ffn  # gate, up, down (Llama)
     per_layer = 2 * (attn_proj + mlp) + 4 * context * heads * head_dim
-    return layers * per_layer + 2 * d * vocab
+    return layers * per_layer + (2 * d * vocab if head else 0)
+
+
+def model_flops(config, prompt_tokens: int, completion_tokens: int, context: int) -> float:
+    """Forward FLOPs a model needs to read `prompt_tokens` and produce logits for
+    `completion_tokens` (prompt tokens skip the LM head: only the last one's logits are
+    used, and that one is counted as the first completion position)."""
+    return prompt_tokens * flops_per_token(config, context, head=False) + completion_tokens * flops_per_token(config, context)
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -135,7 +142,7 @@ def compute_dtype(precision: str, device: str = "cpu") -> str:
     CPU the faster of bf16 and fp32 by a 0.2 s matmul measurement (a CPU without native
     bf16 runs it hundreds of times slower)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        raise ValueError(f"dtype/precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision != "auto":
         return precision
     return "bfloat16" if str(device).startswith("cuda") else fastest_dtype()

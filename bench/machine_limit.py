@@ -8,9 +8,11 @@ Prints, at the thread count in use:
 - the model's forward FLOPs per token at the given context (`arena.machine.flops_per_token`);
 - the ceilings: generated tokens/s if every FLOP were a useful matmul at that rate, and
   trained tokens/s (forward + backward = 3x the forward FLOPs).
-Other benches print their throughput as a fraction of these (model FLOPs utilisation).
-On a CPU without native bf16 (AVX-512 BF16 or AMX: check `lscpu` flags) bf16 comes out
-hundreds of times slower than fp32; that is why `dtype: auto` measures before choosing.
+Other benches print their throughput as model FLOPs utilisation (`utilisation`: the FLOPs
+the model needed, `arena.machine.model_flops`, per second over the matmul FLOP/s).
+It prints the CPU's model and its matrix flags first: without native bf16 (AVX-512 BF16 or
+AMX) bf16 comes out hundreds of times slower than fp32; that is why `dtype: auto` measures
+before choosing.
 Small-batch decoding is bound by memory bandwidth, not FLOPs, so a low fraction there
 says how much a larger batch could still gain.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from arena.machine import flops_per_token, matmul_flops, set_threads
+from arena.machine import flops_per_token, matmul_flops, model_flops, set_threads
 
 
 def model_config(name: str):
@@ -33,10 +35,31 @@ def model_config(name: str):
     return AutoConfig.from_pretrained(str(smollm2_folder()) if name.lower() == SMOLLM2 else name)
 
 
+def cpu_flags() -> tuple[str, list[str]]:
+    """(CPU model name, its vector/matrix flags that decide fp32/bf16 speed) from /proc/cpuinfo."""
+    import re
+
+    try:
+        info = open("/proc/cpuinfo").read()
+    except OSError:
+        return "unknown CPU", []
+    name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+    flags = re.search(r"^flags\s*:\s*(.+)$", info, re.M)
+    wanted = [f for f in (flags.group(1).split() if flags else []) if f.startswith(("avx", "amx", "fma"))]
+    return (name.group(1).strip() if name else "unknown CPU"), wanted
+
+
 def ceilings(config, context: int, flops: dict[str, float]) -> dict[str, dict[str, float]]:
     """{dtype: {"generate": tokens/s, "train": tokens/s}} at the measured matmul rates."""
     fwd = flops_per_token(config, context)
     return {dt: {"generate": f / fwd, "train": f / (3 * fwd)} for dt, f in flops.items()}
+
+
+def utilisation(config, prompt_tokens: int, completion_tokens: int, seconds: float, context: int, flops: float,
+                passes: int = 1) -> float:
+    """Model FLOPs utilisation: the FLOPs the model needed (`arena.machine.model_flops`,
+    times `passes`: 3 for a training step) per second, over the machine's matmul FLOP/s."""
+    return passes * model_flops(config, prompt_tokens, completion_tokens, context) / seconds / flops
 
 
 def measure(model: str = "smollm2-135m", context: int = 256, seconds: float = 2.0) -> dict:
@@ -57,6 +80,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seconds", type=float, default=2.0, help="time per matmul measurement")
     args = p.parse_args(argv)
     set_threads(args.threads)
+    name, flags = cpu_flags()
+    print(f"{name}: {' '.join(flags) or 'no AVX flags'}"
+          f" ({'native bf16' if {'avx512_bf16', 'amx_bf16'} & set(flags) else 'NO native bf16: bf16 is emulated'})")
     m = measure(args.model, args.context, args.seconds)
     f32, b16 = m["flops"]["float32"], m["flops"]["bfloat16"]
     print(f"matmul, {m['threads']} threads: fp32 {f32 / 1e9:.1f} GFLOP/s, bf16 {b16 / 1e9:.1f} GFLOP/s "

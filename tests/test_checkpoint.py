@@ -50,7 +50,9 @@ def seed_all(seed):
     LearnerConfig(lr=1e-3, lora_rank=4, lora_dropout=0.2),  # dropout draws from the torch RNG
     LearnerConfig(lr=1e-3, value_coef=0.5),
     LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.01)),  # coefficient rises each step
-], ids=["full", "lora", "critic", "adaptive_entropy"])
+    LearnerConfig(lr=1e-3, precision="bfloat16", loss=LossConfig(kl_coef=0.1)),  # the bf16 copy is rebuilt from the loaded masters
+    LearnerConfig(lr=1e-3, precision="float32"),
+], ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32"])
 def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     batches = make_batches(tok)
     lg = League()

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from arena.machine import choose_threads, flops_per_token, matmul_flops, set_threads, usable_cpus
+from arena.machine import choose_threads, compute_dtype, flops_per_token, matmul_flops, set_threads, usable_cpus
 
 
 @pytest.mark.parametrize("cpus,load,expected", [
@@ -55,6 +55,35 @@ def test_flops_per_token_counts_llama_matmuls():
     assert flops_per_token(c, context=0) == 2 * (2 * 576) + 2 * 8 * 10
     # attention: 4 FLOPs per context token per query dimension per layer
     assert flops_per_token(c, context=5) - flops_per_token(c, context=0) == 2 * 4 * 5 * 8
+
+
+def test_model_flops_skips_the_lm_head_on_prompt_tokens():
+    from transformers import LlamaConfig
+
+    from arena.machine import model_flops
+
+    c = LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+                    num_key_value_heads=1, vocab_size=10)
+    head = 2 * 8 * 10
+    assert flops_per_token(c, 5) - flops_per_token(c, 5, head=False) == head
+    assert model_flops(c, prompt_tokens=7, completion_tokens=3, context=5) == 10 * flops_per_token(c, 5) - 7 * head
+
+
+def test_auto_dtype_is_bf16_exactly_where_the_cpu_multiplies_bf16_natively():
+    """`auto` measures; a CPU with AVX-512 BF16 or AMX must come out bf16 (~2.3x fp32 here),
+    one without must come out fp32 (emulated bf16 is hundreds of times slower)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("machine_limit", Path(__file__).resolve().parents[1] / "bench" / "machine_limit.py")
+    machine_limit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(machine_limit)
+    _, flags = machine_limit.cpu_flags()
+    native = bool({"avx512_bf16", "amx_bf16"} & set(flags))
+    assert compute_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
+    assert compute_dtype("float32", "cpu") == "float32" and compute_dtype("auto", "cuda") == "bfloat16"
+    with pytest.raises(ValueError, match="must be one of auto, float32, bfloat16"):
+        compute_dtype("bf16", "cpu")
 
 
 def test_matmul_flops_is_positive_and_bounded_in_time():

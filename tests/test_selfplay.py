@@ -585,7 +585,7 @@ class FakeEngine:
         from agents.models import load_model
         from agents.transformers_backend import TransformersBackend
 
-        model, tok = load_model(cfg.model)
+        model, tok = load_model(cfg.model, dtype="float32")  # compared bit for bit with the fp32 checkpoint
         model.load_state_dict({k: v + 0.01 for k, v in model.state_dict().items()})  # differs until the first sync
         self.inner = TransformersBackend((model, tok))
         self.name, self.loads = "fake-vllm", 0
@@ -629,7 +629,7 @@ def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(tm
     folder = find_checkpoint(str(run))
     assert folder == run / "checkpoints" / "step_00000002"
     assert find_checkpoint(str(run / "checkpoints")) == folder and find_checkpoint(str(tmp_path)) is None
-    model, _ = load_named(str(run))
+    model, _ = load_named(str(run), dtype="float32")  # auto is bf16 on a CPU with native bf16
     base, _ = tiny_llama(seed=0)
     trained = dict(model.named_parameters())
     assert set(trained) == set(dict(base.named_parameters()))  # plain names: LoRA merged away

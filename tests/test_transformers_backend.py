@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -251,3 +252,18 @@ def test_grouped_query_attention_without_copies_gives_the_same_logits():
         got = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
     assert torch.allclose(got, want, atol=1e-5)
     assert not use_gqa_sdpa(tiny_llama(0)[0])  # no grouped heads: left alone
+
+
+def test_agent_spec_dtype_loads_the_weights_in_that_dtype_with_a_backend_each():
+    """`llm:MODEL,dtype=...` is a backend option: bf16 and fp32 agents on one model get
+    backends of their own (weights in that dtype); the same spec shares one; a typo is one line."""
+    from agents import make_agent
+
+    bf16, fp32 = make_agent("llm:tiny-llama,dtype=bfloat16"), make_agent("llm:tiny-llama,dtype=float32,temperature=0")
+    assert {p.dtype for p in bf16.backend.model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in fp32.backend.model.parameters()} == {torch.float32}
+    assert make_agent("llm:tiny-llama,dtype=bfloat16,temperature=0").backend is bf16.backend
+    gens = bf16.backend.generate([[{"role": "user", "content": "Pick a cell."}]], SamplingParams(max_new_tokens=4, seed=0))
+    assert len(gens[0].token_ids) > 0 and all(math.isfinite(x) and x <= 0 for x in gens[0].logprobs)
+    with pytest.raises(ValueError, match="must be one of auto, float32, bfloat16, got 'bf16'"):
+        make_agent("llm:tiny-llama,dtype=bf16")

@@ -284,6 +284,8 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         raise ValueError(f"checkpoint {path} does not fit this model: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
     if reference is not None:
         load_model(learner.ref_model, str(reference), device=str(learner.device))
+    if hasattr(learner, "sync_policy"):
+        learner.sync_policy()  # a bf16 learner computes with a copy of the loaded masters
     try:
         if value_head is not None:
             learner.value_head.load_state_dict(value_head)

@@ -24,10 +24,16 @@ sharing the policy's body. `values(seqs)` reads it; `step` adds
 `value_coef * 0.5 * mean (V - value_target)^2` over the sequences that carry a target
 (see the `critic` estimator in `training.advantages`).
 
-Precision (`precision`): fp32, or bf16 autocast over fp32 master weights; "auto" takes bf16
-on a GPU and measures on a CPU (bf16 is 3.8x faster than fp32 on a CPU with AVX-512 BF16,
-hundreds of times slower on one without). The rollout backend sharing the module runs
-under the same autocast, so the behaviour log-probabilities come from the same numerics.
+Precision (`precision`): "float32", or "bfloat16": a bf16 copy of the model (`policy`) runs
+every forward and backward pass, and the optimizer steps fp32 master weights (`model`,
+what checkpoints hold) with the bf16 gradients cast up; after each step the masters are
+rounded into the copy. "auto" takes bf16 on a GPU and on a CPU whichever multiplies faster
+(measured; ~2.3x fp32 with AVX-512 BF16, hundreds of times slower without). Why bf16
+weights rather than bf16 autocast over the fp32 module: autocast re-casts every weight on
+every call, which made CPU rollouts no faster than fp32 (measured in
+bench/rollout_throughput.py), while learner steps were equally fast both ways. The rollout
+backend samples from `policy` itself, so the behaviour log-probabilities come from the
+same bf16 weights the learner recomputes them with.
 LoRA (`peft`) when `lora_rank > 0`.
 """
 
@@ -80,8 +86,8 @@ class LearnerConfig:
     """weight of the value loss; > 0 adds the value head (the `critic` estimator needs it)"""
     precision: str = "auto"
     """compute dtype of the learner and of the rollouts that share its module: float32, bfloat16
-    (autocast over the fp32 master weights) or auto (bf16 on a GPU; on a CPU whichever of
-    the two multiplies faster, measured at start)"""
+    (bf16 weights, fp32 master weights in the optimizer) or auto (bf16 on a GPU; on a CPU
+    whichever of the two multiplies faster, measured at start)"""
     loss: LossConfig = field(default_factory=LossConfig)
     """the policy loss"""
 
@@ -210,7 +216,7 @@ class Learner:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.device = next(model.parameters()).device
         self.compute_dtype = compute_dtype(self.cfg.precision, self.device.type)
-        self.autocast = self.compute_dtype == "bfloat16"  # bf16 matmuls, fp32 weights, grads and optimizer
+        model.float()  # the master weights
         if self.cfg.lora_rank > 0:
             from peft import LoraConfig, get_peft_model
 
@@ -218,9 +224,12 @@ class Learner:
                               target_modules=self.cfg.lora_targets, task_type="CAUSAL_LM")
             model = get_peft_model(model, lora)
         self.model = model
+        self.policy = model  # what computes: the master module itself, or its bf16 copy
+        if self.compute_dtype != "float32":
+            self.policy = copy.deepcopy(model).to(getattr(torch, self.compute_dtype))
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
-            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+            self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
         self.value_head = None
         if self.cfg.value_coef > 0:
             self.value_head = torch.nn.Linear(model.config.hidden_size, 1).to(self.device)
@@ -238,6 +247,21 @@ class Learner:
         """What the optimizer trains: the policy's trainable weights, then the value head's."""
         head = list(self.value_head.parameters()) if self.value_head is not None else []
         return [p for p in self.model.parameters() if p.requires_grad] + head
+
+    def _pairs(self) -> list[tuple[torch.nn.Parameter, torch.nn.Parameter]]:
+        """(master, policy copy) of every trainable weight; empty when they are one module."""
+        if self.policy is self.model:
+            return []
+        trainable = lambda m: [p for p in m.parameters() if p.requires_grad]  # noqa: E731
+        return list(zip(trainable(self.model), trainable(self.policy), strict=True))
+
+    @torch.no_grad()
+    def sync_policy(self) -> None:
+        """Round the master weights into the bf16 policy copy (after a step or a checkpoint load)."""
+        if self.policy is not self.model:
+            copies = self.policy.state_dict()
+            for name, tensor in self.model.state_dict().items():
+                copies[name].copy_(tensor)
 
     # --- batching ---------------------------------------------------------------------
 
@@ -310,9 +334,8 @@ class Learner:
         if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
             return self._constrained_logprobs(model, mb, entropy_mode)
         C = mb.targets.shape[1]
-        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                        logits_to_keep=C, use_cache=False, output_hidden_states=hidden)
+        out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+                    logits_to_keep=C, use_cache=False, output_hidden_states=hidden)
         state = out.hidden_states[-1][:, -C].float() if hidden else None  # the final norm is applied
         logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
@@ -339,9 +362,8 @@ class Learner:
         allowed tokens' rows of its weight only, never over the whole vocabulary (a tiny
         model's step was mostly a 49k-wide softmax and its backward)."""
         B, C = mb.targets.shape
-        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            hidden = model.get_decoder()(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                                         position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
+        hidden = model.get_decoder()(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
+                                     position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
         head = model.get_output_embeddings()
         dev = hidden.device
         rows, cols, idx, valid = _allowed_index(mb.constrained, dev)
@@ -349,9 +371,11 @@ class Learner:
         # a gather (indexing the head per (position, token) would make its gradient a
         # scatter-add over duplicates, whose summation order varies run to run)
         uniq, where = torch.unique(idx, return_inverse=True)
-        logits = hidden[rows, cols].float() @ head.weight[uniq].float().T  # (N, U)
+        # in the head's dtype, then fp32: the logits round as the full head's do (bf16 policy)
+        logits = hidden[rows, cols] @ head.weight[uniq].T  # (N, U)
         if head.bias is not None:
-            logits = logits + head.bias[uniq].float()
+            logits = logits + head.bias[uniq]
+        logits = logits.float()
         sub = logits.gather(-1, where)  # (N, K)
         sub = (sub / self.cfg.temperature).masked_fill(~valid, float("-inf"))  # (N, K)
         sub_lse = torch.logsumexp(sub, dim=-1)
@@ -369,15 +393,15 @@ class Learner:
     def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
         if self.ref_model is not None:
             return self._logprobs(self.ref_model, mb, None)[0]
-        with self.model.disable_adapter():  # LoRA: the base model is the reference
-            return self._logprobs(self.model, mb, None)[0]
+        with self.policy.disable_adapter():  # LoRA: the base model is the reference
+            return self._logprobs(self.policy, mb, None)[0]
 
     @torch.no_grad()
     def logprobs(self, seqs: list[Sequence], reference: bool = False) -> list[list[float]]:
         """Per-token log-probabilities of each completion under the policy (or the reference)."""
         out: list[list[float]] = [[] for _ in seqs]
         for mb in self._micro_batches(seqs):
-            lp = self._ref_logprobs(mb) if reference else self._logprobs(self.model, mb, None)[0]
+            lp = self._ref_logprobs(mb) if reference else self._logprobs(self.policy, mb, None)[0]
             for b, i in enumerate(mb.index):
                 out[i] = lp[b, : len(seqs[i].completion_ids)].tolist()
         return out
@@ -389,7 +413,7 @@ class Learner:
             raise ValueError("this learner has no value head (set learner.value_coef > 0)")
         out = [0.0] * len(seqs)
         for mb in self._micro_batches(seqs):
-            v = self.value_head(self._logprobs(self.model, mb, None, hidden=True)[2]).squeeze(-1).tolist()
+            v = self.value_head(self._logprobs(self.policy, mb, None, hidden=True)[2]).squeeze(-1).tolist()
             for b, i in enumerate(mb.index):
                 out[i] = v[b]
         return out
@@ -419,7 +443,7 @@ class Learner:
         for s in seqs:
             if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
                 raise ValueError(f"a sequence has {len(s.logprobs)} logprobs for {len(s.completion_ids)} completion tokens")
-        self.model.train()
+        self.policy.train()
         lcfg = replace(self.cfg.loss, entropy_coef=self.entropy_coef)
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
@@ -428,12 +452,13 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
+        self.policy.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
         for mb in self._micro_batches(seqs):
             ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
             want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy or lcfg.entropy_target > 0 else None
-            logp, entropy, state = self._logprobs(self.model, mb, want, hidden=num_values > 0)
+            logp, entropy, state = self._logprobs(self.policy, mb, want, hidden=num_values > 0)
             old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
             loss, m = policy_loss(logp, old, mb.advantages, mb.mask, lcfg, ref_logp=ref, entropy=entropy,
                                   num_tokens=num_tokens, num_seqs=num_seqs)
@@ -448,9 +473,15 @@ class Learner:
             ratio_min, ratio_max = min(ratio_min, m.pop("ratio_min")), max(ratio_max, m.pop("ratio_max"))
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n
+        for master, copied in self._pairs():  # bf16 gradients onto the fp32 masters
+            master.grad = None if copied.grad is None else copied.grad.float()
+            copied.grad = None
         params = self.parameters()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf)
         self.optimizer.step()
+        with torch.no_grad():
+            for master, copied in self._pairs():
+                copied.copy_(master)
         self.step_count += 1
         metrics = {k: v / num_tokens for k, v in sums.items()}
         if num_values:

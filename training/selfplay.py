@@ -98,8 +98,8 @@ def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
     if cfg.backend == "transformers":
         from agents.transformers_backend import TransformersBackend
 
-        kwargs = {"max_batch_size": 256, "autocast": learner.compute_dtype, **cfg.backend_kwargs}
-        return TransformersBackend((learner.model, tokenizer), name=POLICY, **kwargs)
+        kwargs = {"max_batch_size": 256, **cfg.backend_kwargs}
+        return TransformersBackend((learner.policy, tokenizer), name=POLICY, **kwargs)
     from agents.vllm_backend import VLLMBackend
 
     return VLLMBackend(cfg.model, name=POLICY, **cfg.backend_kwargs)
@@ -107,7 +107,7 @@ def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
 
 def sync_weights(learner: Learner, backend) -> None:
     """Make the rollout backend sample from the learner's current weights."""
-    if getattr(backend, "model", None) is learner.model:
+    if getattr(backend, "model", None) is learner.policy:
         return  # in-process transformers: the same module, already updated in place
     if not hasattr(backend, "load_weights"):
         raise RuntimeError(f"backend {getattr(backend, 'name', type(backend).__name__)} neither shares the learner's module nor has load_weights")
@@ -422,8 +422,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
-    # fp32 master weights on the CPU (bf16 compute is an autocast, learner.precision)
-    model, tokenizer = load_model(cfg.model, dtype="auto" if torch.cuda.is_available() else "float32")
+    # fp32 master weights; the learner computes in a bf16 copy when learner.precision says so
+    model, tokenizer = load_model(cfg.model, dtype="float32")
     learner = Learner(model, tokenizer, cfg.learner)
     backend = make_backend(cfg, learner, tokenizer)
     rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
