@@ -118,4 +118,5 @@ def test_training_rollouts_and_evaluations_show_their_turns_as_they_happen(tmp_p
     err = capsys.readouterr().err.splitlines()
     rollout = [line for line in err if line.startswith("step 1 rollout: ")]
     assert rollout[0].startswith("step 1 rollout: 0/4 matches, ") and " tokens (" in rollout[0]
-    assert any(line.startswith("eval tic_tac_toe vs random: 0/2 matches, ") for line in err)
+    assert any(line.startswith("eval step 0 (report): 0/2 matches, ") for line in err)
+    assert any(line.startswith("eval step 1 (report): 0/2 matches, ") for line in err)
