@@ -51,6 +51,12 @@ import torch
 from agents.backend import Generation, SamplingParams, check_prompts, check_request
 from agents.constrained import allowed_token_ids
 
+# `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
+# into a contiguous (B, 1, H) tensor before the head. transformers slices `[:, -1:, :]` for an
+# int, a strided view that torch's matmul will not fold into one mm when the head's weight is
+# frozen (a LoRA policy's): it ran a bmm instead, in bf16 a tiny model's prefill 10-20x slower.
+LAST_TOKEN = torch.tensor([-1])
+
 
 @dataclass
 class _Row:
@@ -257,7 +263,7 @@ class TransformersBackend:
         if groups:  # prefill each shared prefix once, then copy its KV cache to the group's rows
             heads = [prompts[g[0]][:length] for g, length in groups]
             ids, past_mask = _left_pad(heads, self.pad_id, device)
-            out = self.model(input_ids=ids, attention_mask=past_mask, position_ids=_positions(past_mask), use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=ids, attention_mask=past_mask, position_ids=_positions(past_mask), use_cache=True, logits_to_keep=LAST_TOKEN)
             owner = [0] * len(prompts)  # rows in no group borrow group 0's cache, masked out below
             for k, (members, length) in enumerate(groups):
                 for i in members:
@@ -270,7 +276,7 @@ class TransformersBackend:
         mask = torch.cat([past_mask, new_mask], dim=1)
         positions = _positions(mask)[:, past_mask.shape[1] :]  # (B, T): real tokens count from 0
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True, logits_to_keep=1)
+                         use_cache=True, logits_to_keep=LAST_TOKEN)
         return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1]
 
     def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator, uniforms=None) -> None:

@@ -3,12 +3,15 @@
 Each step the runner advances every live match to its next decision, gathers the pending
 turns of all matches by agent, and calls `agent.act(turns)` once per agent: an LLM agent
 answers all of its turns in a single backend batch, so throughput grows with the number
-of concurrent matches. Finished matches are yielded (and appended to the JSONL file, if
-one is given) as soon as they end, so a killed run keeps every finished match.
+of concurrent matches. A match that ends frees its slot in the same pass: the next queued
+match starts there and its first decision joins that pass's batch, so batches stay full
+while the queue lasts. Finished matches are yielded (and appended to the JSONL file, if
+one is given) as soon as they end, so a killed run keeps every finished match; the order
+is the order they end in, and within one pass the live matches' start order.
 
 Reproducibility: a match's env is reset with its seed and every agent decision in that
-match draws from one `np.random.Generator` seeded from it, so with bots a run is
-identical whatever the concurrency.
+match draws from one `np.random.Generator` seeded from it (and LLM sampling is seeded per
+match and decision), so a run's records are identical whatever the concurrency.
 
 Openings: `MatchPlan.opening = k` starts the match with 0..k (uniform, from the match
 seed) uniformly random legal moves, recorded as turns of the agent `OPENING`, so
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -116,11 +119,13 @@ def play(
             print(warning, file=sys.stderr)
     live: list[_Live] = []
     while queue or live:
-        while queue and len(live) < concurrency:
-            live.append(_start(queue.pop()))
+        # One pass: advance each live match (in start order) to its next decision; a slot that
+        # frees is refilled at once, so the new match's first decision joins this pass's batch.
         pending: dict[str, list[tuple[_Live, PendingTurn]]] = defaultdict(list)
-        still_live = []
-        for m in live:
+        still_live: list[_Live] = []
+        to_advance = deque(live)
+        while to_advance or (queue and len(still_live) < concurrency):
+            m = to_advance.popleft() if to_advance else _start(queue.pop())
             player = _next_decision(m, max_turns)
             if player is None:
                 rec = _finish(m)

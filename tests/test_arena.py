@@ -33,6 +33,58 @@ def test_seeds_reproduce_a_run_exactly_whatever_the_concurrency():
     assert _moves(d) != _moves(a)
 
 
+class RowCounter:
+    """Wraps an agent and records how many turns each `act` call carried."""
+
+    def __init__(self, agent):
+        self.agent, self.name, self.rows = agent, agent.name, []
+
+    def act(self, turns):
+        self.rows.append(len(turns))
+        return self.agent.act(turns)
+
+
+def _self_play(concurrency, n=30, opening=0):
+    counter = RowCounter(make_agent("random"))
+    plans = [MatchPlan(f"s{i:02d}", "tic_tac_toe", ["me", "me"], seed=i, opening=opening) for i in range(n)]
+    return list(play(plans, {"me": counter}, concurrency=concurrency)), counter.rows
+
+
+def test_a_freed_slot_is_refilled_in_the_same_pass_so_batches_stay_full():
+    records, rows = _self_play(concurrency=4)
+    assert sorted(r.match_id for r in records) == [f"s{i:02d}" for i in range(30)]
+    assert sum(rows) == sum(len(r.turns) for r in records)
+    assert len({len(r.turns) for r in records}) > 1  # matches end on different steps, so slots free mid-run
+    tail = next(i for i, r in enumerate(rows) if r < 4)  # the first short call: the queue has run dry
+    assert rows[:tail] == [4] * tail and tail >= 30 * 5 // 4 - 4
+    assert rows[tail:] == sorted(rows[tail:], reverse=True) and len(rows) - tail <= 9  # the tail only shrinks, within one match length
+    solo, solo_rows = _self_play(concurrency=1)
+    assert set(solo_rows) == {1} and _moves(solo) == _moves(records)
+    # matches whose random opening can leave few turns still refill within the pass
+    _, opened_rows = _self_play(concurrency=4, opening=4)
+    short = next(i for i, r in enumerate(opened_rows) if r < 4)
+    assert opened_rows[:short] == [4] * short
+
+
+def test_a_sampling_tiny_llama_plays_the_same_records_through_a_queue_as_one_at_a_time():
+    from agents.llm_agent import LLMAgent, LLMAgentConfig
+    from agents.models import tiny_llama
+    from agents.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(tiny_llama(0))
+    cfg = LLMAgentConfig(constrained=True, max_new_tokens=8, temperature=1.0, seed=5)
+
+    def records(concurrency):
+        agents = {"llm": LLMAgent("llm", backend, cfg), "bot": make_agent("random")}
+        plans = plan_matches("tic_tac_toe", ["llm", "bot"], 7, seed=11)
+        plans += [MatchPlan(f"self{i}", "tic_tac_toe", ["llm", "llm"], seed=40 + i) for i in range(3)]
+        return {r.match_id: ([(t.player, t.action, t.token_ids) for t in r.turns], r.outcome) for r in play(plans, agents, concurrency=concurrency)}
+
+    queued, alone = records(3), records(1)
+    assert queued == alone
+    assert len({tuple(a for _, a, _ in moves) for moves, _ in queued.values()}) > 1  # it samples: matches differ
+
+
 def test_seats_alternate_and_returns_match_turn_rewards():
     records = _run(8, n=10)
     firsts = [r.seats["player_0"] for r in sorted(records, key=lambda r: r.match_id)]
