@@ -172,10 +172,7 @@ class Opponents:
 
             model = get_peft_model(model, LoraConfig(r=lcfg.lora_rank, lora_alpha=lcfg.lora_alpha, target_modules=lcfg.lora_targets,
                                                      task_type="CAUSAL_LM"))
-        # Left requiring grad (it only runs under inference_mode): with a frozen lm_head, torch's matmul
-        # does not fold the backend's last-token hidden states (a strided view) and copies the whole
-        # lm_head once per batch row (bmm): a tiny model's forward was 30x slower.
-        model.eval().requires_grad_(True)
+        model.eval()  # a frozen lm_head is fine: the backend takes last-token logits by index (one mm)
         return TransformersBackend((model, tok), max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
 
     def _read(self, path: str, model) -> dict[str, torch.Tensor]:
