@@ -277,3 +277,22 @@ def test_gigpo_anchor_groups_split_by_opponent_when_asked():
     assert together == {(0, 0): pytest.approx(1 + 1 / math.sqrt(2)), (1, 0): pytest.approx(-1 - 1 / math.sqrt(2))}
     apart = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", norm_by_opponent=True, **plain)))
     assert apart == {(0, 0): 1.0, (1, 0): -1.0}  # each prompt met once per opponent: no step term
+
+
+def test_mars_agent_specific_norm_off_shares_one_baseline_across_players():
+    # self-play in game g: p0 (moving first) wins both matches; in game h p0 gets 3, p1 1
+    batch = [match([("p0", 1.0, 1), ("p1", -1.0, 1)], mid="a"), match([("p0", 1.0, 1), ("p1", -1.0, 1)], mid="b"),
+             match([("p0", 3.0, 1), ("p1", 1.0, 1)], game="h", mid="c")]
+    only_centring = dict(RAW, estimator="mars", whiten_rewards=False, whiten_advantages=False)
+    specific = adv(compute_advantages(batch, AdvantageConfig(**only_centring)))
+    shared = adv(compute_advantages(batch, AdvantageConfig(**only_centring, agent_specific_norm=False)))
+    # per (game, player) every reward equals its mean: the first-mover edge is baselined away
+    assert specific == {k: 0.0 for k in specific}
+    # one mean per game over both seats: g mean 0, h mean 2 -> p0 +1, p1 -1 in every match;
+    # then one return-to-go baseline over all turns: distinct values {1, -1}, mean 0
+    assert shared == {(0, 0): 1.0, (0, 1): -1.0, (1, 0): 1.0, (1, 1): -1.0, (2, 0): 1.0, (2, 1): -1.0}
+    # the return-to-go baseline alone: per player p0 {2} and p1 {0} centre to 0; shared: mean of {2, 0} = 1
+    one = [match([("p0", 2.0, 1), ("p1", 0.0, 1)])]
+    agent_only = dict(only_centring, player_reward_norm=False)
+    assert adv(compute_advantages(one, AdvantageConfig(**agent_only))) == {(0, 0): 0.0, (0, 1): 0.0}
+    assert adv(compute_advantages(one, AdvantageConfig(**agent_only, agent_specific_norm=False))) == {(0, 0): 1.0, (0, 1): -1.0}

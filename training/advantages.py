@@ -18,7 +18,9 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
 
 - `mars` (thu-nics/MARS `reinforce` with per-player norms, gamma per turn):
   r -= mean of r over turns of the same (game, player) in the batch (with
-  `norm_by_opponent`: of the same (game, player, opponents), here and below);
+  `norm_by_opponent`: of the same (game, player, opponents), here and below; with
+  `agent_specific_norm: false`, MARS's ablation, over all players: of the game here,
+  of every learning turn below);
   r = whiten(r over response tokens);  G_k = sum_{j>=k} gamma^(j-k) r_j over the player's
   turns; per player: G -= mean of the distinct G values;  A = whiten(G over response
   tokens). "Over response tokens" means a turn of n tokens counts n times in the mean and
@@ -104,6 +106,10 @@ class AdvantageConfig:
     """mars: that mean is over distinct values (as MARS does); False: over turns"""
     whiten_advantages: bool = True
     """mars: whiten advantages over response tokens"""
+    agent_specific_norm: bool = True
+    """mars: both per-player means above are per player (MARS's agent-specific normalisation); False:
+    one normalisation shared by every seat, the ablation MARS makes (its separate_norm_for_selfplay:
+    false): the reward mean per game over all seats, the return-to-go baseline over all learning turns"""
     norm_by_opponent: bool = False
     """mars: both per-player means are also per opponent (the agents in the other seats), a
     baseline for who the player faced when one batch mixes self-play and league opponents"""
@@ -271,10 +277,13 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     def opp(x: _Turn) -> tuple:  # who the player faced, when the baselines are per opponent
         return x.opponents if cfg.norm_by_opponent else ()
 
+    def seat(x: _Turn) -> str | None:  # one baseline per player, or one shared by all (the ablation)
+        return x.player if cfg.agent_specific_norm else None
+
     if cfg.player_reward_norm:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, x in enumerate(learn):
-            groups[(x.game, x.player, opp(x))].append(i)
+            groups[(x.game, seat(x), opp(x))].append(i)
         for idx in groups.values():
             r[idx] -= r[idx].mean()
     if cfg.whiten_rewards:
@@ -287,7 +296,7 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     if cfg.agent_norm:
         players: dict[tuple, list[int]] = defaultdict(list)
         for i, x in enumerate(learn):
-            players[(x.player, opp(x))].append(i)
+            players[(seat(x), opp(x))].append(i)
         for idx in players.values():
             vals = A[idx]
             base = np.unique(np.round(vals, 12)).mean() if cfg.agent_norm_unique else vals.mean()
