@@ -74,6 +74,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "backend": ("sglang", "backend must be one of transformers, vllm, got 'sglang'"),
     "backend_kwargs": ({"max_batch_sise": 8}, "backend_kwargs: unknown option 'max_batch_sise' for the transformers backend (did you mean 'max_batch_size'?)"),
     "run_dir": (5, "run_dir must be str, got 5"),
+    "device": ("gpu", "device must be auto, cpu, cuda or cuda:N, got 'gpu'"),
     "seed": (-1, "seed must be in [0, 2**32), got -1"),
     "steps": (0, "steps must be >= 1, got 0"),
     "max_minutes": (-1, "max_minutes must be >= 0, got -1.0"),

@@ -1,11 +1,13 @@
 """The transfer study driver (training/transfer_study.py): configs of the variants, the paired
 table on hand-made records, and one end-to-end study on the tiny model."""
 
+import functools
 import json
 import math
 
 import pytest
 import yaml
+from pathlib import Path
 
 from arena.records import MatchRecord, TurnRecord
 from evaluation.suites import suite
@@ -137,3 +139,34 @@ def test_study_end_to_end_on_the_tiny_model(tmp_path):
     again = ts.study(str(path), ["mars", "grpo"], out, matches=2, seed=3, samples=1, policy="final")
     assert again["variants"]["mars"]["paired"] == result["variants"]["mars"]["paired"]
     assert {v: (out / v / "run" / "metrics.jsonl").stat().st_mtime for v in result["variants"]} == mtimes
+
+
+def test_the_gpu_config_is_the_same_recipe_and_resolves_on_the_cpu():
+    """configs/train_mars_qwen3_4b.yaml: validates here without loading the 4B model; every
+    GPU-only choice is a config value that resolves on a CPU-only machine."""
+    from arena.machine import compute_dtype
+    from training.config import load_config
+
+    gpu, cpu = load_config("configs/train_mars_qwen3_4b.yaml"), load_config(ts.RECIPE)
+    assert gpu.model == "Qwen/Qwen3-4B" and gpu.backend == "vllm"
+    # the GPU-only choices
+    assert gpu.device == "auto" and gpu.learner.precision == "auto"
+    assert compute_dtype(gpu.learner.precision, "cpu") in ("bfloat16", "float32")  # what "auto" takes here
+    assert set(gpu.backend_kwargs) == {"dtype", "gpu_memory_utilization", "tensor_parallel_size", "max_model_len"}
+    assert 0 < gpu.backend_kwargs["gpu_memory_utilization"] < 1 and gpu.backend_kwargs["tensor_parallel_size"] >= 1
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:
+        EngineArgs = None
+    if EngineArgs is not None:  # the engine takes every option by name
+        assert set(gpu.backend_kwargs) <= set(EngineArgs.__dataclass_fields__)
+    # the same recipe as the CPU run: unconstrained replies that forfeit, per-(game, player) mars, PPO + KL
+    for key in ("advantage.estimator", "advantage.agent_specific_norm", "advantage.format_reward", "advantage.draw_reward",
+                "agent.constrained", "agent.max_retries", "agent.fallback", "agent.temperature", "learner.loss.clip_low",
+                "learner.loss.clip_high", "learner.loss.dual_clip", "learner.loss.kl_coef", "learner.loss.aggregation", "league.self_play"):
+        get = lambda c: functools.reduce(getattr, key.split("."), c)
+        assert get(gpu) == get(cpu), key
+    assert [g.name for g in gpu.games] == [g.name for g in cpu.games]
+    assert [g["name"] for g in gpu.eval.held_out] == [g["name"] for g in cpu.eval.held_out]  # the CPU curves may skip costly opponents
+    assert all(set(c["opponents"]) <= set(g["opponents"]) for g, c in zip(gpu.eval.held_out, cpu.eval.held_out))
+    assert ts.variant_config(yaml.safe_load(open("configs/train_mars_qwen3_4b.yaml")), "mars_shared_norm", Path("x")).device == "auto"

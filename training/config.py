@@ -132,6 +132,8 @@ class TrainConfig:
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
     """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options)"""
+    device: str = "auto"
+    """where the learner (and the in-process rollouts) run: auto (cuda when available, else cpu), cpu, cuda or cuda:N"""
     run_dir: str = ""
     """output folder; default runs/<config file stem>"""
     seed: int = 0
@@ -216,6 +218,7 @@ def _strings(v) -> bool:
 
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what the value must be)
     "model": (lambda v: bool(v.strip()), "a model name"),
+    "device": (lambda v: v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()), "auto, cpu, cuda or cuda:N"),
     "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32)"),
     "steps": _ge(1),
     "max_minutes": _ge(0),

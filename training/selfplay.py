@@ -420,7 +420,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
     # fp32 master weights; the learner computes in a bf16 copy when learner.precision says so
-    model, tokenizer = load_model(cfg.model, dtype="float32")
+    model, tokenizer = load_model(cfg.model, dtype="float32", device=cfg.device)
     learner = Learner(model, tokenizer, cfg.learner)
     backend = make_backend(cfg, learner, tokenizer)
     rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
