@@ -117,6 +117,7 @@ def test_study_end_to_end_on_the_tiny_model(tmp_path):
     held = {g.name for g in suite("held_out")}
     for v, s in result["variants"].items():
         assert s["run"]["steps"] == 2 and s["run"]["games"] == 4 and s["run"]["rollout_tokens_per_s"] > 0
+        assert s["policy"] == str(out / v / "run" / "checkpoints" / "step_00000002")  # the final checkpoint, by name
         cells = {(r["game"], r["opponent"]) for r in s["paired"]}
         assert {g for g, _ in cells} == held | {"tic_tac_toe", "kuhn_poker"}
         assert ("connect_four", "mcts:1000") in cells and ("leduc_poker", "cfr") in cells and ("connect_four", "all") in cells

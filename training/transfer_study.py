@@ -84,7 +84,11 @@ def eval_games(cfg: TrainConfig) -> list[GameSpec]:
 
 
 def eval_config(cfg: TrainConfig, policy: str, out: Path, matches: int, seed: int, samples: int) -> EvalConfig:
-    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else cfg.run_dir
+    """The paired evaluation of the run's policy against the base model. The final policy is named by its
+    checkpoint folder, so a run trained further is a new evaluation (the store restarts), never a resumed one."""
+    from training.checkpoint import latest
+
+    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(latest(Path(cfg.run_dir) / "checkpoints") or cfg.run_dir)
     return EvalConfig(agent=agent_spec(trained, cfg),
                       baseline=agent_spec(cfg.model, cfg), games=eval_games(cfg), matches=matches, seed=seed,
                       samples=samples, concurrency=cfg.concurrency, out=str(out))
@@ -226,7 +230,7 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
         first_eval = first_eval or ev_dir
         expl = exploitability_rows(replace(config, games=[GameSpec(g, ["random"]) for g in EXPLOITABILITY_GAMES]), {})
         result["variants"][v] = {"run": run_summary(Path(cfg.run_dir)), "paired": paired_table(run.records, seed),
-                                 "exploitability": expl, "eval_dir": str(ev_dir), "run_dir": cfg.run_dir}
+                                 "exploitability": expl, "eval_dir": str(ev_dir), "policy": config.agent["model"]}
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "study.md").write_text(markdown(result))
