@@ -210,6 +210,8 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
     from training.selfplay import train
 
     say = console.print if console is not None else print
+    if not Path(recipe_path).is_file():
+        raise ValueError(f"training recipe {recipe_path} not found")
     recipe = yaml.safe_load(Path(recipe_path).read_text())
     configs = {v: variant_config(recipe, v, out, overrides) for v in variants}  # all checked before anything runs
     result = {"recipe": recipe_path, "matches": matches, "seed": seed, "policy": policy,
@@ -254,6 +256,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any recipe key, dotted for sections (e.g. --set learner.lora_rank=16); repeatable")
     args = p.parse_args(argv)
+    for name in ("matches", "samples"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1")
     overrides: dict = {}
     for item in args.set:
         key, eq, value = item.partition("=")
