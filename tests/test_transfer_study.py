@@ -65,6 +65,7 @@ def test_paired_table_differences_by_hand():
     assert (cell["opponent"], pooled["opponent"]) == ("random", "all") and cell["pairs"] == 4
     nl = cell["non_losing"]
     assert (nl["base"], nl["trained"], nl["diff"]) == (0.5, 0.75, 0.25)
+    assert (cell["win_rate"]["base"], cell["win_rate"]["trained"]) == (0.5, 0.75)  # no draws: as non-losing
     assert cell["mean_return"]["diff"] == pytest.approx(0.5)  # (+2 + 0 + 0 + 0) / 4
     # per-match legal-move rates: trained 1, 1, 1, 1; base 0 (k=0), 0.5, 1, 0.5
     lg = cell["legal_move_rate"]
@@ -122,7 +123,7 @@ def test_study_end_to_end_on_the_tiny_model(tmp_path):
         assert {g for g, _ in cells} == held | {"tic_tac_toe", "kuhn_poker"}
         assert ("connect_four", "mcts:1000") in cells and ("leduc_poker", "cfr") in cells and ("connect_four", "all") in cells
         for r in s["paired"]:
-            for m in ("non_losing", "mean_return", "legal_move_rate"):
+            for m in ("non_losing", "win_rate", "mean_return", "legal_move_rate"):
                 x = r[m]
                 assert math.isnan(x["diff"]) or x["ci"][0] <= x["diff"] <= x["ci"][1]
         assert {r["agent"] for r in s["exploitability"]} == {"agent", "baseline"}

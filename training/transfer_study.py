@@ -19,7 +19,7 @@ stores (the store's own resume path: a match in the trajectory file is taken, no
 Written to OUT: `study.md` (the paired table per variant: non-losing rate, mean return and
 legal-move rate of base and trained, the paired difference with a 95% bootstrap CI; the
 ablation table of held-out differences; exploitability; the runs' wall time, matches and
-rollout tokens/s), `study.json` (the same numbers) and `curves.png` (train-game and
+rollout tokens/s), `study.json` (the same numbers and the win rates) and `curves.png` (train-game and
 held-out curves over steps, from each run's eval.jsonl).
 """
 
@@ -120,7 +120,7 @@ def _legal(r) -> float:
 
 def paired_table(records, seed: int) -> list[dict]:
     """Per (game, opponent), and pooled per game (opponent "all"): base and trained non-losing rate,
-    mean return and legal-move rate, and trained minus base with a paired bootstrap 95% CI
+    win rate, mean return and legal-move rate, and trained minus base with a paired bootstrap 95% CI
     (stratified by seat, and by opponent when pooled)."""
     base = {r.key: r for r in results(records, BASELINE)}
     pairs = [(a, base[a.key]) for a in sorted(results(records, AGENT), key=lambda r: r.key) if a.key in base]
@@ -128,7 +128,8 @@ def paired_table(records, seed: int) -> list[dict]:
     for a, b in pairs:
         by_cell[(a.key[0], a.key[1])].append((a, b))
         by_cell[(a.key[0], ALL)].append((a, b))
-    measures = {"non_losing": lambda r: float(r.outcome != "loss"), "mean_return": lambda r: r.ret, "legal_move_rate": _legal}
+    measures = {"non_losing": lambda r: float(r.outcome != "loss"), "win_rate": lambda r: float(r.outcome == "win"),
+                "mean_return": lambda r: r.ret, "legal_move_rate": _legal}
     rows = []
     for (game, opponent), ps in sorted(by_cell.items(), key=lambda kv: (kv[0][0], kv[0][1] == ALL, kv[0][1])):
         row = {"game": unkey(game), "opponent": unkey(opponent) if opponent != ALL else ALL, "pairs": len(ps)}
