@@ -110,6 +110,7 @@ class RayRollouts:
         """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
         r = cfg.ray
         pool = RayPool.start(r.address, cfg, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker)
+        pool.in_flight = 1  # one chunk per worker: an LLM's batches are its whole share of the step's matches
         out = cls(cfg, pool)
         out.publish(learner, version)
         return out
