@@ -28,7 +28,7 @@ exactly one version behind (the first step after a start or a resume: none behin
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -109,7 +109,9 @@ class RayRollouts:
     def start(cls, cfg: TrainConfig, learner, version: int) -> "RayRollouts":
         """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
         r = cfg.ray
-        pool = RayPool.start(r.address, cfg, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker)
+        # the learner's dtype as chosen here: "auto" measured again on a worker (under other load) could pick another
+        on_workers = replace(cfg, learner=replace(cfg.learner, precision=learner.compute_dtype))
+        pool = RayPool.start(r.address, on_workers, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker)
         pool.in_flight = 1  # one chunk per worker: an LLM's batches are its whole share of the step's matches
         out = cls(cfg, pool)
         out.publish(learner, version)
