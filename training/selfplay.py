@@ -14,6 +14,8 @@ from a league, and is updated on turn-level advantages::
         update               `epochs` x `minibatches` PPO steps (`training.learner.Learner`)
         weight sync          transformers: nothing (the backend holds the learner's module);
                              vLLM: `backend.load_weights(learner.policy_state_dict())`
+                             Ray rollout workers (config `ray:`): a new policy version
+                             through the object store (`training.ray_rollouts`)
         log                  TensorBoard (<run>/tb) + metrics.jsonl + a console line
         every eval.every     `evaluation.run.evaluate` (the module behind `arena eval`): the
                              report set (eval.seed; training and eval.held_out games) -> W/D/L,
