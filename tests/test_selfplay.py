@@ -305,6 +305,23 @@ def test_arena_train_checks_the_config_before_loading_the_model(tmp_path, capsys
         assert not (tmp_path / "run").exists()
 
 
+def test_arena_train_ray_sets_the_configs_ray_address_and_keeps_its_other_ray_keys(tmp_path, capsys, monkeypatch):
+    seen = {}
+
+    def fake_train(cfg, resume=False):  # the config the run would get; no run
+        seen["cfg"] = cfg
+        return {"eval": [], "games": 0, "elapsed": 0.0}
+
+    monkeypatch.setattr(selfplay, "train", fake_train)
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump({**merged({"ray": {"rollout_workers": 3}}), "run_dir": str(tmp_path / "run")}))
+    assert cli_main(["train", str(path), "--ray", "local"]) == 0
+    assert (seen["cfg"].ray.address, seen["cfg"].ray.rollout_workers) == ("local", 3)
+    assert cli_main(["train", str(path), "--ray", "headnode"]) == 2
+    err = capsys.readouterr().err
+    assert "ray.address must be local, auto or HOST:PORT, got 'headnode'" in err and err.count("\n") == 1
+
+
 def test_shipped_configs_load():
     paths = sorted(Path("configs").glob("train_*.yaml"))
     assert len(paths) >= 4

@@ -580,7 +580,8 @@ def _check_spec(spec: Any, where: str) -> None:
 
 
 def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
-    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's);
+    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's; a
+    mapping updates the file's section key by key);
     ValueError (one line, naming the file and the key) when malformed."""
     path = Path(path)
     if path.is_dir():
@@ -602,7 +603,8 @@ def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> Tr
     try:
         if not isinstance(d, Mapping):
             raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-        return parse_config({**d, **(overrides or {})}, default_run_dir=str(Path("runs") / path.stem))
+        over = {k: {**d[k], **v} if isinstance(v, Mapping) and isinstance(d.get(k), Mapping) else v for k, v in (overrides or {}).items()}
+        return parse_config({**d, **over}, default_run_dir=str(Path("runs") / path.stem))
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

@@ -622,7 +622,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
 
 def main(args: argparse.Namespace) -> None:
-    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N]`."""
+    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS]`."""
     overrides = {}
     if getattr(args, "steps", None) is not None:
         overrides["steps"] = args.steps
@@ -630,6 +630,8 @@ def main(args: argparse.Namespace) -> None:
         overrides["run_dir"] = args.out
     if getattr(args, "threads", None) is not None:
         overrides["threads"] = args.threads
+    if getattr(args, "ray", None):
+        overrides["ray"] = {"address": args.ray}
     cfg = load_config(args.config, overrides)
     try:
         result = train(cfg, resume=bool(args.resume))
