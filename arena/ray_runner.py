@@ -110,7 +110,7 @@ class RayPool:
               local_cpus: int | None = None, actor: type = MatchWorker) -> "RayPool":
         """Connect to `address` and start the workers (`actor(build, threads)` each); `build`
         is pickled to each (a module-level function or a functools.partial of one; for a
-        `training.ray_rollouts.RolloutWorker`, the train config)."""
+        `training.ray_rollouts.RolloutWorker`, the train config and a dtype)."""
         import ray
         from ray.exceptions import RayActorError
 
@@ -123,7 +123,7 @@ class RayPool:
         if not workers:
             workers = max(1, int(have.get("CPU", 1) // cpus))
         actor = ray.remote(actor).options(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                                                scheduling_strategy="SPREAD")
+                                          scheduling_strategy="SPREAD")
         handles = [actor.remote(build, max(1, int(cpus))) for _ in range(workers)]
         try:
             ray.get([h.pid.remote() for h in handles])  # agents built (models loaded) everywhere, or the first error

@@ -43,7 +43,8 @@ def cluster():
 
 def config(run_dir: Path, ray_section: dict | None = None, **over) -> dict:
     """TINY, float32 everywhere, one thread, no evaluation; `ray_section` puts the rollouts on Ray."""
-    d = merged({"threads": 1, "eval": {"every": 0}, "learner": {"lr": 3e-3, "precision": "float32"}, **over})
+    d = merged({"threads": 1, "eval": {"every": 0}, "learner": {"lr": 3e-3, "precision": "float32"}})
+    d.update(over)
     d["run_dir"] = str(run_dir)
     if ray_section is not None:
         d["ray"] = ray_section
@@ -64,9 +65,12 @@ def moves(records) -> dict:
     return {r.match_id: ([(t.agent, t.action, t.token_ids) for t in r.turns], r.returns) for r in records}
 
 
-def test_two_rollout_workers_play_the_local_runs_moves_and_record_versions(cluster, tmp_path, monkeypatch):
-    local = trained_records(config(tmp_path / "local", checkpoint_every=0), monkeypatch)
-    on_ray = trained_records(config(tmp_path / "ray", {"address": cluster.address, "rollout_workers": 2}, checkpoint_every=0), monkeypatch)
+@pytest.mark.parametrize("lora_rank", [0, 4])  # full weights published, or the adapters only
+def test_two_rollout_workers_play_the_local_runs_moves_and_record_versions(cluster, tmp_path, monkeypatch, lora_rank):
+    learner = {"lr": 3e-3, "precision": "float32", "lora_rank": lora_rank}
+    local = trained_records(config(tmp_path / "local", checkpoint_every=0, learner=learner), monkeypatch)
+    on_ray = trained_records(config(tmp_path / "ray", {"address": cluster.address, "rollout_workers": 2}, checkpoint_every=0, learner=learner),
+                             monkeypatch)
     assert len(on_ray) == len(local) == 3 * 8
     # max_staleness 0: step t plays version t-1 (the weights after step t-1's update), in process and on Ray
     for rec in local + on_ray:

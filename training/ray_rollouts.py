@@ -52,19 +52,19 @@ class RolloutStep:
 class RolloutWorker(MatchWorker):
     """A Ray actor holding the policy (at some version) and the league opponents."""
 
-    def __init__(self, cfg: TrainConfig, threads: int):
+    def __init__(self, setup: tuple[TrainConfig, str], threads: int):
         import torch
 
-        from arena.machine import compute_dtype, set_threads
+        from arena.machine import set_threads
         from training.selfplay import Opponents, frozen_backend
 
         set_threads(threads, verbose=False)
+        cfg, opponents_dtype = setup  # dtypes as the driver resolved them (see RayRollouts.start)
         self.cfg = cfg
         device = "cuda" if torch.cuda.is_available() else "cpu"
         # the learner's compute copy is what samples in process: the same dtype here
-        self.backend = frozen_backend(cfg, device, dtype=compute_dtype(cfg.learner.precision, device), name=POLICY,
-                                      **{"max_batch_size": 256, **cfg.backend_kwargs})
-        self.opponents = Opponents(cfg, self.backend.device)
+        self.backend = frozen_backend(cfg, device, dtype=cfg.learner.precision, name=POLICY, **{"max_batch_size": 256, **cfg.backend_kwargs})
+        self.opponents = Opponents(cfg, self.backend.device, opponents_dtype)
         self.version: int | None = None
 
     def play(self, plans: list[MatchPlan], concurrency: int, max_turns: int, step: RolloutStep) -> list[MatchRecord]:
@@ -91,9 +91,6 @@ class RolloutWorker(MatchWorker):
         if result.unexpected_keys:
             raise ValueError(f"published weights do not fit {self.cfg.model}: unexpected {result.unexpected_keys[:3]}")
 
-    def loaded_version(self) -> int | None:
-        return self.version
-
 
 class RayRollouts:
     """The driver's side: the workers, the published version, the step started ahead (max_staleness 1)."""
@@ -108,10 +105,14 @@ class RayRollouts:
     @classmethod
     def start(cls, cfg: TrainConfig, learner, version: int) -> "RayRollouts":
         """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
+        from arena.machine import compute_dtype
+
         r = cfg.ray
-        # the learner's dtype as chosen here: "auto" measured again on a worker (under other load) could pick another
+        # the dtypes as chosen here (the learner's; "auto" for the snapshots' module): "auto" measured
+        # again on a worker, under other load, could pick another and change the numerics
         on_workers = replace(cfg, learner=replace(cfg.learner, precision=learner.compute_dtype))
-        pool = RayPool.start(r.address, on_workers, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker)
+        setup = (on_workers, compute_dtype("auto", learner.device.type))
+        pool = RayPool.start(r.address, setup, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker)
         pool.in_flight = 1  # one chunk per worker: an LLM's batches are its whole share of the step's matches
         out = cls(cfg, pool)
         out.publish(learner, version)

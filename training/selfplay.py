@@ -127,8 +127,8 @@ class Opponents:
     resumed run plays its snapshots exactly as the uninterrupted one.
     """
 
-    def __init__(self, cfg: TrainConfig, device):
-        self.cfg, self.device = cfg, device
+    def __init__(self, cfg: TrainConfig, device, dtype: str = "auto"):
+        self.cfg, self.device, self.dtype = cfg, device, dtype
         self._bots: dict[str, Any] = {}
         self._weights: dict[str, dict[str, torch.Tensor]] = {}  # snapshot file -> its tensors
         self._backend = None  # the shared TransformersBackend
@@ -164,7 +164,7 @@ class Opponents:
         return self._backend
 
     def _build(self):
-        return frozen_backend(self.cfg, str(self.device), max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
+        return frozen_backend(self.cfg, str(self.device), self.dtype, max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
 
     def _read(self, path: str, model) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
