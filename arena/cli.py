@@ -7,7 +7,7 @@
     arena tournament CONFIG                      create or resume a tournament
     arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
                [--opponents SPEC ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
-    arena train CONFIG [--resume] [--steps N] [--out DIR]   self-play RL
+    arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS]   self-play RL
     arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
 
@@ -227,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--steps", type=int, help="override the config's steps")
     tr.add_argument("--out", help="override the config's run_dir")
     tr.add_argument("--threads", type=int, metavar="N", help="override the config's threads (0: chosen from the CPUs and the load)")
+    tr.add_argument("--ray", metavar="ADDRESS", help="rollouts on Ray workers: override the config's ray.address (local, auto or HOST:PORT; docs/ray.md)")
     tr.set_defaults(func=cmd_train)
 
     pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")

@@ -107,9 +107,10 @@ class RayPool:
 
     @classmethod
     def start(cls, address: str, build: Callable[[], dict], workers: int = 0, cpus: float = 1, gpus: float = 0,
-              local_cpus: int | None = None) -> "RayPool":
-        """Connect to `address` and start the workers; `build` is pickled to each (a
-        module-level function or a functools.partial of one)."""
+              local_cpus: int | None = None, actor: type = MatchWorker) -> "RayPool":
+        """Connect to `address` and start the workers (`actor(build, threads)` each); `build`
+        is pickled to each (a module-level function or a functools.partial of one; for a
+        `training.ray_rollouts.RolloutWorker`, the train config and a dtype)."""
         import ray
         from ray.exceptions import RayActorError
 
@@ -121,8 +122,8 @@ class RayPool:
             raise ValueError(f"--ray-gpus {gpus:g}: the cluster at {address} has {have.get('GPU', 0):g} GPU(s)")
         if not workers:
             workers = max(1, int(have.get("CPU", 1) // cpus))
-        actor = ray.remote(MatchWorker).options(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                                                scheduling_strategy="SPREAD")
+        actor = ray.remote(actor).options(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
+                                          scheduling_strategy="SPREAD")
         handles = [actor.remote(build, max(1, int(cpus))) for _ in range(workers)]
         try:
             ray.get([h.pid.remote() for h in handles])  # agents built (models loaded) everywhere, or the first error
@@ -133,9 +134,10 @@ class RayPool:
         return cls(handles)
 
     def play(self, plans: list[MatchPlan], concurrency: int = 16, max_turns: int = 2000, out: str | None = None,
-             progress=None) -> Iterator[MatchRecord]:
+             progress=None, args: tuple = ()) -> Iterator[MatchRecord]:
         """Play `plans` on the workers; yield each match's record once, as its chunk
-        returns (appended to `out` first, when given)."""
+        returns (appended to `out` first, when given). `args` go to every worker call
+        after the chunk (a rollout worker's step: policy version and lineup)."""
         import ray
         from ray.exceptions import RayError, RayTaskError
 
@@ -153,7 +155,7 @@ class RayPool:
                 for w in range(len(self.workers)):
                     while todo and w not in self.dead and sum(1 for v in running.values() if v[0] == w) < self.in_flight:
                         chunk, attempts = todo.pop()
-                        running[self.workers[w].play.remote(chunk, concurrency, max_turns)] = (w, chunk, attempts)
+                        running[self.workers[w].play.remote(chunk, concurrency, max_turns, *args)] = (w, chunk, attempts)
                 if not running:  # every worker is down: wait for one to come back
                     if not probes:
                         raise RuntimeError(f"every Ray worker is dead; {sum(len(c) for c, _ in todo)} match(es) not played")

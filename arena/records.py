@@ -16,6 +16,8 @@ MatchRecord
     started_at, finished_at  float     unix seconds
     prompt_tokens, completion_tokens  int   totals over LLM turns
     error           str | None         set when the match was aborted (then returns are 0)
+    policy_version  int | None         self-play: the training step whose weights the policy
+                                       played with (0: the initial weights); None elsewhere
 
 TurnRecord
     index           int                decision number within the match (0-based)
@@ -94,6 +96,7 @@ class MatchRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    policy_version: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:

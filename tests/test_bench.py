@@ -3,6 +3,8 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -33,3 +35,13 @@ def test_learner_throughput_quick_runs_every_path_in_subprocesses():
     out = load("learner_throughput").main(["--quick", "--model", "tiny-llama", "--threads", "1"])
     assert out["ratio"] > 0 and out["bf16_ratio"] > 0
     assert all(out[path]["peak_rss_mib"] > 0 and out["mfu"][path] > 0 for path in ("plain", "plain, autocast", "learner fp32", "learner bf16"))
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_training_step_quick_trains_both_paths_and_measures_the_sync():
+    pytest.importorskip("ray")
+    out = load("ray_training_step").main(["--quick", "--threads", "1"])
+    assert out["ratio"] > 0 and out["step_ratio"] > 0
+    (full, lora) = [row for row in out["sync"] if row[0] == "tiny-llama"]
+    assert full[2] > 10 * lora[2] > 0  # LoRA publishes its adapters only

@@ -174,6 +174,11 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "eval.select_seed": (1_000_000, "eval.select_seed must differ from eval.seed (1000000)"),
     "eval.select_games": (3, "eval.select_games must be even"),
     "eval.held_out": ([{"name": "connect_four", "opponent": ["random"]}], "eval.held_out[0]: game 'connect_four': unknown key(s) opponent"),
+    "ray.address": ("headnode", "ray.address must be local, auto or HOST:PORT, got 'headnode'"),
+    "ray.rollout_workers": (0, "ray.rollout_workers must be >= 1, got 0"),
+    "ray.cpus": (0, "ray.cpus must be > 0, got 0.0"),
+    "ray.gpus": (-1, "ray.gpus must be >= 0, got -1.0"),
+    "ray.max_staleness": (2, "ray.max_staleness must be 0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented), got 2"),
     "games[0].name": ("tic_tac_tow", "games[0]: unknown game 'tic_tac_tow'; did you mean tic_tac_toe?"),
     "games[0].weight": (0, "games[0].weight must be > 0, got 0.0"),
     "games[0].params": ({"board": "hex"}, "games[0]: tic_tac_toe board must be one of grid, line, relative, numbered, got 'hex'"),
@@ -240,6 +245,8 @@ def test_a_bad_value_of_any_field_is_a_one_line_error_naming_it(path):
     ({"advantage": {"estimator": "critic"}}, "critic and learner.value_coef > 0 go together"),
     ({"model": "tiny-llama:layers=0"}, "model: bad model name 'tiny-llama:layers=0': layers must be >= 1"),
     ({"backend_kwargs": {"max_batch_size": 0}}, "backend_kwargs.max_batch_size must be an integer >= 1, got 0"),
+    ({"ray": {"address": "local", "max_staleness": 1}}, "ray.max_staleness 1 with league.snapshot_every is not supported"),
+    ({"backend": "vllm", "ray": {"address": "local"}}, "ray.address: rollout workers sample with the transformers backend; backend vllm"),
 ])
 def test_bad_configs_are_one_line_value_errors(patch, message):
     with pytest.raises(ValueError) as e:
@@ -298,6 +305,23 @@ def test_arena_train_checks_the_config_before_loading_the_model(tmp_path, capsys
         err = capsys.readouterr().err
         assert err.startswith(f"arena train: error: {path}: ") and message in err and err.count("\n") == 1
         assert not (tmp_path / "run").exists()
+
+
+def test_arena_train_ray_sets_the_configs_ray_address_and_keeps_its_other_ray_keys(tmp_path, capsys, monkeypatch):
+    seen = {}
+
+    def fake_train(cfg, resume=False):  # the config the run would get; no run
+        seen["cfg"] = cfg
+        return {"eval": [], "games": 0, "elapsed": 0.0}
+
+    monkeypatch.setattr(selfplay, "train", fake_train)
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump({**merged({"ray": {"rollout_workers": 3}}), "run_dir": str(tmp_path / "run")}))
+    assert cli_main(["train", str(path), "--ray", "local"]) == 0
+    assert (seen["cfg"].ray.address, seen["cfg"].ray.rollout_workers) == ("local", 3)
+    assert cli_main(["train", str(path), "--ray", "headnode"]) == 2
+    err = capsys.readouterr().err
+    assert "ray.address must be local, auto or HOST:PORT, got 'headnode'" in err and err.count("\n") == 1
 
 
 def test_shipped_configs_load():

@@ -123,6 +123,23 @@ class EvalConfig:
 
 
 @dataclass
+class RayConfig:
+    """Self-play rollouts on Ray workers (training.ray_rollouts, docs/ray.md); the learner stays in this process."""
+
+    address: str = ""
+    """"": rollouts in this process (the default); "local": a Ray instance started by the run; HOST:PORT or "auto": a running cluster"""
+    rollout_workers: int = 2
+    """rollout workers (Ray actors), each holding a copy of the policy and the league opponents"""
+    cpus: float = 1.0
+    """CPUs per rollout worker (its Ray resource and torch threads)"""
+    gpus: float = 0.0
+    """GPUs per rollout worker (0.5: two workers share one GPU)"""
+    max_staleness: int = 0
+    """0: every step plays the weights of the step before (on-policy); 1: the workers play step t+1 with
+    the weights before step t's update while the learner updates (one step behind)"""
+
+
+@dataclass
 class TrainConfig:
     """A self-play training run (YAML: these keys; sections are mappings)."""
 
@@ -173,6 +190,8 @@ class TrainConfig:
     """opponent pool and matchmaking"""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """periodic evaluation"""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """rollout workers on a Ray cluster (absent: rollouts in this process)"""
 
 
 # --- what each field may hold -----------------------------------------------------------------
@@ -269,6 +288,10 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "eval.temperature": _ge(0),
     "eval.seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
     "eval.select_seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
+    "ray.rollout_workers": _ge(1),
+    "ray.cpus": _gt(0),
+    "ray.gpus": _ge(0),
+    "ray.max_staleness": (lambda v: v in (0, 1), "0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented)"),
 }
 
 
@@ -436,6 +459,7 @@ def _validate(cfg: TrainConfig) -> None:
             _check_spec(s, "eval.opponents")
     else:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
+    _check_ray(cfg)
     if cfg.eval.select_seed == cfg.eval.seed:
         raise ValueError(f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones")
     eval_games(cfg)
@@ -491,6 +515,24 @@ def _check_league_ratings(lg: LeagueConfig) -> None:
         raise ValueError(f"league.tournament.max_matches: format {t.format} plays its whole schedule; use swiss (fewer rounds) or a format with a budget, or max_matches: 0")
 
 
+def _check_ray(cfg: TrainConfig) -> None:
+    """ray.address, when set, is usable: Ray installed, transformers workers, no race on snapshot files."""
+    r = cfg.ray
+    if not r.address:
+        return
+    if r.address != r.address.strip() or ":" not in r.address and r.address not in ("local", "auto"):
+        raise ValueError(f"ray.address must be local, auto or HOST:PORT, got {r.address!r}")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ValueError("ray.address needs Ray installed: pip install -e '.[ray]'") from None
+    if cfg.backend != "transformers":
+        raise ValueError(f"ray.address: rollout workers sample with the transformers backend; backend {cfg.backend} is not supported on Ray yet")
+    if r.max_staleness and cfg.league.snapshot_every:
+        raise ValueError("ray.max_staleness 1 with league.snapshot_every is not supported: a snapshot retired after step t "
+                         "could be deleted while step t+1's matches still play it; use max_staleness 0")
+
+
 def _check_backend_kwargs(cfg: TrainConfig) -> None:
     kwargs = cfg.backend_kwargs
     if not all(isinstance(k, str) for k in kwargs):
@@ -541,7 +583,8 @@ def _check_spec(spec: Any, where: str) -> None:
 
 
 def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
-    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's);
+    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's; a
+    mapping updates the file's section key by key);
     ValueError (one line, naming the file and the key) when malformed."""
     path = Path(path)
     if path.is_dir():
@@ -563,7 +606,8 @@ def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> Tr
     try:
         if not isinstance(d, Mapping):
             raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-        return parse_config({**d, **(overrides or {})}, default_run_dir=str(Path("runs") / path.stem))
+        over = {k: {**d[k], **v} if isinstance(v, Mapping) and isinstance(d.get(k), Mapping) else v for k, v in (overrides or {}).items()}
+        return parse_config({**d, **over}, default_run_dir=str(Path("runs") / path.stem))
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

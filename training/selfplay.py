@@ -14,6 +14,8 @@ from a league, and is updated on turn-level advantages::
         update               `epochs` x `minibatches` PPO steps (`training.learner.Learner`)
         weight sync          transformers: nothing (the backend holds the learner's module);
                              vLLM: `backend.load_weights(learner.policy_state_dict())`
+                             Ray rollout workers (config `ray:`): a new policy version
+                             through the object store (`training.ray_rollouts`)
         log                  TensorBoard (<run>/tb) + metrics.jsonl + a console line
         every eval.every     `evaluation.run.evaluate` (the module behind `arena eval`): the
                              report set (eval.seed; training and eval.held_out games) -> W/D/L,
@@ -125,8 +127,8 @@ class Opponents:
     resumed run plays its snapshots exactly as the uninterrupted one.
     """
 
-    def __init__(self, cfg: TrainConfig, device):
-        self.cfg, self.device = cfg, device
+    def __init__(self, cfg: TrainConfig, device, dtype: str = "auto"):
+        self.cfg, self.device, self.dtype = cfg, device, dtype
         self._bots: dict[str, Any] = {}
         self._weights: dict[str, dict[str, torch.Tensor]] = {}  # snapshot file -> its tensors
         self._backend = None  # the shared TransformersBackend
@@ -162,18 +164,7 @@ class Opponents:
         return self._backend
 
     def _build(self):
-        from agents.models import load_model
-        from agents.transformers_backend import TransformersBackend
-
-        model, tok = load_model(self.cfg.model, device=str(self.device))
-        lcfg = self.cfg.learner
-        if lcfg.lora_rank > 0:
-            from peft import LoraConfig, get_peft_model
-
-            model = get_peft_model(model, LoraConfig(r=lcfg.lora_rank, lora_alpha=lcfg.lora_alpha, target_modules=lcfg.lora_targets,
-                                                     task_type="CAUSAL_LM"))
-        model.eval()  # a frozen lm_head is fine: the backend takes last-token logits by index (one mm)
-        return TransformersBackend((model, tok), max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
+        return frozen_backend(self.cfg, str(self.device), self.dtype, max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
 
     def _read(self, path: str, model) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
@@ -187,6 +178,23 @@ class Opponents:
             what = "LoRA adapters" if self.cfg.learner.lora_rank > 0 else "full weights"
             raise ValueError(f"league snapshot {path} does not fit {self.cfg.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}")
         return {k: v.to(own[k].dtype) for k, v in loaded.items()}
+
+
+def frozen_backend(cfg: TrainConfig, device: str, dtype: str = "auto", name: str | None = None, **kwargs):
+    """A TransformersBackend on a fresh, frozen copy of the policy's model (LoRA-wrapped like the
+    learner's) for weights loaded into it later: the league snapshots' module, a Ray rollout worker's policy."""
+    from agents.models import load_model
+    from agents.transformers_backend import TransformersBackend
+
+    model, tok = load_model(cfg.model, dtype=dtype, device=device)
+    lcfg = cfg.learner
+    if lcfg.lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=lcfg.lora_rank, lora_alpha=lcfg.lora_alpha, target_modules=lcfg.lora_targets,
+                                                 task_type="CAUSAL_LM"))
+    model.eval()  # a frozen lm_head is fine: the backend takes last-token logits by index (one mm)
+    return TransformersBackend((model, tok), name=name, **kwargs)
 
 
 class _SnapshotBackend:
@@ -207,8 +215,16 @@ def save_snapshot(learner: Learner, path: Path) -> None:
     whole model (tied copies dropped)."""
     from safetensors.torch import save_file
 
-    state = learner.model.state_dict()
-    if learner.cfg.lora_rank > 0:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = checkpoint.tmp_path(path)
+    save_file(trainable_state(learner.model, learner.cfg.lora_rank > 0), str(tmp))
+    os.replace(tmp, path)
+
+
+def trainable_state(model, lora: bool) -> dict[str, torch.Tensor]:
+    """A module's weights as CPU tensors: a LoRA model's adapters only, else all of them (tied copies once)."""
+    state = model.state_dict()
+    if lora:
         state = {k: v for k, v in state.items() if "lora_" in k}
     seen, out = set(), {}
     for k, v in state.items():
@@ -216,10 +232,7 @@ def save_snapshot(learner: Learner, path: Path) -> None:
             continue  # tied weights (lm_head = embeddings): stored once
         seen.add(v.data_ptr())
         out[k] = v.detach().contiguous().cpu()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint.tmp_path(path)
-    save_file(out, str(tmp))
-    os.replace(tmp, path)
+    return out
 
 
 def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: int) -> list[tuple[MatchPlan, str | None]]:
@@ -239,6 +252,21 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
             plan.seed = int(seeds[j])  # both seat orders of a pair play the same deal (and opening)
             out.append((plan, opp))
     return out
+
+
+def step_lineup(league: League, planned: list[tuple[MatchPlan, str | None]], rng: np.random.Generator) -> list[tuple[str, str, str, int]]:
+    """The step's agents as (name, spec, kind, sampling seed): the policy, then its opponents by name."""
+    lineup = [(POLICY, "", "policy", int(rng.integers(2**31 - 1)))]
+    for name in sorted({opp for _, opp in planned if opp is not None}):
+        o = league.get(name)
+        lineup.append((name, o.spec, o.kind, int(rng.integers(2**31 - 1))))
+    return lineup
+
+
+def step_agents(cfg: TrainConfig, backend, opponents: "Opponents", lineup: list[tuple[str, str, str, int]]) -> dict[str, Any]:
+    """Agents by name for a `step_lineup`: the policy samples from `backend`."""
+    return {name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed)) if kind == "policy" else opponents.agent(name, spec, kind, seed)
+            for name, spec, kind, seed in lineup}
 
 
 def _score(rec: MatchRecord, agent: str) -> list[str]:
@@ -442,6 +470,13 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         league.use_ratings(elo, stands_for)
         console.print(f"league: PFSP from the ratings in {cfg.league.ratings} ({len(elo)} players, {stands_for} stands for the policy)")
     opponents = Opponents(cfg, learner.device)
+    rollouts = None
+    if cfg.ray.address:
+        from training.ray_rollouts import RayRollouts
+
+        rollouts = RayRollouts.start(cfg, learner, start_step)
+        console.print(f"ray: {len(rollouts.pool.workers)} rollout worker(s) at {cfg.ray.address}, max_staleness {cfg.ray.max_staleness}; "
+                      f"weight sync {rollouts.sync_bytes / 1e6:.1f} MB per step")
     writer = SummaryWriter(str(run_dir / "tb"), purge_step=start_step + 1 if resume else None)
     n_params = sum(p.numel() for p in learner.model.parameters() if p.requires_grad)
     console.print(f"training {cfg.model} ({n_params / 1e6:.1f}M trainable) on {', '.join(g.name for g in cfg.games)}; "
@@ -484,20 +519,24 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     for step in range(start_step + 1, cfg.steps + 1):
         t0 = time.perf_counter()
         # 1. matches: self-play pairs and PFSP-drawn league opponents
-        planned = plan_step(cfg, league, rng, step)
-        agents: dict[str, Any] = {POLICY: LLMAgent(POLICY, backend, replace(cfg.agent, seed=int(rng.integers(2**31 - 1))))}
-        for name in sorted({opp for _, opp in planned if opp is not None}):
-            o = league.get(name)
-            agents[name] = opponents.agent(name, o.spec, o.kind, seed=int(rng.integers(2**31 - 1)))
+        if rollouts is None:
+            planned = plan_step(cfg, league, rng, step)
+            agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
+            with Progress(total=len(planned), desc=f"step {step} rollout", leave=False) as bar:  # the step's line follows
+                records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar),
+                                 key=lambda r: r.match_id)  # completion order varies with timing; the batch must not
+            for rec in records:
+                rec.policy_version = step - 1
+        else:  # Ray workers; with max_staleness 1 this step's matches were started during the last update
+            planned, records = rollouts.collect(step, league, rng)
         by_id = {p.match_id: opp for p, opp in planned}
-        with Progress(total=len(planned), desc=f"step {step} rollout", leave=False) as bar:  # the step's line follows
-            records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar),
-                             key=lambda r: r.match_id)  # completion order varies with timing; the batch must not
         match_opps = [by_id[r.match_id] for r in records]
         for rec, opp in zip(records, match_opps):
             if opp is not None and rec.error is None:
                 for o in _score(rec, POLICY):
                     league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
+        if rollouts is not None and cfg.ray.max_staleness and step < cfg.steps:
+            rollouts.start_step(step + 1, league, rng)  # on the current weights, while the learner updates
         t_roll = time.perf_counter() - t0
         rollout_tokens = sum(len(t.prompt_token_ids) + len(t.token_ids) for r in records for t in r.turns if t.agent == POLICY)
         games_played += len(records)
@@ -527,6 +566,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             sync_weights(learner, backend)
         else:
             console.print(f"step {step}: no policy turns to learn from (all matches aborted?); no update")
+        if rollouts is not None:
+            rollouts.publish(learner, step)  # version `step`: what the workers play next
         t_learn = time.perf_counter() - t1
         learn_tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in seqs) * cfg.epochs
         elapsed += time.perf_counter() - t0
@@ -573,13 +614,15 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         if last:
             break
     writer.close()
+    if rollouts is not None:
+        rollouts.shutdown()
     if best >= 0 and cfg.eval.keep_best:
         console.print(f"best selection score (mean non-losing on the selection matches): {best:.3f}, policy in {run_dir / 'best'}")
     return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval, "best": best}
 
 
 def main(args: argparse.Namespace) -> None:
-    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N]`."""
+    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS]`."""
     overrides = {}
     if getattr(args, "steps", None) is not None:
         overrides["steps"] = args.steps
@@ -587,6 +630,8 @@ def main(args: argparse.Namespace) -> None:
         overrides["run_dir"] = args.out
     if getattr(args, "threads", None) is not None:
         overrides["threads"] = args.threads
+    if getattr(args, "ray", None):
+        overrides["ray"] = {"address": args.ray}
     cfg = load_config(args.config, overrides)
     try:
         result = train(cfg, resume=bool(args.resume))
