@@ -6,6 +6,8 @@ Cooperate / Stag / Swerve / the whole endowment / an honest claim in Trust-and-S
 Per (evaluated agent, game, opponent):
 
     cooperation      share of the agent's rounds in which it cooperated
+    cooperation_ci   95% t interval of the mean over matches of each match's cooperation
+                     rate (a match's rounds are not independent draws, its rate is one)
     mutual           share of rounds in which every player cooperated
     sucker           share of rounds the agent cooperated while another player defected
                      (against always_defect: how much it lets itself be exploited)
@@ -36,6 +38,7 @@ import numpy as np
 
 import games
 from arena.records import MatchRecord
+from evaluation.stats import mean_ci
 from evaluation.suites import plan_key, unkey
 
 DILEMMAS = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
@@ -50,6 +53,7 @@ class SocialRow:
     matches: int
     rounds: int = 0
     cooperation: float | None = None
+    cooperation_ci: tuple[float, float] | None = None
     mutual: float | None = None
     sucker: float | None = None
     return_gap: float | None = None
@@ -128,13 +132,15 @@ def social_rows(records: list[MatchRecord], who: str) -> list[SocialRow]:
 
 def _dilemma(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
     coop = mutual = sucker = rounds = 0
-    gaps, shares, fair, total, optimum = [], [], [], 0.0, 0.0
+    gaps, shares, fair, per_match, total, optimum = [], [], [], [], 0.0, 0.0
     best: dict[str, float] = {}
     for rec in recs:
         env = replay(rec)
         seat = next(p for p, a in rec.seats.items() if a == who)
         history = env.cooperation_history(seat)
         rounds += len(history)
+        if history:
+            per_match.append(sum(mine for mine, _ in history) / len(history))
         for mine, others in history:
             coop += mine
             mutual += mine and all(others)
@@ -150,6 +156,7 @@ def _dilemma(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         optimum += best[rec.game] * len(history)
     row.rounds = rounds
     row.cooperation, row.mutual, row.sucker = coop / max(rounds, 1), mutual / max(rounds, 1), sucker / max(rounds, 1)
+    row.cooperation_ci = mean_ci(per_match)[1:] if per_match else None
     row.return_gap = float(np.mean(gaps))
     row.welfare = total / optimum if optimum else None
     row.agent_share = sum(shares) / total if total else None
