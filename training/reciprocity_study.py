@@ -10,6 +10,9 @@ sampling at its training temperature, against tit_for_tat and always_defect and 
 
     coop_tft        cooperation rate with tit_for_tat
     coop_self       cooperation rate in self-play (the agent's seat)
+    reciprocity     P(cooperate | the other cooperated last round) - P(cooperate | it
+                    defected), over all three opponents' matches: tit-for-tat 1, any
+                    unconditional policy 0
     payoff_tft      mean points per match against tit_for_tat
     payoff_ad       mean points per match against always_defect
     not_exploited   payoff_ad >= mutual defection's payoff minus one round's P - S (what
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,12 +50,14 @@ class RunResult:
     coop_tft_ci: tuple[float, float]
     coop_self: float
     coop_self_ci: tuple[float, float]
+    reciprocity: float | None
     payoff_tft: float
     payoff_tft_ci: tuple[float, float]
     payoff_ad: float
     payoff_ad_ci: tuple[float, float]
     mutual_defection: float  # P x rounds: what always_defect against itself earns
     not_exploited: bool
+    load: float = 0.0  # the machine's 1-minute load average when training ended
 
 
 def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None):
@@ -74,12 +80,14 @@ def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency
     return run_eval(cfg).records
 
 
-def summarise(records, estimator: str, seed: int, minutes: float, steps: int) -> RunResult:
+def summarise(records, estimator: str, seed: int, minutes: float, steps: int, load: float = 0.0) -> RunResult:
     from evaluation.metrics import cells
     from evaluation.run import AGENT
-    from evaluation.social import replay, social_rows
+    from evaluation.social import SocialRow, dilemma_metrics, replay, social_rows
 
     social = {r.opponent: r for r in social_rows(records, AGENT)}
+    pooled_social = SocialRow(AGENT, records[0].game, "all", len(records))
+    dilemma_metrics(pooled_social, records, AGENT)
     pooled = {c.opponent: c for c in cells(records, AGENT) if c.seat == "all"}
     env = replay(records[0])
     mutual_defection = env.P * env.num_rounds
@@ -87,10 +95,10 @@ def summarise(records, estimator: str, seed: int, minutes: float, steps: int) ->
     return RunResult(
         estimator, seed, minutes, steps,
         social["tit_for_tat"].cooperation, tuple(social["tit_for_tat"].cooperation_ci),
-        social["self"].cooperation, tuple(social["self"].cooperation_ci),
+        social["self"].cooperation, tuple(social["self"].cooperation_ci), pooled_social.reciprocity,
         pooled["tit_for_tat"].mean_return, tuple(pooled["tit_for_tat"].return_ci),
         ad.mean_return, tuple(ad.return_ci), mutual_defection,
-        bool(ad.mean_return >= mutual_defection - (env.P - env.S)),
+        bool(ad.mean_return >= mutual_defection - (env.P - env.S)), load,
     )
 
 
@@ -100,18 +108,24 @@ def markdown(results: list[RunResult]) -> str:
     def ci(v, lo_hi, digits=2):
         return f"{v:.{digits}f} [{lo_hi[0]:.{digits}f}, {lo_hi[1]:.{digits}f}]"
 
-    lines = ["| estimator | seed | coop. with tit_for_tat | coop. in self-play | points vs tit_for_tat | points vs always_defect | not exploited | train min |",
-             "|---|---|---|---|---|---|---|---|"]
+    def opt(v):
+        return "-" if v is None else f"{v:+.2f}"
+
+    lines = ["| estimator | seed | coop. with tit_for_tat | coop. in self-play | reciprocity | points vs tit_for_tat | points vs always_defect | not exploited | steps | train min (load) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r.estimator} | {r.seed} | {ci(r.coop_tft, r.coop_tft_ci)} | {ci(r.coop_self, r.coop_self_ci)} | "
+        lines.append(f"| {r.estimator} | {r.seed} | {ci(r.coop_tft, r.coop_tft_ci)} | {ci(r.coop_self, r.coop_self_ci)} | {opt(r.reciprocity)} | "
                      f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {ci(r.payoff_ad, r.payoff_ad_ci, 1)} (mutual defection {r.mutual_defection:g}) | "
-                     f"{'yes' if r.not_exploited else 'no'} | {r.train_minutes:.1f} |")
+                     f"{'yes' if r.not_exploited else 'no'} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |")
     for est in dict.fromkeys(r.estimator for r in results):
         rs = [r for r in results if r.estimator == est]
         cols = [mean_ci([getattr(r, k) for r in rs]) for k in ("coop_tft", "coop_self", "payoff_tft", "payoff_ad")]
-        lines.append(f"| **{est}** | mean of {len(rs)} | {ci(cols[0][0], cols[0][1:])} | {ci(cols[1][0], cols[1][1:])} | "
+        rec = [r.reciprocity for r in rs if r.reciprocity is not None]
+        m = mean_ci(rec) if rec else None
+        rec_text = ci(m[0], m[1:]) if m else "-"
+        lines.append(f"| **{est}** | mean of {len(rs)} | {ci(cols[0][0], cols[0][1:])} | {ci(cols[1][0], cols[1][1:])} | {rec_text} | "
                      f"{ci(cols[2][0], cols[2][1:], 1)} | {ci(cols[3][0], cols[3][1:], 1)} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
-                     f"{sum(r.train_minutes for r in rs) / len(rs):.1f} |")
+                     f"{sum(r.steps for r in rs) / len(rs):g} | {sum(r.train_minutes for r in rs) / len(rs):.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -126,12 +140,15 @@ def figure(results: list[RunResult], path: Path) -> None:
     from evaluation.stats import mean_ci
 
     panels = [("coop_tft", "cooperation with tit_for_tat", (0, 1)), ("coop_self", "cooperation in self-play", (0, 1)),
+              ("reciprocity", "reciprocity: P(C|C) - P(C|D)", (-1, 1)),
               ("payoff_ad", "points vs always_defect", None)]
     estimators = list(dict.fromkeys(r.estimator for r in results))
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
     for ax, (key, title, ylim) in zip(axes, panels):
         for i, est in enumerate(estimators):
-            vals = [getattr(r, key) for r in results if r.estimator == est]
+            vals = [getattr(r, key) for r in results if r.estimator == est and getattr(r, key) is not None]
+            if not vals:
+                continue
             m, lo, hi = mean_ci(vals)
             ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
             ax.scatter(np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)), vals, color="k", s=12, zorder=3)
@@ -163,11 +180,11 @@ def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None
     else:
         start = time.perf_counter()
         result = train(cfg)
-        trained = {"minutes": (time.perf_counter() - start) / 60, "steps": result["step"]}
+        trained = {"minutes": (time.perf_counter() - start) / 60, "steps": result["step"], "load": os.getloadavg()[0]}
         done.write_text(json.dumps(trained))
     game = {"name": cfg.games[0].name, "params": cfg.games[0].params}
     records = evaluate_run(run_dir, game, matches, eval_seed, concurrency)
-    return summarise(records, estimator, seed, trained["minutes"], trained["steps"])
+    return summarise(records, estimator, seed, trained["minutes"], trained["steps"], trained["load"])
 
 
 def main(argv: list[str] | None = None) -> list[RunResult]:
