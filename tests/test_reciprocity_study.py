@@ -56,3 +56,27 @@ def test_end_to_end_tiny_study(tmp_path):
     assert len(saved) == 2 and (tmp_path / "out" / "reciprocity.md").read_text().count("\n") == 6
     again = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out"), "--figure", ""])
     assert [r.coop_tft for r in again] == [r.coop_tft for r in results]  # finished runs are not trained again
+
+
+def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames():
+    """Hand example behind the study: two IPD matches on one seed (one group). In A the
+    learner (tit-for-tat moves) meets always-defect: exploited in round 1, it defects from
+    round 2. In B it meets tit-for-tat: all Cooperate. Raw points, gamma 1.
+    Round 2 of A, the learner's retaliation: own LOO advantage A1_1 = 9 - 27 = -18 (it is
+    blamed: B earned more), past A1_0 = 9 - 30 = -21, the opponent's A2_1 = 9 - 27 = -18, so
+    A*_1 = g [A1_1 + beta g (g A1_0) A2_1] = 0.96 (-18 + 2 0.96 0.96 21 18) > 0."""
+    from arena.runner import MatchPlan, play
+    from training.advantages import AdvantageConfig, compute_advantages
+
+    plans = [MatchPlan("A", "prisoners_dilemma", ["learner", "always_defect"], 0, {}),
+             MatchPlan("B", "prisoners_dilemma", ["learner", "tit_for_tat"], 0, {})]
+    agents = {"learner": make_agent("tit_for_tat", name="learner"), "always_defect": make_agent("always_defect"),
+              "tit_for_tat": make_agent("tit_for_tat")}
+    records = sorted(play(plans, agents), key=lambda r: r.match_id)
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0, gamma=1.0, learners=["learner"])
+    aa = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw))
+    own = compute_advantages(records, AdvantageConfig(estimator="loo", **raw))
+    retaliation = [(s.advantage, o.advantage) for s, o in zip(aa, own) if s.match_index == 0 and s.turn.action == 1]
+    first = retaliation[0]
+    assert first[1] == pytest.approx(-18.0)
+    assert first[0] == pytest.approx(0.96 * (-18 + 2 * 0.96 * 0.96 * 21 * 18))
