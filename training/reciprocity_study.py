@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     p.add_argument("--seeds", nargs="+", type=int, default=[10, 11, 12, 13, 14])
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
-    p.add_argument("--matches", type=int, default=100, help="evaluation matches per opponent")
+    p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
     p.add_argument("--eval-seed", type=int, default=7)
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--out", default="runs/reciprocity")
