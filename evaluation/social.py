@@ -6,6 +6,11 @@ Cooperate / Stag / Swerve / the whole endowment / an honest claim in Trust-and-S
 Per (evaluated agent, game, opponent):
 
     cooperation      share of the agent's rounds in which it cooperated
+    cooperation_ci   95% t interval of the mean over matches of each match's cooperation
+                     rate (a match's rounds are not independent draws, its rate is one)
+    reciprocity      P(cooperate | the others all cooperated last round) minus
+                     P(cooperate | another defected last round), over rounds 2.. (None
+                     unless both happened): tit-for-tat 1, an unconditional policy 0
     mutual           share of rounds in which every player cooperated
     sucker           share of rounds the agent cooperated while another player defected
                      (against always_defect: how much it lets itself be exploited)
@@ -36,6 +41,7 @@ import numpy as np
 
 import games
 from arena.records import MatchRecord
+from evaluation.stats import mean_ci
 from evaluation.suites import plan_key, unkey
 
 DILEMMAS = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
@@ -50,6 +56,8 @@ class SocialRow:
     matches: int
     rounds: int = 0
     cooperation: float | None = None
+    cooperation_ci: tuple[float, float] | None = None
+    reciprocity: float | None = None
     mutual: float | None = None
     sucker: float | None = None
     return_gap: float | None = None
@@ -121,20 +129,26 @@ def social_rows(records: list[MatchRecord], who: str) -> list[SocialRow]:
         if name in NEGOTIATION:
             _negotiation(row, recs, who)
         else:
-            _dilemma(row, recs, who)
+            dilemma_metrics(row, recs, who)
         rows.append(row)
     return rows
 
 
-def _dilemma(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
+def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
     coop = mutual = sucker = rounds = 0
-    gaps, shares, fair, total, optimum = [], [], [], 0.0, 0.0
+    gaps, shares, fair, per_match, total, optimum = [], [], [], [], 0.0, 0.0
     best: dict[str, float] = {}
+    after = {True: [0, 0], False: [0, 0]}  # the others all cooperated last round -> [my cooperations, rounds]
     for rec in recs:
         env = replay(rec)
         seat = next(p for p, a in rec.seats.items() if a == who)
         history = env.cooperation_history(seat)
         rounds += len(history)
+        if history:
+            per_match.append(sum(mine for mine, _ in history) / len(history))
+        for (_, before), (mine, _) in zip(history, history[1:]):
+            after[all(before)][0] += mine
+            after[all(before)][1] += 1
         for mine, others in history:
             coop += mine
             mutual += mine and all(others)
@@ -150,6 +164,9 @@ def _dilemma(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         optimum += best[rec.game] * len(history)
     row.rounds = rounds
     row.cooperation, row.mutual, row.sucker = coop / max(rounds, 1), mutual / max(rounds, 1), sucker / max(rounds, 1)
+    row.cooperation_ci = mean_ci(per_match)[1:] if per_match else None
+    if after[True][1] and after[False][1]:
+        row.reciprocity = after[True][0] / after[True][1] - after[False][0] / after[False][1]
     row.return_gap = float(np.mean(gaps))
     row.welfare = total / optimum if optimum else None
     row.agent_share = sum(shares) / total if total else None

@@ -15,6 +15,7 @@ Dynamics   simultaneous: AEC turns buffered per round, nobody sees the other's m
 Params     R, S, T, P; rounds=10; random_horizon=None | "geometric" | "uniform" with
            continuation / min_rounds / max_rounds (see `games.repeated_matrix`); players
            are told the horizon rule, never the drawn length. illegal_reward=-1.
+           state_rounds=0: the state text also repeats the last k rounds (a memory-k prompt).
 Bots       cooperate = Cooperate, defect = Defect (`agents.social_bots`).
 """
 

@@ -23,6 +23,8 @@ Horizon       `rounds=10` fixed by default. `random_horizon="geometric"`: after 
               [`min_rounds`, `max_rounds`] (default rounds/2 .. 3 rounds/2). The length is
               drawn at `reset` from the env's seeded `np_random`; players are told only the
               rule, never the drawn length (a known end invites backward induction).
+State text    round, totals and, with `state_rounds=k` (2x2 games), the last k rounds'
+              lines: with `prompt: state` a short memory-k prompt at fixed positions.
 Bots          `round_moves(agent)`, `cooperation_history(agent)` and
               `social_action(agent, cooperate)` are what `agents.social_bots` reads; the
               same per-round data is in `infos[agent]["last_round"]`.
@@ -154,6 +156,7 @@ class RepeatedGame(TextEnv):
         self.num_rounds = 0  # the drawn horizon of this episode (never shown to players)
         self._buffer: dict[int, int] = {}  # seat -> move picked this round, not yet resolved
         self._totals = [0.0] * num_players
+        self.state_rounds = 0  # the last rounds repeated in the state text (MatrixGame's `state_rounds`)
 
     # --- stage game (subclasses) -----------------------------------------------------
     def payoffs(self, joint: tuple[int, ...]) -> tuple[float, ...]:
@@ -259,6 +262,9 @@ class RepeatedGame(TextEnv):
                 return f"The game ended early after an illegal move. Points from play: {totals}."
             return f"The game is over after {len(self.rounds)} rounds. Total points: {totals}."
         text = f"{self.horizon.round_text(len(self.rounds) + 1)}. Total points so far: {totals}."
+        recent = self.history_text(agent)[-self.state_rounds :] if self.state_rounds and self.rounds else []
+        if recent:
+            text += "\n" + "\n".join(recent)
         if i in self._buffer:
             return text + f"\nYou chose {self.move_text(agent, self._buffer[i])} this round; waiting for the others."
         return text + "\nChoose your move for this round."
@@ -292,12 +298,16 @@ class MatrixGame(RepeatedGame):
         max_rounds: int | None = None,
         render_mode: str | None = None,
         illegal_reward: float = -1.0,
+        state_rounds: int = 0,
     ):
         for key, value in (("R", R), ("S", S), ("T", T), ("P", P)):
             if not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value):
                 raise ValueError(f"payoff {key} must be a finite number, got {value!r}")
+        if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
+            raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
         super().__init__(2, 2, horizon(rounds, random_horizon, continuation, min_rounds, max_rounds), render_mode, illegal_reward)
         self.metadata = {**self.metadata, "name": name}
+        self.state_rounds = int(state_rounds)
         self.moves = tuple(moves)
         self.story = story
         self.R, self.S, self.T, self.P = float(R), float(S), float(T), float(P)

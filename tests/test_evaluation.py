@@ -369,3 +369,26 @@ def test_default_suites_follow_the_catalogue_split():
     assert [(g.name, g.opponents) for g in suite("train")] == [("tic_tac_toe", ["random", "mcts:100", "mcts:1000"]),
                                                                ("kuhn_poker", ["random", "cfr"])]
     assert len(suite("all")) == 4
+
+
+def test_cooperation_ci_is_over_matches_and_holds_the_rate():
+    records = list(play_suite({"agent": make_agent("random")}, [GameSpec("prisoners_dilemma", ["tit_for_tat"])], matches=20))
+    (row,) = social_rows(records, "agent")
+    rates = [sum(1 for t in r.turns if t.agent == "agent" and t.action == 0) / 10 for r in records]
+    assert row.cooperation == pytest.approx(np.mean(rates))
+    lo, hi = row.cooperation_ci
+    assert lo < row.cooperation < hi and hi - lo < 0.5
+    records = list(play_suite({"agent": make_agent("tit_for_tat")}, [GameSpec("prisoners_dilemma", ["always_defect"])], matches=4))
+    assert social_rows(records, "agent")[0].cooperation_ci == pytest.approx((0.1, 0.1))  # every match: C once, then D
+
+
+@pytest.mark.parametrize("strategy, expected", [("tit_for_tat", 1.0), ("always_cooperate", 0.0), ("grim_trigger", None)])
+def test_reciprocity_is_cooperation_after_cooperation_minus_after_defection(strategy, expected):
+    records = list(play_suite({"agent": make_agent(strategy)}, [GameSpec("prisoners_dilemma", ["random"])], matches=10))
+    (row,) = social_rows(records, "agent")
+    if expected is None:  # grim trigger forgives nothing: below tit-for-tat's 1, above an unconditional 0
+        assert 0.0 < row.reciprocity < 1.0
+    else:
+        assert row.reciprocity == expected
+    only_cooperation = list(play_suite({"agent": make_agent(strategy)}, [GameSpec("prisoners_dilemma", ["always_cooperate"])], matches=2))
+    assert social_rows(only_cooperation, "agent")[0].reciprocity is None  # nobody defected: undefined

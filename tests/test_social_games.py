@@ -472,3 +472,22 @@ def test_random_playouts_never_crash(name):
         for a in env.possible_agents:
             assert np.isfinite(totals[a])
     assert illegal_endings < 200  # most episodes ran to their end
+
+
+def test_state_rounds_repeats_only_the_last_rounds_in_the_state_text():
+    env = games.make("prisoners_dilemma", state_rounds=1)
+    env.reset(seed=0)
+    assert "Round 1:" not in env.state_text("player_0")  # nothing played yet
+    for a, b in ((0, 1), (1, 1)):
+        env.step(a)
+        env.step(b)
+    state = env.state_text("player_0")
+    assert "Round 2: you Defect, the other player Defect -> you 1 points" in state and "Round 1:" not in state
+    assert "Round 2: you Defect, the other player Defect" in env.state_text("player_1")
+    plain = games.make("prisoners_dilemma")
+    plain.reset(seed=0)
+    plain.step(0)
+    plain.step(1)
+    assert "Round 1:" not in plain.state_text("player_0")  # default 0: the state text as before
+    with pytest.raises(ValueError, match="state_rounds"):
+        games.make("prisoners_dilemma", state_rounds=-1)

@@ -1,0 +1,82 @@
+"""The reciprocity study's pieces on scripted agents with hand-computed figures, and one
+tiny end-to-end run (train 1 step, evaluate, table, figure)."""
+
+import json
+
+import pytest
+
+from agents import make_agent
+from evaluation.run import play_suite
+from evaluation.suites import GameSpec
+from training.reciprocity_study import OPPONENTS, figure, main, markdown, summarise, train_config
+
+
+def scripted(strategy: str):
+    records = list(play_suite({"agent": make_agent(strategy)}, [GameSpec("prisoners_dilemma", list(OPPONENTS))], matches=4))
+    return summarise(records, strategy, 0, 0.0, 0)
+
+
+def test_summary_of_scripted_strategies_matches_hand_computed_payoffs():
+    tft, coop, defect = scripted("tit_for_tat"), scripted("always_cooperate"), scripted("always_defect")
+    assert tft.mutual_defection == 10.0  # P=1 for 10 rounds
+    # tit_for_tat: cooperates with itself throughout, once against always_defect (0 + 9 x 1)
+    assert (tft.coop_tft, tft.coop_self, tft.payoff_tft, tft.payoff_ad) == (1.0, 1.0, 30.0, 9.0)
+    assert tft.reciprocity == 1.0 and coop.reciprocity == 0.0  # pooled: after always_defect's D, after tit_for_tat's C
+    assert tft.not_exploited  # concedes exactly one round: the margin
+    assert coop.payoff_ad == 0.0 and not coop.not_exploited
+    assert (defect.coop_tft, defect.payoff_tft, defect.payoff_ad, defect.not_exploited) == (0.0, 5.0 + 9, 10.0, True)
+    assert tft.coop_tft_ci == pytest.approx((1.0, 1.0))
+
+
+def test_table_and_figure(tmp_path):
+    rows = [scripted("tit_for_tat"), scripted("always_defect")]
+    table = markdown(rows)
+    assert "| tit_for_tat | 0 | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | +1.00 |" in table and "| **always_defect** | mean of 1 |" in table
+    figure(rows, tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+
+
+def test_train_config_replaces_only_estimator_seed_and_folder(tmp_path):
+    aa = train_config("configs/train_ipd_aa.yaml", "mars", 12, tmp_path / "r")
+    mars = train_config("configs/train_ipd_mars.yaml", "mars", 12, tmp_path / "r")
+    assert (aa.advantage.estimator, aa.seed, aa.run_dir) == ("mars", 12, str(tmp_path / "r"))
+    assert aa == mars  # the two shipped configs differ only in the estimator
+
+
+@pytest.mark.slow
+def test_end_to_end_tiny_study(tmp_path):
+    cfg = tmp_path / "ipd.yaml"
+    text = open("configs/train_ipd_aa.yaml").read().replace("matches_per_step: 32", "matches_per_step: 4").replace("concurrency: 32", "concurrency: 4")
+    cfg.write_text(text)
+    results = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out"),
+                    "--figure", str(tmp_path / "fig.png")])
+    assert [r.estimator for r in results] == ["advantage_alignment", "mars"]
+    assert all(0 <= r.coop_tft <= 1 and 0 <= r.payoff_ad <= 50 for r in results)
+    saved = json.loads((tmp_path / "out" / "reciprocity.json").read_text())
+    assert len(saved) == 2 and (tmp_path / "out" / "reciprocity.md").read_text().count("\n") == 6
+    again = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out"), "--figure", ""])
+    assert [r.coop_tft for r in again] == [r.coop_tft for r in results]  # finished runs are not trained again
+
+
+def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames():
+    """Hand example behind the study: two IPD matches on one seed (one group). In A the
+    learner (tit-for-tat moves) meets always-defect: exploited in round 1, it defects from
+    round 2. In B it meets tit-for-tat: all Cooperate. Raw points, gamma 1.
+    Round 2 of A, the learner's retaliation: own LOO advantage A1_1 = 9 - 27 = -18 (it is
+    blamed: B earned more), past A1_0 = 9 - 30 = -21, the opponent's A2_1 = 9 - 27 = -18, so
+    A*_1 = g [A1_1 + beta g (g A1_0) A2_1] = 0.96 (-18 + 2 0.96 0.96 21 18) > 0."""
+    from arena.runner import MatchPlan, play
+    from training.advantages import AdvantageConfig, compute_advantages
+
+    plans = [MatchPlan("A", "prisoners_dilemma", ["learner", "always_defect"], 0, {}),
+             MatchPlan("B", "prisoners_dilemma", ["learner", "tit_for_tat"], 0, {})]
+    agents = {"learner": make_agent("tit_for_tat", name="learner"), "always_defect": make_agent("always_defect"),
+              "tit_for_tat": make_agent("tit_for_tat")}
+    records = sorted(play(plans, agents), key=lambda r: r.match_id)
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0, gamma=1.0, learners=["learner"])
+    aa = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw))
+    own = compute_advantages(records, AdvantageConfig(estimator="loo", **raw))
+    retaliation = [(s.advantage, o.advantage) for s, o in zip(aa, own) if s.match_index == 0 and s.turn.action == 1]
+    first = retaliation[0]
+    assert first[1] == pytest.approx(-18.0)
+    assert first[0] == pytest.approx(0.96 * (-18 + 2 * 0.96 * 0.96 * 21 * 18))

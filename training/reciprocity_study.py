@@ -1,0 +1,221 @@
+"""Does Advantage Alignment learn reciprocity? Train and evaluate both estimators on several seeds.
+
+    python -m training.reciprocity_study --seeds 10 11 12 13 14 --out runs/reciprocity
+
+For every (estimator, seed): `arena train` on CONFIG (default `configs/train_ipd_aa.yaml`)
+with `advantage.estimator` and `seed` replaced (everything else, the budget included, is
+the config's), then `arena eval`'s code (`evaluation.run.run_eval`) on the final policy,
+sampling at its training temperature, against tit_for_tat and always_defect and itself
+(`self`), on the game parameters it trained on. Per run:
+
+    coop_tft        cooperation rate with tit_for_tat
+    coop_self       cooperation rate in self-play (the agent's seat)
+    reciprocity     P(cooperate | the other cooperated last round) - P(cooperate | it
+                    defected), over all three opponents' matches: tit-for-tat 1, any
+                    unconditional policy 0
+    payoff_tft      mean points per match against tit_for_tat
+    payoff_ad       mean points per match against always_defect
+    not_exploited   payoff_ad >= mutual defection's payoff minus one round's P - S (what
+                    tit-for-tat itself concedes: it cooperates once)
+
+Each run's figures carry 95% CIs over its evaluation matches; the table's summary rows
+give, per estimator, the mean over seeds with a t interval over the seeds. Output in
+--out: one folder per run (a finished run is not trained again), `reciprocity.json`,
+`reciprocity.md` (the table) and the figure (`--figure`, default
+docs/figures/reciprocity.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+ESTIMATORS = ("advantage_alignment", "mars")
+OPPONENTS = ["tit_for_tat", "always_defect", "self"]
+
+
+@dataclass
+class RunResult:
+    estimator: str
+    seed: int
+    train_minutes: float
+    steps: int
+    coop_tft: float
+    coop_tft_ci: tuple[float, float]
+    coop_self: float
+    coop_self_ci: tuple[float, float]
+    reciprocity: float | None
+    payoff_tft: float
+    payoff_tft_ci: tuple[float, float]
+    payoff_ad: float
+    payoff_ad_ci: tuple[float, float]
+    mutual_defection: float  # P x rounds: what always_defect against itself earns
+    not_exploited: bool
+    load: float = 0.0  # the machine's 1-minute load average when training ended
+
+
+def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None):
+    """The study's training config: CONFIG with the estimator, seed and run folder replaced."""
+    from training.config import parse_config
+
+    d = yaml.safe_load(Path(config).read_text())
+    d["advantage"] = {**d.get("advantage", {}), "estimator": estimator}
+    d.update(seed=seed, run_dir=str(run_dir), **({"steps": steps} if steps else {}))
+    return parse_config(d)
+
+
+def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency: int):
+    """`arena eval` of the run's final policy on the training game: its match records."""
+    from evaluation.run import run_eval
+    from evaluation.suites import EvalConfig, GameSpec
+
+    cfg = EvalConfig(agent=f"llm:{run_dir}", games=[GameSpec(game["name"], list(OPPONENTS), dict(game.get("params", {})))],
+                     matches=matches, seed=seed, concurrency=concurrency, out=str(run_dir / "eval"))
+    return run_eval(cfg).records
+
+
+def summarise(records, estimator: str, seed: int, minutes: float, steps: int, load: float = 0.0) -> RunResult:
+    from evaluation.metrics import cells
+    from evaluation.run import AGENT
+    from evaluation.social import SocialRow, dilemma_metrics, replay, social_rows
+
+    social = {r.opponent: r for r in social_rows(records, AGENT)}
+    pooled_social = SocialRow(AGENT, records[0].game, "all", len(records))
+    dilemma_metrics(pooled_social, records, AGENT)
+    pooled = {c.opponent: c for c in cells(records, AGENT) if c.seat == "all"}
+    env = replay(records[0])
+    mutual_defection = env.P * env.num_rounds
+    ad = pooled["always_defect"]
+    return RunResult(
+        estimator, seed, minutes, steps,
+        social["tit_for_tat"].cooperation, tuple(social["tit_for_tat"].cooperation_ci),
+        social["self"].cooperation, tuple(social["self"].cooperation_ci), pooled_social.reciprocity,
+        pooled["tit_for_tat"].mean_return, tuple(pooled["tit_for_tat"].return_ci),
+        ad.mean_return, tuple(ad.return_ci), mutual_defection,
+        bool(ad.mean_return >= mutual_defection - (env.P - env.S)), load,
+    )
+
+
+def markdown(results: list[RunResult]) -> str:
+    from evaluation.stats import mean_ci
+
+    def ci(v, lo_hi, digits=2):
+        return f"{v:.{digits}f} [{lo_hi[0]:.{digits}f}, {lo_hi[1]:.{digits}f}]"
+
+    def opt(v):
+        return "-" if v is None else f"{v:+.2f}"
+
+    lines = ["| estimator | seed | coop. with tit_for_tat | coop. in self-play | reciprocity | points vs tit_for_tat | points vs always_defect | not exploited | steps | train min (load) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r.estimator} | {r.seed} | {ci(r.coop_tft, r.coop_tft_ci)} | {ci(r.coop_self, r.coop_self_ci)} | {opt(r.reciprocity)} | "
+                     f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {ci(r.payoff_ad, r.payoff_ad_ci, 1)} (mutual defection {r.mutual_defection:g}) | "
+                     f"{'yes' if r.not_exploited else 'no'} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |")
+    for est in dict.fromkeys(r.estimator for r in results):
+        rs = [r for r in results if r.estimator == est]
+        cols = [mean_ci([getattr(r, k) for r in rs]) for k in ("coop_tft", "coop_self", "payoff_tft", "payoff_ad")]
+        rec = [r.reciprocity for r in rs if r.reciprocity is not None]
+        m = mean_ci(rec) if rec else None
+        rec_text = ci(m[0], m[1:]) if m else "-"
+        lines.append(f"| **{est}** | mean of {len(rs)} | {ci(cols[0][0], cols[0][1:])} | {ci(cols[1][0], cols[1][1:])} | {rec_text} | "
+                     f"{ci(cols[2][0], cols[2][1:], 1)} | {ci(cols[3][0], cols[3][1:], 1)} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
+                     f"{sum(r.steps for r in rs) / len(rs):g} | {sum(r.train_minutes for r in rs) / len(rs):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(results: list[RunResult], path: Path) -> None:
+    """Per metric, a bar per estimator (mean over seeds, t 95% CI) and a dot per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from evaluation.stats import mean_ci
+
+    panels = [("coop_tft", "cooperation with tit_for_tat", (0, 1)), ("coop_self", "cooperation in self-play", (0, 1)),
+              ("reciprocity", "reciprocity: P(C|C) - P(C|D)", (-1, 1)),
+              ("payoff_ad", "points vs always_defect", None)]
+    estimators = list(dict.fromkeys(r.estimator for r in results))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+    for ax, (key, title, ylim) in zip(axes, panels):
+        for i, est in enumerate(estimators):
+            vals = [getattr(r, key) for r in results if r.estimator == est and getattr(r, key) is not None]
+            if not vals:
+                continue
+            m, lo, hi = mean_ci(vals)
+            ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
+            ax.scatter(np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)), vals, color="k", s=12, zorder=3)
+        if key == "payoff_ad":
+            ref = results[0].mutual_defection
+            ax.axhline(ref, color="gray", ls="--", lw=1, label="mutual defection")
+            ax.axhline(ref - 1, color="gray", ls=":", lw=1, label="tit_for_tat's payoff")
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_xticks(range(len(estimators)), estimators, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        if ylim:
+            ax.set_ylim(*ylim)
+    seeds = sorted({r.seed for r in results})
+    fig.suptitle(f"iterated prisoner's dilemma, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None, matches: int, eval_seed: int, concurrency: int) -> RunResult:
+    from training.selfplay import train
+
+    run_dir = out / f"{estimator}_s{seed}"
+    done = run_dir / "study_train.json"
+    cfg = train_config(config, estimator, seed, run_dir, steps)
+    if done.exists():
+        trained = json.loads(done.read_text())
+    else:
+        start = time.perf_counter()
+        result = train(cfg)
+        trained = {"minutes": (time.perf_counter() - start) / 60, "steps": result["step"], "load": os.getloadavg()[0]}
+        done.write_text(json.dumps(trained))
+    game = {"name": cfg.games[0].name, "params": cfg.games[0].params}
+    records = evaluate_run(run_dir, game, matches, eval_seed, concurrency)
+    return summarise(records, estimator, seed, trained["minutes"], trained["steps"], trained["load"])
+
+
+def main(argv: list[str] | None = None) -> list[RunResult]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="configs/train_ipd_aa.yaml")
+    p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[10, 11, 12, 13, 14])
+    p.add_argument("--steps", type=int, default=None, help="override the config's steps")
+    p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
+    p.add_argument("--eval-seed", type=int, default=7)
+    p.add_argument("--concurrency", type=int, default=50)
+    p.add_argument("--out", default="runs/reciprocity")
+    p.add_argument("--figure", default="docs/figures/reciprocity.png")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for seed in args.seeds:  # seed-major: a cut-short study still has both estimators on its first seeds
+        for est in args.estimators:
+            r = run_one(args.config, est, seed, out, args.steps, args.matches, args.eval_seed, args.concurrency)
+            print(f"{est} seed {seed}: coop with tit_for_tat {r.coop_tft:.2f}, in self-play {r.coop_self:.2f}, "
+                  f"points vs always_defect {r.payoff_ad:.2f} (mutual defection {r.mutual_defection:g})", flush=True)
+            results.append(r)
+            (out / "reciprocity.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
+    table = markdown(results)
+    (out / "reciprocity.md").write_text(table)
+    if args.figure:
+        figure(results, Path(args.figure))
+    print(table)
+    return results
+
+
+if __name__ == "__main__":
+    main()
