@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
             runs[path] += res["steps"]
             dtypes[path] = (res["dtype"], res["learner"])
             print(f"  repeat {r + 1} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']}: step "
-                  + ", ".join(f"{s['step_seconds']:.1f} s (rollout {s['rollout_seconds']:.1f})" for s in res["steps"])
+                  + ", ".join(f"{s['step_seconds']:.1f} s (rollout {s['rollout_seconds']:.1f}, {s['policy_turns']:.0f} turns)" for s in res["steps"])
                   + f"; load {os.getloadavg()[0]:.2f}", flush=True)
     numerics = None
     if args.numerics:
@@ -163,15 +163,17 @@ def main(argv: list[str] | None = None) -> dict:
             **med,
         }
     print(f"\n{'path':<13}{'rollout/learner dtype':>22}{'matches/min rollout':>21}{'matches/min step':>18}{'rollout s':>11}"
-          f"{'learn s':>9}{'rollout share':>15}{'MFU rollout/learn/step':>24}")
+          f"{'learn s':>9}{'rollout share':>15}{'turns':>7}{'tokens/s rollout/learn':>24}{'MFU rollout/learn/step':>24}")
     for path, t in table.items():
         print(f"{path:<13}{t['rollout_dtype'] + '/' + t['learner_dtype']:>22}{t['matches_per_min_rollout']:>21.1f}{t['matches_per_min_step']:>18.1f}"
-              f"{t['rollout_seconds']:>11.1f}{t['learn_seconds']:>9.1f}{t['rollout_share']:>15.0%}"
+              f"{t['rollout_seconds']:>11.1f}{t['learn_seconds']:>9.1f}{t['rollout_share']:>15.0%}{t['policy_turns']:>7.0f}"
+              f"{t['rollout_tokens_per_s']:>17.0f}/{t['learn_tokens_per_s']:<6.0f}"
               f"{t['mfu_rollout']:>10.1%}/{t['mfu_learn']:.1%}/{t['mfu_step']:.1%}")
     roll = table["vllm"]["matches_per_min_rollout"] / table["transformers"]["matches_per_min_rollout"]
     step = table["vllm"]["matches_per_min_step"] / table["transformers"]["matches_per_min_step"]
     f32, b16 = machine["flops"]["float32"], machine["flops"]["bfloat16"]
-    print(f"matmul at {machine['threads']} thread(s): fp32 {f32 / 1e9:.0f}, bf16 {b16 / 1e9:.0f} GFLOP/s")
+    print(f"matmul at {machine['threads']} thread(s): fp32 {f32 / 1e9:.0f}, bf16 {b16 / 1e9:.0f} GFLOP/s. MFU counts every prompt "
+          f"token as computed: prefix caching (vLLM) and prefix sharing (transformers) skip some, so it can pass 100%")
     print(f"vllm / transformers matches per minute: rollouts {roll:.2f}x, whole step {step:.2f}x (target >= 2x: "
           f"{'met' if step >= 2 else 'MISSED'} for the step, {'met' if roll >= 2 else 'MISSED'} for the rollouts); "
           f"load average {os.getloadavg()[0]:.2f}")
