@@ -50,9 +50,11 @@ METRICS = ("rollout_seconds", "learn_seconds", "step_seconds", "rollout_tokens_p
 
 
 def overrides(args, path: str, run_dir: str) -> dict:
-    kwargs = {"dtype": args.vllm_dtype} if path != "transformers" and args.vllm_dtype else {}
+    kwargs = {}
+    if path != "transformers":
+        kwargs = {"gpu_memory_utilization": args.vllm_memory, **({"dtype": args.vllm_dtype} if args.vllm_dtype else {})}
     return {"backend": "transformers" if path == "transformers" else "vllm", "backend_kwargs": kwargs,
-            "steps": args.warmup + args.steps, "threads": args.threads, "seed": args.seed, "run_dir": run_dir,
+            "steps": 1 if path == "vllm-engine-logprobs" else args.warmup + args.steps, "threads": args.threads, "seed": args.seed, "run_dir": run_dir,
             "matches_per_step": args.matches, "concurrency": args.matches, "eval": {"every": 0},
             "checkpoint_every": 0, "keep_checkpoints": 1}
 
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "configs" / "train_mars_smollm2.yaml"))
     ap.add_argument("--matches", type=int, default=12, help="matches per step (all live at once)")
     ap.add_argument("--vllm-dtype", default="", help="the engine's dtype (default: the learner's)")
+    ap.add_argument("--vllm-memory", type=float, default=0.2,
+                    help="the engine's share of RAM, weights and KV cache (gpu_memory_utilization; 0.08 left no KV cache for SmolLM2-135M here)")
     ap.add_argument("--steps", type=int, default=2, help="timed steps per path and repeat")
     ap.add_argument("--warmup", type=int, default=1, help="steps first, not timed (vLLM compiles on its first call)")
     ap.add_argument("--repeats", type=int, default=2)
@@ -112,7 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
     def child_run(path: str) -> dict:
         out = subprocess.run([sys.executable, __file__, *child, "--_path", path], capture_output=True, text=True, env=env)
         if out.returncode != 0:
-            raise SystemExit(f"{path} path failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise SystemExit(f"{path} path failed (exit code {out.returncode}; -9: killed, e.g. out of memory): "
+                             + " | ".join(out.stderr.strip().splitlines()[-3:]))
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     runs: dict[str, list[dict]] = {p: [] for p in PATHS}
