@@ -25,7 +25,7 @@ needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
 
 def config(folder, run_dir, **over) -> dict:
     d = {
-        "model": str(folder), "backend": "vllm", "backend_kwargs": {"dtype": "float32", "max_model_len": 1024, "gpu_memory_utilization": 0.05},
+        "model": str(folder), "backend": "vllm", "backend_kwargs": {"dtype": "float32", "max_model_len": 1024, "gpu_memory_utilization": 0.15},
         "seed": 5, "steps": 2, "threads": 1, "games": ["tic_tac_toe"], "matches_per_step": 4, "concurrency": 4,
         # unconstrained: the engine's logprobs are kept as behaviour logprobs (constrained turns are recomputed)
         "agent": {"prompt": "compact", "constrained": False, "temperature": 0.7, "max_new_tokens": 4, "max_retries": 0,
@@ -119,7 +119,7 @@ def test_vllm_training_keeps_the_ratio_at_one_checkpoints_and_resumes(tmp_path, 
 @needs_vllm
 @pytest.mark.vllm
 def test_the_training_engine_batches_as_configured_and_reuses_cached_prefixes(tmp_path, tiny_folder):
-    cfg = parse_config(config(tiny_folder, tmp_path / "r", backend_kwargs={"max_batch_size": 6, "max_model_len": 1024, "gpu_memory_utilization": 0.05}))
+    cfg = parse_config(config(tiny_folder, tmp_path / "r", backend_kwargs={"max_batch_size": 6, "max_model_len": 1024, "gpu_memory_utilization": 0.15}))
     model, tok = load_model(cfg.model, dtype="float32")
     learner = Learner(model, tok, cfg.learner)
     backend = selfplay.make_backend(cfg, learner, tok)
