@@ -32,6 +32,7 @@ from training.loss import AGGREGATIONS
 POLICY = "policy"  # the learning agent's name in every match
 REQUIRED = ("model", "games", "steps")  # what a run is; no silent defaults for these
 BACKENDS = ("transformers", "vllm")
+VLLM_DTYPES = ("float32", "bfloat16", "float16")  # the vLLM engine's dtype (backend_kwargs.dtype)
 EXAMPLE = "configs/train_tictactoe_tiny.yaml"
 
 
@@ -148,7 +149,8 @@ class TrainConfig:
     backend: str = "transformers"
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
-    """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options)"""
+    """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options such as dtype, default the
+    learner's, and enable_prefix_caching, default on; see docs/vllm.md)"""
     device: str = "auto"
     """where the learner (and the in-process rollouts) run: auto (cuda when available, else cpu), cpu, cuda or cuda:N"""
     run_dir: str = ""
@@ -534,12 +536,19 @@ def _check_ray(cfg: TrainConfig) -> None:
 
 
 def _check_backend_kwargs(cfg: TrainConfig) -> None:
+    from agents.models import TINY
+
     kwargs = cfg.backend_kwargs
     if not all(isinstance(k, str) for k in kwargs):
         raise ValueError(f"backend_kwargs must map option names to values, got {kwargs!r}")
     if "max_batch_size" in kwargs and not (type(kwargs["max_batch_size"]) is int and kwargs["max_batch_size"] >= 1):
         raise ValueError(f"backend_kwargs.max_batch_size must be an integer >= 1, got {kwargs['max_batch_size']!r}")
-    if cfg.backend == "transformers":  # vLLM takes its engine's many options; it checks them itself
+    if cfg.backend == "vllm":  # vLLM takes its engine's many options and checks them itself; these two fail late
+        if cfg.model.lower().startswith(TINY):
+            raise ValueError("backend vllm: tiny-llama has no folder for vLLM to load; save it with save_pretrained and set model to the folder")
+        if "dtype" in kwargs and kwargs["dtype"] not in VLLM_DTYPES:
+            raise ValueError(f"backend_kwargs.dtype must be one of {', '.join(VLLM_DTYPES)} (default: the learner's), got {kwargs['dtype']!r}")
+    if cfg.backend == "transformers":
         import inspect
 
         from agents.transformers_backend import TransformersBackend

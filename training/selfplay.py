@@ -104,7 +104,27 @@ def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
         return TransformersBackend((learner.policy, tokenizer), name=POLICY, **kwargs)
     from agents.vllm_backend import VLLMBackend
 
-    return VLLMBackend(cfg.model, name=POLICY, **cfg.backend_kwargs)
+    kwargs = dict(cfg.backend_kwargs)
+    if "max_batch_size" in kwargs:  # the shared option's vLLM name
+        kwargs["max_num_seqs"] = kwargs.pop("max_batch_size")
+    # the learner's dtype unless set (the rollout numerics then match the learner's as closely as vLLM can);
+    # prefix caching: a step's prompts share the game's rules, and each match its own history
+    kwargs = {"dtype": learner.compute_dtype, "enable_prefix_caching": True, **kwargs}
+    return VLLMBackend(cfg.model, name=POLICY, **kwargs)
+
+
+def behaviour_recompute(cfg: TrainConfig, learner: Learner) -> str:
+    """Which recorded behaviour logprobs the learner replaces with its own (`sequences_from_samples`).
+
+    A vLLM engine in bf16 (or a fp32 engine beside a bf16 learner) computes with other kernels
+    and roundings than the learner, so its logprobs would start the PPO ratio away from 1
+    (measured in docs/vllm.md): the learner recomputes them all then (free with one epoch and
+    one minibatch: the first update's own logprobs, detached). fp32 on both sides agrees to ~1e-5.
+    """
+    engine_dtype = cfg.backend_kwargs.get("dtype", learner.compute_dtype)
+    if cfg.backend == "vllm" and not (learner.compute_dtype == "float32" == engine_dtype):
+        return "all"
+    return "constrained"
 
 
 def sync_weights(learner: Learner, backend) -> None:
@@ -549,7 +569,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             values = learner.values(sequences_from_samples(turns, tokenizer)) if turns else []
             extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
         samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
-        seqs = sequences_from_samples(samples, tokenizer)
+        seqs = sequences_from_samples(samples, tokenizer, recompute=behaviour_recompute(cfg, learner))
         m = rollout_metrics(records, match_opps)
         if seqs:
             if cfg.epochs * cfg.minibatches > 1:
@@ -616,6 +636,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     writer.close()
     if rollouts is not None:
         rollouts.shutdown()
+    if hasattr(backend, "close"):  # a vLLM engine holds its KV cache (a share of RAM) until closed
+        backend.close()
     if best >= 0 and cfg.eval.keep_best:
         console.print(f"best selection score (mean non-losing on the selection matches): {best:.3f}, policy in {run_dir / 'best'}")
     return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval, "best": best}
