@@ -246,7 +246,7 @@ def test_a_bad_value_of_any_field_is_a_one_line_error_naming_it(path):
     ({"model": "tiny-llama:layers=0"}, "model: bad model name 'tiny-llama:layers=0': layers must be >= 1"),
     ({"backend_kwargs": {"max_batch_size": 0}}, "backend_kwargs.max_batch_size must be an integer >= 1, got 0"),
     ({"ray": {"address": "local", "max_staleness": 1}}, "ray.max_staleness 1 with league.snapshot_every is not supported"),
-    ({"backend": "vllm", "ray": {"address": "local"}}, "ray.address: rollout workers sample with the transformers backend; backend vllm"),
+    ({"backend": "vllm", "model": "/models/some-llama", "ray": {"address": "local"}}, "ray.address: rollout workers sample with the transformers backend; backend vllm"),
 ])
 def test_bad_configs_are_one_line_value_errors(patch, message):
     with pytest.raises(ValueError) as e:
