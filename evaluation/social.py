@@ -164,7 +164,9 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         optimum += best[rec.game] * len(history)
     row.rounds = rounds
     row.cooperation, row.mutual, row.sucker = coop / max(rounds, 1), mutual / max(rounds, 1), sucker / max(rounds, 1)
-    row.cooperation_ci = mean_ci(per_match)[1:] if per_match else None
+    if per_match:  # a rate: the t interval clipped to [0, 1]
+        lo, hi = mean_ci(per_match)[1:]
+        row.cooperation_ci = (max(0.0, lo), min(1.0, hi))
     if after[True][1] and after[False][1]:
         row.reciprocity = after[True][0] / after[True][1] - after[False][0] / after[False][1]
     row.return_gap = float(np.mean(gaps))

