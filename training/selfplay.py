@@ -255,6 +255,14 @@ def trainable_state(model, lora: bool) -> dict[str, torch.Tensor]:
     return out
 
 
+def start_league(cfg: TrainConfig) -> League:
+    """The league a fresh run starts with: the config's bots (snapshots join as the run takes them)."""
+    league = League(weighting=cfg.league.weighting, decay=cfg.league.decay, max_checkpoints=cfg.league.max_checkpoints)
+    for spec in cfg.league.bots:
+        league.add(spec, "bot", spec)
+    return league
+
+
 def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: int) -> list[tuple[MatchPlan, str | None]]:
     """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders."""
     pairs = cfg.matches_per_step // 2
@@ -472,9 +480,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     learner = Learner(model, tokenizer, cfg.learner)
     backend = make_backend(cfg, learner, tokenizer)
     rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
-    league = League(weighting=cfg.league.weighting, decay=cfg.league.decay, max_checkpoints=cfg.league.max_checkpoints)
-    for spec in cfg.league.bots:
-        league.add(spec, "bot", spec)
+    league = start_league(cfg)
     adv_state: dict = {}
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
     if resume:

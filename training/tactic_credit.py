@@ -51,8 +51,7 @@ def credit_table(records: list[MatchRecord], samples: list[TurnSample], opponent
 def main(argv: list[str] | None = None) -> None:
     from agents import make_agent
     from training.config import load_config
-    from training.league import League
-    from training.selfplay import POLICY, plan_step
+    from training.selfplay import POLICY, plan_step, start_league
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
@@ -63,9 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     estimators = [e for e in args.estimators.split(",") if e] or [cfg.advantage.estimator]
-    league = League(weighting=cfg.league.weighting, decay=cfg.league.decay)
-    for spec in cfg.league.bots:
-        league.add(spec, "bot", spec)
+    league = start_league(cfg)
     rng = np.random.default_rng(args.seed)
     policy = make_agent(f"llm:{args.checkpoint},temperature={cfg.agent.temperature}", POLICY)
     tables = {e: defaultdict(list) for e in estimators}
