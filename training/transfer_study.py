@@ -2,6 +2,9 @@
 
     python -m training.transfer_study                                  # the three variants, defaults below
     python -m training.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation
+    python -m training.transfer_study --variants mars --train-only     python -m training.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation   # two variants training side by side,
+    python -m training.transfer_study --variants grpo --train-only     # one process (and --threads 1) each; then
+    python -m training.transfer_study                                  # evaluates them, the base model once
 
 For each variant (`VARIANTS`: the recipe, the same run with one normalisation shared by all
 seats, and grpo; same budget and seeds) it
@@ -205,8 +208,9 @@ def markdown(study: dict) -> str:
 
 
 def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: int, samples: int, policy: str,
-          overrides: dict | None = None, console=None) -> dict:
-    """Train, evaluate and tabulate every variant; returns the study (also in OUT/study.json)."""
+          overrides: dict | None = None, console=None, train_only: bool = False) -> dict:
+    """Train, evaluate and tabulate every variant; returns the study (also in OUT/study.json).
+    `train_only` stops after training (two variants can then train side by side, one process each)."""
     from training.plots import plot_eval
     from training.selfplay import train
 
@@ -224,6 +228,8 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
         else:
             say(f"== {v}: training into {cfg.run_dir}")
             train(cfg, resume=True, console=console)
+        if train_only:
+            continue
         ev_dir = out / v / "eval"
         config = eval_config(cfg, policy, ev_dir, matches, seed, samples)
         if first_eval is not None and (n := reuse_baseline(first_eval, ev_dir, samples)):
@@ -234,6 +240,8 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
         expl = exploitability_rows(replace(config, games=[GameSpec(g, ["random"]) for g in EXPLOITABILITY_GAMES]), {})
         result["variants"][v] = {"run": run_summary(Path(cfg.run_dir)), "paired": paired_table(run.records, seed),
                                  "exploitability": expl, "eval_dir": str(ev_dir), "policy": config.agent["model"]}
+    if train_only:
+        return result
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "study.md").write_text(markdown(result))
@@ -252,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--samples", type=int, default=8, help="exploitability: replies sampled per information state (default 8)")
     p.add_argument("--policy", choices=["final", "best"], default="final",
                    help="evaluate the final checkpoint, or best/ (picked on the training games' selection matches)")
+    p.add_argument("--train-only", action="store_true",
+                   help="train the variants and stop (run again without it to evaluate: the base model is played once)")
     p.add_argument("--steps", type=int, help="override the recipe's steps")
     p.add_argument("--threads", type=int, help="override the recipe's threads")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -275,7 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads is not None:
         overrides["threads"] = args.threads
     try:
-        study(args.config, args.variants, Path(args.out), args.matches, args.seed, args.samples, args.policy, overrides)
+        study(args.config, args.variants, Path(args.out), args.matches, args.seed, args.samples, args.policy, overrides,
+              train_only=args.train_only)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
 
