@@ -2,7 +2,7 @@
 
     python -m training.transfer_study                                  # the three variants, defaults below
     python -m training.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation
-    python -m training.transfer_study --variants mars --train-only     python -m training.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation   # two variants training side by side,
+    python -m training.transfer_study --variants mars --train-only &   # two variants training side by side,
     python -m training.transfer_study --variants grpo --train-only     # one process (and --threads 1) each; then
     python -m training.transfer_study                                  # evaluates them, the base model once
 
