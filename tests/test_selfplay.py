@@ -183,6 +183,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "games[0].weight": (0, "games[0].weight must be > 0, got 0.0"),
     "games[0].params": ({"board": "hex"}, "games[0]: tic_tac_toe board must be one of grid, line, relative, numbered, got 'hex'"),
     "games[0].opening": (-1, "games[0].opening must be an integer >= 0"),
+    "games[0].branch": (0, "games[0].branch must be an integer >= 1"),
 }
 
 
@@ -354,6 +355,24 @@ def test_plan_step_pairs_seat_orders_and_splits_self_play():
     cfg.games[0].opening = 2
     planned = plan_step(cfg, lg, np.random.default_rng(0), step=7)
     assert {(o, p.opening) for p, o in planned} == {(None, 2), ("random", 0)}  # self-play pairs only
+
+
+def test_plan_step_branch_groups_pairs_on_one_deal():
+    cfg = parse_config({**TINY, "matches_per_step": 40, "league": {"self_play": 0.3, "bots": ["random", "minimax:1"]}})
+    lg = League()
+    for b in ("random", "minimax:1"):
+        lg.add(b, "bot", b)
+    plain = plan_step(cfg, lg, np.random.default_rng(0), step=3)
+    cfg.games[0].branch = 4
+    planned = plan_step(cfg, lg, np.random.default_rng(0), step=3)
+    assert [p.match_id for p, _ in planned] == [p.match_id for p, _ in plain]
+    pairs = [planned[i:i + 2] for i in range(0, 40, 2)]  # 20 pairs: 6 self-play (groups 4 + 2), 14 league (4 + 4 + 4 + 2)
+    groups = [pairs[0:4], pairs[4:6], pairs[6:10], pairs[10:14], pairs[14:18], pairs[18:20]]
+    for g in groups:
+        assert len({(p.seed, opp) for pair in g for p, opp in pair}) == 1  # one deal, one opponent per group
+    assert len({g[0][0][0].seed for g in groups}) == len(groups)
+    assert [opp for _, opp in planned[:12]] == [None] * 12 and None not in [opp for _, opp in planned[12:]]
+    assert planned[0][0].seed == plain[0][0].seed and planned[8][0].seed == plain[8][0].seed  # group heads keep their deal
 
 
 # --- the loop ---------------------------------------------------------------------------------

@@ -49,6 +49,9 @@ class GameEntry:
     opening: int = 0
     """self-play matches open with 0..opening uniformly random moves (arena.runner.OPENING): the policy in
     both seats meets positions its own play would not reach; matches against league opponents start as usual"""
+    branch: int = 1
+    """match pairs come in groups of `branch` playing one deal and opening (and one league opponent), so the
+    same positions recur within a step's batch: the step-level groups of the `gigpo` estimator"""
 
 
 @dataclass
@@ -408,6 +411,8 @@ def _games(games_in: Any) -> list[GameEntry]:
             raise ValueError(f"games[{i}].name must be a game name")
         if entry.weight <= 0:
             raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
+        if not isinstance(entry.branch, int) or entry.branch < 1:
+            raise ValueError(f"games[{i}].branch must be an integer >= 1 (match pairs sharing one deal and opening), got {entry.branch!r}")
         if entry.opening < 0:
             raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
         try:

@@ -272,14 +272,23 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
     opponents = [None] * n_self + (league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded) if pairs > n_self else [])
     seeds = rng.integers(0, 2**31 - 1, size=pairs)
     out = []
-    for j, (gi, opp) in enumerate(zip(game_idx, opponents)):
+    for j in range(pairs):
+        h = _branch_head(j, n_self, cfg.games[game_idx[j]].branch)
+        gi, opp = game_idx[h], opponents[h]
         g = cfg.games[gi]
         names = [POLICY] if opp is None else [POLICY, opp]
         for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m",
                                  opening=g.opening if opp is None else 0):
-            plan.seed = int(seeds[j])  # both seat orders of a pair play the same deal (and opening)
+            plan.seed = int(seeds[h])  # both seat orders of a pair (and its branch group) play the same deal and opening
             out.append((plan, opp))
     return out
+
+
+def _branch_head(j: int, n_self: int, branch: int) -> int:
+    """The first pair of pair j's branch group: groups of `branch` consecutive pairs, self-play
+    pairs (the first n_self) and league pairs grouped apart."""
+    start = 0 if j < n_self else n_self
+    return j - (j - start) % max(1, branch)
 
 
 def step_lineup(league: League, planned: list[tuple[MatchPlan, str | None]], rng: np.random.Generator) -> list[tuple[str, str, str, int]]:
