@@ -239,6 +239,31 @@ def test_sequences_from_samples(tok):
         sequences_from_samples(samples, tok, recompute="sometimes")
 
 
+def test_uniform_kl_by_hand():
+    from training.learner import _uniform_kl
+
+    sub = torch.tensor([[0.0, math.log(2.0), -math.inf], [0.0, 0.0, 0.0]])
+    valid = torch.tensor([[True, True, False], [True, True, True]])
+    kl = _uniform_kl(sub, torch.logsumexp(sub, -1), valid)
+    # p = (1/3, 2/3) over 2 allowed: KL(U || p) = (ln(1.5) + ln(0.75)) / 2; uniform over 3: 0
+    assert kl.tolist() == pytest.approx([0.5 * math.log(1.125), 0.0], abs=1e-6)
+
+
+def test_probability_floor_lifts_the_least_likely_legal_move(tok):
+    """With zero advantages the floor alone trains: the rarest allowed move gains probability
+    (the entropy bonus's pull on it is ~p log p, this one's ~1/K - p)."""
+    moves = ["3", "4", "5", "6"]
+    prompt = ids(tok, "Board: . X .")
+    seqs = [Sequence(prompt, ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves) for m in moves]
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="float32", loss=LossConfig(floor_coef=1.0)))
+    before = [math.exp(sum(lp)) for lp in learner.logprobs(seqs)]
+    rarest = before.index(min(before))
+    m = learner.step(seqs)
+    after = [math.exp(sum(lp)) for lp in learner.logprobs(seqs)]
+    assert m["uniform_kl"] > 0 and after[rarest] > before[rarest]
+    assert learner.step(seqs)["uniform_kl"] < m["uniform_kl"]  # closer to uniform
+
+
 def test_adaptive_entropy_bonus_raises_the_coefficient_the_loss_uses(tok):
     fixed = Learner(fresh(), tok, LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02)))
     adaptive = Learner(fresh(), tok, LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.05)))

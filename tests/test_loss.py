@@ -65,6 +65,19 @@ def test_k3_kl_and_entropy_terms():
         policy_loss(logp, old, ADV, MASK, cfg)
 
 
+def test_probability_floor_term():
+    logp, old = grid()
+    floor = torch.tensor([[0.5, 1.0, 1.5], [2.0, 0.0, 100.0]])  # the padded 100 must not count
+    base, _ = policy_loss(logp, old, ADV, MASK, LossConfig(aggregation="token_mean"))
+    loss, m = policy_loss(logp, old, ADV, MASK, LossConfig(aggregation="token_mean", floor_coef=0.2), floor=floor)
+    assert loss.item() == pytest.approx(base.item() + 0.2 * 5.0 / 5)
+    assert m["uniform_kl"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="floor"):
+        policy_loss(logp, old, ADV, MASK, LossConfig(floor_coef=0.2))
+    with pytest.raises(ValueError, match="floor_coef"):
+        LossConfig(floor_coef=-0.1)
+
+
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
 def test_micro_batches_sum_to_the_full_batch(aggregation):
     logp, old = grid()

@@ -194,6 +194,14 @@ def _masked_entropy(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tenso
     return sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
 
 
+def _uniform_kl(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """KL(uniform || p) per row over the allowed tokens (`_masked_entropy`'s arguments): 0 for a
+    uniform p, growing without bound as any allowed token's probability goes to 0."""
+    logp = (sub - sub_lse[:, None]).masked_fill(~valid, 0.0)
+    k = valid.sum(-1).clamp(min=1)
+    return -logp.sum(-1) / k - torch.log(k.to(sub.dtype))
+
+
 def _plain_lm_head(model) -> bool:
     """The logits are exactly `get_output_embeddings()(last hidden state)`: a Linear head,
     no soft-capping or logit scale (then `_constrained_logprobs` may slice the head)."""
@@ -340,7 +348,7 @@ class Learner:
         logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
         taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
-        entropy = None
+        entropy = floor = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
@@ -352,10 +360,11 @@ class Learner:
             if entropy is not None:
                 with torch.set_grad_enabled(entropy.requires_grad):
                     entropy = entropy.index_put((rows, cols), _masked_entropy(sub, sub_lse, valid))
+                    floor = torch.zeros_like(lse).index_put((rows, cols), _uniform_kl(sub, sub_lse, valid)) * mb.mask
         logp = (taken - lse) * mb.mask
         if entropy is not None:
             entropy = entropy * mb.mask
-        return logp, entropy, state
+        return logp, entropy, state, floor
 
     def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
         """`_logprobs` when every completion token was constrained: the LM head runs on the
@@ -382,12 +391,13 @@ class Learner:
         pick = (idx == mb.targets[rows, cols].unsqueeze(-1)) & valid
         taken = sub.masked_fill(~pick, 0.0).sum(-1)
         logp = torch.zeros((B, C), device=dev).index_put((rows, cols), taken - sub_lse)
-        entropy = None
+        entropy = floor = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 h = _masked_entropy(sub, sub_lse, valid)
                 entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h) * mb.mask
-        return logp * mb.mask, entropy, hidden[:, 0].float()
+                floor = torch.zeros((B, C), device=dev).index_put((rows, cols), _uniform_kl(sub, sub_lse, valid)) * mb.mask
+        return logp * mb.mask, entropy, hidden[:, 0].float(), floor
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
@@ -457,11 +467,11 @@ class Learner:
         ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
         for mb in self._micro_batches(seqs):
             ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
-            want = "grad" if lcfg.entropy_coef > 0 else "metric" if self.cfg.log_entropy or lcfg.entropy_target > 0 else None
-            logp, entropy, state = self._logprobs(self.policy, mb, want, hidden=num_values > 0)
+            want = "grad" if lcfg.entropy_coef > 0 or lcfg.floor_coef > 0 else "metric" if self.cfg.log_entropy or lcfg.entropy_target > 0 else None
+            logp, entropy, state, floor = self._logprobs(self.policy, mb, want, hidden=num_values > 0)
             old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
             loss, m = policy_loss(logp, old, mb.advantages, mb.mask, lcfg, ref_logp=ref, entropy=entropy,
-                                  num_tokens=num_tokens, num_seqs=num_seqs)
+                                  num_tokens=num_tokens, num_seqs=num_seqs, floor=floor)
             if num_values:
                 err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
                 value_loss = 0.5 * (err**2).sum() / num_values

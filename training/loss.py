@@ -5,7 +5,7 @@ Per completion token t of sequence i, with ratio rho = exp(logp_new - logp_old):
     pg   = max(-A rho, -A clip(rho, 1 - clip_low, 1 + clip_high))
     pg   = min(pg, -A dual_clip)               if A < 0 and dual_clip is set (c > 1)
     k3   = exp(logp_ref - logp_new) - (logp_ref - logp_new) - 1   (>= 0; clamped to 10)
-    loss = pg + kl_coef k3 - entropy_coef H
+    loss = pg + kl_coef k3 - entropy_coef H + floor_coef KL(uniform || pi)
 
 Aggregation over the (B, T) token grid (`mask` marks completion tokens):
 
@@ -19,6 +19,13 @@ the learner (`training.learner.Learner.step`) starts from `entropy_coef` and aft
 optimizer step moves the coefficient up by `entropy_coef_step` when the step's mean token entropy was
 below the target and down by it otherwise, within [0, `entropy_coef_max`]: exploration is
 bought back only while the policy is collapsing.
+
+Probability floor (`floor_coef`): KL(uniform || pi) over a constrained turn's allowed moves
+(the learner computes it; 0 on free-text tokens). The entropy bonus's pull on a move of
+probability p is ~ p log p and vanishes as p -> 0, so a move the policy has written off (an
+edge cell that blocks a threat) is never sampled again; this term's pull on a move's logit
+is 1/K - p, so no allowed move's probability collapses towards 0 while its advantage is not
+negative.
 
 Gradient accumulation: pass the whole batch's `num_tokens` / `num_seqs` and every
 micro-batch's loss is its share of the full-batch loss, so the summed gradients equal one
@@ -52,6 +59,8 @@ class LossConfig:
     """how far entropy_coef moves per optimizer step when adaptive"""
     entropy_coef_max: float = 0.1
     """ceiling of the adaptive coefficient"""
+    floor_coef: float = 0.0
+    """weight of KL(uniform || pi) over a constrained turn's allowed moves (a probability floor; 0: off)"""
     aggregation: str = "seq_mean_token_mean"
     """one of AGGREGATIONS"""
     norm_constant: float = 4096.0
@@ -64,8 +73,8 @@ class LossConfig:
             raise ValueError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
             raise ValueError(f"clip ranges must be clip_low in [0, 1), clip_high >= 0; got {self.clip_low}, {self.clip_high}")
-        if self.entropy_coef < 0 or self.entropy_target < 0 or self.entropy_coef_step < 0 or self.entropy_coef_max < 0:
-            raise ValueError("entropy_coef, entropy_target, entropy_coef_step and entropy_coef_max must be >= 0")
+        if min(self.entropy_coef, self.entropy_target, self.entropy_coef_step, self.entropy_coef_max, self.floor_coef) < 0:
+            raise ValueError("entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max and floor_coef must be >= 0")
 
 
 def adapt_entropy_coef(coef: float, entropy: float, cfg: LossConfig) -> float:
@@ -92,6 +101,7 @@ def policy_loss(
     entropy: torch.Tensor | None = None,
     num_tokens: float | None = None,
     num_seqs: float | None = None,
+    floor: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The aggregated loss and its metrics.
 
@@ -101,6 +111,7 @@ def policy_loss(
         mask: (B, T) 1 on completion tokens.
         ref_logp: (B, T) reference log-probabilities; needed when cfg.kl_coef > 0.
         entropy: (B, T) per-token entropy of the new policy; needed when cfg.entropy_coef > 0.
+        floor: (B, T) KL(uniform || pi) per token (0 off constrained tokens); needed when cfg.floor_coef > 0.
         num_tokens, num_seqs: the full batch's token / sequence counts (gradient
             accumulation); default: this batch's.
     Returns:
@@ -132,6 +143,10 @@ def policy_loss(
         if entropy is None:
             raise ValueError("entropy_coef > 0 needs entropy")
         per_token = per_token - cfg.entropy_coef * entropy
+    if cfg.floor_coef > 0:
+        if floor is None:
+            raise ValueError("floor_coef > 0 needs floor")
+        per_token = per_token + cfg.floor_coef * floor
 
     tok_count = mask.sum()
     seq_tokens = mask.sum(-1)  # (B,)
@@ -164,4 +179,6 @@ def policy_loss(
             metrics["kl_ref"] = float((kl * mask).sum() / denom)
         if entropy is not None:
             metrics["entropy"] = float((entropy * mask).sum() / denom)
+        if floor is not None:
+            metrics["uniform_kl"] = float((floor * mask).sum() / denom)
     return loss, metrics
