@@ -162,6 +162,22 @@ def tactics(table: PolicyTable, seat: int, top: int = 5) -> Tactics:
                    block_hit / block_n if block_n else float("nan"), ent / block_n if block_n else float("nan"), worst)
 
 
+def move_distributions_at(table: PolicyTable, histories: list[list[int]]) -> list[dict[int, float]]:
+    """The agent's move distribution after each history of actions (one batched call)."""
+    states = []
+    for h in histories:
+        s = table.game.new_initial_state()
+        for a in h:
+            if a not in s.legal_actions():
+                raise ValueError(f"history {h}: action {a} is not legal there")
+            s.apply_action(a)
+        if s.is_terminal():
+            raise ValueError(f"history {h} ends the game: no move to ask for")
+        states.append(s)
+    table.fill(states)
+    return [table(s) for s in states]
+
+
 def main(argv: list[str] | None = None) -> None:
     from agents import make_agent
 
@@ -171,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--params", default="board=relative", help="game params as k=v,k=v")
     ap.add_argument("--temperature", type=float, default=0.0, help="the agent's temperature (0: greedy, as evaluation plays)")
     ap.add_argument("--misses", type=int, default=0, help="print the N costliest missed wins/blocks per seat")
+    ap.add_argument("--at", default="", help="also print the move distribution after these histories, e.g. '0,4,1;0,4,2'")
     args = ap.parse_args(argv)
     params = dict(kv.split("=", 1) for kv in args.params.split(",") if kv)
     print(f"{'agent':<48} {'X non-losing':>12} {'O non-losing':>12} {'both':>6} {'X win/blk':>10} {'O win/blk':>10} {'O blk ent':>9}")
@@ -183,6 +200,10 @@ def main(argv: list[str] | None = None) -> None:
             tx, to = tactics(table, 0, args.misses), tactics(table, 1, args.misses)
             cells += [f"{tx.wins_taken:.2f}/{tx.blocks_made:.2f}".rjust(10), f"{to.wins_taken:.2f}/{to.blocks_made:.2f}".rjust(10), f"{to.entropy:9.3f}"]
         print(f"{spec:<48} " + " ".join(cells))
+        histories = [[int(a) for a in h.split(",")] for h in args.at.split(";") if h]
+        for h, dist in zip(histories, move_distributions_at(table, histories)):
+            top = sorted(dist.items(), key=lambda kv: -kv[1])
+            print(f"    after {','.join(map(str, h))}: " + " ".join(f"{a}:{q:.2f}" for a, q in top if q >= 0.005))
         if args.misses and args.game == "tic_tac_toe":
             for t in (tx, to):
                 for board, m in t.misses:

@@ -8,7 +8,7 @@ import pytest
 from agents import make_agent
 from arena.records import MatchRecord, TurnRecord
 from arena.runner import plan_matches, play
-from evaluation.exact_vs_random import PolicyTable, _winning_cells, exact_vs_random, tactics
+from evaluation.exact_vs_random import PolicyTable, _winning_cells, exact_vs_random, move_distributions_at, tactics
 from training.advantages import TurnSample
 from training.tactic_credit import credit_table, tactic
 
@@ -49,6 +49,15 @@ def test_uniform_player_blocks_at_the_share_of_threat_cells():
     assert _winning_cells(h, 0) == {2} and _winning_cells(h, 1) == set()
     t = tactics(PolicyTable(make_agent("random"), "tic_tac_toe"), seat=1)
     assert 0.2 < t.blocks_made < 0.5 and t.entropy > 1.0  # a mix of 1-2 threat cells among 2-7 empty ones
+
+
+def test_move_distributions_at_given_histories():
+    random_dists = move_distributions_at(PolicyTable(make_agent("random"), "tic_tac_toe"), [[0, 4, 1], []])
+    assert random_dists[0] == pytest.approx({a: 1 / 6 for a in (2, 3, 5, 6, 7, 8)}) and len(random_dists[1]) == 9
+    perfect = move_distributions_at(PolicyTable(make_agent("minimax"), "tic_tac_toe"), [[0, 4, 1]])[0]
+    assert perfect.get(2, 0.0) == pytest.approx(1.0)  # the block
+    with pytest.raises(ValueError, match="not legal"):
+        move_distributions_at(PolicyTable(make_agent("random"), "tic_tac_toe"), [[0, 0]])
 
 
 def test_greedy_tiny_llm_exact_rate_agrees_with_sampled_games():
