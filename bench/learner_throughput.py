@@ -1,25 +1,43 @@
-"""Learner tokens/s in fp32 and bf16 vs a plain transformers training step, with peak memory.
+"""Learner step time in fp32 and bf16 (and vs a plain transformers training step), with peak memory.
 
     python bench/learner_throughput.py                       # SmolLM2-135M, 8 x ~160 tokens
-    python bench/learner_throughput.py --repeats 3           # paths interleaved, medians
+    python bench/learner_throughput.py --shape recipe --repeats 2 --steps 1   # a train_mars_smollm2 step
     python bench/learner_throughput.py --model tiny-llama --quick
 
-One batch of sequences shaped like a real rollout (a ~150-token prompt, a ~10-token
-completion, an advantage each; the same random token ids for every path) goes through:
+Two batch shapes (the same random token ids for every path):
+
+- small (default): 8 sequences of a ~150-token prompt and a ~10-token completion, KL off;
+- recipe: the step configs/train_mars_smollm2.yaml really takes. Its prompts carry the rules
+  (270-360 tokens for tic-tac-toe and Kuhn poker, 720-850 for hanabi_mini; `RECIPE_PROMPTS`);
+  its first steps train on 13-18 sequences (every match forfeited on a 12-token reply), a
+  step of legal play on ~61 (40-80). `--sequences 16` (default) prompts sit at the quantiles
+  of that mix, replies are 12 tokens, the loss has the recipe's KL (one more forward a
+  micro-batch). Micro-batches are 1024 tokens instead of the recipe's 4096, to keep a path's
+  peak RSS near 5 GB on a shared box (`--micro-batch-tokens 4096` for the recipe's own).
+  The whole step of legal play is then extrapolated: each learner path also times a
+  one-sequence step (what any step costs: AdamW over the fp32 masters, the gradient casts,
+  the bf16 copy's refresh), and a 61-sequence step costs that once plus the rest scaled by
+  its tokens.
+
+Paths (`--paths`, ';'-separated):
 
 - plain             `model(input_ids, attention_mask, labels)` on the right-padded batch with
                     labels masked to the completion, `loss.backward()`, clip, `AdamW.step()`; fp32;
 - plain, autocast   the same under bf16 autocast over the fp32 weights (the alternative the
                     learner's bf16 mode was measured against);
-- learner fp32      `training.learner.Learner.step` (PPO loss, KL off, fused AdamW), precision float32;
-- learner bf16      the same with precision bfloat16 (a bf16 copy computes, fp32 masters step).
+- learner fp32      `training.learner.Learner.step` (PPO loss, fused AdamW), precision float32;
+- learner bf16      the same with precision bfloat16 (a bf16 copy computes, fp32 masters step);
+- learner bf16, sdpa  the bf16 learner on the model's own sdpa attention instead of its
+                    `bf16_eager_attention` (not run by default).
 
 Each path runs in its own subprocess (so each peak RSS is its own), `--warmup` steps
 first, then `--steps` timed steps; `--repeats N` runs every path N times in rotating order
 and reports medians (the machine is shared; its speed drifts). Tokens/s counts prompt +
 completion tokens; CPU seconds per step (the subprocess's CPU time) are steadier than wall
-time on a shared machine. MFU: 3x the forward FLOPs the batch needs (`machine_limit.utilisation`)
-per second over the matmul FLOP/s of the path's dtype, measured in this run.
+time on a shared machine. Every path process also measures the fp32 and bf16 matmul rates
+under the load it ran in: their ratio is the ceiling of the bf16 / fp32 step ratio. MFU:
+3x (4x with the KL's reference forward) the forward FLOPs the batch needs
+(`machine_limit.utilisation`) per second over the matmul FLOP/s of the path's dtype.
 Targets: learner fp32 >= 0.9x plain (issue 5); learner bf16 >= 2x learner fp32 (issue 18).
 """
 
