@@ -42,7 +42,8 @@ Targets: learner fp32 >= 0.9x plain (issue 5); learner bf16 >= 2x learner fp32 (
 
 Measured (1 thread, load 5.7-8.7 on the 2 cores, so CPU seconds are the trusted figure):
 recipe, `--steps 1 --repeats 2`: fp32 104.8 / bf16 60.4 CPU s a step = 1.74x (1.74x wall),
-against a matmul ratio of 2.26x; bf16 on the model's sdpa attention 66.5 CPU s. Small shape,
+against a matmul ratio of 2.26x; bf16 on the model's sdpa attention 66.5 CPU s. Once more at
+load 1.9-5.2: 104.0 / 58.0 CPU s = 1.79x (1.81x wall), matmul ratio 2.23x. Small shape,
 one run: fp32 12.0 / bf16 6.1 CPU s = 1.96x (2.52x wall), matmul ratio 2.30x.
 """
 
