@@ -1,5 +1,6 @@
 """The learner on the real tiny Llama: log-probabilities, constraints, micro-batching, LoRA."""
 
+import copy
 import math
 import time
 
@@ -329,3 +330,44 @@ def test_bf16_learner_with_kl_reference_starts_at_zero_kl_and_keeps_the_copy_in_
     for name, copied in learner.policy.named_parameters():
         assert copied.dtype == torch.bfloat16 and masters[name].dtype == torch.float32
         assert torch.equal(copied, masters[name].to(torch.bfloat16)), name
+
+
+def grouped_query(model):
+    """The same tiny Llama with 2 key/value heads for its 4 query heads (as SmolLM2's 3 for 9)."""
+    from transformers import LlamaForCausalLM
+
+    config = copy.deepcopy(model.config)
+    config.num_key_value_heads = 2
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+@pytest.mark.parametrize("lora,gqa", [(0, False), (4, False), (0, True)])
+def test_bf16_learner_attention_matches_sdpa_and_leaves_the_rollout_module_as_it_was(tok, lora, gqa):
+    """In bf16 on a CPU the learner's own passes use `bf16_eager_attention` (sdpa's CPU kernel
+    is no faster in bf16 than fp32): the log-probabilities and gradients agree with sdpa's
+    within bf16 rounding, padding included, and the shared policy module (what rollouts
+    sample from) keeps its attention implementation outside the learner's passes."""
+    model = grouped_query(fresh()) if gqa else fresh()
+    learner = Learner(model, tok, LearnerConfig(lr=1e-3, lora_rank=lora, precision="bfloat16", loss=LossConfig(kl_coef=0.1)))
+    assert learner.attention == "learner_bf16_eager"
+    assert Learner(fresh(), tok, LearnerConfig(precision="float32")).attention is None
+    config = learner.policy.config
+    assert config._attn_implementation == "sdpa"
+    seqs = batch(tok)
+    mine = learner.logprobs(seqs)
+    assert config._attn_implementation == "sdpa"
+    learner.attention = None  # the module's own sdpa
+    theirs = learner.logprobs(seqs)
+    worst = max(abs(a - b) for m, t in zip(mine, theirs) for a, b in zip(m, t))
+    assert 0 < worst < 0.05  # another kernel (so not bit-equal), the same distribution
+    (mb,) = learner._micro_batches(seqs)
+    grads = {}
+    for name in (None, "learner_bf16_eager"):
+        learner.attention = name
+        learner.policy.zero_grad(set_to_none=True)
+        (learner._logprobs(learner.policy, mb, None)[0].sum()).backward()
+        grads[name] = torch.cat([p.grad.float().flatten() for p in learner.policy.parameters() if p.grad is not None])
+    cos = torch.nn.functional.cosine_similarity(grads[None], grads["learner_bf16_eager"], dim=0)
+    assert cos > 0.99
+    assert config._attn_implementation == "sdpa"

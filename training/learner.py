@@ -33,12 +33,16 @@ weights rather than bf16 autocast over the fp32 module: autocast re-casts every 
 every call, which made CPU rollouts no faster than fp32 (measured in
 bench/rollout_throughput.py), while learner steps were equally fast both ways. The rollout
 backend samples from `policy` itself, so the behaviour log-probabilities come from the
-same bf16 weights the learner recomputes them with.
+same bf16 weights the learner recomputes them with. On a CPU in bf16 the learner's own passes
+run `bf16_eager_attention` (torch's CPU sdpa kernel is no faster in bf16 than in fp32); the
+rollouts keep the module's attention. A recipe-shaped step (bench/learner_throughput.py
+--shape recipe) takes 1.74-1.79x less CPU time in bf16 than in fp32, against a 2.23-2.26x matmul ratio.
 LoRA (`peft`) when `lora_rank > 0`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass, field, replace
@@ -215,6 +219,50 @@ def _plain_lm_head(model) -> bool:
             and getattr(cfg, "logit_scale", None) is None and getattr(cfg, "logits_scaling", None) is None)
 
 
+BF16_ATTENTION = "learner_bf16_eager"
+
+
+def bf16_eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """transformers' eager attention with the softmax in the compute dtype (no fp32 copy of
+    the scores), the scale applied to the queries and the mask added in place. On a CPU in
+    bf16 its matmuls run at bf16 speed: forward + backward ~1.4-1.9x faster than torch's CPU
+    flash kernel (sdpa), which is no faster in bf16 than in fp32 and held ~30% of a bf16
+    learner step (bench/learner_throughput.py)."""
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads (transformers' repeat_kv)
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(query * scaling, key.transpose(2, 3))  # the matmul keeps its inputs, not this output
+    if attention_mask is not None:
+        scores.add_(attention_mask)
+    weights = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def register_bf16_attention() -> str:
+    """Register `bf16_eager_attention` with transformers (with eager's additive float mask); its name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(BF16_ATTENTION, bf16_eager_attention)
+    AttentionMaskInterface.register(BF16_ATTENTION, eager_mask)
+    return BF16_ATTENTION
+
+
+@contextlib.contextmanager
+def attention_implementation(model, name: str | None):
+    """Run `model` with attention implementation `name` (None: as it is) inside the block."""
+    config = getattr(model, "config", None)
+    if name is None or config is None:
+        yield
+        return
+    before = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
+
+
 class Learner:
     """Holds the policy, its optimizer and the frozen reference; see the module docstring."""
 
@@ -235,6 +283,8 @@ class Learner:
         self.policy = model  # what computes: the master module itself, or its bf16 copy
         if self.compute_dtype != "float32":
             self.policy = copy.deepcopy(model).to(getattr(torch, self.compute_dtype))
+        # the learner's own forward passes (not the rollouts that share `policy`)
+        self.attention = register_bf16_attention() if self.compute_dtype == "bfloat16" and self.device.type == "cpu" else None
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
@@ -341,9 +391,14 @@ class Learner:
         entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
         if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
             return self._constrained_logprobs(model, mb, entropy_mode)
-        C = mb.targets.shape[1]
-        out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                    logits_to_keep=C, use_cache=False, output_hidden_states=hidden)
+        C, L = mb.targets.shape[1], mb.input_ids.shape[1]
+        # the last C positions as an index tensor, not the int C: transformers slices `[:, -C:]` for
+        # an int, a strided view the LM head's matmul runs as a batched one, whose weight gradient
+        # went through a (B, hidden, vocab) temporary (0.6 s of a 1000-token bf16 step)
+        keep = torch.arange(L - C, L, device=mb.input_ids.device)
+        with attention_implementation(model, self.attention):
+            out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+                        logits_to_keep=keep, use_cache=False, output_hidden_states=hidden)
         state = out.hidden_states[-1][:, -C].float() if hidden else None  # the final norm is applied
         logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
@@ -371,8 +426,9 @@ class Learner:
         allowed tokens' rows of its weight only, never over the whole vocabulary (a tiny
         model's step was mostly a 49k-wide softmax and its backward)."""
         B, C = mb.targets.shape
-        hidden = model.get_decoder()(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                                     position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
+        with attention_implementation(model, self.attention):
+            hidden = model.get_decoder()(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
+                                         position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
         head = model.get_output_embeddings()
         dev = hidden.device
         rows, cols, idx, valid = _allowed_index(mb.constrained, dev)
