@@ -89,3 +89,22 @@ def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames()
     normalised = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw))
     first_normalised = next(x.advantage for x in normalised if x.match_index == 0 and x.turn.action == 1)
     assert first_normalised == pytest.approx(0.96 * (-18 / s + 2 * 0.96 * 0.96 * 21 * 18 / s**2)) and first_normalised > 0
+
+
+def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_mars_does_not():
+    """Memory-1 players cooperating 60% whatever happened, in self-play: per state, the update a
+    tabular policy would get. Advantage Alignment pushes cooperation after the other's C
+    relative to after its D (raw: up after C, down after D); mars and loo are blind to the
+    state (defection pays in both)."""
+    from training.advantages import AdvantageConfig
+    from training.reciprocity_study import state_gradients
+
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
+    configs = {"aa": AdvantageConfig(estimator="advantage_alignment", **raw),
+               "aa_raw": AdvantageConfig(estimator="advantage_alignment", aa_normalize=False, **raw),
+               "mars": AdvantageConfig(estimator="mars", **raw), "loo": AdvantageConfig(estimator="loo", **raw)}
+    g = state_gradients({"first": 0.6, "C": 0.6, "D": 0.6}, "self", configs, matches=400, seed=3)
+    assert g["aa_raw"]["C"] > 0 > g["aa_raw"]["D"]
+    assert g["aa"]["C"] - g["aa"]["D"] > 0.03
+    assert g["mars"]["C"] < 0 and g["mars"]["D"] < 0 and abs(g["mars"]["C"] - g["mars"]["D"]) < 0.03
+    assert g["loo"]["C"] < 0 and g["loo"]["D"] < 0
