@@ -130,8 +130,8 @@ def test_leave_one_out():
     )
 
 
-def test_advantage_alignment():
-    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
+def test_advantage_alignment_raw_equation():
+    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, aa_normalize=False, **RAW)
     # turn order p0 p1 p0 p1. m0 rewards p0 [1, 0], p1 [0, 2]; m1 p0 [0, 0], p1 [1, 0]
     m0 = match([("p0", 1.0, 1), ("p1", 0.0, 1), ("p0", 0.0, 1), ("p1", 2.0, 1)])
     m1 = match([("p0", 0.0, 1), ("p1", 1.0, 1), ("p0", 0.0, 1), ("p1", 0.0, 1)])
@@ -146,6 +146,29 @@ def test_advantage_alignment():
     three = match([("p0", 0.0, 1), ("p1", 0.0, 1), ("p2", 0.0, 1)])
     with pytest.raises(ValueError, match="two-player"):
         compute_advantages([three], cfg)
+
+
+def test_advantage_alignment_normalised_as_the_paper_code():
+    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
+    # three rounds, turn order p0 p1 p0 p1 p0 p1. m0 rewards p0 [1, 0, 1], p1 [0, 1, 1]; m1 all 0
+    m0 = match([("p0", 1.0, 1), ("p1", 0.0, 1), ("p0", 0.0, 1), ("p1", 1.0, 1), ("p0", 1.0, 1), ("p1", 1.0, 1)])
+    m1 = match([(p, 0.0, 1) for p in ("p0", "p1", "p0", "p1", "p0", "p1")])
+    # G m0 p0 [2, 1, 1], p1 [2, 2, 1]; m1 0. LOO: A1 m0 p0 [2, 1, 1], p1 [2, 2, 1], m1 the negatives.
+    # Whitened over all 12: mean 0, unbiased var 2 (4+1+1+4+4+1) / 11 = 30/11, so a1 = c A1, c = 1 / (sqrt(30/11) + eps).
+    # A*_t = g^t [a1_t + beta g (1/t sum_{k<t} g^(t-k) a1_k) a2_t], beta g = 1:
+    # m0 p0: t0 2c; t1 0.5 [c + (0.5 2c) 2c] = 0.5 (c + 2c^2); t2 0.25 [c + (0.5 c + 0.25 2c)/2 c] = 0.25 (c + c^2/2)
+    # m0 p1: t0 2c; t1 0.5 [2c + (0.5 2c) c] = 0.5 (2c + c^2); t2 0.25 [c + (0.5 2c + 0.25 2c)/2 c] = 0.25 (c + 0.75 c^2)
+    # m1 flips every a1: the products keep their sign, the own terms flip
+    c = 1 / (math.sqrt(30 / 11) + cfg.eps)
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx({
+        (0, 0): 2 * c, (0, 2): 0.5 * (c + 2 * c**2), (0, 4): 0.25 * (c + c**2 / 2),
+        (0, 1): 2 * c, (0, 3): 0.5 * (2 * c + c**2), (0, 5): 0.25 * (c + 0.75 * c**2),
+        (1, 0): -2 * c, (1, 2): 0.5 * (-c + 2 * c**2), (1, 4): 0.25 * (-c + c**2 / 2),
+        (1, 1): -2 * c, (1, 3): 0.5 * (-2 * c + c**2), (1, 5): 0.25 * (-c + 0.75 * c**2),
+    })
+    # whitening makes it scale-free: payoffs x 10 give the same advantages
+    scaled = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, reward_scale=10.0, **RAW)
+    assert adv(compute_advantages([m0, m1], scaled)) == pytest.approx(adv(compute_advantages([m0, m1], cfg)), rel=1e-5)  # up to eps
 
 
 def test_advevo_public_baseline():

@@ -3,6 +3,7 @@ tiny end-to-end run (train 1 step, evaluate, table, figure)."""
 
 import json
 
+import numpy as np
 import pytest
 
 from agents import make_agent
@@ -64,9 +65,11 @@ def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames()
     round 2. In B it meets tit-for-tat: all Cooperate. Raw points, gamma 1.
     Round 2 of A, the learner's retaliation: own LOO advantage A1_1 = 9 - 27 = -18 (it is
     blamed: B earned more), past A1_0 = 9 - 30 = -21, the opponent's A2_1 = 9 - 27 = -18, so
-    A*_1 = g [A1_1 + beta g (g A1_0) A2_1] = 0.96 (-18 + 2 0.96 0.96 21 18) > 0."""
+    A*_1 = g [A1_1 + beta g (g A1_0) A2_1] = 0.96 (-18 + 2 0.96 0.96 21 18) > 0 in the raw
+    equation. Normalised (the default), the same with every advantage divided by their std s
+    over the batch: 0.96 (-18/s + 2 0.96 0.96 21 18 / s^2), still > 0 while s < 2 0.96^2 21."""
     from arena.runner import MatchPlan, play
-    from training.advantages import AdvantageConfig, compute_advantages
+    from training.advantages import AdvantageConfig, _flatten, _loo_by_decision, compute_advantages
 
     plans = [MatchPlan("A", "prisoners_dilemma", ["learner", "always_defect"], 0, {}),
              MatchPlan("B", "prisoners_dilemma", ["learner", "tit_for_tat"], 0, {})]
@@ -74,9 +77,34 @@ def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames()
               "tit_for_tat": make_agent("tit_for_tat")}
     records = sorted(play(plans, agents), key=lambda r: r.match_id)
     raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0, gamma=1.0, learners=["learner"])
-    aa = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw))
+    aa = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, aa_normalize=False, **raw))
     own = compute_advantages(records, AdvantageConfig(estimator="loo", **raw))
     retaliation = [(s.advantage, o.advantage) for s, o in zip(aa, own) if s.match_index == 0 and s.turn.action == 1]
     first = retaliation[0]
     assert first[1] == pytest.approx(-18.0)
     assert first[0] == pytest.approx(0.96 * (-18 + 2 * 0.96 * 0.96 * 21 * 18))
+
+    every = [a for key, a in sorted(_loo_by_decision(_flatten(records, AdvantageConfig(**raw)), AdvantageConfig(**raw)).items())]
+    s = np.std(every, ddof=1) + 1e-6  # the loo advantages of both seats, mean 0 (two matches in one group)
+    normalised = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw))
+    first_normalised = next(x.advantage for x in normalised if x.match_index == 0 and x.turn.action == 1)
+    assert first_normalised == pytest.approx(0.96 * (-18 / s + 2 * 0.96 * 0.96 * 21 * 18 / s**2)) and first_normalised > 0
+
+
+def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_mars_does_not():
+    """Memory-1 players cooperating 60% whatever happened, in self-play: per state, the update a
+    tabular policy would get. Advantage Alignment pushes cooperation after the other's C
+    relative to after its D (raw: up after C, down after D); mars and loo are blind to the
+    state (defection pays in both)."""
+    from training.advantages import AdvantageConfig
+    from training.reciprocity_study import state_gradients
+
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
+    configs = {"aa": AdvantageConfig(estimator="advantage_alignment", **raw),
+               "aa_raw": AdvantageConfig(estimator="advantage_alignment", aa_normalize=False, **raw),
+               "mars": AdvantageConfig(estimator="mars", **raw), "loo": AdvantageConfig(estimator="loo", **raw)}
+    g = state_gradients({"first": 0.6, "C": 0.6, "D": 0.6}, "self", configs, matches=400, seed=3)
+    assert g["aa_raw"]["C"] > 0 > g["aa_raw"]["D"]
+    assert g["aa"]["C"] - g["aa"]["D"] > 0.03
+    assert g["mars"]["C"] < 0 and g["mars"]["D"] < 0 and abs(g["mars"]["C"] - g["mars"]["D"]) < 0.03
+    assert g["loo"]["C"] < 0 and g["loo"]["D"] < 0

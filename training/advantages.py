@@ -32,9 +32,13 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
   are dropped when `drop_zero_advantage`. Stateful: pass the same `state` dict every batch.
 - `loo` (Advantage Alignment paper's group baseline): A_t = G_t - mean over the other
   matches of the group of their G_t (t = the player's t-th decision, G = return-to-go).
-- `advantage_alignment`: A*_t = gamma^t [A1_t + beta gamma (sum_{k<t} gamma^(t-k) A1_k) A2_t]
-  with A1 the player's `loo` advantage and A2 the opponent's at its t-th decision
-  (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`).
+- `advantage_alignment` (Duque et al., ICLR 2025, as its released code computes it):
+  A*_t = gamma^t [a1_t + beta gamma (1/t sum_{k<t} gamma^(t-k) a1_k) a2_t], no shaping at t = 0,
+  with a1 the player's `loo` advantage and a2 the opponent's at its t-th decision, both
+  whitened over every seat's decisions in the batch (mean 0, unbiased std 1): the shaping
+  term is then the size of the own advantage, whatever the payoffs' scale and the horizon
+  (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`). With `aa_normalize: false`,
+  the paper's equation on the raw advantages: the past sum not divided by t, no whitening.
 - `advevo` (AdvEvo-MARL public baseline): A = R - mean of R over every (match, seat) of
   the same game in the same functional group (`functional_groups` maps seat -> group;
   default: each seat is its own group).
@@ -125,6 +129,10 @@ class AdvantageConfig:
     """advantage_alignment: weight of the opponent-shaping term"""
     aa_gamma: float = 0.96
     """advantage_alignment: discount"""
+    aa_normalize: bool = True
+    """advantage_alignment: whiten the advantages over the batch and average (not sum) the past
+    own advantages, as the paper's code does; False: the raw equation, whose shaping term grows
+    with the payoffs squared and the horizon"""
     functional_groups: dict[str, str] | None = None
     """advevo: seat -> functional group name; unlisted seats are their own group"""
     gigpo_weight: float = 1.0
@@ -421,6 +429,10 @@ def advantage_alignment(matches: list[MatchRecord], cfg: AdvantageConfig, state:
         if len(players) != 2:
             raise ValueError(f"advantage_alignment needs two-player matches; match {matches[m].match_id!r} has {len(players)} players")
     A1 = _loo_by_decision(turns, cfg)
+    if cfg.aa_normalize and len(A1) > 1:
+        vals = np.array(list(A1.values()))
+        mean, std = vals.mean(), vals.std(ddof=1)
+        A1 = {key: (a - mean) / (std + cfg.eps) for key, a in A1.items()}
     g, beta = cfg.aa_gamma, cfg.aa_beta
     adv = {}
     for x in turns:
@@ -428,6 +440,8 @@ def advantage_alignment(matches: list[MatchRecord], cfg: AdvantageConfig, state:
             continue
         opp = next(p for p in seats[x.m] if p != x.player)
         past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
+        if cfg.aa_normalize and x.t:
+            past /= x.t
         a2 = A1.get((x.m, opp, x.t), 0.0)
         adv[(x.m, x.k)] = g**x.t * (A1[(x.m, x.player, x.t)] + beta * g * past * a2)
     return _samples(matches, turns, adv)

@@ -18,6 +18,13 @@ sampling at its training temperature, against tit_for_tat and always_defect and 
     not_exploited   payoff_ad >= mutual defection's payoff minus one round's P - S (what
                     tit-for-tat itself concedes: it cooperates once)
 
+`--state-gradients` (no training) asks what each estimator teaches a memory-1 policy: a
+stochastic player cooperating with probability p[s] in state s (`first`, or the other's
+last move `C` / `D`) plays the training mix's opponents (itself, or a bot), the matches
+are scored by each estimator, and per state it prints the policy-gradient direction of a
+tabular policy, mean over the learner's turns in s of A * (1[cooperated] - p[s]):
+positive pushes cooperation in s. Reciprocity needs C > 0 > D.
+
 Each run's figures carry 95% CIs over its evaluation matches; the table's summary rows
 give, per estimator, the mean over seeds with a t interval over the seeds. Output in
 --out: one folder per run (a finished run is not trained again), `reciprocity.json`,
@@ -34,6 +41,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 ESTIMATORS = ("advantage_alignment", "mars")
@@ -58,6 +66,68 @@ class RunResult:
     mutual_defection: float  # P x rounds: what always_defect against itself earns
     not_exploited: bool
     load: float = 0.0  # the machine's 1-minute load average when training ended
+
+
+@dataclass
+class Memory1:
+    """An `Agent` for the IPD cooperating with probability `p[state]`, state = `first` in round
+    one, else the other's last move (`C` or `D`); its turns carry one token so that they learn."""
+
+    p: dict[str, float]
+    name: str = "learner"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        # its own stream, as an LLM's sampler: the two self-play matches of a seed differ
+        self.rng = np.random.default_rng(self.seed)
+
+    def act(self, turns: list) -> list:
+        from agents.base import decision
+
+        out = []
+        for turn in turns:
+            env = getattr(turn.env, "unwrapped", turn.env)
+            cooperate = bool(self.rng.random() < self.p[memory1_state(env.cooperation_history(turn.player))])
+            out.append(decision(turn, self.name, env.social_action(turn.player, cooperate), token_ids=[0]))
+        return out
+
+    def end_match(self, match_id: str) -> None:
+        pass
+
+
+def memory1_state(history: list) -> str:
+    return "first" if not history else ("C" if all(history[-1][1]) else "D")
+
+
+def state_gradients(p: dict[str, float], opponent: str, configs: dict, matches: int = 400, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per estimator config (name -> AdvantageConfig), per state: mean of A (1[C] - p[state])
+    over the `Memory1(p)` learner's turns, in matches against `opponent` (`self`: a second
+    Memory1(p) that learns too, as in self-play; else a social bot). Two matches per seed,
+    one per seat order, as the training loop's loo groups."""
+    from dataclasses import replace
+
+    from agents import make_agent
+    from arena.runner import MatchPlan, play
+    from evaluation.social import replay
+    from training.advantages import compute_advantages
+
+    learner = Memory1(p, seed=seed)
+    other = learner if opponent == "self" else make_agent(opponent)
+    plans = [MatchPlan(f"{s}-{order}", "prisoners_dilemma", [learner.name, other.name][::1 - 2 * order], seed + s)
+             for s in range(matches // 2) for order in (0, 1)]
+    records = sorted(play(plans, {learner.name: learner, other.name: other}, concurrency=64), key=lambda r: r.match_id)
+    states = []  # per match, per turn: the mover's state (turn k is in round k // 2)
+    for r in records:
+        env = replay(r)
+        states.append([memory1_state(env.cooperation_history(t.player)[: k // 2]) for k, t in enumerate(r.turns)])
+    out = {}
+    for name, cfg in configs.items():
+        by_state: dict[str, list[float]] = {}
+        for x in compute_advantages(records, replace(cfg, learners=[learner.name])):
+            state = states[x.match_index][x.turn_index]
+            by_state.setdefault(state, []).append(x.advantage * ((x.turn.action == env.cooperate_action) - p[state]))
+        out[name] = {s: float(sum(v) / len(v)) for s, v in sorted(by_state.items())}
+    return out
 
 
 def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None):
@@ -187,6 +257,26 @@ def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None
     return summarise(records, estimator, seed, trained["minutes"], trained["steps"], trained["load"])
 
 
+def state_gradient_table(config: str, matches: int = 1000, seed: int = 0) -> str:
+    """`state_gradients` of the config's estimator, its raw form, mars and loo, for two
+    unconditional memory-1 policies against itself, the random bot and tit_for_tat."""
+    from dataclasses import replace
+
+    adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
+    configs = {f"advantage_alignment (beta {adv.aa_beta:g})": adv,
+               f"advantage_alignment raw (beta {adv.aa_beta:g})": replace(adv, aa_normalize=False),
+               "mars": replace(adv, estimator="mars"), "loo": replace(adv, estimator="loo")}
+    lines = ["| estimator | p(C) | opponent | first | after C | after D | C - D |", "|---|---|---|---|---|---|---|"]
+    for pc in (0.6, 0.9):
+        for opponent in ("self", "random", "tit_for_tat"):
+            grads = state_gradients({"first": pc, "C": pc, "D": pc}, opponent, configs, matches, seed)
+            for name, g in grads.items():
+                row = [g.get(s) for s in ("first", "C", "D")]
+                gap = g["C"] - g["D"] if "C" in g and "D" in g else None
+                lines.append(f"| {name} | {pc:g} | {opponent} | " + " | ".join("-" if v is None else f"{v:+.3f}" for v in row + [gap]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> list[RunResult]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="configs/train_ipd_aa.yaml")
@@ -198,7 +288,11 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--out", default="runs/reciprocity")
     p.add_argument("--figure", default="docs/figures/reciprocity.png")
+    p.add_argument("--state-gradients", action="store_true", help="print what each estimator teaches memory-1 policies (no training)")
     args = p.parse_args(argv)
+    if args.state_gradients:
+        print(state_gradient_table(args.config, seed=args.eval_seed))
+        return []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
