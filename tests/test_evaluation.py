@@ -361,6 +361,27 @@ def test_eval_config_file_and_one_line_errors(tmp_path, capsys):
     assert arena_main(["eval", str(cfg)]) == 2 and "unknown key(s) matchs" in capsys.readouterr().err
 
 
+def test_eval_param_sets_game_parameters_over_a_configs(tmp_path, capsys):
+    # always_defect against always_cooperate earns T every round: the return counts the rounds and T
+    out = tmp_path / "o"
+    assert arena_main(["eval", "--agent", "always_defect", "--games", "prisoners_dilemma", "--opponents", "always_cooperate",
+                       "--param", "rounds=3", "--param", "T=7", "--matches", "2", "--out", str(out)]) == 0
+    recs = list(read_jsonl(out / "eval.jsonl"))
+    assert len(recs) == 2 and all(r.params == {"rounds": 3, "T": 7} for r in recs)
+    cell = [r for r in json.loads((out / "eval.json").read_text()) if r["kind"] == "cell" and r["seat"] == "all"][0]
+    assert cell["mean_return"] == 21.0
+    cfg = tmp_path / "e.yaml"  # the flag wins over the config's params and keeps its others
+    cfg.write_text("agent: always_defect\ngames:\n  - {name: prisoners_dilemma, opponents: [always_cooperate], params: {rounds: 5, T: 6}}\nmatches: 2\n")
+    assert arena_main(["eval", str(cfg), "--param", "rounds=2", "--out", str(tmp_path / "c")]) == 0
+    assert {json.dumps(r.params, sort_keys=True) for r in read_jsonl(tmp_path / "c" / "eval.jsonl")} == {'{"T": 6, "rounds": 2}'}
+    capsys.readouterr()
+    for flag, message in (("round=3", "prisoners_dilemma has no parameter 'round'"), ("rounds", "--param takes KEY=VALUE")):
+        assert arena_main(["eval", "--agent", "random", "--games", "prisoners_dilemma", "--param", flag, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x" / "eval.jsonl").exists()  # refused before anything was played
+
+
 def test_default_suites_follow_the_catalogue_split():
     from evaluation.suites import suite
 
