@@ -43,6 +43,7 @@ from evaluation.metrics import ALL, results
 from evaluation.run import AGENT, BASELINE, exploitability_rows, run_eval, store_paths
 from evaluation.stats import paired_bootstrap
 from evaluation.suites import SELF, EvalConfig, GameSpec, suite, unkey
+from training import checkpoint
 from training.config import TrainConfig, parse_config
 
 RECIPE = "configs/train_mars_smollm2.yaml"
@@ -89,9 +90,7 @@ def eval_games(cfg: TrainConfig) -> list[GameSpec]:
 def eval_config(cfg: TrainConfig, policy: str, out: Path, matches: int, seed: int, samples: int) -> EvalConfig:
     """The paired evaluation of the run's policy against the base model. The final policy is named by its
     checkpoint folder, so a run trained further is a new evaluation (the store restarts), never a resumed one."""
-    from training.checkpoint import latest
-
-    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(latest(Path(cfg.run_dir) / "checkpoints") or cfg.run_dir)
+    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(checkpoint.latest(Path(cfg.run_dir) / "checkpoints") or cfg.run_dir)
     return EvalConfig(agent=agent_spec(trained, cfg),
                       baseline=agent_spec(cfg.model, cfg), games=eval_games(cfg), matches=matches, seed=seed,
                       samples=samples, concurrency=cfg.concurrency, out=str(out))
@@ -157,16 +156,6 @@ def run_summary(run_dir: Path) -> dict:
             "rollout_tokens_per_s": float(np.mean([r["rollout_tokens_per_s"] for r in m]))}
 
 
-def finished(cfg: TrainConfig) -> bool:
-    """The run's last checkpoint ends it: at `steps`, or past `max_minutes` (resuming would add a step)."""
-    from training.checkpoint import latest
-
-    ckpt = latest(Path(cfg.run_dir) / "checkpoints")
-    s = run_summary(Path(cfg.run_dir))
-    return ckpt is not None and s["steps"] == int(ckpt.name.split("_")[-1]) and \
-        (s["steps"] >= cfg.steps or 0 < cfg.max_minutes <= s["minutes"])
-
-
 def _ci(x: dict, fmt: str) -> str:
     return f"{x['diff']:{fmt}} [{x['ci'][0]:{fmt}}, {x['ci'][1]:{fmt}}]"
 
@@ -223,7 +212,7 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
               "held_out_games": [g.name for g in suite("held_out")], "variants": {}}
     first_eval: Path | None = None
     for v, cfg in configs.items():
-        if finished(cfg):
+        if checkpoint.finished(cfg.run_dir, cfg.steps, cfg.max_minutes):
             say(f"== {v}: {cfg.run_dir} has finished training")
         else:
             say(f"== {v}: training into {cfg.run_dir}")
