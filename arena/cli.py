@@ -6,7 +6,7 @@
     arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
     arena tournament CONFIG                      create or resume a tournament
     arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
-               [--opponents SPEC ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
+               [--opponents SPEC ...] [--param KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
     arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS]   self-play RL
     arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
@@ -69,7 +69,8 @@ def _show_game(name: str, console) -> None:
             env.step(int(rng.choice(np.flatnonzero(mask))))
 
 
-def _params(pairs: list[str]) -> dict:
+def game_params(pairs: list[str] | None) -> dict:
+    """`--param KEY=VALUE` flags -> game parameters (values read as YAML: 5, -2.0, true, [1, 2])."""
     import yaml
 
     out = {}
@@ -98,7 +99,7 @@ def cmd_play(args: argparse.Namespace) -> None:
     if args.out:
         check_jsonl_out(args.out)  # before any model loads
     names = _unique_names(args.agents)
-    plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=_params(args.param), opening=args.opening)
+    plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=game_params(args.param), opening=args.opening)
     if args.ray:
         import functools
 
@@ -210,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--suite", choices=["train", "held_out", "all"], help="catalogue split to evaluate on (default held_out)")
     e.add_argument("--games", nargs="+", metavar="GAME", help="these games instead of a suite")
     e.add_argument("--opponents", nargs="+", metavar="SPEC", help="these opponents in every game (default: each game's own)")
+    e.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="game parameter for every evaluated game, over a config's params (repeatable; as arena play)")
     e.add_argument("--matches", type=int, help="matches per game and opponent (default 100)")
     e.add_argument("--seed", type=int, help="match seeds derive from it (default 0)")
     e.add_argument("--exploitability", action="store_true", help="also the exact exploitability of the agent's policy (Kuhn, Leduc, small OpenSpiel games)")

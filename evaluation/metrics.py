@@ -5,12 +5,20 @@ A match's points are 1 for a win, 0.5 for a draw, 0 for a loss (the non-losing r
 counts draws as successes, the win rate does not). An agent's invalid-move rate is the
 share of its turns whose first reply did not parse (a retry or the fallback was needed);
 its forfeit rate the share of matches it lost by forfeit (`fallback="forfeit"`).
+
+Paired differences (`paired`) are taken match by match in each of `MEASURES`: points,
+non-losing, win, return and the match's legal-move rate (its share of the side's moves
+that parsed first time; a match where one side made no move has none and is left out of
+that measure's pairs).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
+
+import numpy as np
 
 from arena.records import MatchRecord
 from evaluation.stats import mean_ci, paired_bootstrap, wilson
@@ -46,19 +54,29 @@ class Cell:
 
 
 @dataclass
+class Difference:
+    """Agent minus baseline in one measure over paired matches."""
+
+    baseline: float  # the baseline's mean over the pairs (nan: no pair has the measure)
+    agent: float
+    diff: float
+    ci: tuple[float, float]  # paired bootstrap 95%
+    verdict: str  # better / worse / no detectable difference
+
+
+@dataclass
 class Paired:
-    """Agent minus baseline over the same matches, in points and in return."""
+    """Agent minus baseline over the same matches, in every measure of `MEASURES`."""
 
     game: str
     opponent: str  # "all" when pooled over the game
     seat: str
     pairs: int
-    points_diff: float
-    points_ci: tuple[float, float]
-    verdict: str  # on points: better / worse / no detectable difference (95%)
-    return_diff: float
-    return_ci: tuple[float, float]
-    return_verdict: str
+    points: Difference
+    non_losing: Difference
+    win_rate: Difference
+    mean_return: Difference
+    legal_move_rate: Difference
     kind: str = "paired"
 
 
@@ -120,8 +138,18 @@ def cells(records: list[MatchRecord], who: str) -> list[Cell]:
     return out
 
 
+MEASURES = {  # Paired's fields: one number per match and side; nan leaves the pair out
+    "points": lambda r: POINTS[r.outcome],
+    "non_losing": lambda r: float(r.outcome != "loss"),
+    "win_rate": lambda r: float(r.outcome == "win"),
+    "mean_return": lambda r: r.ret,
+    "legal_move_rate": lambda r: 1.0 - r.invalid / r.moves if r.moves else math.nan,
+}
+
+
 def paired(records: list[MatchRecord], agent: str = "agent", baseline: str = "baseline", seed: int = 0) -> list[Paired]:
-    """Agent minus baseline, per cell and pooled per game (bootstrap stratified by cell)."""
+    """Agent minus baseline, per (game, opponent, seat), pooled over the seats, and pooled per game
+    (opponent and seat "all"); the bootstrap is stratified by seat, and by opponent when pooled."""
     base = {r.key: r for r in results(records, baseline)}
     pairs = [(a, base[a.key]) for a in sorted(results(records, agent), key=lambda r: r.key) if a.key in base]
     by_game: dict[str, list] = defaultdict(list)
@@ -139,10 +167,14 @@ def paired(records: list[MatchRecord], agent: str = "agent", baseline: str = "ba
 
 
 def _paired(game: str, opponent: str, seat: str, ps: list, strata: list, seed: int) -> Paired:
-    pts = paired_bootstrap([POINTS[a.outcome] - POINTS[b.outcome] for a, b in ps], strata, seed=seed)
-    ret = paired_bootstrap([a.ret - b.ret for a, b in ps], strata, seed=seed)
-    return Paired(unkey(game), unkey(opponent) if opponent != ALL else ALL, seat, len(ps), pts.mean, (pts.low, pts.high), pts.verdict,
-                  ret.mean, (ret.low, ret.high), ret.verdict)
+    out = {}
+    for name, f in MEASURES.items():
+        kept = [(a, b, s) for (a, b), s in zip(ps, strata) if not (math.isnan(f(a)) or math.isnan(f(b)))]
+        d = paired_bootstrap([f(a) - f(b) for a, b, _ in kept], [s for *_, s in kept], seed=seed)
+        base = float(np.mean([f(b) for _, b, _ in kept])) if kept else math.nan
+        agent = float(np.mean([f(a) for a, _, _ in kept])) if kept else math.nan
+        out[name] = Difference(base, agent, d.mean, (d.low, d.high), d.verdict)
+    return Paired(unkey(game), unkey(opponent) if opponent != ALL else ALL, seat, len(ps), **out)
 
 
 def summary(cells_: list[Cell]) -> list[dict]:

@@ -4,7 +4,9 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
     cell            an evaluated agent in one (game, opponent, seat) or pooled ("all"):
                     W/D/L, win and non-losing rates with Wilson CIs, mean return with a t CI,
                     invalid-move and forfeit rates, tokens per move (`evaluation.metrics.Cell`)
-    paired          agent minus baseline per cell and pooled per game, bootstrap CI, verdict
+    paired          agent minus baseline per cell and pooled per game in points, non-losing
+                    rate, win rate, mean return and legal-move rate: each {baseline, agent,
+                    diff, ci, verdict} (`evaluation.metrics.Difference`), paired bootstrap CI
     exploitability  {"game", "exploitability", "nash_conv", "method", ...}
     blunders        the share of an agent's moves that lowered the game-theoretic value, per seat
     social          cooperation, exploitation, welfare and fairness per (game, opponent)
@@ -64,14 +66,15 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
         console.print(t)
     paired = [r for r in rows if r["kind"] == "paired"]
     if paired:
-        t = Table(title="agent - baseline on the same matches (paired bootstrap 95% CI)")
-        for col in ("game", "opponent", "seat", "pairs", "points diff", "verdict", "return diff", "verdict (return)"):
-            t.add_column(col, justify="left" if col in ("game", "opponent", "seat", "verdict", "verdict (return)") else "right")
+        t = Table(title="agent - baseline on the same matches (paired bootstrap 95% CI; green: better, red: worse)")
+        measures = {"points": "points", "non_losing": "non-losing", "legal_move_rate": "legal moves", "mean_return": "return"}
+        for col in ("game", "opponent", "seat", "pairs", *measures.values(), "verdict (points)"):
+            t.add_column(col, justify="left" if col in ("game", "opponent", "seat", "verdict (points)") else "right")
         for r in paired:
             if not seats and r["seat"] != ALL:
                 continue
-            t.add_row(r["game"], r["opponent"], r["seat"], str(r["pairs"]), _num(r["points_diff"], r["points_ci"]), r["verdict"],
-                      _num(r["return_diff"], r["return_ci"]), r["return_verdict"], style="bold" if r["opponent"] == ALL else None)
+            t.add_row(r["game"], r["opponent"], r["seat"], str(r["pairs"]), *(_diff(r[m]) for m in measures), r["points"]["verdict"],
+                      style="bold" if r["opponent"] == ALL else None)
         console.print(t)
     for kind, title in (("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
                         ("blunders", "blunders: moves that lowered the game-theoretic value"),
@@ -87,7 +90,16 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
             console.print(t)
 
 
+def _diff(d: dict) -> str:
+    """A paired difference and its CI, coloured by its verdict."""
+    colour = {"better": "green", "worse": "red"}.get(d["verdict"])
+    text = _num(d["diff"], d["ci"])
+    return f"[{colour}]{text}[/{colour}]" if colour else text
+
+
 def _cell(v) -> str:
+    if isinstance(v, dict) and {"diff", "ci", "baseline", "agent"} <= v.keys():  # a paired Difference
+        return f"{_num(v['diff'], v['ci'])} ({v['baseline']:.2f} -> {v['agent']:.2f})"
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)):
@@ -145,10 +157,11 @@ def forest_figure(rows: list[dict], game: str) -> str | None:
 
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(paired) + 1))
     for i, r in enumerate(reversed(paired)):
-        color = {"better": "tab:green", "worse": "tab:red"}.get(r["verdict"], "tab:gray")
+        points = r["points"]
+        color = {"better": "tab:green", "worse": "tab:red"}.get(points["verdict"], "tab:gray")
         pooled = r["seat"] == ALL
-        ax.plot(r["points_ci"], [i, i], color=color, lw=2.5 if pooled else 1.5)
-        ax.plot([r["points_diff"]], [i], "D" if r["opponent"] == ALL else "o", color=color, ms=7 if pooled else 5)
+        ax.plot(points["ci"], [i, i], color=color, lw=2.5 if pooled else 1.5)
+        ax.plot([points["diff"]], [i], "D" if r["opponent"] == ALL else "o", color=color, ms=7 if pooled else 5)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(paired)), [f"{r['opponent']} / {r['seat']}" for r in reversed(paired)], fontsize=8)
     ax.set_xlabel("points, agent - baseline (win 1, draw 0.5, loss 0), 95% paired bootstrap CI")

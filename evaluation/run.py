@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -270,8 +270,9 @@ def main(args) -> None:
     """`arena eval`: play, resume, report."""
     from rich.console import Console
 
+    import games
+    from arena.cli import game_params
     from arena.progress import Progress
-
     from evaluation.metrics import cells, paired
     from evaluation.report import as_rows, print_report, write_html, write_json
     from evaluation.suites import game_spec, load_config, make_config, suite
@@ -287,6 +288,11 @@ def main(args) -> None:
         config = load_config(args.config, overrides)
     else:
         config = make_config({k: v for k, v in overrides.items() if v is not None})
+    params = game_params(getattr(args, "param", None))
+    if params:  # over every game's own params; a name a game lacks is an error here, before any model loads
+        config = replace(config, games=[replace(g, params={**g.params, **params}) for g in config.games])
+        for g in config.games:
+            games.make(g.name, **g.params)
     console = Console(width=None if sys.stdout.isatty() else 200)
     db, jsonl = store_paths(config.out)
     console.print(f"evaluating {config.agent}" + (f" against baseline {config.baseline}" if config.baseline is not None else "")

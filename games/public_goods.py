@@ -13,6 +13,8 @@ Moves      action c = contribute c tokens, c in 0..endowment; the move string is
 Observation  `{"observation": float32[2 + n], "action_mask": int8[endowment + 1]}`: rounds
            played, own total, last round's contributions (own first, then the others in
            seat order; -1 before round 1).
+State text the totals and each past round's contributions and points: yours first, then the
+           others in seat order.
 Rewards    each round's payoff when the round resolves; cumulative reward = total payoff.
            Illegal action: -1 to the offender, 0 to the others, game over.
 Dynamics   simultaneous, buffered per round (seat order); `games.make_parallel("public_goods")`.
@@ -83,8 +85,8 @@ class PublicGoods(RepeatedGame):
 
     def describe_round(self, agent: str, joint: tuple[int, ...], payoffs: tuple[float, ...]) -> str:
         total = sum(joint)
-        contributions = ", ".join(f"{self.other(agent, p)} {c}" for p, c in enumerate(joint))
-        points = ", ".join(f"{self.other(agent, p)} {x:g}" for p, x in enumerate(payoffs))
+        contributions = ", ".join(f"{self.other(agent, p)} {joint[p]}" for p in self.observer_first(agent))
+        points = ", ".join(f"{self.other(agent, p)} {payoffs[p]:g}" for p in self.observer_first(agent))
         return (
             f"contributions: {contributions}; pot {total} x {self.multiplier:g} = {total * self.multiplier:g}, "
             f"{total * self.multiplier / self.num_players:g} to each; points: {points}"

@@ -23,7 +23,7 @@ Horizon       `rounds=10` fixed by default. `random_horizon="geometric"`: after 
               [`min_rounds`, `max_rounds`] (default rounds/2 .. 3 rounds/2). The length is
               drawn at `reset` from the env's seeded `np_random`; players are told only the
               rule, never the drawn length (a known end invites backward induction).
-State text    round, totals and, with `state_rounds=k` (2x2 games), the last k rounds'
+State text    round, totals (yours first, then the others in seat order) and, with `state_rounds=k` (2x2 games), the last k rounds'
               lines: with `prompt: state` a short memory-k prompt at fixed positions.
 Bots          `round_moves(agent)`, `cooperation_history(agent)` and
               `social_action(agent, cooperate)` are what `agents.social_bots` reads; the
@@ -171,6 +171,11 @@ class RepeatedGame(TextEnv):
     def is_cooperative(self, action: int) -> bool:
         return action == self.cooperate_action
 
+    def observer_first(self, agent: str) -> list[int]:
+        """The seats with `agent`'s first, then the others in seat order: "you" never moves between seats."""
+        i = self._index[agent]
+        return [i] + [p for p in range(self.num_players) if p != i]
+
     def other(self, agent: str, p: int) -> str:
         """How `agent` is told about player `p`: 'you', 'the other player' or 'player_p'."""
         if self.possible_agents[p] == agent:
@@ -218,8 +223,7 @@ class RepeatedGame(TextEnv):
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         i = self._index[agent]
         last = self.rounds[-1][0] if self.rounds else (-1,) * self.num_players
-        order = [i] + [p for p in range(self.num_players) if p != i]
-        obs = np.array([len(self.rounds), self._totals[i], *(last[p] for p in order)], np.float32)
+        obs = np.array([len(self.rounds), self._totals[i], *(last[p] for p in self.observer_first(agent))], np.float32)
         mask = np.zeros(self.num_moves, np.int8)
         mask[self.legal_actions(agent)] = 1
         return {"observation": obs, "action_mask": mask}
@@ -256,7 +260,7 @@ class RepeatedGame(TextEnv):
 
     def state_text(self, agent: str) -> str:
         i = self._index[agent]
-        totals = "; ".join(f"{self.other(agent, p)}: {t:g}" for p, t in enumerate(self._totals))
+        totals = "; ".join(f"{self.other(agent, p)}: {self._totals[p]:g}" for p in self.observer_first(agent))
         if self.terminations.get(agent, True) or self.truncations.get(agent, True):
             if "illegal_move" in self.infos.get(agent, {}):
                 return f"The game ended early after an illegal move. Points from play: {totals}."

@@ -20,8 +20,9 @@ from agents.base import PendingTurn, decision
 from arena.cli import main as arena_main
 from arena.records import MatchRecord, TurnRecord, read_jsonl
 from evaluation.blunders import blunder_rows, expected_blunder_rate
+from evaluation.report import _num
 from evaluation.exploitability import exploitability
-from evaluation.metrics import cells, paired, summary
+from evaluation.metrics import MEASURES, cells, paired, summary
 from evaluation.run import evaluate, play_suite, run_eval
 from evaluation.social import pareto_efficient, social_rows
 from evaluation.stats import paired_bootstrap, wilson
@@ -60,9 +61,10 @@ def test_paired_difference_has_the_hand_computed_bootstrap_interval():
     rows = paired(records)
     # stratified by seat, each seat holds 5 wins in 10 pairs: Bin(10, 1/2) + Bin(10, 1/2) = Bin(20, 1/2)
     for row in (rows[-1], [r for r in rows if r.seat == "all"][0]):  # pooled over the game, and over the cell's seats
-        assert row.pairs == 20 and row.points_diff == 0.5
-        assert row.points_ci == pytest.approx((0.30, 0.70)) and row.verdict == "better"
-        assert row.return_diff == 1.0 and row.return_ci == pytest.approx((0.60, 1.40)) and row.return_verdict == "better"
+        assert row.pairs == 20 and row.points.diff == 0.5 and (row.points.baseline, row.points.agent) == (0.0, 0.5)
+        assert row.points.ci == pytest.approx((0.30, 0.70)) and row.points.verdict == "better"
+        assert row.mean_return.diff == 1.0 and row.mean_return.ci == pytest.approx((0.60, 1.40)) and row.mean_return.verdict == "better"
+        assert row.non_losing.ci == pytest.approx((0.30, 0.70)) and row.win_rate.diff == 0.5  # no draws: as points
     assert paired_bootstrap([1.0] * 10 + [0.0] * 10).low == pytest.approx(0.30)
     same = paired_bootstrap([0.0] * 7)
     assert (same.low, same.high, same.verdict) == (0.0, 0.0, "no detectable difference")
@@ -237,7 +239,7 @@ def test_every_evaluated_agent_meets_the_same_matches(tmp_path):
     # two identical agents: identical matches, every paired difference 0
     twin = run_eval(make_config({"agent": "random", "baseline": "random", "games": [{"name": "tic_tac_toe", "opponents": ["random"]}],
                                  "matches": 10, "out": str(tmp_path)}))
-    assert all(p.points_diff == 0 and p.points_ci == (0.0, 0.0) for p in paired(twin.records))
+    assert all(getattr(p, m).diff == 0 and getattr(p, m).ci == (0.0, 0.0) for p in paired(twin.records) for m in MEASURES)
 
 
 def _rec(k, seats, outcome, returns):
@@ -320,6 +322,38 @@ def test_matches_in_the_jsonl_but_not_the_store_are_recovered_not_replayed(tmp_p
 # --- the command line -------------------------------------------------------------------
 
 
+def _played(who: str, k: int, outcome: str, valid: list[bool], seat: str = "player_0") -> MatchRecord:
+    other = "player_1" if seat == "player_0" else "player_0"
+    turns = [TurnRecord(index=i, player=seat, agent=who, move="x", action=0, valid=v, token_ids=[1]) for i, v in enumerate(valid)]
+    ret = {"win": 1.0, "loss": -1.0, "draw": 0.0}[outcome]
+    return MatchRecord(match_id=f"{who}|00.kuhn_poker|00.random|{k:05d}", game="kuhn_poker", params={}, seed=k,
+                       seats={seat: who, other: "random"}, turns=turns, returns={seat: ret, other: -ret},
+                       outcome={seat: outcome, other: {"win": "loss", "loss": "win", "draw": "draw"}[outcome]})
+
+
+def test_paired_non_losing_win_and_legal_move_differences_by_hand():
+    # 4 paired matches: the agent wins 3 (one was a baseline loss), the baseline 2; legal moves 4/4 vs 2/4
+    recs = []
+    for k, (a, b) in enumerate([("win", "loss"), ("win", "win"), ("win", "win"), ("loss", "loss")]):
+        recs.append(_played("agent", k, a, [True, True] if k % 2 else [True]))
+        recs.append(_played("baseline", k, b, [False, True] if k % 2 else [k != 0]))
+    recs.append(_played("agent", 4, "loss", []))  # no move (a forfeit before its turn, say): no legal-move rate
+    recs.append(_played("baseline", 4, "loss", [True]))
+    rows = paired(recs)
+    cell = [r for r in rows if r.seat == "all" and r.opponent == "random"][0]
+    assert rows[-1].opponent == "all" and cell.pairs == 5
+    nl = cell.non_losing
+    assert (nl.baseline, nl.agent, nl.diff) == (0.4, 0.6, pytest.approx(0.2))
+    assert (cell.win_rate.baseline, cell.win_rate.agent) == (0.4, 0.6)  # no draws: as non-losing
+    assert cell.mean_return.diff == pytest.approx(0.4)  # (+2 + 0 + 0 + 0 + 0) / 5
+    # per-match legal-move rates of the 4 pairs where both moved: agent 1, 1, 1, 1; baseline 0 (k=0), 0.5, 1, 0.5
+    lg = cell.legal_move_rate
+    assert lg.agent == 1.0 and lg.baseline == pytest.approx(0.5) and lg.diff == pytest.approx(0.5)
+    assert lg.ci[0] > 0 and lg.verdict == "better"
+    # one stratum, differences {0, 1}: the bootstrap mean is Binomial(5, 1/5)/5, its 2.5% quantile 0
+    assert nl.ci == pytest.approx((0.0, 0.6)) and nl.verdict == "no detectable difference"
+
+
 def test_arena_eval_with_a_tiny_llm_baseline_and_exploitability(tmp_path, capsys):
     out = tmp_path / "run"
     assert arena_main(["eval", "--agent", "cfr", "--baseline", "llm:tiny-llama,constrained=true,max_new_tokens=3",
@@ -334,7 +368,10 @@ def test_arena_eval_with_a_tiny_llm_baseline_and_exploitability(tmp_path, capsys
     assert llm["tokens_per_move"] > 0
     expl = {r["agent"]: r for r in rows if r["kind"] == "exploitability"}
     assert expl["agent"]["exploitability"] <= 0.01 and expl["baseline"]["method"] == "exact" and expl["baseline"]["game"] == "kuhn_poker"
-    assert any(r["kind"] == "paired" and r["opponent"] == "all" for r in rows)
+    pooled = [r for r in rows if r["kind"] == "paired" and r["opponent"] == "all"][0]
+    for m in MEASURES:  # every paired measure, with its CI, in eval.json and the printed table
+        assert pooled[m]["ci"][0] <= pooled[m]["diff"] <= pooled[m]["ci"][1] and m in pooled
+    assert "non-losing" in text and "legal moves" in text and _num(pooled["legal_move_rate"]["diff"], pooled["legal_move_rate"]["ci"]) in text
     html = (out / "eval.html").read_text()
     assert html.count("data:image/png;base64,") == 2  # the rates and the forest plot
     # a rerun plays nothing and reads the exploitability from the store
@@ -359,6 +396,27 @@ def test_eval_config_file_and_one_line_errors(tmp_path, capsys):
         assert message in err and len(err.strip().splitlines()) == 1, err
     cfg.write_text("agent: random\nmatchs: 3\n")
     assert arena_main(["eval", str(cfg)]) == 2 and "unknown key(s) matchs" in capsys.readouterr().err
+
+
+def test_eval_param_sets_game_parameters_over_a_configs(tmp_path, capsys):
+    # always_defect against always_cooperate earns T every round: the return counts the rounds and T
+    out = tmp_path / "o"
+    assert arena_main(["eval", "--agent", "always_defect", "--games", "prisoners_dilemma", "--opponents", "always_cooperate",
+                       "--param", "rounds=3", "--param", "T=7", "--matches", "2", "--out", str(out)]) == 0
+    recs = list(read_jsonl(out / "eval.jsonl"))
+    assert len(recs) == 2 and all(r.params == {"rounds": 3, "T": 7} for r in recs)
+    cell = [r for r in json.loads((out / "eval.json").read_text()) if r["kind"] == "cell" and r["seat"] == "all"][0]
+    assert cell["mean_return"] == 21.0
+    cfg = tmp_path / "e.yaml"  # the flag wins over the config's params and keeps its others
+    cfg.write_text("agent: always_defect\ngames:\n  - {name: prisoners_dilemma, opponents: [always_cooperate], params: {rounds: 5, T: 6}}\nmatches: 2\n")
+    assert arena_main(["eval", str(cfg), "--param", "rounds=2", "--out", str(tmp_path / "c")]) == 0
+    assert {json.dumps(r.params, sort_keys=True) for r in read_jsonl(tmp_path / "c" / "eval.jsonl")} == {'{"T": 6, "rounds": 2}'}
+    capsys.readouterr()
+    for flag, message in (("round=3", "prisoners_dilemma has no parameter 'round'"), ("rounds", "--param takes KEY=VALUE")):
+        assert arena_main(["eval", "--agent", "random", "--games", "prisoners_dilemma", "--param", flag, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x" / "eval.jsonl").exists()  # refused before anything was played
 
 
 def test_default_suites_follow_the_catalogue_split():

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import typing
 from pathlib import Path
 
@@ -586,6 +587,86 @@ def test_resume_falls_back_past_a_damaged_checkpoint_and_a_torn_log_line(tmp_pat
     assert err.count("\n") == 1
 
 
+class Clock:
+    """selfplay's clock (as `selfplay.time`): 1 ms per reading, plus what a scripted evaluation takes."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1e-3
+        return self.now
+
+    strftime = staticmethod(time.strftime)
+
+
+def scripted_evaluation(monkeypatch, scores: dict, clock: Clock | None = None, slow: tuple = ()):
+    """selfplay.evaluate replaced: no rows, selection score `scores[step]`; a step in `slow` takes 61 s on `clock`."""
+    def evaluate(cfg, backend, step):
+        if step in slow:
+            clock.now += 61
+        return [], scores.get(step, 0.0)
+
+    monkeypatch.setattr(selfplay, "evaluate", evaluate)
+    if clock is not None:
+        monkeypatch.setattr(selfplay, "time", clock)
+
+
+def test_a_run_stopped_by_its_time_budget_resumes_to_no_step_and_an_earlier_checkpoint_as_the_unbroken_run(tmp_path, monkeypatch):
+    # max_minutes 1; the evaluation of step 2 takes 61 s: the unbroken run checks the budget after step 3's
+    # training, so it stops at step 3 (evaluation and checkpoint), not at step 2
+    scripted_evaluation(monkeypatch, {}, Clock(), slow=(2,))
+    over = {**SMALL, "steps": 4, "max_minutes": 1}
+    train(tiny(tmp_path, "straight", **over), console=quiet())
+    run = tmp_path / "straight"
+    assert steps_in(run / "metrics.jsonl") == [1, 2, 3] and checkpoint.latest(run / "checkpoints").name == "step_00000003"
+    assert checkpoint.finished(run, 4, 1) and not checkpoint.finished(run, 4, 0) and checkpoint.finished(run, 3, 0)
+    console = recording()
+    out = train(tiny(tmp_path, "straight", **over), resume=True, console=console)  # its budget is spent: no step 4
+    assert "time budget spent: max_minutes 1 was reached at step 3; no step trained" in console.file.getvalue()
+    assert out["step"] == 3 and steps_in(run / "metrics.jsonl") == [1, 2, 3] and checkpoint.latest(run / "checkpoints").name == "step_00000003"
+    # stopped at step 2 (steps: 2) with 61 s spent by its evaluation, then resumed with steps 4: the budget was
+    # checked at 0 s at step 2, so step 3 is trained, as in the unbroken run
+    scripted_evaluation(monkeypatch, {}, Clock(), slow=(2,))
+    train(tiny(tmp_path, "split", **{**over, "steps": 2}), console=quiet())
+    assert not checkpoint.finished(tmp_path / "split", 4, 1)
+    train(tiny(tmp_path, "split", **over), resume=True, console=quiet())
+    assert steps_in(tmp_path / "split" / "metrics.jsonl") == [1, 2, 3]
+    assert checkpoint.latest(tmp_path / "split" / "checkpoints").name == "step_00000003"
+
+
+def test_best_is_never_from_steps_a_resume_replays(tmp_path, monkeypatch):
+    # evaluation every step; checkpoint every 2. Killed while writing checkpoint 4, after step 3's new best (0.9):
+    # the resume from checkpoint 2 replays steps 3-4, here without a better score (another machine, say), so
+    # best/ must stay step 2's policy, not hold step 3's from the abandoned run
+    real_save = checkpoint.save
+
+    def killed_at_4(*args, **kwargs):
+        if args[2] == 4:
+            raise KeyboardInterrupt
+        return real_save(*args, **kwargs)
+
+    cfg = tiny(tmp_path, **{**SMALL, "steps": 4, "eval": {"every": 1}})
+    run = Path(cfg.run_dir)
+    scripted_evaluation(monkeypatch, {0: 0.1, 1: 0.2, 2: 0.3, 3: 0.9, 4: 0.4})
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "save", killed_at_4)
+        with pytest.raises(KeyboardInterrupt):
+            train(cfg, console=quiet())
+    assert checkpoint.read_meta(run / "best")["step"] == 2  # the checkpoint's best; step 3's waits for checkpoint 4
+    scripted_evaluation(monkeypatch, {3: 0.25, 4: 0.28})
+    console = recording()
+    out = train(cfg, resume=True, console=console)
+    assert "dropped best-pending/ from step 3, after checkpoint 2: those steps are replayed" in console.file.getvalue()
+    best = checkpoint.read_meta(run / "best")
+    assert best["step"] == 2 and best["selection_score"] == out["best"] == 0.3 and not (run / "best-pending").exists()
+    # a new best after the resume becomes best/ at the next checkpoint
+    scripted_evaluation(monkeypatch, {5: 0.5, 6: 0.6})
+    train(tiny(tmp_path, **{**SMALL, "steps": 6, "eval": {"every": 1}}), resume=True, console=quiet())
+    best = checkpoint.read_meta(run / "best")
+    assert best["step"] == 6 and best["selection_score"] == 0.6
+
+
 @contextlib.contextmanager
 def unwritable(folder: Path):
     """A folder nobody can write to: chmod a-w, and as root (whom chmod does not stop) the immutable attribute."""
@@ -654,6 +735,21 @@ def test_a_separate_engine_gets_the_weights_after_every_update(tmp_path, monkeyp
     final = load_file(str(tmp_path / "run" / "checkpoints" / "step_00000002" / "model.safetensors"))
     sd = engine.inner.model.state_dict()
     assert all(torch.equal(sd[k], final[k]) for k in final)
+
+
+def test_a_ray_rollout_worker_runs_the_policy_on_the_configs_device(tmp_path, monkeypatch):
+    """Built in this process (no Ray needed for its constructor): device cpu stays on the CPU even
+    when a GPU is in sight, as the learner does; device cuda without a GPU is a one-line error."""
+    from training.ray_rollouts import RolloutWorker, worker_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU in sight
+    worker = RolloutWorker((tiny(tmp_path, device="cpu", learner={"precision": "float32"}), "float32"), 1)
+    assert worker.backend.device.type == "cpu" and next(worker.backend.model.parameters()).device.type == "cpu"
+    assert [worker_device(d, True) for d in ("auto", "cpu", "cuda", "cuda:1")] == ["cuda", "cpu", "cuda", "cuda"]
+    assert [worker_device(d, False) for d in ("auto", "cpu")] == ["cpu", "cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device cuda:0: this Ray rollout worker sees no GPU"):
+        RolloutWorker((tiny(tmp_path, device="cuda:0", learner={"precision": "float32"}), "float32"), 1)
 
 
 @pytest.mark.vllm

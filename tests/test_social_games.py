@@ -491,3 +491,26 @@ def test_state_rounds_repeats_only_the_last_rounds_in_the_state_text():
     assert "Round 1:" not in plain.state_text("player_0")  # default 0: the state text as before
     with pytest.raises(ValueError, match="state_rounds"):
         games.make("prisoners_dilemma", state_rounds=-1)
+
+
+UNEQUAL_ROUND = {  # one round whose payoffs differ between the seats
+    "prisoners_dilemma": [0, 1], "stag_hunt": [0, 1], "chicken": [0, 1],
+    "public_goods": [10, 0, 0, 0], "trust_and_split": ["", "", 10, 0],
+}
+
+
+@pytest.mark.parametrize("name", list(UNEQUAL_ROUND))
+def test_every_seat_reads_its_own_total_first(name):
+    """After a round with unequal payoffs, each seat's state text starts its totals with "you" and its own
+    total (seat order put "you" second for player_1): the prompt means the same from every seat."""
+    env = games.make(name)
+    env.reset(seed=0)
+    totals = play(env, UNEQUAL_ROUND[name])
+    assert len(set(totals.values())) > 1, totals
+    for agent in env.possible_agents:
+        text = env.state_text(agent).split("Total points so far: ", 1)[1]
+        own = f"{round(totals[agent], 2):g}"
+        assert text.startswith((f"you: {own};", f"you {own},")), (agent, text)
+    if name == "public_goods":
+        last = env.history_text("player_2")[-1]
+        assert last.startswith("Round 1: contributions: you 0, player_0 10,") and "points: you 14, player_0 4," in last

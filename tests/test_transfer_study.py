@@ -54,27 +54,6 @@ def _record(who: str, k: int, outcome: str, ret: float, valid: list[bool], seat:
                        outcome={seat: outcome, other: {"win": "loss", "loss": "win", "draw": "draw"}[outcome]})
 
 
-def test_paired_table_differences_by_hand():
-    # 4 paired matches: trained wins 3 (one was a base loss), base wins 2; legal moves 4/4 vs 2/4
-    recs = []
-    for k, (a, b) in enumerate([("win", "loss"), ("win", "win"), ("win", "win"), ("loss", "loss")]):
-        recs.append(_record("agent", k, a, 1.0 if a == "win" else -1.0, [True, True] if k % 2 else [True]))
-        recs.append(_record("baseline", k, b, 1.0 if b == "win" else -1.0, [False, True] if k % 2 else [k != 0]))
-    rows = ts.paired_table(recs, seed=0)
-    cell, pooled = rows
-    assert (cell["opponent"], pooled["opponent"]) == ("random", "all") and cell["pairs"] == 4
-    nl = cell["non_losing"]
-    assert (nl["base"], nl["trained"], nl["diff"]) == (0.5, 0.75, 0.25)
-    assert (cell["win_rate"]["base"], cell["win_rate"]["trained"]) == (0.5, 0.75)  # no draws: as non-losing
-    assert cell["mean_return"]["diff"] == pytest.approx(0.5)  # (+2 + 0 + 0 + 0) / 4
-    # per-match legal-move rates: trained 1, 1, 1, 1; base 0 (k=0), 0.5, 1, 0.5
-    lg = cell["legal_move_rate"]
-    assert lg["trained"] == 1.0 and lg["base"] == pytest.approx(0.5) and lg["diff"] == pytest.approx(0.5)
-    # one stratum, differences {0, 1}: the bootstrap mean is Binomial(4, 1/4)/4, its 2.5% quantile 0
-    assert nl["ci"] == [0.0, 0.75] and nl["verdict"] == "no detectable difference"
-    assert lg["ci"][0] > 0 and lg["verdict"] == "better"
-
-
 def test_reuse_baseline_copies_only_the_baselines_matches(tmp_path):
     from tournaments.store import Store
 

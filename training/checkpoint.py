@@ -132,7 +132,7 @@ def save(
         except TypeError as e:
             raise ValueError(f"checkpoint config/league/state must be JSON-serialisable: {e}") from None
         _fsync_write(tmp / "meta.json", text.encode())
-        _replace_dir(tmp, final)
+        replace_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -170,8 +170,34 @@ def latest(directory: str | os.PathLike) -> Path | None:
     return found[0] if found else None
 
 
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Rename a finished temp folder into place; an existing one is moved aside first."""
+def over_budget(elapsed_seconds: float, max_minutes: float) -> bool:
+    """The training loop's time rule: a run with `max_minutes` > 0 stops once its wall time, over all of
+    its sessions, reaches it (checked after each step's training, before that step's evaluation)."""
+    return max_minutes > 0 and elapsed_seconds / 60 >= max_minutes
+
+
+def budget_elapsed(meta: dict) -> float:
+    """The wall time (s) the time rule was checked against at a checkpoint's step (`over_budget`);
+    checkpoints written before it was stored: their elapsed time, evaluation included."""
+    state = meta.get("state") if isinstance(meta.get("state"), dict) else {}
+    return float(state.get("budget_elapsed", state.get("elapsed", 0.0)))
+
+
+def finished(run_dir: str | os.PathLike, steps: int, max_minutes: float) -> bool:
+    """Whether resuming the run in `run_dir` would train no further step: the checkpoint a resume
+    takes is at `steps` (or beyond), or its time budget was spent. No checkpoint, or a damaged one: False."""
+    found = checkpoints(Path(run_dir) / "checkpoints")
+    if not found:
+        return False
+    try:
+        meta = read_meta(found[0])
+    except DamagedCheckpoint:
+        return False
+    return meta["step"] >= steps or over_budget(budget_elapsed(meta), max_minutes)
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Rename a finished temp folder into place (its files synced first); an existing one is moved aside first."""
     for f in tmp.iterdir():  # on disk before the rename makes them visible
         fd = os.open(f, os.O_RDONLY)
         try:
@@ -200,7 +226,7 @@ def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, 
     try:
         save_model(learner.model, str(tmp / "model.safetensors"))
         _fsync_write(tmp / "meta.json", json.dumps({"step": step, "config": config, **info}, indent=1).encode())
-        _replace_dir(tmp, final)
+        replace_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

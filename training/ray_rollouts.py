@@ -23,6 +23,9 @@ max_staleness 0: step t's matches are played with version t-1, after the update 
 t-1, as in process. max_staleness 1: step t+1's matches start (on version t-1) as soon as
 step t's records are in, and play while the learner updates on them; every record is then
 exactly one version behind (the first step after a start or a resume: none behind).
+
+Device: a worker runs the policy where the config's `device` says (`worker_device`), as the
+learner does in process; `device: cpu` keeps the rollouts off a GPU the worker could see.
 """
 
 from __future__ import annotations
@@ -49,6 +52,22 @@ class RolloutStep:
     keep: list[str]  # the league's snapshot files: a worker drops the weights of the others
 
 
+def worker_device(device: str, cuda_available: bool) -> str:
+    """Where a rollout worker runs the policy: the config's `device`, read as the learner reads it.
+
+    auto: cuda when this worker sees a GPU, else cpu. cuda and cuda:N: "cuda", the GPU Ray gave
+    this worker (`ray.gpus`; Ray numbers a worker's GPUs from 0, so the driver's N means nothing
+    there); ValueError when the worker sees none.
+    """
+    if device == "auto":
+        return "cuda" if cuda_available else "cpu"
+    if device.startswith("cuda"):
+        if not cuda_available:
+            raise ValueError(f"device {device}: this Ray rollout worker sees no GPU (give it one with ray.gpus, or set device: cpu)")
+        return "cuda"
+    return device
+
+
 class RolloutWorker(MatchWorker):
     """A Ray actor holding the policy (at some version) and the league opponents."""
 
@@ -61,7 +80,7 @@ class RolloutWorker(MatchWorker):
         set_threads(threads, verbose=False)
         cfg, opponents_dtype = setup  # dtypes as the driver resolved them (see RayRollouts.start)
         self.cfg = cfg
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = worker_device(cfg.device, torch.cuda.is_available())
         # the learner's compute copy is what samples in process: the same dtype here
         self.backend = frozen_backend(cfg, device, dtype=cfg.learner.precision, name=POLICY, **{"max_batch_size": 256, **cfg.backend_kwargs})
         self.opponents = Opponents(cfg, self.backend.device, opponents_dtype)

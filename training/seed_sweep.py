@@ -6,8 +6,9 @@
 
 1. For each seed, `arena train` on a copy of the config with that seed and run_dir
    OUT/seed_N (`--parallel` runs at a time, each with the config's threads unless
-   `--threads`); a run that already finished (its final checkpoint exists) is not
-   trained again, an interrupted one resumes (`--resume`), so the sweep can be restarted.
+   `--threads`); a run that already finished (`training.checkpoint.finished`: its last
+   checkpoint is at `steps` or spent `max_minutes`) is not trained again, an interrupted
+   one resumes (`--resume`), so the sweep can be restarted.
 2. Each run's final policy (`llm:OUT/seed_N`, greedy) plays `--games` fresh matches per
    training game against random, both seats alternating, on evaluation seed
    `--eval-seed` (none of the training run's evaluation seeds): W/D/L, non-losing rate
@@ -56,25 +57,17 @@ def seed_config(config: dict, seed: int, out: Path, threads: int | None) -> dict
     return cfg
 
 
-def _finished(run_dir: Path, steps: int) -> bool:
-    from training.checkpoint import latest, read_meta
-
-    last = latest(run_dir / "checkpoints")
-    if last is None:
-        return False
-    meta = read_meta(last)
-    return int(meta.get("step", 0)) >= steps or float(meta.get("state", {}).get("elapsed", 0)) / 60 >= float(meta["config"].get("max_minutes") or 1e9)
-
-
 def train_all(config: dict, seeds: list[int], out: Path, parallel: int, threads: int | None) -> None:
     """Run `arena train` for every seed not yet finished, `parallel` at a time; logs in OUT/seed_N.log."""
+    from training.checkpoint import finished
+
     todo = []
     for seed in seeds:
         cfg = seed_config(config, seed, out, threads)
         path = out / f"seed_{seed}.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         run_dir = Path(cfg["run_dir"])
-        if not _finished(run_dir, int(cfg["steps"])):
+        if not finished(run_dir, int(cfg["steps"]), float(cfg.get("max_minutes") or 0)):
             todo.append((seed, path, (run_dir / "checkpoints").is_dir()))
     running: list[tuple[int, subprocess.Popen]] = []
     while todo or running:

@@ -21,7 +21,8 @@ from a league, and is updated on turn-level advantages::
                              report set (eval.seed; training and eval.held_out games) -> W/D/L,
                              rates with Wilson 95% CIs per (game, opponent) -> eval.jsonl,
                              eval.png; the selection set (eval.select_seed, training games)
-                             -> a new best score puts the policy in <run>/best
+                             -> a new best score puts the policy in <run>/best-pending, which
+                             becomes <run>/best once a checkpoint covers it (`settle_best`)
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state) -> `--resume` continues exactly
@@ -31,10 +32,19 @@ Config: `training.config` (the dataclasses, YAML loading, every check before the
 Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
 line per evaluation, game and opponent; `split` train or held_out), eval.png (the curve), tb/ (TensorBoard events),
 checkpoints/ (`training.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
-policy; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint). One run per folder
+policy up to the last checkpoint; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint;
+a newer best waits in best-pending/ for the next checkpoint, so a resume never keeps a best
+from the steps it replays). One run per folder
 (`prepare_run_dir`): a fresh start refuses checkpoints and sets the files of a run that never
 checkpointed aside (old-<time>/); a resume uses the newest intact checkpoint (`resume_from`;
 damaged ones go to checkpoints/damaged-step_N/) and cuts the logs back to its step.
+
+Time budget: `max_minutes` counts the wall time of all sessions of a run (the elapsed time
+is in every checkpoint). After each step's training the loop checks it (`checkpoint.over_budget`,
+before the step's evaluation) and, once spent, evaluates, checkpoints and stops; the checkpoint
+keeps the time it checked, so a resume of a run that stopped on its budget trains no step
+(it says so), and one resumed from an earlier checkpoint decides on the same time the unbroken run
+checked.
 
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
 league opponents, invalid-move rate and response length of the policy's turns, the PPO
@@ -60,6 +70,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -377,7 +388,8 @@ def _truncate_after(path: Path, step: int) -> None:
 
 # --- the run folder -------------------------------------------------------------------------
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "tournaments", "best", "checkpoints")  # what a run writes
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "tournaments", "best", "best-pending",
+             "checkpoints")  # what a run writes
 
 
 def _free(path: Path) -> Path:
@@ -422,8 +434,8 @@ def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
     return False
 
 
-def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float]:
-    """Load the newest intact checkpoint: (step, league, advantage state, elapsed, games, best).
+def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float, float]:
+    """Load the newest intact checkpoint: (step, league, advantage state, elapsed, games, best, budget_elapsed).
 
     A checkpoint with a damaged file is skipped (and moved to damaged-step_N, saying why);
     ValueError when none is intact.
@@ -435,7 +447,7 @@ def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say)
             try:
                 s = meta["state"]
                 state = (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
-                         int(s["games"]), float(s.get("best", -1.0)))
+                         int(s["games"]), float(s.get("best", -1.0)), checkpoint.budget_elapsed(meta))
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise checkpoint.DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
         except checkpoint.DamagedCheckpoint as e:
@@ -447,6 +459,29 @@ def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say)
             say(f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}")
         return state
     raise ValueError(f"--resume: no intact checkpoint in {ckpt_dir}: " + "; ".join(str(e) for _, e in skipped))
+
+
+def settle_best(run_dir: Path, step: int, say) -> None:
+    """Make best/ the best policy evaluated up to checkpoint `step`.
+
+    A new best is written to best-pending/ and becomes best/ only when a checkpoint covers its
+    step (here, right after the checkpoint is saved). A resume from checkpoint k calls this
+    too: a pending best from a step after k belongs to steps the run replays (it was killed
+    after that evaluation and before its next checkpoint), so it is dropped; the replay
+    finds its own. best/ therefore never holds a policy from a step the run replays.
+    """
+    pending = run_dir / "best-pending"
+    if not pending.is_dir():
+        return
+    try:
+        at = checkpoint.read_meta(pending)["step"]
+    except checkpoint.DamagedCheckpoint:
+        at = None
+    if at is not None and at <= step:
+        checkpoint.replace_dir(pending, run_dir / "best")
+        return
+    shutil.rmtree(pending)
+    say(f"dropped {pending.name}/ " + (f"from step {at}, after checkpoint {step}: those steps are replayed" if at is not None else "(damaged)"))
 
 
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
@@ -492,12 +527,18 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     league = start_league(cfg)
     adv_state: dict = {}
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
+    budget_elapsed = 0.0  # the elapsed time the time rule checked at the last step (before its evaluation)
     if resume:
-        start_step, league, adv_state, elapsed, games_played, best = resume_from(ckpt_dir, learner, rng, console.print)
+        start_step, league, adv_state, elapsed, games_played, best, budget_elapsed = resume_from(ckpt_dir, learner, rng, console.print)
         sync_weights(learner, backend)
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
+        settle_best(run_dir, start_step, console.print)
         console.print(f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min)")
+    spent = resume and checkpoint.over_budget(budget_elapsed, cfg.max_minutes)  # the run stopped on it: no step more
+    if spent and start_step < cfg.steps:
+        console.print(f"time budget spent: max_minutes {cfg.max_minutes:g} was reached at step {start_step}; no step trained "
+                      "(raise max_minutes to train on)")
     if cfg.league.ratings:  # read at every start and resume: a tournament played meanwhile informs the rest of the run
         from tournaments.run import stored_ratings
 
@@ -524,7 +565,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         rows, score = evaluate(cfg, backend, step)
         if score > best:
             best = score
-            checkpoint.save_policy(run_dir / "best", learner, step, config=config_dict(cfg), selection_score=score, eval=rows)
+            checkpoint.save_policy(run_dir / "best-pending", learner, step, config=config_dict(cfg), selection_score=score, eval=rows)
         for r in rows:
             r.update(minutes=elapsed / 60, train_games=games_played, selection_score=score)
             _append(run_dir / "eval.jsonl", r)
@@ -538,9 +579,10 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         return rows
 
     def save(step: int) -> None:
-        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played, "best": best}
+        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played, "best": best, "budget_elapsed": budget_elapsed}
         checkpoint.save(ckpt_dir, learner, step, config=config_dict(cfg), league=league.state_dict(), state=state,
                         rng=rng, keep=cfg.keep_checkpoints)
+        settle_best(run_dir, step, console.print)
 
     last_eval: list[dict] = []
     if start_step == 0:
@@ -551,7 +593,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
                                         "learn_tokens_per_s": 0.0, "step_seconds": 0.0}, last_eval))
 
     step = start_step
-    for step in range(start_step + 1, cfg.steps + 1):
+    for step in range(start_step + 1, cfg.steps + 1 if not spent else 0):
         t0 = time.perf_counter()
         # 1. matches: self-play pairs and PFSP-drawn league opponents
         if rollouts is None:
@@ -614,7 +656,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             writer.add_scalar(f"league/win_rate/{name}", league.win_rate(name), step)
 
         # 3. evaluation, league snapshot, checkpoint
-        last = step == cfg.steps or (cfg.max_minutes > 0 and elapsed / 60 >= cfg.max_minutes)
+        budget_elapsed = elapsed
+        last = step == cfg.steps or checkpoint.over_budget(elapsed, cfg.max_minutes)
         ev = []
         if cfg.eval.every and (step % cfg.eval.every == 0 or last):
             t2 = time.perf_counter()

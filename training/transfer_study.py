@@ -31,18 +31,16 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
-from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from evaluation.metrics import ALL, results
+from evaluation.metrics import ALL, paired
 from evaluation.run import AGENT, BASELINE, exploitability_rows, run_eval, store_paths
-from evaluation.stats import paired_bootstrap
-from evaluation.suites import SELF, EvalConfig, GameSpec, suite, unkey
+from evaluation.suites import EvalConfig, GameSpec, suite
+from training import checkpoint
 from training.config import TrainConfig, parse_config
 
 RECIPE = "configs/train_mars_smollm2.yaml"
@@ -89,9 +87,7 @@ def eval_games(cfg: TrainConfig) -> list[GameSpec]:
 def eval_config(cfg: TrainConfig, policy: str, out: Path, matches: int, seed: int, samples: int) -> EvalConfig:
     """The paired evaluation of the run's policy against the base model. The final policy is named by its
     checkpoint folder, so a run trained further is a new evaluation (the store restarts), never a resumed one."""
-    from training.checkpoint import latest
-
-    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(latest(Path(cfg.run_dir) / "checkpoints") or cfg.run_dir)
+    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(checkpoint.latest(Path(cfg.run_dir) / "checkpoints") or cfg.run_dir)
     return EvalConfig(agent=agent_spec(trained, cfg),
                       baseline=agent_spec(cfg.model, cfg), games=eval_games(cfg), matches=matches, seed=seed,
                       samples=samples, concurrency=cfg.concurrency, out=str(out))
@@ -117,34 +113,10 @@ def reuse_baseline(src: Path, dst: Path, samples: int) -> int:
     return len(lines)
 
 
-def _legal(r) -> float:
-    return 1.0 - r.invalid / r.moves if r.moves else math.nan
-
-
 def paired_table(records, seed: int) -> list[dict]:
-    """Per (game, opponent), and pooled per game (opponent "all"): base and trained non-losing rate,
-    win rate, mean return and legal-move rate, and trained minus base with a paired bootstrap 95% CI
-    (stratified by seat, and by opponent when pooled)."""
-    base = {r.key: r for r in results(records, BASELINE)}
-    pairs = [(a, base[a.key]) for a in sorted(results(records, AGENT), key=lambda r: r.key) if a.key in base]
-    by_cell: dict[tuple, list] = defaultdict(list)
-    for a, b in pairs:
-        by_cell[(a.key[0], a.key[1])].append((a, b))
-        by_cell[(a.key[0], ALL)].append((a, b))
-    measures = {"non_losing": lambda r: float(r.outcome != "loss"), "win_rate": lambda r: float(r.outcome == "win"),
-                "mean_return": lambda r: r.ret, "legal_move_rate": _legal}
-    rows = []
-    for (game, opponent), ps in sorted(by_cell.items(), key=lambda kv: (kv[0][0], kv[0][1] == ALL, kv[0][1])):
-        row = {"game": unkey(game), "opponent": unkey(opponent) if opponent != ALL else ALL, "pairs": len(ps)}
-        for name, f in measures.items():
-            kept = [(a, b) for a, b in ps if not (math.isnan(f(a)) or math.isnan(f(b)))]
-            strata = [(a.key[1], a.seat) for a, _ in kept]
-            d = paired_bootstrap([f(a) - f(b) for a, b in kept], strata, seed=seed)
-            row[name] = {"base": float(np.mean([f(b) for _, b in kept])) if kept else math.nan,
-                         "trained": float(np.mean([f(a) for a, _ in kept])) if kept else math.nan,
-                         "diff": d.mean, "ci": [d.low, d.high], "verdict": d.verdict}
-        rows.append(row)
-    return rows
+    """Trained minus base per (game, opponent) and pooled per game (opponent "all"): the pooled-over-seats
+    rows of `evaluation.metrics.paired` (non-losing, win, return and legal-move rate, paired bootstrap CIs)."""
+    return [asdict(p) for p in paired(records, AGENT, BASELINE, seed) if p.seat == ALL]
 
 
 def run_summary(run_dir: Path) -> dict:
@@ -155,16 +127,6 @@ def run_summary(run_dir: Path) -> dict:
         return {"steps": 0, "minutes": 0.0, "games": 0, "rollout_tokens_per_s": 0.0}
     return {"steps": m[-1]["step"], "minutes": m[-1]["minutes"], "games": int(m[-1]["games"]),
             "rollout_tokens_per_s": float(np.mean([r["rollout_tokens_per_s"] for r in m]))}
-
-
-def finished(cfg: TrainConfig) -> bool:
-    """The run's last checkpoint ends it: at `steps`, or past `max_minutes` (resuming would add a step)."""
-    from training.checkpoint import latest
-
-    ckpt = latest(Path(cfg.run_dir) / "checkpoints")
-    s = run_summary(Path(cfg.run_dir))
-    return ckpt is not None and s["steps"] == int(ckpt.name.split("_")[-1]) and \
-        (s["steps"] >= cfg.steps or 0 < cfg.max_minutes <= s["minutes"])
 
 
 def _ci(x: dict, fmt: str) -> str:
@@ -184,8 +146,8 @@ def markdown(study: dict) -> str:
         for r in s["paired"]:
             name = f"{r['game']} (held out)" if r["game"] in held else r["game"]
             nl, ret, lg = r["non_losing"], r["mean_return"], r["legal_move_rate"]
-            out.append(f"| {name} | {r['opponent']} | {r['pairs']} | {nl['base']:.2f} -> {nl['trained']:.2f} | {_ci(nl, '+.2f')} "
-                       f"| {ret['base']:+.2f} -> {ret['trained']:+.2f} | {_ci(ret, '+.2f')} | {lg['base']:.2f} -> {lg['trained']:.2f} | {_ci(lg, '+.2f')} |")
+            out.append(f"| {name} | {r['opponent']} | {r['pairs']} | {nl['baseline']:.2f} -> {nl['agent']:.2f} | {_ci(nl, '+.2f')} "
+                       f"| {ret['baseline']:+.2f} -> {ret['agent']:+.2f} | {_ci(ret, '+.2f')} | {lg['baseline']:.2f} -> {lg['agent']:.2f} | {_ci(lg, '+.2f')} |")
     variants = list(study["variants"])
     out += ["", "## Ablation: held-out differences (trained minus base, 95% CI)", "",
             "| game | opponent | " + " | ".join(f"{v} non-losing | {v} return" for v in variants) + " |",
@@ -223,7 +185,7 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
               "held_out_games": [g.name for g in suite("held_out")], "variants": {}}
     first_eval: Path | None = None
     for v, cfg in configs.items():
-        if finished(cfg):
+        if checkpoint.finished(cfg.run_dir, cfg.steps, cfg.max_minutes):
             say(f"== {v}: {cfg.run_dir} has finished training")
         else:
             say(f"== {v}: training into {cfg.run_dir}")
