@@ -20,10 +20,10 @@ import time
 
 def cmd_games(args: argparse.Namespace) -> None:
     import games
-    from rich.console import Console
+    from arena.console import make_console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 160)  # piped: don't squeeze to 80 columns
+    console = make_console(160)
     if args.action == "show":
         if not args.name:
             raise ValueError("usage: arena games show NAME")

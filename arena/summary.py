@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -68,10 +67,10 @@ def break_at_options(spec: str, width: int) -> str:
 
 def print_summary(records: list[MatchRecord], seconds: float, console=None, order: list[str] | None = None) -> None:
     """The summary table, one row per agent in `order` (see `summarize`)."""
-    from rich.console import Console
+    from arena.console import make_console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    console = console or make_console(120)
     heads = ("games", "W", "D", "L", "mean\nreturn", "invalid\nmoves", "fall-\nbacks", "tok/s")
     rows = []
     for s in summarize(records, order):

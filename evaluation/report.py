@@ -19,7 +19,6 @@ when there is a baseline, and every table.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
@@ -48,10 +47,10 @@ def _num(x: float, ci) -> str:
 
 def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     """Rich tables: cells per evaluated agent, paired differences, and the extra rows."""
-    from rich.console import Console
+    from arena.console import make_console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    console = console or make_console(200)
     for who in dict.fromkeys(r["agent"] for r in rows if r["kind"] == "cell"):
         t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)")
         for col in ("game", "opponent", "seat", "n", "W-D-L", "win rate", "non-losing", "mean return", "invalid", "forfeit", "tok/move"):

@@ -20,7 +20,6 @@ the match seed, so the opponents of two evaluated agents draw the same numbers.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -268,7 +267,7 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
 
 def main(args) -> None:
     """`arena eval`: play, resume, report."""
-    from rich.console import Console
+    from arena.console import make_console
 
     import games
     from arena.cli import game_params
@@ -293,7 +292,7 @@ def main(args) -> None:
         config = replace(config, games=[replace(g, params={**g.params, **params}) for g in config.games])
         for g in config.games:
             games.make(g.name, **g.params)
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = make_console(200)
     db, jsonl = store_paths(config.out)
     console.print(f"evaluating {config.agent}" + (f" against baseline {config.baseline}" if config.baseline is not None else "")
                   + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}")

@@ -120,3 +120,13 @@ def test_training_rollouts_and_evaluations_show_their_turns_as_they_happen(tmp_p
     assert rollout[0].startswith("step 1 rollout: 0/4 matches, ") and " tokens (" in rollout[0]
     assert any(line.startswith("eval step 0 (report): 0/2 matches, ") for line in err)
     assert any(line.startswith("eval step 1 (report): 0/2 matches, ") for line in err)
+
+
+def test_the_console_prints_bot_names_as_written():
+    """rich's emoji codes would print the opponent `mcts:100` as `mcts💯` (seen in a training log)."""
+    from arena.console import make_console
+
+    console = make_console(120, record=True, file=io.StringIO())
+    console.print("eval connect_four vs mcts:100: non-losing 0.00 | cfr:thumbs_up:")
+    text = console.export_text()
+    assert "vs mcts:100: non-losing" in text and "cfr:thumbs_up:" in text

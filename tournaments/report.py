@@ -26,7 +26,6 @@ import html
 import io
 import json
 import math
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,10 +147,10 @@ def rating_note(result: TournamentResult) -> str:
 
 def print_leaderboard(result: TournamentResult, console=None) -> None:
     """The leaderboard as a rich table."""
-    from rich.console import Console
+    from arena.console import make_console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    console = console or make_console(120)
     cfg = result.config
     ro = cfg.rating
     title = f"{cfg.name}: {cfg.format}, {len(result.results)} matches"

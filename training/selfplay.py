@@ -71,7 +71,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -504,12 +503,12 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
 
 def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     """Run (or resume) training; returns {"step", "elapsed", "games", "eval": last eval rows}."""
-    from rich.console import Console
+    from arena.console import make_console
     from torch.utils.tensorboard import SummaryWriter
 
     from agents.models import load_model
 
-    console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 240)
+    console = console or make_console(240, highlight=False)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
     resume = prepare_run_dir(run_dir, resume, console.print)
