@@ -265,6 +265,14 @@ def test_probability_floor_lifts_the_least_likely_legal_move(tok):
     assert learner.step(seqs)["uniform_kl"] < m["uniform_kl"]  # closer to uniform
 
 
+def test_probability_floor_is_zero_on_free_text_turns(tok):
+    """A batch with no constrained turn (free-text replies) trains with the floor on; it adds nothing."""
+    with_floor = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="float32", loss=LossConfig(floor_coef=1.0)))
+    without = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="float32", loss=LossConfig(entropy_coef=1e-9)))
+    m = with_floor.step(batch(tok))
+    assert m["uniform_kl"] == 0.0 and m["loss"] == pytest.approx(without.step(batch(tok))["loss"], abs=1e-6)
+
+
 def test_adaptive_entropy_bonus_raises_the_coefficient_the_loss_uses(tok):
     fixed = Learner(fresh(), tok, LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02)))
     adaptive = Learner(fresh(), tok, LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.05)))

@@ -419,6 +419,7 @@ class Learner:
         logp = (taken - lse) * mb.mask
         if entropy is not None:
             entropy = entropy * mb.mask
+            floor = floor if floor is not None else torch.zeros_like(logp)  # free-text turns: no floor
         return logp, entropy, state, floor
 
     def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
