@@ -116,16 +116,17 @@ def state_gradients(p: dict[str, float], opponent: str, configs: dict, matches: 
     plans = [MatchPlan(f"{s}-{order}", "prisoners_dilemma", [learner.name, other.name][::1 - 2 * order], seed + s)
              for s in range(matches // 2) for order in (0, 1)]
     records = sorted(play(plans, {learner.name: learner, other.name: other}, concurrency=64), key=lambda r: r.match_id)
-    states = []  # per match, per turn: the mover's state (turn k is in round k // 2)
+    states, cooperated = [], []  # per match, per turn: the mover's state (turn k is in round k // 2), its move
     for r in records:
         env = replay(r)
         states.append([memory1_state(env.cooperation_history(t.player)[: k // 2]) for k, t in enumerate(r.turns)])
+        cooperated.append([t.action == env.cooperate_action for t in r.turns])
     out = {}
     for name, cfg in configs.items():
         by_state: dict[str, list[float]] = {}
         for x in compute_advantages(records, replace(cfg, learners=[learner.name])):
             state = states[x.match_index][x.turn_index]
-            by_state.setdefault(state, []).append(x.advantage * ((x.turn.action == env.cooperate_action) - p[state]))
+            by_state.setdefault(state, []).append(x.advantage * (cooperated[x.match_index][x.turn_index] - p[state]))
         out[name] = {s: float(sum(v) / len(v)) for s, v in sorted(by_state.items())}
     return out
 
