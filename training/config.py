@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
+from agents.models import seeded
 from training.advantages import ESTIMATORS, AdvantageConfig
 from arena.machine import PRECISIONS
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
@@ -148,7 +149,8 @@ class TrainConfig:
     """A self-play training run (YAML: these keys; sections are mappings)."""
 
     model: str = "tiny-llama"
-    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id)"""
+    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id);
+    a tiny-llama without a seed of its own is initialised with the run's `seed`"""
     backend: str = "transformers"
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
@@ -159,7 +161,7 @@ class TrainConfig:
     run_dir: str = ""
     """output folder; default runs/<config file stem>"""
     seed: int = 0
-    """seeds the model init order, torch/numpy/python RNGs and the loop's generator"""
+    """seeds a tiny-llama's initial weights (unless its name has a seed), the LoRA init, torch/numpy/python RNGs and the loop's generator"""
     steps: int = 100
     """training steps (each: one batch of matches, then the updates)"""
     max_minutes: float = 0.0
@@ -388,6 +390,7 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     _validate(cfg)
     # derived values
     cfg.run_dir = cfg.run_dir or default_run_dir
+    cfg.model = seeded(cfg.model, cfg.seed)  # a seed sweep of tiny-llama runs starts from as many networks
     cfg.learner.temperature = cfg.agent.temperature
     cfg.advantage.learners = [POLICY]
     if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
