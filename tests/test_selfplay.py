@@ -331,6 +331,26 @@ def test_arena_train_ray_sets_the_configs_ray_address_and_keeps_its_other_ray_ke
     assert "ray.address must be local, auto or HOST:PORT, got 'headnode'" in err and err.count("\n") == 1
 
 
+def test_arena_train_set_overrides_the_yaml_before_it_is_checked(tmp_path, capsys):
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump({**merged({"model": TINY_NET, "matches_per_step": 4, "concurrency": 4, "eval": {"every": 0},
+                                              "league": {"self_play": 1.0, "bots": [], "snapshot_every": 0}}),
+                                    "run_dir": str(tmp_path / "run")}))
+    assert cli_main(["train", str(path), "--set", "steps=1", "--set", "learner.lr=1e-4", "--set", "learner.loss.kl_coef=0.05"]) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert saved["steps"] == 1 and saved["learner"]["lr"] == 1e-4 and saved["learner"]["loss"]["kl_coef"] == 0.05
+    assert saved["learner"]["loss"]["entropy_coef"] == TrainConfig().learner.loss.entropy_coef  # the rest of the section kept
+    assert checkpoint.latest(tmp_path / "run" / "checkpoints").name == "step_00000001"
+    capsys.readouterr()
+    for flags, message in [(["--set", "x"], "arena train: error: --set takes KEY=VALUE, got 'x'"),
+                           (["--set", "learner.lrr=1"], "unknown key 'learner.lrr' (did you mean 'lr'?)"),
+                           (["--set", "learner.lr=[1"], "--set learner.lr: '[1' is not a YAML value")]:
+        assert cli_main(["train", str(path), "--out", str(tmp_path / "bad"), *flags]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "bad").exists()
+
+
 def test_shipped_configs_load():
     paths = sorted(Path("configs").glob("train_*.yaml"))
     assert len(paths) >= 4

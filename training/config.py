@@ -22,6 +22,7 @@ import yaml
 
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
 from agents.models import seeded
+from arena.overrides import merge
 from training.advantages import ESTIMATORS, AdvantageConfig
 from arena.machine import PRECISIONS
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
@@ -600,8 +601,8 @@ def _check_spec(spec: Any, where: str) -> None:
 
 
 def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
-    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's; a
-    mapping updates the file's section key by key);
+    """A `TrainConfig` from a YAML file with `overrides` (`arena.overrides.parse_overrides`) merged in
+    (their keys replace the file's; a mapping updates the file's section key by key, at any depth);
     ValueError (one line, naming the file and the key) when malformed."""
     path = Path(path)
     if path.is_dir():
@@ -623,8 +624,7 @@ def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> Tr
     try:
         if not isinstance(d, Mapping):
             raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-        over = {k: {**d[k], **v} if isinstance(v, Mapping) and isinstance(d.get(k), Mapping) else v for k, v in (overrides or {}).items()}
-        return parse_config({**d, **over}, default_run_dir=str(Path("runs") / path.stem))
+        return parse_config(merge(d, dict(overrides or {})), default_run_dir=str(Path("runs") / path.stem))
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

@@ -84,6 +84,7 @@ import yaml
 from agents.llm_agent import LLMAgent
 from arena.progress import Progress
 from arena.machine import announce_threads, set_threads
+from arena.overrides import merge, parse_overrides
 from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
@@ -701,8 +702,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
 
 def main(args: argparse.Namespace) -> None:
-    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS]`."""
-    overrides = {}
+    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS] [--set KEY=VALUE ...]`."""
+    overrides = parse_overrides(getattr(args, "set", None))
     if getattr(args, "steps", None) is not None:
         overrides["steps"] = args.steps
     if getattr(args, "out", None):
@@ -710,7 +711,7 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "threads", None) is not None:
         overrides["threads"] = args.threads
     if getattr(args, "ray", None):
-        overrides["ray"] = {"address": args.ray}
+        overrides = merge(overrides, {"ray": {"address": args.ray}})
     cfg = load_config(args.config, overrides)
     try:
         result = train(cfg, resume=bool(args.resume))
