@@ -334,12 +334,13 @@ def test_arena_train_ray_sets_the_configs_ray_address_and_keeps_its_other_ray_ke
 def test_arena_train_set_overrides_the_yaml_before_it_is_checked(tmp_path, capsys):
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump({**merged({"model": TINY_NET, "matches_per_step": 4, "concurrency": 4, "eval": {"every": 0},
+                                              "learner": {"lr": 3e-3, "loss": {"entropy_coef": 0.02}},
                                               "league": {"self_play": 1.0, "bots": [], "snapshot_every": 0}}),
                                     "run_dir": str(tmp_path / "run")}))
     assert cli_main(["train", str(path), "--set", "steps=1", "--set", "learner.lr=1e-4", "--set", "learner.loss.kl_coef=0.05"]) == 0
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["steps"] == 1 and saved["learner"]["lr"] == 1e-4 and saved["learner"]["loss"]["kl_coef"] == 0.05
-    assert saved["learner"]["loss"]["entropy_coef"] == TrainConfig().learner.loss.entropy_coef  # the rest of the section kept
+    assert saved["learner"]["loss"]["entropy_coef"] == 0.02  # the rest of the section (at any depth) kept
     assert checkpoint.latest(tmp_path / "run" / "checkpoints").name == "step_00000001"
     capsys.readouterr()
     for flags, message in [(["--set", "x"], "arena train: error: --set takes KEY=VALUE, got 'x'"),
