@@ -191,7 +191,7 @@ def resume_point(ckpt_dir: Path) -> tuple[Path | None, list[tuple[Path, DamagedC
     skipped = []
     for folder in checkpoints(ckpt_dir):
         try:
-            run_state(read_files(folder)["meta"], folder)
+            run_state(read_files(folder, mmap=True)["meta"], folder)
             return folder, skipped
         except DamagedCheckpoint as e:
             skipped.append((folder, e))
@@ -298,18 +298,21 @@ def _rng_states(path: Path) -> dict:
     return rngs
 
 
-def read_files(path: str | os.PathLike, device="cpu") -> dict:
+def read_files(path: str | os.PathLike, device="cpu", mmap: bool = False) -> dict:
     """Read and check every file of checkpoint folder `path` that `load` restores, restoring nothing:
-    {"meta", "optimizer", "rng", "value_head" (None without value_head.pt)}; DamagedCheckpoint naming the first bad file."""
+    {"meta", "optimizer", "rng", "value_head" (None without value_head.pt)}; DamagedCheckpoint naming the first bad file.
+    `mmap`: map the tensors on the CPU instead of reading them (a check of a big optimizer state without its RAM)."""
     path = Path(path)
     meta = read_meta(path)
     if type(meta.get("learner_step")) is not int:
         raise DamagedCheckpoint(f"checkpoint file {path / 'meta.json'} is damaged (no learner_step)")
     check_weights(path / "model.safetensors")
-    value_head = None
-    if (path / "value_head.pt").exists():
-        value_head = _read(path / "value_head.pt", lambda p: torch.load(p, map_location=device, weights_only=True))
-    optimizer = _read(path / "optimizer.pt", lambda p: torch.load(p, map_location=device, weights_only=True))
+
+    def tensors(p: Path):
+        return torch.load(p, map_location="cpu" if mmap else device, weights_only=True, mmap=mmap)
+
+    value_head = _read(path / "value_head.pt", tensors) if (path / "value_head.pt").exists() else None
+    optimizer = _read(path / "optimizer.pt", tensors)
     return {"meta": meta, "optimizer": optimizer, "rng": _read(path / "rng.pt", _rng_states), "value_head": value_head}
 
 
