@@ -497,7 +497,7 @@ def test_runs_with_other_seeds_start_from_other_networks_and_their_kl_reference_
         assert all(torch.equal(v, league_module.state_dict()[k]) for k, v in initial[seed].items())
         saved = yaml.safe_load((tmp_path / f"seed{seed}" / "config.yaml").read_text())
         assert saved["model"] == f"tiny-llama:seed={seed}:{TINY_NET[11:]}"  # what a checkpoint's base model is rebuilt from
-    assert not torch.equal(initial[1]["model.embed_tokens.weight"], initial[2]["model.embed_tokens.weight"])
+    assert initial[1].keys() == initial[2].keys() and not any(torch.equal(initial[1][k], initial[2][k]) for k in initial[1] if "norm" not in k)
 
 
 def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
