@@ -10,7 +10,8 @@
 - `tiny-llama` (or `tiny-llama:<seed>`) is a randomly initialised 2-layer Llama (hidden
   64) with the SmolLM2 tokenizer, for tests and CPU-minute training runs. Its shape is
   set by keywords after colons: `tiny-llama:seed=0:hidden=128:heads=8:layers=2:init=0.05`
-  (`init` is the std of the normal initialisation, transformers' default 0.02).
+  (`init` is the std of the normal initialisation, transformers' default 0.02). A training
+  run seeds a tiny-llama that names no seed with its own `seed` (`seeded`).
 - A training checkpoint (`arena train` writes them): a checkpoint folder
   (`runs/x/checkpoints/step_00000200`), a `checkpoints/` folder or a run directory (both:
   its latest checkpoint). The base model named in the checkpoint's config is built and
@@ -212,6 +213,15 @@ def tiny_llama_args(name: str) -> dict:
         raise ValueError(f"bad model name {name!r}: hidden ({shape['hidden']}) must be a multiple of heads ({shape['heads']}) "
                          "with an even quotient (the head size; rotary embeddings need it even)")
     return args
+
+
+def seeded(name: str, seed: int) -> str:
+    """`name` initialised with `seed`: a tiny-llama name without a seed of its own gets `seed=<seed>`;
+    a name with a seed, any other model and seed 0 (tiny-llama's default: the same weights) are kept."""
+    if not name.lower().startswith(TINY) or seed == 0 or "seed" in tiny_llama_args(name):
+        return name
+    head, _, spec = name.partition(":")
+    return f"{head}:seed={seed}" + (f":{spec}" if spec else "")
 
 
 def find_checkpoint(name: str) -> Path | None:

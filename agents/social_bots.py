@@ -90,21 +90,21 @@ class SocialBot:
         self.name = self.name or self.strategy
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
-        return [self._decide(turn) for turn in turns]
-
-    def _decide(self, turn: PendingTurn) -> TurnRecord:
-        env = getattr(turn.env, "unwrapped", turn.env)
-        if not hasattr(env, "cooperation_history"):
-            game = env.metadata.get("name", type(env).__name__)
-            raise WrongGame(
-                f"social bot {self.name!r} cannot play {game!r}: it needs a game with cooperate/defect moves "
-                f"({', '.join(SOCIAL_GAMES)})"
-            )
-        cooperate = POLICIES[self.strategy](env.cooperation_history(turn.player))
-        return decision(turn, self.name, env.social_action(turn.player, cooperate))
+        return [social_decision(turn, self.name, POLICIES[self.strategy]) for turn in turns]
 
     def end_match(self, match_id: str) -> None:
         pass
+
+
+def social_decision(turn: PendingTurn, name: str, cooperates: Callable[[History], bool], **fields) -> TurnRecord:
+    """The move of agent `name` at `turn`: cooperate if `cooperates(the history it has seen)` (`fields`: more of the
+    TurnRecord); WrongGame for a game without cooperate/defect moves."""
+    env = getattr(turn.env, "unwrapped", turn.env)
+    if not hasattr(env, "cooperation_history"):
+        game = env.metadata.get("name", type(env).__name__)
+        raise WrongGame(f"social bot {name!r} cannot play {game!r}: it needs a game with cooperate/defect moves ({', '.join(SOCIAL_GAMES)})")
+    cooperate = cooperates(env.cooperation_history(turn.player))
+    return decision(turn, name, env.social_action(turn.player, cooperate), **fields)
 
 
 # Agent factories by strategy name, as `agents.make_agent` calls them: STRATEGIES[name](agent_name).

@@ -7,7 +7,7 @@
     arena tournament CONFIG                      create or resume a tournament
     arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
                [--opponents SPEC ...] [--param KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
-    arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS]   self-play RL
+    arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...]   self-play RL
     arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
 
@@ -71,15 +71,9 @@ def _show_game(name: str, console) -> None:
 
 def game_params(pairs: list[str] | None) -> dict:
     """`--param KEY=VALUE` flags -> game parameters (values read as YAML: 5, -2.0, true, [1, 2])."""
-    import yaml
+    from arena.overrides import key_values
 
-    out = {}
-    for p in pairs or []:
-        if "=" not in p:
-            raise ValueError(f"--param takes KEY=VALUE, got {p!r}")
-        k, v = p.split("=", 1)
-        out[k] = yaml.safe_load(v)
-    return out
+    return dict(key_values(pairs, "--param"))
 
 
 def cmd_play(args: argparse.Namespace) -> None:
@@ -231,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", help="override the config's run_dir")
     tr.add_argument("--threads", type=int, metavar="N", help="override the config's threads (0: chosen from the CPUs and the load)")
     tr.add_argument("--ray", metavar="ADDRESS", help="rollouts on Ray workers: override the config's ray.address (local, auto or HOST:PORT; docs/ray.md)")
+    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override any config key, dotted for sections (e.g. --set learner.lr=1e-4); repeatable; the flags above win")
     tr.set_defaults(func=cmd_train)
 
     pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")

@@ -133,6 +133,7 @@ DAMAGE = {  # file -> what a killed or faulty writer (or disk) left in it
     "rng.pt": lambda p: p.write_bytes(b"\x00" * 64),
     "value_head.pt": lambda p: p.write_bytes(p.read_bytes()[:100]),
     "optimizer.pt:missing": lambda p: p.unlink(),
+    "optimizer.pt:truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
 }
 
 
@@ -155,6 +156,23 @@ def test_a_damaged_file_is_a_one_line_error_naming_it_and_nothing_is_restored(tm
     if name in ("model.safetensors", "meta.json"):  # the files a player (llm:RUN_DIR) reads
         with pytest.raises(ValueError, match=f"checkpoint file {folder / name} is damaged"):
             load_named(str(tmp_path))
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_resume_point_is_the_newest_checkpoint_whose_files_all_read_whatever_latest_names(tmp_path, tok, damage):
+    from training.league import League
+
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig(lr=1e-3, value_coef=0.5))
+    for step in (1, 2):
+        checkpoint.save(tmp_path, learner, step, config={"model": "tiny-llama"}, league=League().state_dict(),
+                        state={"advantage": {}, "elapsed": 1.0, "games": 2})
+    assert checkpoint.resume_point(tmp_path) == (tmp_path / "step_00000002", [])
+    name = damage.split(":")[0]
+    DAMAGE[damage](tmp_path / "step_00000002" / name)
+    folder, skipped = checkpoint.resume_point(tmp_path)
+    assert folder == tmp_path / "step_00000001" and [p for p, _ in skipped] == [tmp_path / "step_00000002"]
+    assert str(tmp_path / "step_00000002" / name) in str(skipped[0][1]) or f"{name} is missing" in str(skipped[0][1])
+    assert checkpoint.latest(tmp_path) == tmp_path / "step_00000002"  # what the pointer names
 
 
 def test_latest_survives_a_missing_or_junk_pointer(tmp_path, tok):

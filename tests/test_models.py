@@ -115,3 +115,13 @@ def test_a_cached_hub_model_loads_offline(monkeypatch, tmp_path):
     with hub(monkeypatch, closed_port_url()):
         with pytest.raises(RuntimeError, match="unknown model 'someone/other'.*unreachable"):
             models.load_model("someone/other")
+
+
+def test_seeded_gives_a_tiny_llama_without_a_seed_the_runs_seed_and_keeps_any_other_name():
+    assert models.seeded("tiny-llama", 2) == "tiny-llama:seed=2"
+    assert models.seeded("tiny-llama:hidden=128:heads=8", 7) == "tiny-llama:seed=7:hidden=128:heads=8"
+    assert models.seeded("tiny-llama:hidden=128:heads=8", 0) == "tiny-llama:hidden=128:heads=8"  # seed 0: today's weights
+    assert models.seeded("tiny-llama:hidden=32:seed=5", 1) == "tiny-llama:hidden=32:seed=5"  # its own seed wins
+    assert models.seeded("tiny-llama:5", 1) == "tiny-llama:5"
+    assert models.seeded("smollm2-135m", 3) == "smollm2-135m"
+    assert models.tiny_llama_args(models.seeded("tiny-llama:hidden=32:heads=2", 9)) == {"seed": 9, "hidden": 32, "heads": 2}

@@ -1,5 +1,6 @@
 """training.seed_sweep: the seed list, each seed's config, the table and the figure."""
 
+import numpy as np
 import pytest
 
 from training.seed_sweep import parse_seeds, plot, seed_config, write_table
@@ -34,3 +35,38 @@ def test_table_counts_seeds_over_the_bar_and_the_median(tmp_path):
     assert "| 11 | 600 | 20.0 | 1600 / 100 / 300 | 0.850 [0.840, 0.860] | 0.990 | 0.710 | 0.851 |" in text
     plot(rows, tmp_path / "fig.png", "t")
     assert (tmp_path / "fig.png").stat().st_size > 1000
+
+
+def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or_missing_folder(tmp_path, capsys):
+    from agents.models import tiny_llama
+    from training import checkpoint
+    from training.config import config_dict, parse_config
+    from training.learner import Learner
+    from training.seed_sweep import score
+    from training.selfplay import start_league
+
+    config = {"model": "tiny-llama:hidden=32:heads=2:layers=1", "steps": 2, "games": [{"name": "kuhn_poker"}], "concurrency": 4,
+              "agent": {"prompt": "compact", "constrained": True, "max_new_tokens": 4, "max_retries": 0}}
+    cfg = parse_config(config)
+    model, tok = tiny_llama(hidden=32, heads=2, layers=1)
+    learner = Learner(model, tok, cfg.learner)
+    ckpts = tmp_path / "seed_3" / "checkpoints"
+    for step in (1, 2):
+        checkpoint.save(ckpts, learner, step, config=config_dict(cfg), league=start_league(cfg).state_dict(), rng=np.random.default_rng(0),
+                        state={"advantage": {}, "elapsed": 60.0 * step, "games": 8 * step})
+    model_file = ckpts / "step_00000002" / "model.safetensors"
+    model_file.write_bytes(model_file.read_bytes()[:100])  # the pointer's checkpoint is damaged
+    assert checkpoint.latest(ckpts).name == "step_00000002"
+    for pointer in ("step_00000002", "step_00000009"):  # damaged, then missing
+        (ckpts / "latest").write_text(pointer + "\n")
+        folder, skipped = checkpoint.resume_point(ckpts)
+        assert folder.name == "step_00000001" and [p.name for p, _ in skipped] == ["step_00000002"]
+        assert "model.safetensors is damaged" in str(skipped[0][1])
+        row = score(config, 3, tmp_path, games=2, eval_seed=5)
+        assert (row["step"], row["minutes"], row["games"], row["game"]) == (1, 1.0, 2, "kuhn_poker")
+        assert "seed 3: scoring step_00000001, not step_00000002: checkpoint file" in capsys.readouterr().out
+    assert checkpoint.finished(tmp_path / "seed_3", 1, 0) and not checkpoint.finished(tmp_path / "seed_3", 2, 0)  # a resume retrains step 2
+    for folder in ckpts.glob("step_*"):
+        (folder / "rng.pt").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="seed 3: no intact checkpoint in .*rng.pt is damaged"):
+        score(config, 3, tmp_path, games=2, eval_seed=5)

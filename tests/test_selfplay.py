@@ -44,6 +44,9 @@ TINY = {
 }
 
 
+TINY_NET = "tiny-llama:hidden=32:heads=2:layers=1"  # the smallest net: for tests of how the model is built
+
+
 def merged(over: dict) -> dict:
     """A copy of TINY with `over` applied (sections updated key by key)."""
     d = json.loads(json.dumps(TINY))
@@ -328,6 +331,27 @@ def test_arena_train_ray_sets_the_configs_ray_address_and_keeps_its_other_ray_ke
     assert "ray.address must be local, auto or HOST:PORT, got 'headnode'" in err and err.count("\n") == 1
 
 
+def test_arena_train_set_overrides_the_yaml_before_it_is_checked(tmp_path, capsys):
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump({**merged({"model": TINY_NET, "matches_per_step": 4, "concurrency": 4, "eval": {"every": 0},
+                                              "learner": {"lr": 3e-3, "loss": {"entropy_coef": 0.02}},
+                                              "league": {"self_play": 1.0, "bots": [], "snapshot_every": 0}}),
+                                    "run_dir": str(tmp_path / "run")}))
+    assert cli_main(["train", str(path), "--set", "steps=1", "--set", "learner.lr=1e-4", "--set", "learner.loss.kl_coef=0.05"]) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert saved["steps"] == 1 and saved["learner"]["lr"] == 1e-4 and saved["learner"]["loss"]["kl_coef"] == 0.05
+    assert saved["learner"]["loss"]["entropy_coef"] == 0.02  # the rest of the section (at any depth) kept
+    assert checkpoint.latest(tmp_path / "run" / "checkpoints").name == "step_00000001"
+    capsys.readouterr()
+    for flags, message in [(["--set", "x"], "arena train: error: --set takes KEY=VALUE, got 'x'"),
+                           (["--set", "learner.lrr=1"], "unknown key 'learner.lrr' (did you mean 'lr'?)"),
+                           (["--set", "learner.lr=[1"], "--set learner.lr: '[1' is not a YAML value")]:
+        assert cli_main(["train", str(path), "--out", str(tmp_path / "bad"), *flags]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "bad").exists()
+
+
 def test_shipped_configs_load():
     paths = sorted(Path("configs").glob("train_*.yaml"))
     assert len(paths) >= 4
@@ -439,6 +463,41 @@ def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path,
     assert best["step"] == 2 and best["selection_score"] == out["best"] == 0.8
     assert best["eval"] == [{k: v for k, v in rows[2].items() if k in best["eval"][0]}]  # what is reported for it: 0.2
     assert best["eval"][0]["non_losing"] == 0.2
+
+
+def test_a_tiny_llama_run_is_initialised_with_its_seed_unless_the_name_has_one():
+    assert tiny_cfg_model(0) == TINY_NET and tiny_cfg_model(4) == f"tiny-llama:seed=4:{TINY_NET[11:]}"
+    assert tiny_cfg_model(4, f"{TINY_NET}:seed=5") == f"{TINY_NET}:seed=5"
+    from agents.models import load_model as load_named
+
+    plain, _ = tiny_llama(hidden=32, heads=2, layers=1)
+    for seed, same_as in ((0, plain), (1, tiny_llama(seed=1, hidden=32, heads=2, layers=1)[0])):
+        model, _ = load_named(tiny_cfg_model(seed), dtype="float32")
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), same_as.state_dict().values()))
+    explicit, _ = load_named(tiny_cfg_model(2, f"{TINY_NET}:seed=5"), dtype="float32")
+    five, _ = tiny_llama(seed=5, hidden=32, heads=2, layers=1)
+    assert all(torch.equal(a, b) for a, b in zip(explicit.state_dict().values(), five.state_dict().values()))
+
+
+def tiny_cfg_model(seed: int, model: str = TINY_NET) -> str:
+    return parse_config(merged({"model": model, "seed": seed})).model
+
+
+def test_runs_with_other_seeds_start_from_other_networks_and_their_kl_reference_and_league_module_are_that_network(tmp_path):
+    initial = {}
+    for seed in (1, 2):
+        cfg = tiny(tmp_path, f"seed{seed}", model=TINY_NET, seed=seed, steps=1, matches_per_step=4, concurrency=4,
+                   league={"self_play": 1.0, "bots": [], "snapshot_every": 0},
+                   eval={"every": 0}, learner={"lr": 3e-3, "precision": "float32", "loss": {"kl_coef": 0.1}})
+        train(cfg, console=quiet())
+        initial[seed] = load_file(str(tmp_path / f"seed{seed}" / "checkpoints" / checkpoint.REFERENCE))  # the KL reference
+        own, _ = tiny_llama(seed=seed, hidden=32, heads=2, layers=1)
+        assert all(torch.equal(v, own.state_dict()[k]) for k, v in initial[seed].items())
+        league_module = selfplay.frozen_backend(cfg, "cpu", "float32").model  # league snapshots' (and Ray workers') module
+        assert all(torch.equal(v, league_module.state_dict()[k]) for k, v in initial[seed].items())
+        saved = yaml.safe_load((tmp_path / f"seed{seed}" / "config.yaml").read_text())
+        assert saved["model"] == f"tiny-llama:seed={seed}:{TINY_NET[11:]}"  # what a checkpoint's base model is rebuilt from
+    assert initial[1].keys() == initial[2].keys() and not any(torch.equal(initial[1][k], initial[2][k]) for k in initial[1] if "norm" not in k)
 
 
 def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):

@@ -17,7 +17,8 @@ any moment leaves either the previous checkpoint or the new one, never half of o
 `load` restores weights, optimizer, RNG streams and the learner's step, so training after
 a resume is bit-for-bit the run that never stopped. It reads and checks every file before
 changing anything; a file that cannot be read (truncated, junk, missing) raises
-`DamagedCheckpoint` naming it, and `checkpoints()` lists the others to fall back on.
+`DamagedCheckpoint` naming it, and `checkpoints()` lists the others to fall back on:
+`resume_point` is the newest intact one, what a resume, `finished` and the seed sweep's scoring take.
 Every temp name is `.tmp-<name>-<pid>` (or `.old-<name>-<pid>`): `clean_tmp` removes
 those a killed writer left behind.
 """
@@ -170,6 +171,33 @@ def latest(directory: str | os.PathLike) -> Path | None:
     return found[0] if found else None
 
 
+def run_state(meta: dict, folder: Path) -> tuple:
+    """A checkpoint's run state: (step, league, advantage state, elapsed, games, best, budget_elapsed);
+    DamagedCheckpoint when its meta.json does not hold one."""
+    from training.league import League
+
+    try:
+        s = meta["state"]
+        return (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
+                int(s["games"]), float(s.get("best", -1.0)), budget_elapsed(meta))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
+
+
+def resume_point(ckpt_dir: Path) -> tuple[Path | None, list[tuple[Path, DamagedCheckpoint]]]:
+    """The checkpoint a resume takes, and the newer ones it skips with why: the newest complete one
+    whose files all read (`read_files`) and whose run state parses. Not the `latest`
+    pointer: a pointer can name a folder that was damaged or removed since."""
+    skipped = []
+    for folder in checkpoints(ckpt_dir):
+        try:
+            run_state(read_files(folder, mmap=True)["meta"], folder)
+            return folder, skipped
+        except DamagedCheckpoint as e:
+            skipped.append((folder, e))
+    return None, skipped
+
+
 def over_budget(elapsed_seconds: float, max_minutes: float) -> bool:
     """The training loop's time rule: a run with `max_minutes` > 0 stops once its wall time, over all of
     its sessions, reaches it (checked after each step's training, before that step's evaluation)."""
@@ -185,14 +213,11 @@ def budget_elapsed(meta: dict) -> float:
 
 def finished(run_dir: str | os.PathLike, steps: int, max_minutes: float) -> bool:
     """Whether resuming the run in `run_dir` would train no further step: the checkpoint a resume
-    takes is at `steps` (or beyond), or its time budget was spent. No checkpoint, or a damaged one: False."""
-    found = checkpoints(Path(run_dir) / "checkpoints")
-    if not found:
+    takes (`resume_point`) is at `steps` (or beyond), or its time budget was spent. No intact checkpoint: False."""
+    found, _ = resume_point(Path(run_dir) / "checkpoints")
+    if found is None:
         return False
-    try:
-        meta = read_meta(found[0])
-    except DamagedCheckpoint:
-        return False
+    meta = read_meta(found)
     return meta["step"] >= steps or over_budget(budget_elapsed(meta), max_minutes)
 
 
@@ -273,12 +298,30 @@ def _rng_states(path: Path) -> dict:
     return rngs
 
 
+def read_files(path: str | os.PathLike, device="cpu", mmap: bool = False) -> dict:
+    """Read and check every file of checkpoint folder `path` that `load` restores, restoring nothing:
+    {"meta", "optimizer", "rng", "value_head" (None without value_head.pt)}; DamagedCheckpoint naming the first bad file.
+    `mmap`: map the tensors on the CPU instead of reading them (a check of a big optimizer state without its RAM)."""
+    path = Path(path)
+    meta = read_meta(path)
+    if type(meta.get("learner_step")) is not int:
+        raise DamagedCheckpoint(f"checkpoint file {path / 'meta.json'} is damaged (no learner_step)")
+    check_weights(path / "model.safetensors")
+
+    def tensors(p: Path):
+        return torch.load(p, map_location="cpu" if mmap else device, weights_only=True, mmap=mmap)
+
+    value_head = _read(path / "value_head.pt", tensors) if (path / "value_head.pt").exists() else None
+    optimizer = _read(path / "optimizer.pt", tensors)
+    return {"meta": meta, "optimizer": optimizer, "rng": _read(path / "rng.pt", _rng_states), "value_head": value_head}
+
+
 def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = None) -> dict:
     """Restore a checkpoint into `learner` (and `rng`); returns its meta dict.
 
     `path` is a checkpoint folder or a run directory (then its `latest` checkpoint).
     Returns {"step", "learner_step", "config", "league", "state"}. Every file is read and
-    checked before anything is restored: a damaged one raises `DamagedCheckpoint` (a
+    checked (`read_files`) before anything is restored: a damaged one raises `DamagedCheckpoint` (a
     ValueError) naming it and leaves `learner` as it was; a checkpoint of another model
     raises ValueError.
     """
@@ -288,17 +331,12 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         if found is None:
             raise FileNotFoundError(f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)")
         path = found
-    meta = read_meta(path)
-    if type(meta.get("learner_step")) is not int:
-        raise DamagedCheckpoint(f"checkpoint file {path / 'meta.json'} is damaged (no learner_step)")
-    check_weights(path / "model.safetensors")
-    if getattr(learner, "value_head", None) is not None and not (path / "value_head.pt").exists():
+    files = read_files(path, learner.device)
+    meta, optimizer, rngs = files["meta"], files["optimizer"], files["rng"]
+    needs_head = getattr(learner, "value_head", None) is not None
+    value_head = files["value_head"] if needs_head else None
+    if needs_head and value_head is None:
         raise ValueError(f"checkpoint {path} has no value head (value_head.pt) and this learner needs one (learner.value_coef > 0)")
-    value_head = None
-    if getattr(learner, "value_head", None) is not None:
-        value_head = _read(path / "value_head.pt", lambda p: torch.load(p, map_location=learner.device, weights_only=True))
-    optimizer = _read(path / "optimizer.pt", lambda p: torch.load(p, map_location=learner.device, weights_only=True))
-    rngs = _read(path / "rng.pt", _rng_states)
     reference = path.parent / REFERENCE if getattr(learner, "ref_model", None) is not None and (path.parent / REFERENCE).exists() else None
     if reference is not None:
         check_weights(reference)

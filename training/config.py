@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
+from agents.models import seeded
+from arena.overrides import merge
 from training.advantages import ESTIMATORS, AdvantageConfig
 from arena.machine import PRECISIONS
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
@@ -148,7 +150,8 @@ class TrainConfig:
     """A self-play training run (YAML: these keys; sections are mappings)."""
 
     model: str = "tiny-llama"
-    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id)"""
+    """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id);
+    a tiny-llama without a seed of its own is initialised with the run's `seed`"""
     backend: str = "transformers"
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
@@ -159,7 +162,7 @@ class TrainConfig:
     run_dir: str = ""
     """output folder; default runs/<config file stem>"""
     seed: int = 0
-    """seeds the model init order, torch/numpy/python RNGs and the loop's generator"""
+    """seeds a tiny-llama's initial weights (unless its name has a seed), the LoRA init, torch/numpy/python RNGs and the loop's generator"""
     steps: int = 100
     """training steps (each: one batch of matches, then the updates)"""
     max_minutes: float = 0.0
@@ -388,6 +391,7 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     _validate(cfg)
     # derived values
     cfg.run_dir = cfg.run_dir or default_run_dir
+    cfg.model = seeded(cfg.model, cfg.seed)  # a seed sweep of tiny-llama runs starts from as many networks
     cfg.learner.temperature = cfg.agent.temperature
     cfg.advantage.learners = [POLICY]
     if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
@@ -597,8 +601,8 @@ def _check_spec(spec: Any, where: str) -> None:
 
 
 def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
-    """A `TrainConfig` from a YAML file (top-level keys in `overrides` replace the file's; a
-    mapping updates the file's section key by key);
+    """A `TrainConfig` from a YAML file with `overrides` (`arena.overrides.parse_overrides`) merged in
+    (their keys replace the file's; a mapping updates the file's section key by key, at any depth);
     ValueError (one line, naming the file and the key) when malformed."""
     path = Path(path)
     if path.is_dir():
@@ -620,8 +624,7 @@ def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> Tr
     try:
         if not isinstance(d, Mapping):
             raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-        over = {k: {**d[k], **v} if isinstance(v, Mapping) and isinstance(d.get(k), Mapping) else v for k, v in (overrides or {}).items()}
-        return parse_config({**d, **over}, default_run_dir=str(Path("runs") / path.stem))
+        return parse_config(merge(d, dict(overrides or {})), default_run_dir=str(Path("runs") / path.stem))
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

@@ -82,14 +82,12 @@ class Memory1:
         self.rng = np.random.default_rng(self.seed)
 
     def act(self, turns: list) -> list:
-        from agents.base import decision
+        from agents.social_bots import social_decision
 
-        out = []
-        for turn in turns:
-            env = getattr(turn.env, "unwrapped", turn.env)
-            cooperate = bool(self.rng.random() < self.p[memory1_state(env.cooperation_history(turn.player))])
-            out.append(decision(turn, self.name, env.social_action(turn.player, cooperate), token_ids=[0]))
-        return out
+        return [social_decision(turn, self.name, self.cooperates, token_ids=[0]) for turn in turns]
+
+    def cooperates(self, history: list) -> bool:
+        return bool(self.rng.random() < self.p[memory1_state(history)])
 
     def end_match(self, match_id: str) -> None:
         pass

@@ -9,7 +9,8 @@
    `--threads`); a run that already finished (`training.checkpoint.finished`: its last
    checkpoint is at `steps` or spent `max_minutes`) is not trained again, an interrupted
    one resumes (`--resume`), so the sweep can be restarted.
-2. Each run's final policy (`llm:OUT/seed_N`, greedy) plays `--games` fresh matches per
+2. Each run's final policy (the checkpoint a resume would take: `training.checkpoint.resume_point`,
+   the newest intact one, whatever the `latest` pointer names; greedy) plays `--games` fresh matches per
    training game against random, both seats alternating, on evaluation seed
    `--eval-seed` (none of the training run's evaluation seeds): W/D/L, non-losing rate
    with its Wilson 95% CI, per seat; for tic-tac-toe also the exact non-losing rate
@@ -90,12 +91,14 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
     from evaluation.metrics import summary
     from evaluation.run import evaluate
     from evaluation.suites import GameSpec
-    from training.checkpoint import latest, read_meta
+    from training.checkpoint import read_meta, resume_point
 
     run_dir = out / f"seed_{seed}"
-    last = latest(run_dir / "checkpoints")
+    last, skipped = resume_point(run_dir / "checkpoints")  # the checkpoint a resume would continue from
     if last is None:
-        raise ValueError(f"seed {seed}: no checkpoint in {run_dir / 'checkpoints'}")
+        raise ValueError(f"seed {seed}: no intact checkpoint in {run_dir / 'checkpoints'}" + "".join(f"; {e}" for _, e in skipped))
+    for bad, e in skipped:
+        print(f"seed {seed}: scoring {last.name}, not {bad.name}: {e}", flush=True)
     meta = read_meta(last)
     agent = make_agent(f"llm:{last},temperature=0", "policy")
     row = {"seed": seed, "step": int(meta["step"]), "minutes": float(meta.get("state", {}).get("elapsed", 0)) / 60}

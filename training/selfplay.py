@@ -36,7 +36,7 @@ policy up to the last checkpoint; `llm:<run>/best` plays it, `llm:<run>` the lat
 a newer best waits in best-pending/ for the next checkpoint, so a resume never keeps a best
 from the steps it replays). One run per folder
 (`prepare_run_dir`): a fresh start refuses checkpoints and sets the files of a run that never
-checkpointed aside (old-<time>/); a resume uses the newest intact checkpoint (`resume_from`;
+checkpointed aside (old-<time>/); a resume uses the newest intact checkpoint (`checkpoint.resume_point`;
 damaged ones go to checkpoints/damaged-step_N/) and cuts the logs back to its step.
 
 Time budget: `max_minutes` counts the wall time of all sessions of a run (the elapsed time
@@ -84,6 +84,7 @@ import yaml
 from agents.llm_agent import LLMAgent
 from arena.progress import Progress
 from arena.machine import announce_threads, set_threads
+from arena.overrides import merge, parse_overrides
 from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
@@ -434,30 +435,19 @@ def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
 
 
 def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float, float]:
-    """Load the newest intact checkpoint: (step, league, advantage state, elapsed, games, best, budget_elapsed).
+    """Load the newest intact checkpoint (`checkpoint.resume_point`): its `checkpoint.run_state`.
 
     A checkpoint with a damaged file is skipped (and moved to damaged-step_N, saying why);
     ValueError when none is intact.
     """
-    skipped: list[tuple[Path, Exception]] = []
-    for folder in checkpoint.checkpoints(ckpt_dir):
-        try:
-            meta = checkpoint.load(folder, learner, rng=rng)
-            try:
-                s = meta["state"]
-                state = (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
-                         int(s["games"]), float(s.get("best", -1.0)), checkpoint.budget_elapsed(meta))
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
-                raise checkpoint.DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
-        except checkpoint.DamagedCheckpoint as e:
-            skipped.append((folder, e))
-            continue
-        for bad, e in skipped:
-            aside = _free(bad.with_name(f"damaged-{bad.name}"))
-            os.replace(bad, aside)
-            say(f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}")
-        return state
-    raise ValueError(f"--resume: no intact checkpoint in {ckpt_dir}: " + "; ".join(str(e) for _, e in skipped))
+    folder, skipped = checkpoint.resume_point(ckpt_dir)
+    if folder is None:
+        raise ValueError(f"--resume: no intact checkpoint in {ckpt_dir}: " + "; ".join(str(e) for _, e in skipped))
+    for bad, e in skipped:
+        aside = _free(bad.with_name(f"damaged-{bad.name}"))
+        os.replace(bad, aside)
+        say(f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}")
+    return checkpoint.run_state(checkpoint.load(folder, learner, rng=rng), folder)
 
 
 def settle_best(run_dir: Path, step: int, say) -> None:
@@ -701,8 +691,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
 
 
 def main(args: argparse.Namespace) -> None:
-    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS]`."""
-    overrides = {}
+    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS] [--set KEY=VALUE ...]`."""
+    overrides = parse_overrides(getattr(args, "set", None))
     if getattr(args, "steps", None) is not None:
         overrides["steps"] = args.steps
     if getattr(args, "out", None):
@@ -710,7 +700,7 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "threads", None) is not None:
         overrides["threads"] = args.threads
     if getattr(args, "ray", None):
-        overrides["ray"] = {"address": args.ray}
+        overrides = merge(overrides, {"ray": {"address": args.ray}})
     cfg = load_config(args.config, overrides)
     try:
         result = train(cfg, resume=bool(args.resume))

@@ -29,7 +29,6 @@ held-out curves over steps, from each run's eval.jsonl).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from arena.overrides import merge, parse_overrides
 from evaluation.metrics import ALL, paired
 from evaluation.run import AGENT, BASELINE, exploitability_rows, run_eval, store_paths
 from evaluation.suites import EvalConfig, GameSpec, suite
@@ -50,14 +50,6 @@ VARIANTS: dict[str, dict] = {  # name -> overrides of the recipe (nested mapping
     "grpo": {"advantage": {"estimator": "grpo"}},
 }
 EXPLOITABILITY_GAMES = ("kuhn_poker",)  # Leduc's 936 information states take hours sampled on this CPU
-
-
-def merge(base: dict, over: dict) -> dict:
-    """`base` with `over`'s keys replaced; nested mappings merged key by key."""
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
 
 
 def variant_config(recipe: dict, variant: str, out: Path, overrides: dict | None = None) -> TrainConfig:
@@ -232,16 +224,10 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("matches", "samples"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1")
-    overrides: dict = {}
-    for item in args.set:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            p.error(f"--set takes KEY=VALUE, got {item!r}")
-        node = overrides
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
+    try:
+        overrides = parse_overrides(args.set)
+    except ValueError as e:
+        p.error(str(e))
     if args.steps is not None:
         overrides["steps"] = args.steps
     if args.threads is not None:
