@@ -311,7 +311,7 @@ def test_a_lora_runs_snapshots_are_its_adapters_and_play_them(tmp_path):
     own = pool._backend.model.state_dict()
     assert all(torch.equal(own[k], v.to(own[k].dtype)) for k, v in saved.items())  # the adapters it plays are the snapshot's
     cfg_full, _ = snapshot_learner()
-    with pytest.raises(ValueError, match=r"^league snapshot .*step_1.safetensors does not fit tiny-llama with full weights: missing"):
+    with pytest.raises(ValueError, match=r"^league snapshot .*step_1.safetensors does not fit tiny-llama:seed=5 with full weights: missing"):
         Opponents(cfg_full, learner.device).agent("ckpt-1", str(path), "checkpoint", seed=0).backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=2))
 
 
