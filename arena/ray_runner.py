@@ -51,7 +51,7 @@ def connect(address: str, num_cpus: int | None = None) -> None:
     # after an error the driver drops the other chunks' results unread: not errors to log again
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if address == "local":
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)  # a new cluster even if another runs here
         return
     check_reachable(address)
     try:

@@ -36,7 +36,7 @@ CONFIG = {
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never an existing cluster
     yield
     ray.shutdown()
 
