@@ -79,7 +79,7 @@ def eval_games(cfg: TrainConfig) -> list[GameSpec]:
 def eval_config(cfg: TrainConfig, policy: str, out: Path, matches: int, seed: int, samples: int) -> EvalConfig:
     """The paired evaluation of the run's policy against the base model. The final policy is named by its
     checkpoint folder, so a run trained further is a new evaluation (the store restarts), never a resumed one."""
-    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(checkpoint.latest(Path(cfg.run_dir) / "checkpoints") or cfg.run_dir)
+    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(checkpoint.resume_point(Path(cfg.run_dir) / "checkpoints")[0] or cfg.run_dir)
     return EvalConfig(agent=agent_spec(trained, cfg),
                       baseline=agent_spec(cfg.model, cfg), games=eval_games(cfg), matches=matches, seed=seed,
                       samples=samples, concurrency=cfg.concurrency, out=str(out))
