@@ -71,6 +71,14 @@ def test_reuse_baseline_copies_only_the_baselines_matches(tmp_path):
     assert ts.reuse_baseline(src, dst, samples=8) == 0  # never over an evaluation that has begun
 
 
+def test_baseline_from_a_folder_without_an_evaluation_is_refused_before_training(tmp_path):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(TINY_RECIPE))
+    with pytest.raises(ValueError, match="no evaluation there"):
+        ts.study(str(path), ["mars"], tmp_path / "out", matches=2, seed=3, samples=1, policy="final", baseline_from=tmp_path / "none")
+    assert not (tmp_path / "out").exists()
+
+
 TINY_RECIPE = {
     "model": "tiny-llama",
     "seed": 1,
@@ -120,6 +128,13 @@ def test_study_end_to_end_on_the_tiny_model(tmp_path):
     again = ts.study(str(path), ["mars", "grpo"], out, matches=2, seed=3, samples=1, policy="final")
     assert again["variants"]["mars"]["paired"] == result["variants"]["mars"]["paired"]
     assert {v: (out / v / "run" / "metrics.jsonl").stat().st_mtime for v in result["variants"]} == mtimes
+    # another training seed's study takes the base matches from this one instead of playing them
+    out2 = tmp_path / "study_seed1"
+    other = ts.study(str(path), ["mars"], out2, matches=2, seed=3, samples=1, policy="final", overrides={"seed": 1},
+                     baseline_from=out / "mars" / "eval")
+    assert sorted(ln for ln in (out2 / "mars" / "eval" / "eval.jsonl").read_text().splitlines()
+                  if json.loads(ln)["match_id"].startswith("baseline|")) == base("mars")
+    assert [r for r in other["variants"]["mars"]["exploitability"] if r["agent"] == "baseline"] == expl["mars"]
 
 
 def test_the_gpu_config_is_the_same_recipe_and_resolves_on_the_cpu():

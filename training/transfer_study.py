@@ -162,9 +162,12 @@ def markdown(study: dict) -> str:
 
 
 def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: int, samples: int, policy: str,
-          overrides: dict | None = None, console=None, train_only: bool = False) -> dict:
+          overrides: dict | None = None, console=None, train_only: bool = False, baseline_from: Path | None = None) -> dict:
     """Train, evaluate and tabulate every variant; returns the study (also in OUT/study.json).
-    `train_only` stops after training (two variants can then train side by side, one process each)."""
+    `train_only` stops after training (two variants can then train side by side, one process each).
+    `baseline_from`: an earlier study's evaluation folder (VARIANT/eval) whose base-model matches are taken
+    instead of played (the base model does not depend on the training seed: a study of another training
+    seed with the same evaluation seed and matches plays the same base matches)."""
     from training.plots import plot_eval
     from training.selfplay import train
 
@@ -175,7 +178,9 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
     configs = {v: variant_config(recipe, v, out, overrides) for v in variants}  # all checked before anything runs
     result = {"recipe": recipe_path, "matches": matches, "seed": seed, "policy": policy,
               "held_out_games": [g.name for g in suite("held_out")], "variants": {}}
-    first_eval: Path | None = None
+    if baseline_from is not None and not store_paths(baseline_from)[1].exists():
+        raise ValueError(f"--baseline-from {baseline_from}: no evaluation there (expected {store_paths(baseline_from)[1]})")
+    first_eval: Path | None = baseline_from
     for v, cfg in configs.items():
         if checkpoint.finished(cfg.run_dir, cfg.steps, cfg.max_minutes):
             say(f"== {v}: {cfg.run_dir} has finished training")
@@ -218,6 +223,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="train the variants and stop (run again without it to evaluate: the base model is played once)")
     p.add_argument("--steps", type=int, help="override the recipe's steps")
     p.add_argument("--threads", type=int, help="override the recipe's threads")
+    p.add_argument("--baseline-from", type=Path, metavar="EVAL_DIR",
+                   help="take the base model's matches from this earlier evaluation (e.g. runs/transfer/mars/eval of "
+                        "another training seed; same --seed and --matches) instead of playing them again")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any recipe key, dotted for sections (e.g. --set learner.lora_rank=16); repeatable")
     args = p.parse_args(argv)
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         overrides["threads"] = args.threads
     try:
         study(args.config, args.variants, Path(args.out), args.matches, args.seed, args.samples, args.policy, overrides,
-              train_only=args.train_only)
+              train_only=args.train_only, baseline_from=args.baseline_from)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
 
