@@ -69,7 +69,7 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
     monkeypatch.setattr(selfplay, "play", recording_play)
     cfg = selfplay.load_config("configs/train_ipd_aa.yaml", {"steps": 1, "matches_per_step": 4, "concurrency": 4, "run_dir": str(tmp_path / "run")})
     selfplay.train(cfg, console=Console(quiet=True))
-    row = read_json_lines(tmp_path / "run" / "metrics.jsonl")[0]
+    row = next(read_json_lines(tmp_path / "run" / "metrics.jsonl"))
     model, tok = load_model(cfg.model, dtype="float32")  # the weights the rollout played with
     learner = Learner(model, tok, cfg.learner)
     tol = 1e-4 if learner.compute_dtype == "float32" else 2e-2
