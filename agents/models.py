@@ -14,7 +14,8 @@
   run seeds a tiny-llama that names no seed with its own `seed` (`seeded`).
 - A training checkpoint (`arena train` writes them): a checkpoint folder
   (`runs/x/checkpoints/step_00000200`), a `checkpoints/` folder or a run directory (both:
-  its latest checkpoint). The base model named in the checkpoint's config is built and
+  the checkpoint a resume takes, `training.checkpoint.resume_point`: the newest intact one,
+  whatever the `latest` pointer names). The base model named in the checkpoint's config is built and
   the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
   tournaments and evaluations like any model; `agents.make_agent` also takes the agent
   settings it was trained with (prompt, system prompt, constrained decoding...) as defaults.
@@ -37,6 +38,7 @@ import inspect
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -225,15 +227,31 @@ def seeded(name: str, seed: int) -> str:
 
 
 def find_checkpoint(name: str) -> Path | None:
-    """The training checkpoint `name` points at (a checkpoint, a checkpoints/ folder or a run directory), else None."""
-    from training.checkpoint import latest
+    """The training checkpoint `name` points at, else None: a checkpoint (or best/) folder as it is; for a
+    checkpoints/ folder or a run directory, the one a resume takes (`training.checkpoint.resume_point`: the
+    newest intact checkpoint, whatever the `latest` pointer names), with a warning line per newer damaged one
+    it skips; DamagedCheckpoint when there are checkpoints and none is intact."""
+    from training.checkpoint import DamagedCheckpoint, resume_point
 
     path = Path(name).expanduser()
     if not path.is_dir():
         return None
     if (path / "meta.json").is_file():
         return path
-    return latest(path) or latest(path / "checkpoints")
+    for folder in (path, path / "checkpoints"):
+        found, skipped = resume_point(folder)
+        for bad, why in skipped:
+            if bad not in _warned:
+                _warned.add(bad)
+                print(f"warning: {name}: skipping checkpoint {bad.name} ({why})", file=sys.stderr)
+        if found is not None:
+            return found
+        if skipped:
+            raise DamagedCheckpoint(f"no intact checkpoint in {folder}; the newest: {skipped[0][1]}")
+    return None
+
+
+_warned: set[Path] = set()  # damaged checkpoints already named (make_agent and load_model both look)
 
 
 def checkpoint_config(folder: Path) -> dict:

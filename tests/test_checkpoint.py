@@ -175,6 +175,49 @@ def test_resume_point_is_the_newest_checkpoint_whose_files_all_read_whatever_lat
     assert checkpoint.latest(tmp_path) == tmp_path / "step_00000002"  # what the pointer names
 
 
+@pytest.mark.parametrize("damage", ["model.safetensors", "optimizer.pt:missing", "folder removed"])
+def test_a_run_dir_plays_its_newest_intact_checkpoint_when_latest_names_a_damaged_or_missing_one(tmp_path, tok, damage, capsys):
+    from agents.models import find_checkpoint, load_model as load_named
+
+    ckpts = tmp_path / "run" / "checkpoints"
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig(lr=1e-2))
+    weights = {}
+    for step in (1, 2):
+        learner.step(make_batches(tok)[0][:2] if step == 1 else [Sequence(s.prompt_ids, s.completion_ids, 1.0) for s in make_batches(tok)[1]])
+        folder = checkpoint.save(ckpts, learner, step, config={"model": "tiny-llama"}, league=League().state_dict(),
+                                 state={"advantage": {}, "elapsed": 1.0, "games": 2}, keep=0)
+        weights[step] = {k: v.clone() for k, v in learner.model.state_dict().items()}
+    newest = ckpts / "step_00000002"
+    assert find_checkpoint(str(tmp_path / "run")) == newest  # all intact: the newest
+    if damage == "folder removed":
+        import shutil
+
+        shutil.rmtree(newest)
+    else:
+        DAMAGE[damage](newest / damage.split(":")[0])
+    assert (ckpts / "latest").read_text().strip() == newest.name  # the pointer still names it
+    for name in (tmp_path / "run", ckpts):
+        assert find_checkpoint(str(name)) == ckpts / "step_00000001" == checkpoint.resume_point(ckpts)[0]
+    model, _ = load_named(str(tmp_path / "run"), dtype="float32")
+    assert all(torch.equal(v, weights[1][k]) for k, v in model.state_dict().items())
+    assert not any(torch.equal(weights[1][k], weights[2][k]) for k in weights[1] if k.endswith("q_proj.weight"))
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning")]
+    assert len(warnings) == (damage != "folder removed") and all("step_00000002" in w for w in warnings)  # once, not per lookup
+
+
+def test_a_run_dir_without_an_intact_checkpoint_is_a_one_line_error(tmp_path, tok):
+    from agents.models import find_checkpoint
+
+    learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
+    folder = checkpoint.save(tmp_path / "checkpoints", learner, 1, config={"model": "tiny-llama"}, league=League().state_dict(),
+                             state={"advantage": {}, "elapsed": 1.0, "games": 2})
+    DAMAGE["rng.pt"](folder / "rng.pt")
+    with pytest.raises(checkpoint.DamagedCheckpoint) as e:
+        find_checkpoint(str(tmp_path))
+    assert str(e.value).startswith(f"no intact checkpoint in {tmp_path / 'checkpoints'}") and str(folder / "rng.pt") in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_latest_survives_a_missing_or_junk_pointer(tmp_path, tok):
     learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
     for step in (1, 2):

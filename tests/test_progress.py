@@ -54,18 +54,63 @@ class FakeClock:
         return self.now
 
 
-def test_not_a_terminal_prints_a_bounded_number_of_lines():
+def test_off_a_terminal_a_long_evaluation_logs_every_5_percent_and_every_minute_with_the_time_left():
     clock, out = FakeClock(), io.StringIO()
-    with Progress(total=36, desc="quickstart", file=out, tty=False, interval=30, clock=clock) as bar:
-        for i in range(10_000):  # 10,000 batched calls over 300 s, a match ending every 278 calls
-            clock.now = i * 0.03
-            bar.turns(16, 160)
-            if i % 278 == 277:
+    with Progress(total=2000, desc="eval", file=out, clock=clock) as bar:  # a StringIO is no terminal
+        for i in range(6000):  # 50 minutes: a batched call every 0.5 s, a match ending every 1.5 s
+            clock.now = i * 0.5
+            bar.turns(4, 0)
+            if i % 3 == 2:
                 bar.update(1)
-    lines = out.getvalue().splitlines()
-    assert 300 / 30 <= len(lines) <= 300 / 30 + 1
-    assert lines[0].startswith("quickstart: 3/36 matches, 16016 turns, 160160 tokens (5338.7 tok/s), 0:30")
-    assert lines[-1].startswith("quickstart: 35/36 matches, 160000 turns, 1600000 tokens (5333.9 tok/s), 4:59")
+    text = out.getvalue()
+    assert "\r" not in text and "\x1b" not in text  # plain lines, no bar or colour codes
+    lines = text.splitlines()
+    done = [int(line.split()[1].split("/")[0]) for line in lines]
+    assert done == sorted(done) and done[-1] == 2000 and len(set(done)) == len(done)
+    for k in range(1, 20):  # every 5% mark is logged as it is passed
+        assert any(100 * k <= d < 100 * k + 5 for d in done), k
+    assert 3000 / 60 <= len(lines) <= 3000 / 60 + 20 + 1  # a line a minute at least, and no more than minute + 5% lines
+    half = next(line for line in lines if line.startswith("eval: 1000/2000"))
+    assert half == "eval: 1000/2000 matches, 50.0%, 12000 turns, 24:59 elapsed, ~25 min left"  # match 1000 ends at call 2999: 1499.5 s
+    assert lines[-1] == "eval: 2000/2000 matches, 100.0%, 24000 turns, 49:59 elapsed"
+    for line, d in zip(lines[:-1], done):  # the estimate is the true time left (a match every 1.5 s), to its rounding
+        n, unit = line.split("~")[1].split()[:2]
+        left = float(n) * {"s": 1, "min": 60, "h": 3600}[unit]
+        assert abs(left - 1.5 * (2000 - d)) <= {"s": 1, "min": 30, "h": 180}[unit], line
+
+
+def test_off_a_terminal_a_fast_run_prints_its_end_only_and_a_stuck_one_a_line_a_minute():
+    clock, out = FakeClock(), io.StringIO()
+    with Progress(total=36, desc="quick", file=out, clock=clock) as bar:
+        for i in range(36):  # 36 matches in 3.6 s: every 5% mark comes within min_gap of the last line
+            clock.now = i * 0.1
+            bar.update(1)
+    assert out.getvalue() == "quick: 36/36 matches, 100.0%, 0 turns, 0:03 elapsed\n"
+    clock, out = FakeClock(), io.StringIO()
+    bar = Progress(total=4, desc="slow", file=out, clock=clock)
+    for i in range(1, 181):  # 3 minutes of turns and no match finished: no 5% mark, a line each minute
+        clock.now = i
+        bar.turns(1, 10)
+    assert out.getvalue().splitlines() == [f"slow: 0/4 matches, 0.0%, {t} turns, {10 * t} tokens (10.0 tok/s), {t // 60}:00 elapsed" for t in (60, 120, 180)]
+    bar.close()
+    assert out.getvalue().count("\n") == 3  # nothing new since the last line: no final line repeating it
+
+
+def test_without_a_file_the_lines_go_to_stdout_when_it_is_a_log_and_a_bar_to_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    log, terminal = io.StringIO(), Terminal()
+    monkeypatch.setattr("sys.stdout", log)
+    monkeypatch.setattr("sys.stderr", terminal)
+    with Progress(total=2, desc="eval") as bar:  # `arena eval ... > eval.log` from a terminal
+        bar.update(2)
+    assert log.getvalue() == "eval: 2/2 matches, 100.0%, 0 turns, 0:00 elapsed\n" and terminal.getvalue() == ""
+    monkeypatch.setattr("sys.stdout", Terminal())
+    with Progress(total=2, desc="eval") as bar:  # interactive: a bar on stderr
+        bar.update(2)
+    assert bar.tty and "2/2" in terminal.getvalue() and "\r" in terminal.getvalue()
 
 
 def test_short_runs_off_a_terminal_print_one_line_and_transient_ones_none():
@@ -73,7 +118,7 @@ def test_short_runs_off_a_terminal_print_one_line_and_transient_ones_none():
     with Progress(total=2, desc="g", file=out, tty=False) as bar:
         bar.turns(3, 0)
         bar.update(2)
-    assert out.getvalue() == "g: 2/2 matches, 3 turns, 0:00\n"
+    assert out.getvalue() == "g: 2/2 matches, 100.0%, 3 turns, 0:00 elapsed\n"
     quiet = io.StringIO()
     with Progress(total=2, file=quiet, tty=False, leave=False) as bar:
         bar.turns(3, 9)
@@ -97,8 +142,11 @@ def test_on_a_terminal_the_bar_shows_turns_and_tokens_before_a_match_ends():
 
 def test_arena_play_off_a_terminal_ends_with_one_progress_line(capsys):
     assert arena_main(["play", "tic_tac_toe", "--agents", "random", "mcts:10", "--matches", "4"]) == 0
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("tic_tac_toe: 4/4 matches, ") and " turns, " in err[0]
+    out, err = capsys.readouterr()
+    lines = [line for line in out.splitlines() if line.startswith("tic_tac_toe: ")]
+    assert len(lines) == 1 and lines[0].startswith("tic_tac_toe: 4/4 matches, 100.0%, ") and " turns, " in lines[0]
+    assert out.index(lines[0]) < out.index("4 matches in")  # before the summary the command prints
+    assert err == ""
 
 
 def test_training_rollouts_and_evaluations_show_their_turns_as_they_happen(tmp_path, monkeypatch, capsys):
@@ -115,11 +163,11 @@ def test_training_rollouts_and_evaluations_show_their_turns_as_they_happen(tmp_p
         "league": {"self_play": 0.5, "bots": ["random"]}, "eval": {"every": 1, "games": 2, "opponents": ["random"]},
         "run_dir": str(tmp_path / "run")})
     selfplay.train(cfg, console=Console(quiet=True))
-    err = capsys.readouterr().err.splitlines()
-    rollout = [line for line in err if line.startswith("step 1 rollout: ")]
-    assert rollout[0].startswith("step 1 rollout: 0/4 matches, ") and " tokens (" in rollout[0]
-    assert any(line.startswith("eval step 0 (report): 0/2 matches, ") for line in err)
-    assert any(line.startswith("eval step 1 (report): 0/2 matches, ") for line in err)
+    out = capsys.readouterr().out.splitlines()  # stdout is no terminal here: the lines go there
+    rollout = [line for line in out if line.startswith("step 1 rollout: ")]
+    assert rollout[0].startswith("step 1 rollout: 0/4 matches, 0.0%, ") and " tokens (" in rollout[0]
+    assert any(line.startswith("eval step 0 (report): 0/2 matches, ") for line in out)
+    assert any(line.startswith("eval step 1 (report): 0/2 matches, ") for line in out)
 
 
 def test_the_console_prints_bot_names_as_written():

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from agents import make_agent
 from evaluation.run import play_suite
@@ -42,6 +43,43 @@ def test_train_config_replaces_only_estimator_seed_and_folder(tmp_path):
     mars = train_config("configs/train_ipd_mars.yaml", "mars", 12, tmp_path / "r")
     assert (aa.advantage.estimator, aa.seed, aa.run_dir) == ("mars", 12, str(tmp_path / "r"))
     assert aa == mars  # the two shipped configs differ only in the estimator
+
+
+def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
+    """The contract of a PPO step (issue 18) on the study's path: the shipped config (the mars one
+    differs in its estimator only, test above; state prompt,
+    constrained Cooperate/Defect, bf16 on a CPU with native bf16, self-play and the random bot, two
+    minibatches): the rollout recorded every policy turn's prompt tokens and behaviour logprobs, the
+    learner's recomputation from the initial weights gives the same logprobs (to bf16 rounding),
+    and the step's first minibatch has ratio 1 and clips nothing."""
+    from agents.models import load_model
+    from arena.records import read_json_lines
+    from training import selfplay
+    from training.config import POLICY
+    from training.learner import Learner, Sequence
+
+    played = []
+
+    def recording_play(*args, **kwargs):  # the step's matches, as the loop plays them
+        for rec in real_play(*args, **kwargs):
+            played.append(rec)
+            yield rec
+
+    real_play = selfplay.play
+    monkeypatch.setattr(selfplay, "play", recording_play)
+    cfg = selfplay.load_config("configs/train_ipd_aa.yaml", {"steps": 1, "matches_per_step": 4, "concurrency": 4, "run_dir": str(tmp_path / "run")})
+    selfplay.train(cfg, console=Console(quiet=True))
+    row = next(read_json_lines(tmp_path / "run" / "metrics.jsonl"))
+    model, tok = load_model(cfg.model, dtype="float32")  # the weights the rollout played with
+    learner = Learner(model, tok, cfg.learner)
+    tol = 1e-4 if learner.compute_dtype == "float32" else 2e-2
+    assert abs(row["first_ratio_min"] - 1) < tol and abs(row["first_ratio_max"] - 1) < tol, row
+    assert row["first_clip_frac"] == 0.0 and row["first_approx_kl_behaviour"] < tol**2, row
+    turns = [t for rec in played for t in rec.turns if t.agent == POLICY]
+    assert turns and all(t.prompt_token_ids and t.constrained and len(t.logprobs) == len(t.token_ids) for t in turns)
+    recomputed = learner.logprobs([Sequence(t.prompt_token_ids, t.token_ids, 0.0) for t in turns])  # full vocabulary, as recorded
+    worst = max(abs(a - b) for t, new in zip(turns, recomputed) for a, b in zip(t.logprobs, new))
+    assert worst < tol, worst
 
 
 @pytest.mark.slow

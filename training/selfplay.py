@@ -49,7 +49,9 @@ checked.
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
 league opponents, invalid-move rate and response length of the policy's turns, the PPO
 statistics (KL to the behaviour policy and, with a KL term, to the reference; entropy;
-clip fraction), rollout and learner tokens/s.
+clip fraction; means over the step's minibatches, and the first minibatch's alone as
+`first_*`: ratio 1, KL and clip fraction 0 up to fp rounding, the on-policy check), rollout
+and learner tokens/s.
 
 Exact resume: every random draw of the loop comes from one numpy Generator (match seeds,
 sampling seeds, opponent picks) whose state is in the checkpoint with the global RNGs;
@@ -629,6 +631,10 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
                             stats[k].append(v)
             m.update({k: float(np.mean(v)) for k, v in stats.items()})
             m["ratio_min"], m["ratio_max"] = min(stats["ratio_min"]), max(stats["ratio_max"])
+            # the on-policy check: the first minibatch is scored by the policy that played, so its ratio is 1
+            # and nothing clips (to fp rounding); the figures above also hold the later minibatches, which
+            # follow updates (step 1's first Adam update, lr x sign(gradient) on every weight, is the largest)
+            m.update({f"first_{k}": stats[k][0] for k in ("ratio_min", "ratio_max", "approx_kl_behaviour", "clip_frac")})
             sync_weights(learner, backend)
         else:
             console.print(f"step {step}: no policy turns to learn from (all matches aborted?); no update")
