@@ -93,8 +93,10 @@ def test_end_to_end_tiny_study(tmp_path):
     assert all(0 <= r.coop_tft <= 1 and 0 <= r.payoff_ad <= 50 for r in results)
     saved = json.loads((tmp_path / "out" / "reciprocity.json").read_text())
     assert len(saved) == 2 and (tmp_path / "out" / "reciprocity.md").read_text().count("\n") == 6
-    again = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out"), "--figure", ""])
+    assert (tmp_path / "fig.png").stat().st_size > 0 and not (tmp_path / "out" / "reciprocity.png").exists()
+    again = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out")])
     assert [r.coop_tft for r in again] == [r.coop_tft for r in results]  # finished runs are not trained again
+    assert (tmp_path / "out" / "reciprocity.png").stat().st_size > 0  # the figure's default: in OUT, never the README's
 
 
 def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames():

@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--eval-seed", type=int, default=7)
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--out", default="runs/reciprocity")
-    p.add_argument("--figure", default="docs/figures/reciprocity.png")
+    p.add_argument("--figure", default=None, help="figure path (default OUT/reciprocity.png; the README's is docs/figures/reciprocity.png)")
     p.add_argument("--state-gradients", action="store_true", help="print what each estimator teaches memory-1 policies (no training)")
     args = p.parse_args(argv)
     if args.state_gradients:
@@ -304,8 +304,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
             (out / "reciprocity.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
     table = markdown(results)
     (out / "reciprocity.md").write_text(table)
-    if args.figure:
-        figure(results, Path(args.figure))
+    figure(results, Path(args.figure) if args.figure else out / "reciprocity.png")
     print(table)
     return results
 
