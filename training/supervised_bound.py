@@ -24,25 +24,15 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from agents.bots import MinimaxAgent
+
 GAME = "tic_tac_toe"
-_VALUES: dict[str, int] = {}
-
-
-def value(state) -> int:
-    """Minimax value (+1, 0, -1) of a non-terminal `state` for the player to move, memoised by position."""
-    key = str(state)
-    if key not in _VALUES:
-        p = state.current_player()
-        _VALUES[key] = max(int(c.returns()[p]) if (c := state.child(a)).is_terminal() else -value(c) for a in state.legal_actions())
-    return _VALUES[key]
+_MINIMAX = MinimaxAgent()  # full search, its move values cached by position
 
 
 def optimal_moves(state) -> list[int]:
-    """The legal moves of best minimax value for the player to move."""
-    p = state.current_player()
-    vals = {a: int(c.returns()[p]) if (c := state.child(a)).is_terminal() else -value(c) for a in state.legal_actions()}
-    best = max(vals.values())
-    return [a for a, v in vals.items() if v == best]
+    """The legal moves of best game-theoretic value for the player to move."""
+    return _MINIMAX.best_actions(state)
 
 
 def positions(game) -> list:

@@ -178,8 +178,8 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
     configs = {v: variant_config(recipe, v, out, overrides) for v in variants}  # all checked before anything runs
     result = {"recipe": recipe_path, "matches": matches, "seed": seed, "policy": policy,
               "held_out_games": [g.name for g in suite("held_out")], "variants": {}}
-    if baseline_from is not None and not store_paths(baseline_from)[1].exists():
-        raise ValueError(f"--baseline-from {baseline_from}: no evaluation there (expected {store_paths(baseline_from)[1]})")
+    if baseline_from is not None and not (log := store_paths(baseline_from)[1]).exists():
+        raise ValueError(f"--baseline-from {baseline_from}: no evaluation there (expected {log})")
     first_eval: Path | None = baseline_from
     for v, cfg in configs.items():
         if checkpoint.finished(cfg.run_dir, cfg.steps, cfg.max_minutes):
