@@ -148,3 +148,30 @@ def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_ma
     assert g["aa"]["C"] - g["aa"]["D"] > 0.03
     assert g["mars"]["C"] < 0 and g["mars"]["D"] < 0 and abs(g["mars"]["C"] - g["mars"]["D"]) < 0.03
     assert g["loo"]["C"] < 0 and g["loo"]["D"] < 0
+
+
+def test_tabular_learning_advantage_alignment_reaches_tit_for_tat_mars_defects():
+    """A tabular memory-1 policy (nothing shared between states) trained in self-play: Advantage
+    Alignment ends cooperating after the other's C and defecting after its D; mars defects in both."""
+    from training.advantages import AdvantageConfig
+    from training.reciprocity_study import tabular_learning
+
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
+    aa = tabular_learning(AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw),
+                          iterations=10, matches=100, lr=0.7, seed=1)
+    mars = tabular_learning(AdvantageConfig(estimator="mars", **raw), iterations=10, matches=100, lr=0.7, seed=1)
+    assert aa[0] == {"first": 0.5, "C": 0.5, "D": 0.5}
+    assert aa[-1]["C"] > 0.7 and aa[-1]["D"] < 0.2
+    assert mars[-1]["C"] < 0.3 and mars[-1]["D"] < 0.3
+
+
+@pytest.mark.slow  # ~1-3 minutes on 2 cores
+def test_supervised_tit_for_tat_the_tiny_model_reads_the_others_last_move():
+    """The IPD config's tiny Llama, fitted by cross-entropy to tit-for-tat's replies on its own
+    prompts, plays tit-for-tat's move on held-out turns after 30 Adam steps, after the other's C
+    (Cooperate) and after its D (Defect) alike: the policy can condition on the last move."""
+    from training.reciprocity_study import supervised_tit_for_tat
+
+    rows = supervised_tit_for_tat("configs/train_ipd_aa.yaml", steps=30, every=30)
+    assert rows[0]["p"]["C"] < 0.7 and rows[0]["p"]["D"] < 0.7  # not there at initialisation
+    assert rows[-1]["step"] == 30 and rows[-1]["p"]["C"] > 0.9 and rows[-1]["p"]["D"] > 0.9

@@ -25,6 +25,15 @@ are scored by each estimator, and per state it prints the policy-gradient direct
 tabular policy, mean over the learner's turns in s of A * (1[cooperated] - p[s]):
 positive pushes cooperation in s. Reciprocity needs C > 0 > D.
 
+`--supervised` asks whether the network can read the move at all: the config's model, from its
+initialisation, fitted by cross-entropy to tit-for-tat's replies on its own prompts
+(`supervised_tit_for_tat`), with the held-out probability of tit-for-tat's move per state.
+
+`--tabular` (no network) follows those updates: a tabular memory-1 policy (a logit per state,
+from p = 0.5) trained in self-play by each estimator, iteration by iteration
+(`tabular_learning`): where nothing is shared between states, does the estimator reach
+tit-for-tat (C after C, D after D) or defection?
+
 Each run's figures carry 95% CIs over its evaluation matches; the table's summary rows
 give, per estimator, the mean over seeds with a t interval over the seeds. Output in
 --out: one folder per run (a finished run is not trained again), `reciprocity.json`,
@@ -38,7 +47,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +136,119 @@ def state_gradients(p: dict[str, float], opponent: str, configs: dict, matches: 
             by_state.setdefault(state, []).append(x.advantage * (cooperated[x.match_index][x.turn_index] - p[state]))
         out[name] = {s: float(sum(v) / len(v)) for s, v in sorted(by_state.items())}
     return out
+
+
+def tabular_learning(adv, opponent: str = "self", iterations: int = 30, matches: int = 200, lr: float = 0.5,
+                     seed: int = 0) -> list[dict[str, float]]:
+    """A tabular memory-1 policy (one logit per state, all 0: p = 0.5) trained by `adv`'s estimator:
+    each iteration plays `matches` matches against `opponent` (`self`: the policy itself, both
+    seats learning), takes `state_gradients` and moves every state's logit by lr x g[s] / max |g|
+    (a scale-free step, as Adam's). Returns p per state before each iteration and after the last.
+    What the estimator teaches when nothing is shared between states: the network policy's
+    learning is this plus generalisation across states."""
+    theta = {"first": 0.0, "C": 0.0, "D": 0.0}
+    history = []
+    for it in range(iterations):
+        p = {s: float(1 / (1 + np.exp(-v))) for s, v in theta.items()}
+        history.append(p)
+        g = state_gradients(p, opponent, {"x": adv}, matches, seed + it)["x"]
+        scale = max((abs(v) for v in g.values()), default=0.0) or 1.0
+        for s in theta:
+            theta[s] += lr * g.get(s, 0.0) / scale
+    history.append({s: float(1 / (1 + np.exp(-v))) for s, v in theta.items()})
+    return history
+
+
+def tabular_table(config: str, iterations: int = 30, matches: int = 200, seed: int = 0) -> str:
+    """`tabular_learning` in self-play for the config's advantage_alignment and for mars: p per state every 5 iterations."""
+    from dataclasses import replace
+
+    adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
+    lines = ["| estimator | iteration | p(C) first | p(C) after C | p(C) after D |", "|---|---|---|---|---|"]
+    for name, cfg in ((f"advantage_alignment (beta {adv.aa_beta:g})", adv), ("mars", replace(adv, estimator="mars"))):
+        for it, p in enumerate(tabular_learning(cfg, "self", iterations, matches, seed=seed)):
+            if it % 5 == 0 or it == iterations:
+                lines.append(f"| {name} | {it} | {p['first']:.2f} | {p['C']:.2f} | {p['D']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def tit_for_tat_examples(agent, tokenizer, params: dict, matches: int, seed: int) -> list[tuple[str, object]]:
+    """(state, `Sequence`) for every turn of the first seat in `matches` matches of two memory-1 players
+    with random cooperation rates (0.1-0.9): the agent's prompt, tit-for-tat's reply as the target."""
+    import games
+    from agents.base import PendingTurn
+    from training.learner import Sequence, _render
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for m in range(matches):
+        env = games.make("prisoners_dilemma", **params)
+        env.reset(seed=seed + m)
+        first, second = env.possible_agents
+        p = {first: rng.uniform(0.1, 0.9), second: rng.uniform(0.1, 0.9)}
+        state = "first"
+        while env.agents:
+            player = env.agent_selection
+            if env.terminations[player] or env.truncations[player]:
+                env.step(None)
+                continue
+            if player == first:
+                turn = PendingTurn(f"tft{m}", env, player, rng)
+                view = env.view(player)
+                target = "Defect" if state == "D" else "Cooperate"
+                reply = tokenizer(agent.reply_for(target), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                out.append((state, Sequence(_render(tokenizer, agent.prompt_messages(turn)), reply, 1.0, None, list(view.legal_moves))))
+            action = int(rng.random() >= p[player])  # 0 = Cooperate
+            if player == second:
+                state = "D" if action else "C"
+            env.step(action)
+    return out
+
+
+def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every: int = 10, seed: int = 0) -> list[dict]:
+    """Can the config's model (freshly initialised for its seed) read the other's last move from its
+    prompt? Cross-entropy on tit-for-tat's replies (`tit_for_tat_examples`: 50 matches to train on,
+    10 held out), Adam at the config's `learner.lr`, fp32; every `every` steps the mean probability of
+    tit-for-tat's move on the held-out turns per state. Returns those rows (step, loss, state -> p)."""
+    import torch
+
+    from agents.llm_agent import LLMAgent
+    from agents.models import load_model
+    from agents.transformers_backend import TransformersBackend
+    from arena.machine import set_threads
+    from training.learner import Learner
+    from training.supervised_bound import fit_step
+
+    cfg = train_config(config, "mars", seed, Path("unused"))
+    set_threads(cfg.threads, verbose=False)
+    torch.manual_seed(cfg.seed)
+    model, tok = load_model(cfg.model, dtype="float32", device="cpu")
+    learner = Learner(model, tok, replace(cfg.learner, precision="float32"))
+    agent = LLMAgent("policy", TransformersBackend((learner.policy, tok), name="policy"), replace(cfg.agent, temperature=0.0))
+    params = cfg.games[0].params
+    train, held = tit_for_tat_examples(agent, tok, params, 50, seed), tit_for_tat_examples(agent, tok, params, 10, seed + 1000)
+    by_state: dict[str, list] = {}
+    for state, seq in held:
+        by_state.setdefault(state, []).append(seq)
+
+    def p_target() -> dict[str, float]:
+        model.eval()
+        with torch.no_grad():
+            out = {s: sum(float((learner._logprobs(learner.policy, mb, None)[0] * mb.mask).sum(1).exp().sum())
+                              for mb in learner._micro_batches(seqs)) / len(seqs)
+                   for s, seqs in sorted(by_state.items())}
+        model.train()
+        return out
+
+    rng = np.random.default_rng(seed)
+    optimizer = torch.optim.Adam(learner.parameters(), lr=cfg.learner.lr)
+    rows, losses = [{"step": 0, "loss": float("nan"), "p": p_target()}], []
+    for step in range(1, steps + 1):
+        losses.append(fit_step(learner, optimizer, [train[i][1] for i in rng.choice(len(train), batch, replace=False)],
+                               cfg.learner.max_grad_norm))
+        if step % every == 0 or step == steps:
+            rows.append({"step": step, "loss": float(np.mean(losses[-every:])), "p": p_target()})
+    return rows
 
 
 def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None):
@@ -288,9 +410,20 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--out", default="runs/reciprocity")
     p.add_argument("--figure", default=None, help="figure path (default OUT/reciprocity.png; the README's is docs/figures/reciprocity.png)")
     p.add_argument("--state-gradients", action="store_true", help="print what each estimator teaches memory-1 policies (no training)")
+    p.add_argument("--tabular", action="store_true", help="train tabular memory-1 policies in self-play with each estimator (no network)")
+    p.add_argument("--supervised", action="store_true",
+                   help="fit the config's model to tit-for-tat's replies by cross-entropy: can it read the other's last move?")
     args = p.parse_args(argv)
     if args.state_gradients:
         print(state_gradient_table(args.config, seed=args.eval_seed))
+        return []
+    if args.tabular:
+        print(tabular_table(args.config, seed=args.eval_seed))
+        return []
+    if args.supervised:
+        for row in supervised_tit_for_tat(args.config, steps=args.steps or 40):
+            print(f"step {row['step']:3d}  loss {row['loss']:.3f}  P(tit-for-tat's move) by the other's last move: "
+                  + "  ".join(f"{s} {v:.3f}" for s, v in row["p"].items()), flush=True)
         return []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
