@@ -111,8 +111,6 @@ def state_gradients(p: dict[str, float], opponent: str, configs: dict, matches: 
     over the `Memory1(p)` learner's turns, in matches against `opponent` (`self`: a second
     Memory1(p) that learns too, as in self-play; else a social bot). Two matches per seed,
     one per seat order, as the training loop's loo groups."""
-    from dataclasses import replace
-
     from agents import make_agent
     from arena.runner import MatchPlan, play
     from evaluation.social import replay
@@ -161,8 +159,6 @@ def tabular_learning(adv, opponent: str = "self", iterations: int = 30, matches:
 
 def tabular_table(config: str, iterations: int = 30, matches: int = 200, seed: int = 0) -> str:
     """`tabular_learning` in self-play for the config's advantage_alignment and for mars: p per state every 5 iterations."""
-    from dataclasses import replace
-
     adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
     lines = ["| estimator | iteration | p(C) first | p(C) after C | p(C) after D |", "|---|---|---|---|---|"]
     for name, cfg in ((f"advantage_alignment (beta {adv.aa_beta:g})", adv), ("mars", replace(adv, estimator="mars"))):
@@ -212,19 +208,10 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
     tit-for-tat's move on the held-out turns per state. Returns those rows (step, loss, state -> p)."""
     import torch
 
-    from agents.llm_agent import LLMAgent
-    from agents.models import load_model
-    from agents.transformers_backend import TransformersBackend
-    from arena.machine import set_threads
-    from training.learner import Learner
-    from training.supervised_bound import fit_step
+    from training.supervised_bound import fit_step, fresh_policy
 
     cfg = train_config(config, "mars", seed, Path("unused"))
-    set_threads(cfg.threads, verbose=False)
-    torch.manual_seed(cfg.seed)
-    model, tok = load_model(cfg.model, dtype="float32", device="cpu")
-    learner = Learner(model, tok, replace(cfg.learner, precision="float32"))
-    agent = LLMAgent("policy", TransformersBackend((learner.policy, tok), name="policy"), replace(cfg.agent, temperature=0.0))
+    model, tok, learner, agent = fresh_policy(cfg)
     params = cfg.games[0].params
     train, held = tit_for_tat_examples(agent, tok, params, 50, seed), tit_for_tat_examples(agent, tok, params, 10, seed + 1000)
     by_state: dict[str, list] = {}
@@ -381,8 +368,6 @@ def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None
 def state_gradient_table(config: str, matches: int = 1000, seed: int = 0) -> str:
     """`state_gradients` of the config's estimator, its raw form, mars and loo, for two
     unconditional memory-1 policies against itself, the random bot and tit_for_tat."""
-    from dataclasses import replace
-
     adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
     configs = {f"advantage_alignment (beta {adv.aa_beta:g})": adv,
                f"advantage_alignment raw (beta {adv.aa_beta:g})": replace(adv, aa_normalize=False),

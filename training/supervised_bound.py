@@ -94,17 +94,31 @@ def fit_step(learner, optimizer, batch: list, max_grad_norm: float) -> float:
     return float(loss)
 
 
-def main(argv: list[str] | None = None) -> None:
-    import pyspiel
-
+def fresh_policy(cfg):
+    """(model, tokenizer, learner, greedy agent) for a supervised fit: the config's model freshly
+    initialised for its seed, fp32, at the config's threads; the agent plays through the learner's
+    module, so what the optimizer updates is what is evaluated."""
     from agents.llm_agent import LLMAgent
     from agents.models import load_model
     from agents.transformers_backend import TransformersBackend
     from arena.machine import set_threads
+    from training.learner import Learner
+
+    set_threads(cfg.threads, verbose=False)
+    torch.manual_seed(cfg.seed)
+    model, tok = load_model(cfg.model, dtype="float32", device="cpu")
+    learner = Learner(model, tok, replace(cfg.learner, precision="float32"))
+    agent = LLMAgent("policy", TransformersBackend((learner.policy, tok), name="policy", max_batch_size=256),
+                     replace(cfg.agent, temperature=0.0))
+    return model, tok, learner, agent
+
+
+def main(argv: list[str] | None = None) -> None:
+    import pyspiel
+
     from arena.overrides import parse_overrides
     from evaluation.exact_vs_random import PolicyTable, exact_vs_random, tactics
     from training.config import load_config
-    from training.learner import Learner
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help="a tic-tac-toe training config (its model, seed, agent prompt, game params, learner.lr)")
@@ -118,12 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     if not games:
         raise SystemExit(f"error: {args.config} trains no {GAME}")
     params = games[0].params
-    set_threads(cfg.threads, verbose=False)
-    torch.manual_seed(cfg.seed)
-    model, tok = load_model(cfg.model, dtype="float32", device="cpu")
-    learner = Learner(model, tok, replace(cfg.learner, precision="float32"))  # one module: the optimizer's is the evaluated one
-    agent = LLMAgent("policy", TransformersBackend((learner.policy, tok), name="policy", max_batch_size=256),
-                     replace(cfg.agent, temperature=0.0))
+    model, tok, learner, agent = fresh_policy(cfg)
     states = positions(pyspiel.load_game(GAME))
     rng = np.random.default_rng(cfg.seed)
     pairs = target_pairs(agent, tok, params, states, rng)
