@@ -147,6 +147,20 @@ def test_micro_batches_accumulate_to_one_batch_step(tok):
         assert torch.allclose(pa.grad, pb.grad, rtol=1e-4, atol=1e-7), n
 
 
+def test_completion_logprobs_sum_each_completion_and_carry_grad(tok):
+    learner = Learner(fresh(), tok, LearnerConfig(micro_batch_tokens=40, precision="float32"))  # several micro-batches
+    seqs = batch(tok)
+    parts = list(learner.completion_logprobs(seqs))
+    assert len(parts) > 1 and sorted(i for _, index in parts for i in index) == [0, 1, 2]
+    per_token = learner.logprobs(seqs)
+    for logp, index in parts:
+        assert logp.requires_grad
+        for b, i in enumerate(index):  # padding adds nothing: the sum over the completion's own tokens
+            assert float(logp[b].detach()) == pytest.approx(sum(per_token[i]), abs=1e-4)
+    parts[0][0].sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in learner.policy.parameters())
+
+
 def test_steps_move_probability_towards_positive_advantage(tok):
     learner = Learner(fresh(), tok, LearnerConfig(lr=3e-3, loss=LossConfig(dual_clip=1.4)))
     prompt = ids(tok, "Move:")

@@ -97,6 +97,10 @@ def test_end_to_end_tiny_study(tmp_path):
     again = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out")])
     assert [r.coop_tft for r in again] == [r.coop_tft for r in results]  # finished runs are not trained again
     assert (tmp_path / "out" / "reciprocity.png").stat().st_size > 0  # the figure's default: in OUT, never the README's
+    longer = main(["--config", str(cfg), "--seeds", "3", "--steps", "2", "--matches", "4", "--out", str(tmp_path / "out")])
+    assert [r.steps for r in longer] == [2, 2]  # asked for more steps: the runs resume from their checkpoints
+    with pytest.raises(ValueError, match="holds a 2-step run"):
+        main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out")])
 
 
 def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames():

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -462,6 +463,13 @@ class Learner:
             return self._logprobs(self.ref_model, mb, None)[0]
         with self.policy.disable_adapter():  # LoRA: the base model is the reference
             return self._logprobs(self.policy, mb, None)[0]
+
+    def completion_logprobs(self, seqs: list[Sequence]) -> Iterator[tuple[torch.Tensor, list[int]]]:
+        """The policy's log-probability of each whole completion, micro-batch by micro-batch:
+        yields (logp (B,), indices into `seqs`), differentiable when grad is enabled, so a caller
+        can backpropagate one micro-batch before the next is built (supervised fits, probes)."""
+        for mb in self._micro_batches(seqs):
+            yield self._logprobs(self.policy, mb, None)[0].sum(1), mb.index
 
     @torch.no_grad()
     def logprobs(self, seqs: list[Sequence], reference: bool = False) -> list[list[float]]:

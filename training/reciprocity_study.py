@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -221,8 +220,7 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
     def p_target() -> dict[str, float]:
         model.eval()
         with torch.no_grad():
-            out = {s: sum(float((learner._logprobs(learner.policy, mb, None)[0] * mb.mask).sum(1).exp().sum())
-                              for mb in learner._micro_batches(seqs)) / len(seqs)
+            out = {s: sum(float(logp.exp().sum()) for logp, _ in learner.completion_logprobs(seqs)) / len(seqs)
                    for s, seqs in sorted(by_state.items())}
         model.train()
         return out
@@ -353,12 +351,12 @@ def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None
     run_dir = out / f"{estimator}_s{seed}"
     done = run_dir / "study_train.json"
     cfg = train_config(config, estimator, seed, run_dir, steps)
-    if done.exists():
-        trained = json.loads(done.read_text())
-    else:
-        start = time.perf_counter()
-        result = train(cfg)
-        trained = {"minutes": (time.perf_counter() - start) / 60, "steps": result["step"], "load": os.getloadavg()[0]}
+    trained = json.loads(done.read_text()) if done.exists() else None
+    if trained and trained["steps"] > cfg.steps:
+        raise ValueError(f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out")
+    if not trained or trained["steps"] < cfg.steps:  # a fresh run, a killed one, or one asked to train further: resume
+        result = train(cfg, resume=True)
+        trained = {"minutes": result["elapsed"] / 60, "steps": result["step"], "load": os.getloadavg()[0]}
         done.write_text(json.dumps(trained))
     game = {"name": cfg.games[0].name, "params": cfg.games[0].params}
     records = evaluate_run(run_dir, game, matches, eval_seed, concurrency)

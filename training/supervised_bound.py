@@ -76,9 +76,9 @@ def batch_loss(learner, batch: list) -> torch.Tensor:
     """Weighted cross-entropy of `batch` under the learner's (constrained) policy, mean over the pairs;
     backpropagated micro-batch by micro-batch when grad is enabled (the returned value is detached)."""
     total = torch.zeros(())
-    for mb in learner._micro_batches(batch):
-        logp = learner._logprobs(learner.policy, mb, None)[0]
-        loss = -(logp.sum(1) * mb.advantages).sum() / len(batch)
+    for logp, index in learner.completion_logprobs(batch):
+        weights = torch.tensor([batch[i].advantage for i in index], dtype=logp.dtype, device=logp.device)
+        loss = -(logp * weights).sum() / len(batch)
         if loss.requires_grad:
             loss.backward()
         total += loss.detach()
