@@ -279,6 +279,17 @@ def test_probability_floor_lifts_the_least_likely_legal_move(tok):
     assert learner.step(seqs)["uniform_kl"] < m["uniform_kl"]  # closer to uniform
 
 
+def test_decaying_floor_is_the_weight_the_loss_uses(tok):
+    """floor_decay_steps=1: the first step trains with the full floor, the second with none; with zero
+    advantages and no other term the second step's loss is 0 (the floor was all of it)."""
+    moves = ["3", "4", "5", "6"]
+    seqs = [Sequence(ids(tok, "Board: . X ."), ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves) for m in moves]
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="float32", loss=LossConfig(floor_coef=1.0, floor_decay_steps=1)))
+    first, second = learner.step(seqs), learner.step(seqs)
+    assert first["floor_coef"] == 1.0 and first["loss"] == pytest.approx(first["uniform_kl"], rel=1e-4) and first["loss"] > 0
+    assert second["floor_coef"] == 0.0 and second["loss"] == pytest.approx(0.0, abs=1e-7)
+
+
 def test_probability_floor_is_zero_on_free_text_turns(tok):
     """A batch with no constrained turn (free-text replies) trains with the floor on; it adds nothing."""
     with_floor = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="float32", loss=LossConfig(floor_coef=1.0)))

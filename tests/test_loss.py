@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from training.loss import LossConfig, adapt_entropy_coef, k3, policy_loss
+from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, k3, policy_loss
 
 # seq 0: A = +1, ratios 1.5, 0.5, 1.0 (3 tokens); seq 1: A = -1, ratios 3.0, 0.5 (2 tokens + pad)
 RATIOS = [[1.5, 0.5, 1.0], [3.0, 0.5, 1.0]]
@@ -63,6 +63,14 @@ def test_k3_kl_and_entropy_terms():
     assert m["kl_ref"] == pytest.approx(kl / 5) and m["entropy"] == pytest.approx(3.0)
     with pytest.raises(ValueError, match="ref_logp"):
         policy_loss(logp, old, ADV, MASK, cfg)
+
+
+def test_floor_coef_decays_linearly_to_its_final_weight():
+    cfg = LossConfig(floor_coef=0.3, floor_decay_steps=10, floor_coef_final=0.05)
+    assert [round(floor_coef_at(s, cfg), 6) for s in (0, 5, 10, 50)] == [0.3, 0.175, 0.05, 0.05]
+    assert floor_coef_at(1000, LossConfig(floor_coef=0.3)) == 0.3  # no decay: fixed
+    with pytest.raises(ValueError, match="floor_decay_steps"):
+        LossConfig(floor_decay_steps=-1)
 
 
 def test_probability_floor_term():

@@ -52,7 +52,7 @@ import torch
 
 from agents.constrained import allowed_token_ids
 from arena.machine import compute_dtype
-from training.loss import LossConfig, adapt_entropy_coef, policy_loss
+from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
 
 
 @dataclass
@@ -519,7 +519,7 @@ class Learner:
             if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
                 raise ValueError(f"a sequence has {len(s.logprobs)} logprobs for {len(s.completion_ids)} completion tokens")
         self.policy.train()
-        lcfg = replace(self.cfg.loss, entropy_coef=self.entropy_coef)
+        lcfg = replace(self.cfg.loss, entropy_coef=self.entropy_coef, floor_coef=floor_coef_at(self.step_count, self.cfg.loss))
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
         num_values = sum(s.value_target is not None for s in seqs) if self.value_head is not None else 0
@@ -563,6 +563,8 @@ class Learner:
             metrics["value_loss"] = value_total
         metrics.update(loss=loss_total, grad_norm=float(grad_norm), lr=lr, ratio_min=ratio_min, ratio_max=ratio_max,
                        tokens=float(num_tokens), sequences=float(num_seqs))
+        if self.cfg.loss.floor_decay_steps > 0:
+            metrics["floor_coef"] = lcfg.floor_coef
         if lcfg.entropy_target > 0:
             metrics["entropy_coef"] = self.entropy_coef
             self.entropy_coef = adapt_entropy_coef(self.entropy_coef, metrics["entropy"], lcfg)

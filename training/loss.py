@@ -26,6 +26,9 @@ probability p is ~ p log p and vanishes as p -> 0, so a move the policy has writ
 edge cell that blocks a threat) is never sampled again; this term's pull on a move's logit
 is 1/K - p, so no allowed move's probability collapses towards 0 while its advantage is not
 negative.
+`floor_decay_steps` anneals it linearly to `floor_coef_final`: the floor keeps every move
+sampled while the policy finds out what each is worth, then lets go, since a floor that stays
+also holds a move the policy has rightly written off at a bounded probability.
 
 Gradient accumulation: pass the whole batch's `num_tokens` / `num_seqs` and every
 micro-batch's loss is its share of the full-batch loss, so the summed gradients equal one
@@ -61,6 +64,11 @@ class LossConfig:
     """ceiling of the adaptive coefficient"""
     floor_coef: float = 0.0
     """weight of KL(uniform || pi) over a constrained turn's allowed moves (a probability floor; 0: off)"""
+    floor_decay_steps: int = 0
+    """> 0: floor_coef falls linearly to floor_coef_final over this many optimizer steps (explore first, then
+    let the policy sharpen); 0: fixed"""
+    floor_coef_final: float = 0.0
+    """the floor's weight once floor_decay_steps have passed"""
     aggregation: str = "seq_mean_token_mean"
     """one of AGGREGATIONS"""
     norm_constant: float = 4096.0
@@ -73,8 +81,18 @@ class LossConfig:
             raise ValueError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
             raise ValueError(f"clip ranges must be clip_low in [0, 1), clip_high >= 0; got {self.clip_low}, {self.clip_high}")
-        if min(self.entropy_coef, self.entropy_target, self.entropy_coef_step, self.entropy_coef_max, self.floor_coef) < 0:
-            raise ValueError("entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max and floor_coef must be >= 0")
+        if min(self.entropy_coef, self.entropy_target, self.entropy_coef_step, self.entropy_coef_max, self.floor_coef,
+               self.floor_decay_steps, self.floor_coef_final) < 0:
+            raise ValueError("entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps "
+                             "and floor_coef_final must be >= 0")
+
+
+def floor_coef_at(step: int, cfg: LossConfig) -> float:
+    """The probability floor's weight at optimizer step `step` (see `floor_decay_steps`)."""
+    if cfg.floor_decay_steps <= 0:
+        return cfg.floor_coef
+    frac = min(1.0, step / cfg.floor_decay_steps)
+    return cfg.floor_coef + (cfg.floor_coef_final - cfg.floor_coef) * frac
 
 
 def adapt_entropy_coef(coef: float, entropy: float, cfg: LossConfig) -> float:
