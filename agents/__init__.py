@@ -96,6 +96,20 @@ def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
     return _BACKENDS[key]
 
 
+def checkpoint_of(spec: str | dict) -> str | None:
+    """The training checkpoint an llm spec plays, as "FOLDER (step N)", else None (a bot, a hub model, a
+    server): what a resumed evaluation must still be playing (`llm:RUN` moves on as RUN trains, `best/` as a
+    better policy replaces it)."""
+    from agents.models import find_checkpoint
+    from training.checkpoint import read_meta
+
+    d = _parse(spec)
+    if d.get("type") != "llm" or d.get("backend", "transformers") != "transformers" or not d.get("model"):
+        return None
+    folder = find_checkpoint(str(d["model"]))
+    return None if folder is None else f"{folder.resolve()} (step {read_meta(folder)['step']})"
+
+
 def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     """Build an agent from a spec (see the module docstring)."""
     from agents import bots

@@ -20,6 +20,7 @@ the match seed, so the opponents of two evaluated agents draw the same numbers.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -162,8 +163,6 @@ FREE = ("concurrency", "max_turns", "exploitability", "samples", "max_states", "
 def _resume_key(config_json: str) -> dict:
     """What a resumed evaluation must keep: everything but FREE (which changes how many
     matches are played and how, never which match a match id is)."""
-    import json
-
     return {k: v for k, v in json.loads(config_json).items() if k not in FREE}
 
 
@@ -175,6 +174,7 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
     `ray_pool`: `ray_pool(build)` -> an `arena.ray_runner.RayPool` whose workers build
     their agents with `build()`: the matches are played on Ray (`--ray`).
     """
+    from agents import checkpoint_of
     from arena.records import check_writable
     from arena.tournament import build_agent
     from tournaments.store import MatchResult, MatchSpec, Store, read_log
@@ -189,6 +189,13 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
         store.lock()
         if store.init(config.to_json(), players, key=_resume_key) == "restarted" and jsonl.exists():
             jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))
+        playing = {who: checkpoint_of(spec) for who, spec in names.items()}
+        played = json.loads(store.meta("checkpoints") or "{}")
+        if store.count()[0] and played and played != playing:
+            who = next(w for w in playing if played.get(w) != playing[w])
+            raise ValueError(f"{db} holds matches of {who} = {played.get(who)}; it now plays {playing[who]}: "
+                             "use another --out (or delete it) to evaluate the new policy")
+        store.set_meta("checkpoints", json.dumps(playing))
         check_writable(jsonl)
         store.add_schedule(specs)
         done = set(store.results())
@@ -230,7 +237,6 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
 def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:
     """Exploitability of the agent (and baseline) on every game of the config that allows
     it; stored in the eval DB's meta table, so a resumed evaluation does not redo it."""
-    import json
     from dataclasses import asdict
 
     from arena.progress import Progress

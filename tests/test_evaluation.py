@@ -380,6 +380,31 @@ def test_arena_eval_with_a_tiny_llm_baseline_and_exploitability(tmp_path, capsys
     assert "0 match(es) played now" in capsys.readouterr().out
 
 
+def test_a_store_refuses_to_resume_once_the_run_it_evaluated_has_a_newer_checkpoint(tmp_path, capsys):
+    """`llm:RUN` plays RUN's newest checkpoint: after more training a resume would mix two policies' matches."""
+    from agents import checkpoint_of
+    from agents.models import tiny_llama
+    from training import checkpoint
+    from training.league import League
+    from training.learner import Learner, LearnerConfig
+
+    model, tok = tiny_llama(0)
+    run_state = {"league": League().state_dict(), "state": {"advantage": {}, "elapsed": 1.0, "games": 2}}
+    learner = Learner(model, tok, LearnerConfig(precision="float32"))
+    ckpts = tmp_path / "run" / "checkpoints"
+    checkpoint.save(ckpts, learner, 1, config={"model": "tiny-llama"}, **run_state)
+    spec = f"llm:{tmp_path / 'run'},constrained=true,max_new_tokens=3"
+    assert checkpoint_of(spec) == f"{(ckpts / 'step_00000001').resolve()} (step 1)"
+    assert checkpoint_of("random") is None and checkpoint_of("llm:tiny-llama") is None
+    args = ["eval", "--agent", spec, "--games", "kuhn_poker", "--opponents", "random", "--matches", "2", "--out", str(tmp_path / "eval")]
+    assert arena_main(args) == 0
+    assert arena_main(args) == 0 and "0 match(es) played now" in capsys.readouterr().out  # same checkpoint: resumes
+    checkpoint.save(ckpts, learner, 2, config={"model": "tiny-llama"}, **run_state)
+    assert arena_main(args) == 2
+    err = capsys.readouterr().err
+    assert "step_00000001 (step 1)" in err and "step_00000002 (step 2)" in err and "another --out" in err
+
+
 def test_eval_config_file_and_one_line_errors(tmp_path, capsys):
     cfg = tmp_path / "e.yaml"
     cfg.write_text("agent: random\ngames:\n  - {name: kuhn_poker, opponents: [cfr]}\nmatches: 4\n")

@@ -246,13 +246,14 @@ def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: i
     return parse_config(d)
 
 
-def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency: int):
-    """`arena eval` of the run's final policy on the training game: its match records."""
+def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency: int, step: int):
+    """`arena eval` of the run's final policy (at `step`) on the training game: its match records
+    (store: RUN/eval_step<step>, so a run trained further is evaluated anew)."""
     from evaluation.run import run_eval
     from evaluation.suites import EvalConfig, GameSpec
 
     cfg = EvalConfig(agent=f"llm:{run_dir}", games=[GameSpec(game["name"], list(OPPONENTS), dict(game.get("params", {})))],
-                     matches=matches, seed=seed, concurrency=concurrency, out=str(run_dir / "eval"))
+                     matches=matches, seed=seed, concurrency=concurrency, out=str(run_dir / f"eval_step{step}"))
     return run_eval(cfg).records
 
 
@@ -359,7 +360,7 @@ def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None
         trained = {"minutes": result["elapsed"] / 60, "steps": result["step"], "load": os.getloadavg()[0]}
         done.write_text(json.dumps(trained))
     game = {"name": cfg.games[0].name, "params": cfg.games[0].params}
-    records = evaluate_run(run_dir, game, matches, eval_seed, concurrency)
+    records = evaluate_run(run_dir, game, matches, eval_seed, concurrency, trained["steps"])
     return summarise(records, estimator, seed, trained["minutes"], trained["steps"], trained["load"])
 
 
