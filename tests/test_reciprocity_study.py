@@ -30,6 +30,17 @@ def test_summary_of_scripted_strategies_matches_hand_computed_payoffs():
     assert tft.coop_tft_ci == pytest.approx((1.0, 1.0))
 
 
+def test_mutual_defection_follows_a_random_horizon_match_by_match():
+    params = {"random_horizon": "geometric", "rounds": 10}
+    records = list(play_suite({"agent": make_agent("tit_for_tat")}, [GameSpec("prisoners_dilemma", list(OPPONENTS), params)], matches=8))
+    r = summarise(records, "tit_for_tat", 0, 0.0, 0)
+    ad = [rec for rec in records if "always_defect" in rec.seats.values()]
+    lengths = [len(rec.turns) // 2 for rec in ad]
+    assert len(set(lengths)) > 1  # the horizon was drawn per match
+    assert r.mutual_defection == pytest.approx(sum(lengths) / len(lengths))
+    assert r.payoff_ad == pytest.approx(r.mutual_defection - 1) and r.not_exploited  # tit-for-tat concedes one round
+
+
 def test_table_and_figure(tmp_path):
     rows = [scripted("tit_for_tat"), scripted("always_defect")]
     table = markdown(rows)

@@ -267,7 +267,9 @@ def summarise(records, estimator: str, seed: int, minutes: float, steps: int, lo
     dilemma_metrics(pooled_social, records, AGENT)
     pooled = {c.opponent: c for c in cells(records, AGENT) if c.seat == "all"}
     env = replay(records[0])
-    mutual_defection = env.P * env.num_rounds
+    # mutual defection's points over the matches against always_defect (a random horizon draws each one's length)
+    ad_rounds = [replay(r).num_rounds for r in records if AGENT in r.seats.values() and "always_defect" in r.seats.values()]
+    mutual_defection = env.P * float(np.mean(ad_rounds))
     ad = pooled["always_defect"]
     return RunResult(
         estimator, seed, minutes, steps,
