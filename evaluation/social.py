@@ -6,8 +6,9 @@ Cooperate / Stag / Swerve / the whole endowment / an honest claim in Trust-and-S
 Per (evaluated agent, game, opponent):
 
     cooperation      share of the agent's rounds in which it cooperated
-    cooperation_ci   95% t interval of the mean over matches of each match's cooperation
-                     rate (a match's rounds are not independent draws, its rate is one)
+    cooperation_ci   95% t interval with the match as the unit (a match's rounds are not
+                     independent draws): the ratio estimator's (`evaluation.stats.ratio_ci`),
+                     so with a random horizon it is centred on the round-weighted rate above
     reciprocity      P(cooperate | the others all cooperated last round) minus
                      P(cooperate | another defected last round), over rounds 2.. (None
                      unless both happened): tit-for-tat 1, an unconditional policy 0
@@ -41,7 +42,7 @@ import numpy as np
 
 import games
 from arena.records import MatchRecord
-from evaluation.stats import mean_ci
+from evaluation.stats import ratio_ci
 from evaluation.suites import plan_key, unkey
 
 DILEMMAS = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
@@ -145,7 +146,7 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         history = env.cooperation_history(seat)
         rounds += len(history)
         if history:
-            per_match.append(sum(mine for mine, _ in history) / len(history))
+            per_match.append((sum(mine for mine, _ in history), len(history)))
         for (_, before), (mine, _) in zip(history, history[1:]):
             after[all(before)][0] += mine
             after[all(before)][1] += 1
@@ -164,8 +165,8 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         optimum += best[rec.game] * len(history)
     row.rounds = rounds
     row.cooperation, row.mutual, row.sucker = coop / max(rounds, 1), mutual / max(rounds, 1), sucker / max(rounds, 1)
-    if per_match:  # a rate: the t interval clipped to [0, 1]
-        lo, hi = mean_ci(per_match)[1:]
+    if per_match:  # a rate over matches of (possibly) unequal length: the ratio's t interval clipped to [0, 1]
+        lo, hi = ratio_ci(*zip(*per_match))[1:]
         row.cooperation_ci = (max(0.0, lo), min(1.0, hi))
     if after[True][1] and after[False][1]:
         row.reciprocity = after[True][0] / after[True][1] - after[False][0] / after[False][1]

@@ -43,6 +43,24 @@ def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float, flo
     return m, m - half, m + half
 
 
+def ratio_ci(counts: list[float], sizes: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """(rate, low, high) of sum(counts) / sum(sizes) over clusters of unequal size (e.g. cooperative moves
+    over the rounds of matches of random length): Student t interval of the ratio estimator, its standard
+    error by the delta method, sqrt(sum (c_i - rate n_i)^2 / (m (m - 1))) / mean(n). With equal sizes it is
+    `mean_ci` of the per-cluster rates."""
+    c, n = np.asarray(counts, dtype=float), np.asarray(sizes, dtype=float)
+    if len(c) == 0 or n.sum() <= 0:
+        return 0.0, 0.0, 0.0
+    rate = float(c.sum() / n.sum())
+    if len(c) < 2:
+        return rate, rate, rate
+    from scipy.stats import t
+
+    se = math.sqrt(float(((c - rate * n) ** 2).sum()) / (len(c) * (len(c) - 1))) / float(n.mean())
+    half = float(t.ppf(0.5 + level / 2, len(c) - 1)) * se
+    return rate, rate - half, rate + half
+
+
 @dataclass
 class PairedDiff:
     """Agent minus baseline over paired matches, with a bootstrap interval."""

@@ -25,7 +25,7 @@ from evaluation.exploitability import exploitability
 from evaluation.metrics import MEASURES, cells, paired, summary
 from evaluation.run import evaluate, play_suite, run_eval
 from evaluation.social import pareto_efficient, social_rows
-from evaluation.stats import paired_bootstrap, wilson
+from evaluation.stats import mean_ci, paired_bootstrap, ratio_ci, wilson
 from evaluation.suites import GameSpec, make_config, plans
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +43,16 @@ def test_wilson_matches_the_hand_computed_interval():
 
 def _record(match_id: str, seats: dict, outcome: dict, returns: dict) -> MatchRecord:
     return MatchRecord(match_id, "kuhn_poker", {}, 0, seats, [], returns, outcome)
+
+
+def test_ratio_ci_by_hand_and_equal_sizes_give_the_mean_ci():
+    # 3 cooperative rounds of 4, 1 of 2, 6 of 6: rate 10/12; residuals c - rate n = -1/3, -2/3, +1;
+    # se = sqrt((1/9 + 4/9 + 1) / (3 * 2)) / 4 = sqrt(14/54) / 4; t(0.975, 2) = 4.302653
+    rate, lo, hi = ratio_ci([3, 1, 6], [4, 2, 6])
+    half = 4.302653 * (14 / 54) ** 0.5 / 4
+    assert rate == pytest.approx(10 / 12) and (lo, hi) == pytest.approx((10 / 12 - half, 10 / 12 + half), rel=1e-6)
+    assert ratio_ci([1, 3, 4], [4, 4, 4]) == pytest.approx(mean_ci([0.25, 0.75, 1.0]))
+    assert ratio_ci([2], [3]) == pytest.approx((2 / 3,) * 3) and ratio_ci([], []) == (0.0, 0.0, 0.0)
 
 
 def test_paired_difference_has_the_hand_computed_bootstrap_interval():
