@@ -103,7 +103,10 @@ def checkpoint_of(spec: str | dict) -> str | None:
     from agents.models import find_checkpoint
     from training.checkpoint import read_meta
 
-    d = _parse(spec)
+    try:
+        d = _parse(spec)
+    except ValueError:  # not an agent spec: building it will say why
+        return None
     if d.get("type") != "llm" or d.get("backend", "transformers") != "transformers" or not d.get("model"):
         return None
     folder = find_checkpoint(str(d["model"]))

@@ -189,13 +189,7 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
         store.lock()
         if store.init(config.to_json(), players, key=_resume_key) == "restarted" and jsonl.exists():
             jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))
-        playing = {who: checkpoint_of(spec) for who, spec in names.items()}
-        played = json.loads(store.meta("checkpoints") or "{}")
-        if store.count()[0] and played and played != playing:
-            who = next(w for w in playing if played.get(w) != playing[w])
-            raise ValueError(f"{db} holds matches of {who} = {played.get(who)}; it now plays {playing[who]}: "
-                             "use another --out (or delete it) to evaluate the new policy")
-        store.set_meta("checkpoints", json.dumps(playing))
+        store.pin_checkpoints({who: checkpoint_of(spec) for who, spec in names.items()})
         check_writable(jsonl)
         store.add_schedule(specs)
         done = set(store.results())

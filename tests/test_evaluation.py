@@ -412,7 +412,7 @@ def test_a_store_refuses_to_resume_once_the_run_it_evaluated_has_a_newer_checkpo
     checkpoint.save(ckpts, learner, 2, config={"model": "tiny-llama"}, **run_state)
     assert arena_main(args) == 2
     err = capsys.readouterr().err
-    assert "step_00000001 (step 1)" in err and "step_00000002 (step 2)" in err and "another --out" in err
+    assert "step_00000001 (step 1)" in err and "step_00000002 (step 2)" in err and "another output path" in err
 
 
 def test_eval_config_file_and_one_line_errors(tmp_path, capsys):

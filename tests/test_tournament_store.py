@@ -126,6 +126,20 @@ def test_resume_with_another_config_is_refused(tmp_path):
     assert result.played == 0 and result.ratings["p02"].elo == pytest.approx(1000.0)
 
 
+def test_a_player_whose_checkpoint_moved_on_is_refused_once_matches_are_stored(tmp_path):
+    config = sim_config(4, "round_robin")
+    db = tmp_path / "t.db"
+    with Store(db) as store:  # nothing stored yet: a new pin is taken
+        store.pin_checkpoints({"p00": "run/checkpoints/step_1 (step 1)"})
+        store.pin_checkpoints({"p00": "run/checkpoints/step_2 (step 2)"})
+    run_tournament(config, bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db))), db)
+    with Store(db) as store:
+        assert json.loads(store.meta("checkpoints")) == {p: None for p in config.players}  # bots play no checkpoint
+        store.pin_checkpoints({p: None for p in config.players})  # unchanged: resumes
+        with pytest.raises(ValueError, match="holds matches of p00 = None; it now plays run/x \\(step 3\\)"):
+            store.pin_checkpoints({"p00": "run/x (step 3)"})
+
+
 def test_players_reordered_is_another_tournament(tmp_path):
     config, strengths, db = _interrupted_round_robin(tmp_path, 2)
     reordered = sim_config(4, "round_robin")

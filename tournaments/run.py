@@ -129,6 +129,7 @@ def run_tournament(
     Returns:
       the TournamentResult, ratings included.
     """
+    from agents import checkpoint_of
     from arena.records import check_writable
 
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
@@ -136,6 +137,7 @@ def run_tournament(
         store.lock()
         if store.init(config.to_json(), config.players, key=_resume_key) == "restarted" and jsonl.exists():
             jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))  # the old config's trajectories, kept aside
+        store.pin_checkpoints({name: checkpoint_of(spec) for name, spec in config.players.items()})
         check_writable(jsonl)
         results = store.results()
         logged = read_log(jsonl, skip=set(results))  # matches played but not stored (all of them if the DB was lost)

@@ -171,6 +171,18 @@ class Store:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def pin_checkpoints(self, playing: dict[str, str | None]) -> None:
+        """Record the training checkpoint each player plays (`agents.checkpoint_of`, None for the rest); once
+        matches are stored, a resume where a player's checkpoint moved on (`llm:RUN` after more training) is a
+        one-line error, not a store mixing two policies' matches."""
+        played = json.loads(self.meta("checkpoints") or "{}")
+        moved = [n for n in playing if n in played and played[n] != playing[n]]
+        if self.count()[0] and moved:
+            n = moved[0]
+            raise ValueError(f"{self.path} holds matches of {n} = {played[n]}; it now plays {playing[n]}: "
+                             "use another output path (or delete it) to play the new policy")
+        self.set_meta("checkpoints", json.dumps(playing))
+
     def config_diff(self, config_json: str, players: dict, key: Callable[[str], dict] = json.loads) -> str:
         """How `config_json` differs from the stored config ("" when it does not, or none is
         stored): the keys whose values differ under `key` (which maps a config's JSON to
