@@ -266,10 +266,10 @@ def summarise(records, estimator: str, seed: int, minutes: float, steps: int, lo
     pooled_social = SocialRow(AGENT, records[0].game, "all", len(records))
     dilemma_metrics(pooled_social, records, AGENT)
     pooled = {c.opponent: c for c in cells(records, AGENT) if c.seat == "all"}
-    env = replay(records[0])
     # mutual defection's points over the matches against always_defect (a random horizon draws each one's length)
-    ad_rounds = [replay(r).num_rounds for r in records if AGENT in r.seats.values() and "always_defect" in r.seats.values()]
-    mutual_defection = env.P * float(np.mean(ad_rounds))
+    ad_envs = [replay(r) for r in records if AGENT in r.seats.values() and "always_defect" in r.seats.values()]
+    env = ad_envs[0]
+    mutual_defection = env.P * float(np.mean([e.num_rounds for e in ad_envs]))
     ad = pooled["always_defect"]
     return RunResult(
         estimator, seed, minutes, steps,
