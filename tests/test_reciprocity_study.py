@@ -56,6 +56,17 @@ def test_train_config_replaces_only_estimator_seed_and_folder(tmp_path):
     assert aa == mars  # the two shipped configs differ only in the estimator
 
 
+def test_set_overrides_reach_every_run_and_a_bad_key_fails_before_training(tmp_path, capsys):
+    floor = train_config("configs/train_ipd_aa_floor.yaml", "mars", 10, tmp_path / "r", 150,
+                         {"learner": {"loss": {"floor_decay_steps": 0}}})
+    assert (floor.learner.loss.floor_decay_steps, floor.learner.loss.floor_coef, floor.steps) == (0, 0.3, 150)
+    assert floor.learner.lr == 1e-3 and floor.advantage.estimator == "mars"  # the rest of the file stays
+    with pytest.raises(SystemExit):
+        main(["--config", "configs/train_ipd_aa_floor.yaml", "--set", "learner.loss.floor_decay_stepz=0", "--out", str(tmp_path / "o")])
+    assert "did you mean 'floor_decay_steps'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing created, nothing trained
+
+
 def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
     """The contract of a PPO step (issue 18) on the study's path: the shipped config (the mars one
     differs in its estimator only, test above; state prompt,

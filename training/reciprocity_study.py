@@ -52,6 +52,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from arena.overrides import parse_overrides
+
 ESTIMATORS = ("advantage_alignment", "mars")
 OPPONENTS = ["tit_for_tat", "always_defect", "self"]
 
@@ -236,11 +238,13 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
     return rows
 
 
-def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None):
-    """The study's training config: CONFIG with the estimator, seed and run folder replaced."""
+def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None, overrides: dict | None = None):
+    """The study's training config: CONFIG with `overrides` (`--set`) merged in and the estimator,
+    seed and run folder replaced."""
+    from arena.overrides import merge
     from training.config import parse_config
 
-    d = yaml.safe_load(Path(config).read_text())
+    d = merge(yaml.safe_load(Path(config).read_text()), overrides or {})
     d["advantage"] = {**d.get("advantage", {}), "estimator": estimator}
     d.update(seed=seed, run_dir=str(run_dir), **({"steps": steps} if steps else {}))
     return parse_config(d)
@@ -348,12 +352,13 @@ def figure(results: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
-def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None, matches: int, eval_seed: int, concurrency: int) -> RunResult:
+def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None, matches: int, eval_seed: int, concurrency: int,
+            overrides: dict | None = None) -> RunResult:
     from training.selfplay import train
 
     run_dir = out / f"{estimator}_s{seed}"
     done = run_dir / "study_train.json"
-    cfg = train_config(config, estimator, seed, run_dir, steps)
+    cfg = train_config(config, estimator, seed, run_dir, steps, overrides)
     trained = json.loads(done.read_text()) if done.exists() else None
     if trained and trained["steps"] > cfg.steps:
         raise ValueError(f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out")
@@ -390,6 +395,8 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     p.add_argument("--seeds", nargs="+", type=int, default=[10, 11, 12, 13, 14])
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, dotted for sections (e.g. --set learner.loss.floor_decay_steps=0); repeatable")
     p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
     p.add_argument("--eval-seed", type=int, default=7)
     p.add_argument("--concurrency", type=int, default=50)
@@ -411,12 +418,18 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
             print(f"step {row['step']:3d}  loss {row['loss']:.3f}  P(tit-for-tat's move) by the other's last move: "
                   + "  ".join(f"{s} {v:.3f}" for s, v in row["p"].items()), flush=True)
         return []
+    try:
+        overrides = parse_overrides(args.set)
+        for est in args.estimators:  # every run's config checked before the first one trains
+            train_config(args.config, est, args.seeds[0], Path(args.out), args.steps, overrides)
+    except ValueError as e:
+        p.error(str(e))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for seed in args.seeds:  # seed-major: a cut-short study still has both estimators on its first seeds
         for est in args.estimators:
-            r = run_one(args.config, est, seed, out, args.steps, args.matches, args.eval_seed, args.concurrency)
+            r = run_one(args.config, est, seed, out, args.steps, args.matches, args.eval_seed, args.concurrency, overrides)
             print(f"{est} seed {seed}: coop with tit_for_tat {r.coop_tft:.2f}, in self-play {r.coop_self:.2f}, "
                   f"points vs always_defect {r.payoff_ad:.2f} (mutual defection {r.mutual_defection:g})", flush=True)
             results.append(r)
