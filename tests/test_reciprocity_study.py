@@ -64,6 +64,9 @@ def test_set_overrides_reach_every_run_and_a_bad_key_fails_before_training(tmp_p
     with pytest.raises(SystemExit):
         main(["--config", "configs/train_ipd_aa_floor.yaml", "--set", "learner.loss.floor_decay_stepz=0", "--out", str(tmp_path / "o")])
     assert "did you mean 'floor_decay_steps'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--config", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
+    assert "missing.yaml not found" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing created, nothing trained
 
 

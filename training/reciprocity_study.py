@@ -50,9 +50,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from arena.overrides import parse_overrides
+from arena.overrides import merge, parse_overrides
 
 ESTIMATORS = ("advantage_alignment", "mars")
 OPPONENTS = ["tit_for_tat", "always_defect", "self"]
@@ -240,14 +239,11 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
 
 def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None, overrides: dict | None = None):
     """The study's training config: CONFIG with `overrides` (`--set`) merged in and the estimator,
-    seed and run folder replaced."""
-    from arena.overrides import merge
-    from training.config import parse_config
+    seed and run folder replaced (`training.config.load_config`: a bad file or key is one ValueError line)."""
+    from training.config import load_config
 
-    d = merge(yaml.safe_load(Path(config).read_text()), overrides or {})
-    d["advantage"] = {**d.get("advantage", {}), "estimator": estimator}
-    d.update(seed=seed, run_dir=str(run_dir), **({"steps": steps} if steps else {}))
-    return parse_config(d)
+    study = {"advantage": {"estimator": estimator}, "seed": seed, "run_dir": str(run_dir), **({"steps": steps} if steps else {})}
+    return load_config(config, merge(overrides or {}, study))
 
 
 def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency: int, step: int):
