@@ -104,9 +104,17 @@ def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0)
 
 
 @functools.lru_cache(maxsize=None)
-def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32")) -> str:
-    """The candidate dtype with the highest measured matmul rate on this CPU (~0.2 s)."""
-    return max(candidates, key=lambda dt: matmul_flops(dt, size=256, seconds=0.05))
+def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32"), rounds: int = 5) -> str:
+    """The candidate dtype with the highest measured matmul rate on this CPU (~0.5 s).
+
+    Each dtype's best of `rounds` short measurements, taken in turns: other work on the
+    machine only ever slows a measurement down, and a single 0.05 s one each chose fp32
+    over a 2x faster bf16 on a busy 2-core box (a run's numerics then hang on the load)."""
+    best = dict.fromkeys(candidates, 0.0)
+    for _ in range(rounds):
+        for dt in candidates:
+            best[dt] = max(best[dt], matmul_flops(dt, size=256, seconds=0.2 / (rounds * len(candidates))))
+    return max(candidates, key=best.get)
 
 
 def flops_per_token(config, context: int = 0, head: bool = True) -> float:
@@ -139,7 +147,7 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 
 def compute_dtype(precision: str, device: str = "cpu") -> str:
     """The dtype models compute in: `precision` itself, or for "auto" bf16 on a GPU and on a
-    CPU the faster of bf16 and fp32 by a 0.2 s matmul measurement (a CPU without native
+    CPU the faster of bf16 and fp32 by a ~0.5 s matmul measurement (a CPU without native
     bf16 runs it hundreds of times slower)."""
     if precision not in PRECISIONS:
         raise ValueError(f"dtype/precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")

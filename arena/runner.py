@@ -16,7 +16,9 @@ match and decision), so a run's records are identical whatever the concurrency.
 Openings: `MatchPlan.opening = k` starts the match with 0..k (uniform, from the match
 seed) uniformly random legal moves, recorded as turns of the agent `OPENING`, so
 self-play reaches positions the policy alone would not (both seat orders of a pair with
-one seed open the same way). The agents take over from there.
+one seed open the same way). The agents take over from there. `MatchPlan.start` instead
+replays the given actions (recorded as `OPENING` turns too): a match that restarts from a
+known position (training.restarts).
 
 Invalid moves: agents apply their own retry/fallback policy; a record that still has no
 action (`fallback="forfeit"`) ends the match through `env.forfeit(player)`, i.e. the
@@ -49,6 +51,7 @@ class MatchPlan:
     seed: int = 0
     params: dict = field(default_factory=dict)
     opening: int = 0  # the match opens with 0..opening random legal moves (see the module docstring)
+    start: tuple[int, ...] = ()  # actions replayed before the agents take over (a restart position); then no opening
 
 
 OPENING = "opening"  # agent name on the turns of a random opening
@@ -189,9 +192,21 @@ def _start(plan: MatchPlan) -> _Live:
     # The agents' stream must be independent of the env's (seeded with the same number):
     # sharing it lets a random agent's draws line up with the deal.
     m = _Live(plan, env, record, np.random.default_rng([plan.seed, 1]))
-    if plan.opening:
+    if plan.start:
+        _play_start(m)
+    elif plan.opening:
         _play_opening(m, np.random.default_rng([plan.seed, 2]))
     return m
+
+
+def _play_start(m: _Live) -> None:
+    """Replay `plan.start`; ValueError when an action is not legal there or the match ends first."""
+    for k, action in enumerate(m.plan.start):
+        player = _next_decision(m, max_turns=len(m.plan.start) + 1)
+        if player is None or m.env.is_free_text(player) or action not in m.env.legal_actions(player):
+            raise ValueError(f"match {m.plan.match_id}: start action {k} ({action}) of {list(m.plan.start)} is not a legal move "
+                             f"of {m.plan.game} there")
+        _apply(m, player, OPENING, TurnRecord(0, player, OPENING, m.env.move_text(player, action), action))
 
 
 def _play_opening(m: _Live, rng: np.random.Generator) -> None:

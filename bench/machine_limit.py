@@ -14,7 +14,9 @@ It prints the CPU's model and its matrix flags first: without native bf16 (AVX-5
 AMX) bf16 comes out hundreds of times slower than fp32; that is why `dtype: auto` measures
 before choosing.
 Small-batch decoding is bound by memory bandwidth, not FLOPs, so a low fraction there
-says how much a larger batch could still gain.
+says how much a larger batch could still gain. `--rows` times the model's own weight
+matmuls at a decoding batch's shape in both dtypes (`decode_flops`): their ratio, not the
+square matmul's, is the most bf16 can gain over fp32 decoding a batch of that size.
 """
 
 from __future__ import annotations
@@ -62,6 +64,41 @@ def utilisation(config, prompt_tokens: int, completion_tokens: int, seconds: flo
     return passes * model_flops(config, prompt_tokens, completion_tokens, context) / seconds / flops
 
 
+def decode_matmuls(config) -> list[tuple[int, int, int]]:
+    """The weight matmuls a token passes through, as (in features, out features, count): every
+    layer's attention and MLP projections and the LM head."""
+    h, layers = config.hidden_size, config.num_hidden_layers
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or h // heads
+    return [(h, heads * head_dim, layers), (h, kv * head_dim, 2 * layers), (heads * head_dim, h, layers),
+            (h, config.intermediate_size, 2 * layers), (config.intermediate_size, h, layers), (h, config.vocab_size, 1)]
+
+
+def decode_flops(config, rows: int, dtype: str, seconds: float = 1.0) -> float:
+    """FLOP/s of the model's own weight matmuls (`decode_matmuls`) at `rows` rows: what a decoding
+    step of a batch of `rows` sequences can reach in `dtype`. Small batches sit far below the
+    square-matmul rate (at 1 row bf16 is slower than fp32 on AVX-512 BF16), so this, not the
+    square figure, bounds the arena's bf16 / fp32 ratio at its batch size."""
+    import time
+
+    import torch
+
+    dt = getattr(torch, dtype)
+    total_flops = total_time = 0.0
+    shapes = decode_matmuls(config)
+    for k, n, count in shapes:
+        x, w = torch.randn(rows, k, dtype=dt), torch.randn(k, n, dtype=dt)
+        x @ w  # warm-up
+        runs, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds / len(shapes):
+            x @ w
+            runs += 1
+        total_flops += 2 * rows * k * n * count
+        total_time += elapsed / runs * count
+    return total_flops / total_time
+
+
 def measure(model: str = "smollm2-135m", context: int = 256, seconds: float = 2.0) -> dict:
     """Matmul rates and the model's ceilings at torch's current thread count."""
     import torch
@@ -78,6 +115,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--context", type=int, default=256, help="tokens of context each new token attends to")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: chosen from the CPUs and the load)")
     p.add_argument("--seconds", type=float, default=2.0, help="time per matmul measurement")
+    p.add_argument("--rows", type=int, nargs="*", default=[1, 16, 64],
+                   help="batch sizes at which to time the model's own decode matmuls (fp32 and bf16)")
     args = p.parse_args(argv)
     set_threads(args.threads)
     name, flags = cpu_flags()
@@ -90,6 +129,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{args.model}: {m['flops_per_token'] / 1e6:.0f} MFLOPs a token forward at context {args.context}")
     for dt, c in m["ceilings"].items():
         print(f"ceiling {dt:>8}: generate {c['generate']:8.0f} tokens/s, train {c['train']:8.0f} tokens/s")
+    config = model_config(args.model)
+    m["decode"] = {}
+    for rows in args.rows:
+        f, b = (decode_flops(config, rows, dt, args.seconds / 2) for dt in ("float32", "bfloat16"))
+        m["decode"][rows] = {"float32": f, "bfloat16": b}
+        print(f"decode matmuls at {rows:>3} rows: fp32 {f / 1e9:6.1f}, bf16 {b / 1e9:6.1f} GFLOP/s "
+              f"(bf16/fp32 = {b / f:.2f}x: the most bf16 can gain decoding a batch of {rows})")
     return m
 
 

@@ -72,18 +72,38 @@ def test_model_flops_skips_the_lm_head_on_prompt_tokens():
 def test_auto_dtype_is_bf16_exactly_where_the_cpu_multiplies_bf16_natively():
     """`auto` measures; a CPU with AVX-512 BF16 or AMX must come out bf16 (~2.3x fp32 here),
     one without must come out fp32 (emulated bf16 is hundreds of times slower)."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("machine_limit", Path(__file__).resolve().parents[1] / "bench" / "machine_limit.py")
-    machine_limit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(machine_limit)
-    _, flags = machine_limit.cpu_flags()
+    _, flags = load_machine_limit().cpu_flags()
     native = bool({"avx512_bf16", "amx_bf16"} & set(flags))
     assert compute_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
     assert compute_dtype("float32", "cpu") == "float32" and compute_dtype("auto", "cuda") == "bfloat16"
     with pytest.raises(ValueError, match="must be one of auto, float32, bfloat16"):
         compute_dtype("bf16", "cpu")
+
+
+def load_machine_limit():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("machine_limit", Path(__file__).resolve().parents[1] / "bench" / "machine_limit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_decode_matmuls_are_the_models_weight_matmuls():
+    """The shapes `decode_flops` times hold exactly the weights of the model's linear layers (grouped-query
+    attention and a tied LM head included), so its FLOP/s is the model's own decode mix."""
+    from agents.models import tiny_llama
+
+    machine_limit = load_machine_limit()
+    model = tiny_llama(0, hidden=64, layers=3, heads=4)[0]
+    model.config.num_key_value_heads = 2  # grouped-query: k and v narrower than q
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM(model.config)
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert sum(k * n * count for k, n, count in machine_limit.decode_matmuls(model.config)) == linear
+    assert machine_limit.decode_flops(model.config, rows=4, dtype="float32", seconds=0.05) > 1e7
 
 
 def test_matmul_flops_is_positive_and_bounded_in_time():

@@ -192,6 +192,8 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "games[0].params": ({"board": "hex"}, "games[0]: tic_tac_toe board must be one of grid, line, relative, numbered, got 'hex'"),
     "games[0].opening": (-1, "games[0].opening must be an integer >= 0"),
     "games[0].branch": (0, "games[0].branch must be an integer >= 1"),
+    "games[0].restarts": (1.5, "games[0].restarts must be in [0, 1]"),
+    "games[0].restart_buffer": (0, "games[0].restart_buffer must be an integer >= 1"),
 }
 
 
@@ -535,12 +537,15 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-@pytest.mark.parametrize("critic", [False, True], ids=["mars", "critic"])
-def test_resume_continues_exactly(tmp_path, critic):
+@pytest.mark.parametrize("variant", ["mars", "critic", "restarts"])
+def test_resume_continues_exactly(tmp_path, variant):
     """4 steps straight == 2 steps, then --resume for 2 more (league: self-play, random, snapshots)."""
     over = {"steps": 4, "checkpoint_every": 2, "eval": {"every": 0}}
+    critic = variant == "critic"
     if critic:  # the value head and its optimizer state resume too
         over.update(advantage={"estimator": "critic", "gamma": 1.0}, learner={"lr": 3e-3, "value_coef": 0.5})
+    if variant == "restarts":  # every self-play pair restarts from a lost position: the buffer resumes too
+        over.update(games=[{"name": "tic_tac_toe", "restarts": 1.0}])
     train(tiny(tmp_path, "straight", **over), console=quiet())
     train(tiny(tmp_path, "split", **{**over, "steps": 2}), console=quiet())
     with pytest.raises(ValueError, match="pass --resume"):
@@ -555,6 +560,9 @@ def test_resume_continues_exactly(tmp_path, critic):
     assert [(m["reward"], m["loss"]) for m in ma] == [(m["reward"], m["loss"]) for m in mb]
     if critic:
         assert [m["value_loss"] for m in ma] == [m["value_loss"] for m in mb] and ma[-1]["value_loss"] > 0
+    if variant == "restarts":
+        held = checkpoint.read_meta(tmp_path / "split" / "checkpoints" / "step_00000002")["state"]["restarts"]
+        assert held and all(game == "tic_tac_toe" and 1 <= len(actions) <= 8 for game, _, _, actions in held)
     # the weights did change after the resume
     c = load_file(str(tmp_path / "split" / "league" / "step_00000003.safetensors"))
     assert not all(torch.equal(c[k], a[k]) for k in c.keys() & a.keys())

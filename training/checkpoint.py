@@ -172,14 +172,14 @@ def latest(directory: str | os.PathLike) -> Path | None:
 
 
 def run_state(meta: dict, folder: Path) -> tuple:
-    """A checkpoint's run state: (step, league, advantage state, elapsed, games, best, budget_elapsed);
-    DamagedCheckpoint when its meta.json does not hold one."""
+    """A checkpoint's run state: (step, league, advantage state, elapsed, games, best, budget_elapsed,
+    restart positions); DamagedCheckpoint when its meta.json does not hold one."""
     from training.league import League
 
     try:
         s = meta["state"]
         return (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
-                int(s["games"]), float(s.get("best", -1.0)), budget_elapsed(meta))
+                int(s["games"]), float(s.get("best", -1.0)), budget_elapsed(meta), list(s.get("restarts", [])))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
 

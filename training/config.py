@@ -54,6 +54,11 @@ class GameEntry:
     branch: int = 1
     """match pairs come in groups of `branch` playing one deal and opening (and one league opponent), so the
     same positions recur within a step's batch: the step-level groups of the `gigpo` estimator"""
+    restarts: float = 0.0
+    """share of the self-play pairs that start from a position the policy lost from in earlier steps (the
+    moves before its losing move, `training.restarts`), instead of an opening; 0: none"""
+    restart_buffer: int = 256
+    """lost positions kept per game for restarts (the oldest drop out)"""
 
 
 @dataclass
@@ -417,6 +422,10 @@ def _games(games_in: Any) -> list[GameEntry]:
             raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
         if not isinstance(entry.branch, int) or entry.branch < 1:
             raise ValueError(f"games[{i}].branch must be an integer >= 1 (match pairs sharing one deal and opening), got {entry.branch!r}")
+        if not 0.0 <= entry.restarts <= 1.0:
+            raise ValueError(f"games[{i}].restarts must be in [0, 1] (share of self-play pairs restarting from a lost position), got {entry.restarts!r}")
+        if not isinstance(entry.restart_buffer, int) or entry.restart_buffer < 1:
+            raise ValueError(f"games[{i}].restart_buffer must be an integer >= 1, got {entry.restart_buffer!r}")
         if entry.opening < 0:
             raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
         try:

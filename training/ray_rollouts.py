@@ -148,10 +148,10 @@ class RayRollouts:
         self.weights = [ray.put(state)]
         self.version = version
 
-    def collect(self, step: int, league, rng: np.random.Generator) -> tuple[list[tuple[MatchPlan, str | None]], list[MatchRecord]]:
+    def collect(self, step: int, league, rng: np.random.Generator, restarts=None) -> tuple[list[tuple[MatchPlan, str | None]], list[MatchRecord]]:
         """Step `step`'s (planned matches, records sorted by match id): the ones started ahead, or played now."""
         if self.ahead is None:
-            self.start_step(step, league, rng)
+            self.start_step(step, league, rng, restarts)
         ahead_step, planned, thread, result = self.ahead
         self.ahead = None
         if ahead_step != step:
@@ -161,11 +161,12 @@ class RayRollouts:
             raise result["error"]
         return planned, sorted(result["records"], key=lambda r: r.match_id)
 
-    def start_step(self, step: int, league, rng: np.random.Generator) -> None:
-        """Plan step `step` now (the loop's draws) and play it on the workers in a background thread, on the current version."""
+    def start_step(self, step: int, league, rng: np.random.Generator, restarts=None) -> None:
+        """Plan step `step` now (the loop's draws) and play it on the workers in a background thread, on the current version;
+        `restarts`: the loop's `training.restarts.RestartBuffer`."""
         from training.selfplay import plan_step, step_lineup
 
-        planned = plan_step(self.cfg, league, rng, step)
+        planned = plan_step(self.cfg, league, rng, step, restarts)
         lineup = step_lineup(league, planned, rng)
         keep = sorted(o.spec for o in league.opponents if o.kind == "checkpoint")
         args = (RolloutStep(self.version, self.weights, lineup, keep),)

@@ -96,6 +96,7 @@ from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
+from training.restarts import Position, RestartBuffer, lost_positions
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -276,14 +277,23 @@ def start_league(cfg: TrainConfig) -> League:
     return league
 
 
-def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: int) -> list[tuple[MatchPlan, str | None]]:
-    """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders."""
+def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: int,
+              restarts: RestartBuffer | None = None) -> list[tuple[MatchPlan, str | None]]:
+    """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders;
+    a `games[i].restarts` share of the self-play pairs start from a position in `restarts`."""
     pairs = cfg.matches_per_step // 2
     n_self = round(cfg.league.self_play * pairs) if league.opponents else pairs
     weights = np.array([g.weight for g in cfg.games], dtype=float)
     game_idx = rng.choice(len(cfg.games), size=pairs, p=weights / weights.sum())
     opponents = [None] * n_self + (league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded) if pairs > n_self else [])
     seeds = rng.integers(0, 2**31 - 1, size=pairs)
+    starts: dict[int, Position] = {}  # branch head -> its restart position (draws only when a game restarts)
+    for j in range(n_self):
+        g = cfg.games[game_idx[j]]
+        if g.restarts and restarts is not None and _branch_head(j, n_self, g.branch) == j and rng.random() < g.restarts:
+            pos = restarts.sample(g.name, g.params, rng)
+            if pos is not None:
+                starts[j] = pos
     out = []
     for j in range(pairs):
         h = _branch_head(j, n_self, cfg.games[game_idx[j]].branch)
@@ -293,6 +303,8 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
         for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m",
                                  opening=g.opening if opp is None else 0):
             plan.seed = int(seeds[h])  # both seat orders of a pair (and its branch group) play the same deal and opening
+            if h in starts:  # the lost match's deal and moves
+                plan.seed, plan.start, plan.opening = starts[h].seed, starts[h].actions, 0
             out.append((plan, opp))
     return out
 
@@ -436,7 +448,7 @@ def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
     return False
 
 
-def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float, float]:
+def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float, float, list]:
     """Load the newest intact checkpoint (`checkpoint.resume_point`): its `checkpoint.run_state`.
 
     A checkpoint with a damaged file is skipped (and moved to damaged-step_N, saying why);
@@ -517,10 +529,12 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
     league = start_league(cfg)
     adv_state: dict = {}
+    restarts = RestartBuffer({g.name: g.restart_buffer for g in cfg.games})
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
     budget_elapsed = 0.0  # the elapsed time the time rule checked at the last step (before its evaluation)
     if resume:
-        start_step, league, adv_state, elapsed, games_played, best, budget_elapsed = resume_from(ckpt_dir, learner, rng, console.print)
+        start_step, league, adv_state, elapsed, games_played, best, budget_elapsed, restart_state = resume_from(ckpt_dir, learner, rng, console.print)
+        restarts.load_state_dict(restart_state)
         sync_weights(learner, backend)
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
@@ -570,7 +584,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         return rows
 
     def save(step: int) -> None:
-        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played, "best": best, "budget_elapsed": budget_elapsed}
+        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played, "best": best, "budget_elapsed": budget_elapsed,
+                 "restarts": restarts.state_dict()}
         checkpoint.save(ckpt_dir, learner, step, config=config_dict(cfg), league=league.state_dict(), state=state,
                         rng=rng, keep=cfg.keep_checkpoints)
         settle_best(run_dir, step, console.print)
@@ -588,7 +603,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         t0 = time.perf_counter()
         # 1. matches: self-play pairs and PFSP-drawn league opponents
         if rollouts is None:
-            planned = plan_step(cfg, league, rng, step)
+            planned = plan_step(cfg, league, rng, step, restarts)
             agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
             with Progress(total=len(planned), desc=f"step {step} rollout", leave=False) as bar:  # the step's line follows
                 records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar),
@@ -596,15 +611,17 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             for rec in records:
                 rec.policy_version = step - 1
         else:  # Ray workers; with max_staleness 1 this step's matches were started during the last update
-            planned, records = rollouts.collect(step, league, rng)
+            planned, records = rollouts.collect(step, league, rng, restarts)
         by_id = {p.match_id: opp for p, opp in planned}
         match_opps = [by_id[r.match_id] for r in records]
         for rec, opp in zip(records, match_opps):
             if opp is not None and rec.error is None:
                 for o in _score(rec, POLICY):
                     league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
+        if any(g.restarts for g in cfg.games):
+            restarts.add(lost_positions(records, POLICY))
         if rollouts is not None and cfg.ray.max_staleness and step < cfg.steps:
-            rollouts.start_step(step + 1, league, rng)  # on the current weights, while the learner updates
+            rollouts.start_step(step + 1, league, rng, restarts)  # on the current weights, while the learner updates
         t_roll = time.perf_counter() - t0
         rollout_tokens = sum(len(t.prompt_token_ids) + len(t.token_ids) for r in records for t in r.turns if t.agent == POLICY)
         games_played += len(records)
