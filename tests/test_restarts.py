@@ -113,3 +113,21 @@ def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monk
     selfplay.train(tiny(tmp_path, "r", steps=3, eval={"every": 0}, games=[{"name": "tic_tac_toe", "restarts": 1.0}]), console=quiet())
     assert len(starts) == 3 and not any(starts[0])
     assert all(any(s) for s in starts[1:])
+
+
+def test_restarts_from_league_losses_only(tmp_path, monkeypatch):
+    """`restart_from: league`: the buffer is fed only the matches against league opponents (the bot, snapshots)."""
+    import training.selfplay as selfplay
+    from tests.test_selfplay import quiet, tiny
+
+    added, original = [], selfplay.lost_positions
+
+    def spy(records, agent):
+        added.append([r.seats for r in records])
+        return original(records, agent)
+
+    monkeypatch.setattr(selfplay, "lost_positions", spy)
+    cfg = tiny(tmp_path, "r", steps=2, eval={"every": 0}, games=[{"name": "tic_tac_toe", "restarts": 1.0, "restart_from": "league"}])
+    selfplay.train(cfg, console=quiet())
+    assert len(added) == 2 and all(added)
+    assert all(set(seats.values()) != {selfplay.POLICY} for step in added for seats in step)  # no self-play match

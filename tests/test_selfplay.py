@@ -194,6 +194,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "games[0].branch": (0, "games[0].branch must be an integer >= 1"),
     "games[0].restarts": (1.5, "games[0].restarts must be in [0, 1]"),
     "games[0].restart_buffer": (0, "games[0].restart_buffer must be an integer >= 1"),
+    "games[0].restart_from": ("bots", "games[0].restart_from must be one of all, league, got 'bots'"),
 }
 
 

@@ -59,6 +59,9 @@ class GameEntry:
     moves before its losing move, `training.restarts`), instead of an opening; 0: none"""
     restart_buffer: int = 256
     """lost positions kept per game for restarts (the oldest drop out)"""
+    restart_from: str = "all"
+    """which losses restarts come from: "all" matches, or only "league" ones (against bots and past checkpoints,
+    where the policy meets play unlike its own; in self-play one seat loses every decisive match)"""
 
 
 @dataclass
@@ -426,6 +429,8 @@ def _games(games_in: Any) -> list[GameEntry]:
             raise ValueError(f"games[{i}].restarts must be in [0, 1] (share of self-play pairs restarting from a lost position), got {entry.restarts!r}")
         if not isinstance(entry.restart_buffer, int) or entry.restart_buffer < 1:
             raise ValueError(f"games[{i}].restart_buffer must be an integer >= 1, got {entry.restart_buffer!r}")
+        if entry.restart_from not in ("all", "league"):
+            raise ValueError(f"games[{i}].restart_from must be one of all, league, got {entry.restart_from!r}")
         if entry.opening < 0:
             raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
         try:

@@ -13,8 +13,11 @@ does not), so the saving move is sampled and credited where it matters. With
 compares the moves made there with each other).
 
 The buffer keeps the last `size` positions per game and params (the oldest drop out),
-from every match the policy lost a seat in, against any opponent; the match's seed and
-params come along, so a game with chance events replays the same deal.
+from every match the policy lost a seat in, or with `games[i].restart_from: league` only
+from its matches against league opponents (bots, past checkpoints): in self-play one seat
+loses every decisive match, and those positions crowd out the ones where the policy fails
+against play unlike its own. The match's seed and params come along, so a game with chance
+events replays the same deal.
 """
 
 from __future__ import annotations

@@ -619,7 +619,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
                 for o in _score(rec, POLICY):
                     league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
         if any(g.restarts for g in cfg.games):
-            restarts.add(lost_positions(records, POLICY))
+            league_only = {g.name for g in cfg.games if g.restart_from == "league"}
+            restarts.add(lost_positions([r for r, o in zip(records, match_opps) if o is not None or r.game not in league_only], POLICY))
         if rollouts is not None and cfg.ray.max_staleness and step < cfg.steps:
             rollouts.start_step(step + 1, league, rng, restarts)  # on the current weights, while the learner updates
         t_roll = time.perf_counter() - t0
