@@ -28,7 +28,8 @@ def test_rollout_throughput_quick_replays_the_arena_batches_in_both_dtypes():
         assert out[dt]["vs_raw"] > 0 and out[dt]["vs_serial"] > 0 and 0 <= out[dt]["legal"] <= 1
         assert tokens[f"{dt} raw batched"] == tokens[f"{dt} arena"]  # the replay generates exactly the arena's tokens
         assert len(set(tokens[f"{dt} arena"])) == 1  # seeded: every repeat plays the same matches
-    assert out["bf16_vs_fp32"] > 0 and all(f > 0 for f in out["mfu"].values())
+    assert out["bf16_vs_fp32"] > 0 and out["bf16_vs_fp32_ceiling"] > 0 and all(f > 0 for f in out["mfu"].values())
+    assert all(out[dt]["matmuls_rows_vs_1"] > 0 for dt in ("float32", "bfloat16"))
 
 
 def test_learner_throughput_quick_runs_every_path_in_subprocesses():
