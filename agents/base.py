@@ -29,6 +29,7 @@ class PendingTurn:
     env: TextEnv  # the live env; read it (view, legal_actions, state), never step it
     player: str  # env agent to move, e.g. "player_0"
     rng: np.random.Generator  # per-match stream: seeded runs reproduce exactly
+    explore: bool = False  # play a uniformly drawn legal move (an exploring start; constrained LLM agents, others ignore it)
 
 
 class Agent(Protocol):

@@ -44,7 +44,10 @@ constrained to the legal moves anyway. Every prompt then has the same length and
 so a tiny model finds each cell at a fixed position (`configs/train_tictactoe_tiny.yaml`).
 
 `constrained=True` passes each turn's legal move strings to the backend as `allowed`, so
-the reply is exactly one legal move (free-text turns stay unconstrained).
+the reply is exactly one legal move (free-text turns stay unconstrained). A turn marked
+`PendingTurn.explore` (an exploring start, training.restarts) is held to one legal move drawn
+uniformly with the completion's seed; its record lists every legal move, so the learner
+scores the move under the policy's distribution over all of them.
 
 Batching: `act(turns)` sends all turns in one `backend.generate` call, then one call per
 retry round for the turns that failed.
@@ -60,6 +63,8 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from agents.backend import Backend, Generation, SamplingParams
 from agents.base import PendingTurn, decision
@@ -227,8 +232,9 @@ class LLMAgent:
                 for w in pending:
                     w.messages = [*w.messages, {"role": "assistant", "content": w.generation.text},
                                   self.correction_message(w.view, w.attempts[-1].error)]
-            gens = self._generate([w.messages for w in pending], [w.view for w in pending],
-                                  [sampling_seed(self.config.seed, w.turn, w.decision, round_) for w in pending])
+            seeds = [sampling_seed(self.config.seed, w.turn, w.decision, round_) for w in pending]
+            gens = self._generate([w.messages for w in pending], [w.view for w in pending], seeds,
+                                  [w.turn.explore and round_ == 0 for w in pending])
             for w, g in zip(pending, gens):
                 w.generation = g
                 w.ok, w.action, error = self._parse(w, g)
@@ -236,12 +242,16 @@ class LLMAgent:
             pending = [w for w in pending if not w.ok]
         return [self._record(w) for w in work]
 
-    def _generate(self, conversations: list[list[dict]], views: list[TextView], seeds: list[int]) -> list[Generation]:
+    def _generate(self, conversations: list[list[dict]], views: list[TextView], seeds: list[int],
+                  explore: list[bool] | None = None) -> list[Generation]:
         c = self.config
         self._calls += 1
         allowed = None
         if c.constrained and any(not v.free_text for v in views):
             allowed = [None if v.free_text else list(v.legal_moves) for v in views]
+            for i, v in enumerate(views):  # an exploring turn: decoding held to one uniformly drawn legal move
+                if explore and explore[i] and not v.free_text:
+                    allowed[i] = [v.legal_moves[int(np.random.default_rng(seeds[i]).integers(len(v.legal_moves)))]]
         params = SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds)
         gens = self.backend.generate(conversations, params, allowed)
         if len(gens) != len(conversations):

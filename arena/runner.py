@@ -18,7 +18,8 @@ seed) uniformly random legal moves, recorded as turns of the agent `OPENING`, so
 self-play reaches positions the policy alone would not (both seat orders of a pair with
 one seed open the same way). The agents take over from there. `MatchPlan.start` instead
 replays the given actions (recorded as `OPENING` turns too): a match that restarts from a
-known position (training.restarts).
+known position (training.restarts); with `MatchPlan.explore` the first decision there is an
+exploring one: a constrained LLM agent plays a uniformly drawn legal move as its own turn.
 
 Invalid moves: agents apply their own retry/fallback policy; a record that still has no
 action (`fallback="forfeit"`) ends the match through `env.forfeit(player)`, i.e. the
@@ -52,6 +53,7 @@ class MatchPlan:
     params: dict = field(default_factory=dict)
     opening: int = 0  # the match opens with 0..opening random legal moves (see the module docstring)
     start: tuple[int, ...] = ()  # actions replayed before the agents take over (a restart position); then no opening
+    explore: bool = False  # with `start`: the first decision after it is an exploring one (`PendingTurn.explore`)
 
 
 OPENING = "opening"  # agent name on the turns of a random opening
@@ -143,7 +145,8 @@ def play(
                 continue
             still_live.append(m)
             seat_agent = m.plan.seats[m.env.possible_agents.index(player)]
-            pending[seat_agent].append((m, PendingTurn(m.plan.match_id, m.env, player, m.rng)))
+            explore = m.plan.explore and bool(m.plan.start) and len(m.record.turns) == len(m.plan.start)
+            pending[seat_agent].append((m, PendingTurn(m.plan.match_id, m.env, player, m.rng, explore)))
         live = still_live
         for name, items in pending.items():
             decisions = agents[name].act([turn for _, turn in items])

@@ -131,3 +131,26 @@ def test_restarts_from_league_losses_only(tmp_path, monkeypatch):
     selfplay.train(cfg, console=quiet())
     assert len(added) == 2 and all(added)
     assert all(set(seats.values()) != {selfplay.POLICY} for step in added for seats in step)  # no self-play match
+
+
+def test_an_exploring_start_plays_each_legal_move_about_equally_and_records_every_legal_move():
+    """`MatchPlan.explore`: the loser's first move at the restart position is drawn uniformly, where the
+    policy itself (a tiny untrained network) is far from uniform there; the turn is the LLM's own,
+    constrained, with every legal move listed (the learner's softmax runs over all of them)."""
+    from agents.llm_agent import LLMAgent, LLMAgentConfig
+    from agents.models import tiny_llama
+    from agents.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(tiny_llama(0, hidden=32, heads=2, init=1.0))  # large weights: a peaked policy
+    agent = LLMAgent("p", backend, LLMAgentConfig(constrained=True, prompt="state", temperature=1.0, max_new_tokens=4, max_retries=0))
+    start = (0, 4, 8)  # X, O, X: O (player_1) to move, six empty cells
+
+    def first_moves(explore: bool) -> list:
+        plans = [MatchPlan(f"e{i}", "tic_tac_toe", ["p", "p"], seed=i, start=start, explore=explore) for i in range(120)]
+        turns = [r.turns[len(start)] for r in play(plans, {"p": agent}, concurrency=60)]
+        assert all(t.agent == "p" and t.player == "player_1" and t.constrained and len(t.legal_moves) == 6 for t in turns)
+        return [t.action for t in turns]
+
+    explored, sampled = first_moves(True), first_moves(False)
+    assert set(explored) == {1, 2, 3, 5, 6, 7} and max(explored.count(a) for a in set(explored)) <= 35  # 20 expected each
+    assert max(sampled.count(a) for a in set(sampled)) > 35

@@ -59,6 +59,9 @@ class GameEntry:
     moves before its losing move, `training.restarts`), instead of an opening; 0: none"""
     restart_buffer: int = 256
     """lost positions kept per game for restarts (the oldest drop out)"""
+    restart_explore: bool = False
+    """the first move from a restart position is drawn uniformly among the legal moves and trained on as the
+    policy's own (an exploring start: a saving move the policy has written off gets tried; constrained agents)"""
     restart_from: str = "all"
     """which losses restarts come from: "all" matches, or only "league" ones (against bots and past checkpoints,
     where the policy meets play unlike its own; in self-play one seat loses every decisive match)"""
@@ -457,6 +460,10 @@ def _validate(cfg: TrainConfig) -> None:
     adv = cfg.advantage
     if adv.length_min < 0 or adv.length_min >= adv.length_max:
         raise ValueError(f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})")
+    for i, g in enumerate(cfg.games):
+        if g.restart_explore and not (g.restarts and cfg.agent.constrained):
+            raise ValueError(f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
+                             "(the exploring move is a constrained reply held to one drawn legal move)")
     if (adv.estimator == "critic") != (cfg.learner.value_coef > 0):
         raise ValueError("advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)")
     lg = cfg.league

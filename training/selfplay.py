@@ -304,7 +304,7 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
                                  opening=g.opening if opp is None else 0):
             plan.seed = int(seeds[h])  # both seat orders of a pair (and its branch group) play the same deal and opening
             if h in starts:  # the lost match's deal and moves
-                plan.seed, plan.start, plan.opening = starts[h].seed, starts[h].actions, 0
+                plan.seed, plan.start, plan.opening, plan.explore = starts[h].seed, starts[h].actions, 0, g.restart_explore
             out.append((plan, opp))
     return out
 
