@@ -7,7 +7,9 @@ from a league, and is updated on turn-level advantages::
     weights, and the league (bots + past snapshots of the policy)
     step 0: evaluate against the fixed eval opponents (greedy, both seats)
     for step in 1..steps:
-        pick opponents       a `self_play` share of match pairs: the policy in every seat;
+        pick opponents       a `self_play` share of match pairs: the policy in every seat
+                             (from a random opening, or with `games[i].restarts` from a
+                             position it lost from: `training.restarts`);
                              the rest: one opponent per pair, drawn by PFSP from the league
         play                 `arena.runner.play`, the policy's turns batched across matches
         advantages           `training.advantages.compute_advantages` on the policy's turns
@@ -25,7 +27,8 @@ from a league, and is updated on turn-level advantages::
                              becomes <run>/best once a checkpoint covers it (`settle_best`)
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
-                                      league, estimator state) -> `--resume` continues exactly
+                                      league, estimator state, restart positions) -> `--resume`
+                                      continues exactly
 
 Config: `training.config` (the dataclasses, YAML loading, every check before the model loads).
 
