@@ -12,6 +12,13 @@ does not), so the saving move is sampled and credited where it matters. With
 `games[i].branch` a group of pairs restarts from one position (the `gigpo` estimator then
 compares the moves made there with each other).
 
+In a config::
+
+    games:
+      - name: tic_tac_toe
+        restarts: 0.25          # a quarter of the self-play pairs restart from a lost position
+        restart_from: league    # ... one lost against a league opponent (bots, snapshots)
+
 The buffer keeps the last `size` positions per game and params (the oldest drop out),
 from every match the policy lost a seat in, or with `games[i].restart_from: league` only
 from its matches against league opponents (bots, past checkpoints): in self-play one seat
