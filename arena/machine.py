@@ -117,22 +117,31 @@ def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32"), rounds:
     return max(candidates, key=best.get)
 
 
-def flops_per_token(config, context: int = 0, head: bool = True) -> float:
-    """Forward FLOPs of one token of a decoder-only transformer (2 per multiply-add).
-
-    The weight matmuls of every layer and (with `head`) the LM head, plus attention over
-    `context` earlier tokens (QK^T and the weighted sum of V, for every head). Training
-    costs about 3x this (the backward pass is two matmuls per forward one).
-    """
-    d, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+def weight_matmuls(config) -> list[tuple[int, int, int]]:
+    """The weight matmuls a token passes through, as (in features, out features, count): every
+    layer's attention projections (q, k, v, o; k and v narrower with grouped-query attention)
+    and MLP (gate, up, down; Llama), then the LM head last."""
+    d, layers = config.hidden_size, config.num_hidden_layers
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or d // heads
     ffn = config.intermediate_size
-    attn_proj = d * heads * head_dim * 2 + d * kv_heads * head_dim * 2  # q, o and k, v
-    mlp = 3 * d * ffn  # gate, up, down (Llama)
-    per_layer = 2 * (attn_proj + mlp) + 4 * context * heads * head_dim
-    return layers * per_layer + (2 * d * vocab if head else 0)
+    return [(d, heads * head_dim, layers), (d, kv_heads * head_dim, 2 * layers), (heads * head_dim, d, layers),
+            (d, ffn, 2 * layers), (ffn, d, layers), (d, config.vocab_size, 1)]
+
+
+def flops_per_token(config, context: int = 0, head: bool = True) -> float:
+    """Forward FLOPs of one token of a decoder-only transformer (2 per multiply-add).
+
+    The weight matmuls of every layer (`weight_matmuls`) and (with `head`) the LM head, plus
+    attention over `context` earlier tokens (QK^T and the weighted sum of V, for every head).
+    Training costs about 3x this (the backward pass is two matmuls per forward one).
+    """
+    *body, lm_head = weight_matmuls(config)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    attention = config.num_hidden_layers * 4 * context * heads * head_dim
+    return sum(2 * k * n * count for k, n, count in [*body, *([lm_head] if head else [])]) + attention
 
 
 def model_flops(config, prompt_tokens: int, completion_tokens: int, context: int) -> float:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 
-from arena.machine import flops_per_token, matmul_flops, model_flops, set_threads
+from arena.machine import flops_per_token, matmul_flops, model_flops, set_threads, weight_matmuls
 
 
 def model_config(name: str):
@@ -64,19 +64,8 @@ def utilisation(config, prompt_tokens: int, completion_tokens: int, seconds: flo
     return passes * model_flops(config, prompt_tokens, completion_tokens, context) / seconds / flops
 
 
-def decode_matmuls(config) -> list[tuple[int, int, int]]:
-    """The weight matmuls a token passes through, as (in features, out features, count): every
-    layer's attention and MLP projections and the LM head."""
-    h, layers = config.hidden_size, config.num_hidden_layers
-    heads = config.num_attention_heads
-    kv = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or h // heads
-    return [(h, heads * head_dim, layers), (h, kv * head_dim, 2 * layers), (heads * head_dim, h, layers),
-            (h, config.intermediate_size, 2 * layers), (config.intermediate_size, h, layers), (h, config.vocab_size, 1)]
-
-
 def decode_flops(config, rows: int, dtype: str, seconds: float = 1.0) -> float:
-    """FLOP/s of the model's own weight matmuls (`decode_matmuls`) at `rows` rows: what a decoding
+    """FLOP/s of the model's own weight matmuls (`arena.machine.weight_matmuls`) at `rows` rows: what a decoding
     step of a batch of `rows` sequences can reach in `dtype`. Small batches sit far below the
     square-matmul rate (at 1 row bf16 is slower than fp32 on AVX-512 BF16), so this, not the
     square figure, bounds the arena's bf16 / fp32 ratio at its batch size."""
@@ -86,7 +75,7 @@ def decode_flops(config, rows: int, dtype: str, seconds: float = 1.0) -> float:
 
     dt = getattr(torch, dtype)
     total_flops = total_time = 0.0
-    shapes = decode_matmuls(config)
+    shapes = weight_matmuls(config)
     for k, n, count in shapes:
         x, w = torch.randn(rows, k, dtype=dt), torch.randn(k, n, dtype=dt)
         x @ w  # warm-up

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from arena.machine import choose_threads, compute_dtype, flops_per_token, matmul_flops, set_threads, usable_cpus
+from arena.machine import choose_threads, compute_dtype, flops_per_token, matmul_flops, set_threads, usable_cpus, weight_matmuls
 
 
 @pytest.mark.parametrize("cpus,load,expected", [
@@ -90,9 +90,9 @@ def load_machine_limit():
     return module
 
 
-def test_decode_matmuls_are_the_models_weight_matmuls():
-    """The shapes `decode_flops` times hold exactly the weights of the model's linear layers (grouped-query
-    attention and a tied LM head included), so its FLOP/s is the model's own decode mix."""
+def test_weight_matmuls_are_the_models_linear_layers():
+    """The shapes `decode_flops` times (and `flops_per_token` counts) hold exactly the weights of the model's
+    linear layers (grouped-query attention and a tied LM head included), so its FLOP/s is the model's own decode mix."""
     from agents.models import tiny_llama
 
     machine_limit = load_machine_limit()
@@ -102,7 +102,7 @@ def test_decode_matmuls_are_the_models_weight_matmuls():
 
     model = LlamaForCausalLM(model.config)
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    assert sum(k * n * count for k, n, count in machine_limit.decode_matmuls(model.config)) == linear
+    assert sum(k * n * count for k, n, count in weight_matmuls(model.config)) == linear
     assert machine_limit.decode_flops(model.config, rows=4, dtype="float32", seconds=0.05) > 1e7
 
 
