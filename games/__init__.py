@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from games.core import GameInfo, TextEnv, TextView
 from games.parsing import ParseError, parse_move
 
-__all__ = ["make", "make_parallel", "names", "info", "GameInfo", "TextEnv", "TextView", "ParseError", "parse_move"]
+__all__ = ["make", "make_parallel", "names", "info", "symmetry_module", "GameInfo", "TextEnv", "TextView", "ParseError", "parse_move"]
 
 
 @dataclass(frozen=True)
@@ -104,3 +104,12 @@ def make_parallel(name: str, **params):
     if not env.metadata.get("is_parallelizable"):
         raise ValueError(f"{name} is not a simultaneous-move game; use make()")
     return aec_to_parallel(env)
+
+
+def symmetry_module(name: str):
+    """The game's module if it declares board symmetries (`SYMMETRIES`, `symmetric_text`,
+    `symmetric_move`: e.g. `games.tic_tac_toe`), else None."""
+    if name.startswith("openspiel:"):
+        return None
+    module = importlib.import_module(_entry(name).module)
+    return module if hasattr(module, "SYMMETRIES") else None

@@ -27,9 +27,15 @@ Text       the board with empty cells shown by their number, e.g.
                Board: |T|1|2|3|Y|5|6|7|T|
            so a legal move is a token of the prompt itself (the number tokens are the
            move tokens) and every cell sits at a fixed distance from its neighbours.
+Symmetry   the board's eight symmetries (`SYMMETRIES`: rotations and reflections) map
+           positions to positions of equal value; `symmetric_text` carries a prompt and a
+           move through one of them, for training on every orientation of a turn
+           (`games[i].symmetries`, `training.symmetry`).
 """
 
 from __future__ import annotations
+
+import re
 
 from games.openspiel_env import OpenSpielEnv
 
@@ -95,6 +101,51 @@ class TicTacToe(OpenSpielEnv):
         return [
             f"{'you' if p == me else 'opponent'} ({MARKS[p]}): {a}" for p, a in self.moves
         ]
+
+
+def _symmetries() -> list[tuple[int, ...]]:
+    """The 8 cell maps of the square: `to[c]` is where cell c lands. Identity first."""
+    rotate = lambda r, c: (c, 2 - r)  # noqa: E731  a quarter turn clockwise
+    out = []
+    for mirror in (False, True):
+        for turns in range(4):
+            to = []
+            for cell in range(9):
+                r, c = divmod(cell, 3)
+                if mirror:
+                    c = 2 - c
+                for _ in range(turns):
+                    r, c = rotate(r, c)
+                to.append(r * 3 + c)
+            out.append(tuple(to))
+    return out
+
+
+SYMMETRIES: list[tuple[int, ...]] = _symmetries()
+_LINE = re.compile(r"Board: ((?:\S ){8}\S)")  # board="line" / "relative"
+_NUMBERED = re.compile(r"Board: \|((?:[^|\n]\|){9})")
+_GRID = re.compile(r" (\S) \| (\S) \| (\S)\n---\+---\+---\n (\S) \| (\S) \| (\S)\n---\+---\+---\n (\S) \| (\S) \| (\S)")
+_CELL_REF = re.compile(r"(\[|\((?:X|O)\): )([0-8])\b")  # "[4]" in LEGAL MOVES, "you (X): 4" in the history
+
+
+def _moved(cells: list[str], to: tuple[int, ...]) -> list[str]:
+    """Cells carried through the map; an empty cell shown by its number gets its new number."""
+    out = [""] * 9
+    for c, mark in enumerate(cells):
+        out[to[c]] = str(to[c]) if mark.isdigit() else mark
+    return out
+
+
+def symmetric_text(text: str, to: tuple[int, ...]) -> str:
+    """`text` (a prompt: board in any of the four renderings, legal moves, history) with every cell carried by `to`."""
+    text = _LINE.sub(lambda m: "Board: " + " ".join(_moved(m.group(1).split(" "), to)), text)
+    text = _NUMBERED.sub(lambda m: "Board: |" + "|".join(_moved(m.group(1).split("|")[:9], to)) + "|", text)
+    text = _GRID.sub(lambda m: board_text(_moved(list(m.groups()), to)), text)
+    return _CELL_REF.sub(lambda m: m.group(1) + str(to[int(m.group(2))]), text)
+
+
+def symmetric_move(move: str, to: tuple[int, ...]) -> str:
+    return str(to[int(move)])
 
 
 def env(**kwargs) -> TicTacToe:

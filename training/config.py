@@ -65,6 +65,9 @@ class GameEntry:
     restart_from: str = "all"
     """which losses restarts come from: "all" matches, or only "league" ones (against bots and past checkpoints,
     where the policy meets play unlike its own; in self-play one seat loses every decisive match)"""
+    symmetries: int = 0
+    """train on each learning turn and on this many of its rotated/mirrored images too (0-7 for tic-tac-toe;
+    games with `SYMMETRIES` only; constrained agents, agent.mode fresh; `training.symmetry`)"""
 
 
 @dataclass
@@ -461,6 +464,18 @@ def _validate(cfg: TrainConfig) -> None:
     if adv.length_min < 0 or adv.length_min >= adv.length_max:
         raise ValueError(f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})")
     for i, g in enumerate(cfg.games):
+        if g.symmetries:
+            import games
+
+            module = games.symmetry_module(g.name)
+            if module is None:
+                raise ValueError(f"games[{i}].symmetries: {g.name} declares no board symmetries (tic_tac_toe does)")
+            if not isinstance(g.symmetries, int) or not 0 <= g.symmetries < len(module.SYMMETRIES):
+                raise ValueError(f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}")
+            if not cfg.agent.constrained or cfg.agent.mode != "fresh":
+                raise ValueError(f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)")
+            if any(h.name == g.name and h.symmetries != g.symmetries for h in cfg.games):
+                raise ValueError(f"games[{i}].symmetries: every entry of {g.name} must ask for the same number of images")
         if g.restart_explore and not (g.restarts and cfg.agent.constrained):
             raise ValueError(f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
                              "(the exploring move is a constrained reply held to one drawn legal move)")

@@ -13,6 +13,8 @@ from a league, and is updated on turn-level advantages::
                              the rest: one opponent per pair, drawn by PFSP from the league
         play                 `arena.runner.play`, the policy's turns batched across matches
         advantages           `training.advantages.compute_advantages` on the policy's turns
+                             (and with `games[i].symmetries` their rotated/mirrored images
+                             beside them: `training.symmetry`)
         update               `epochs` x `minibatches` PPO steps (`training.learner.Learner`)
         weight sync          transformers: nothing (the backend holds the learner's module);
                              vLLM: `backend.load_weights(learner.policy_state_dict())`
@@ -100,6 +102,7 @@ from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
 from training.restarts import Position, RestartBuffer, lost_positions
+from training.symmetry import symmetric_sequences
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -639,6 +642,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
         samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
         seqs = sequences_from_samples(samples, tokenizer, recompute=behaviour_recompute(cfg, learner))
+        if images := {g.name: g.symmetries for g in cfg.games if g.symmetries}:
+            seqs += symmetric_sequences(samples, images, tokenizer, rng)
         m = rollout_metrics(records, match_opps)
         if seqs:
             if cfg.epochs * cfg.minibatches > 1:
