@@ -133,7 +133,8 @@ def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
     ({"games": [{"name": "tic_tac_toe", "symmetries": 8}]}, "games[0].symmetries must be an integer in [0, 7]"),
     ({"games": [{"name": "tic_tac_toe", "symmetries": 1}], "agent": {"constrained": False}}, "games[0].symmetries needs agent.constrained: true and agent.mode: fresh"),
     ({"games": [{"name": "tic_tac_toe", "symmetries": 1}], "agent": {"mode": "multi_turn"}}, "games[0].symmetries needs agent.constrained: true"),
-    ({"games": [{"name": "tic_tac_toe", "symmetries": 1}, {"name": "tic_tac_toe", "params": {"board": "line"}}]}, "every entry of tic_tac_toe must ask for the same"),
+    ({"games": [{"name": "tic_tac_toe", "symmetries": 1}, {"name": "tic_tac_toe", "params": {"board": "line"}}]}, "games[0].symmetries: every entry of tic_tac_toe must set the same symmetries"),
+    ({"games": [{"name": "tic_tac_toe", "restart_buffer": 9}, {"name": "tic_tac_toe", "params": {"board": "line"}}]}, "games[0].restart_buffer: every entry of tic_tac_toe must set the same restart_buffer"),
 ])
 def test_bad_symmetry_settings_are_one_line_errors(over, message):
     from tests.test_selfplay import merged

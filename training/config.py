@@ -474,8 +474,9 @@ def _validate(cfg: TrainConfig) -> None:
                 raise ValueError(f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}")
             if not cfg.agent.constrained or cfg.agent.mode != "fresh":
                 raise ValueError(f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)")
-            if any(h.name == g.name and h.symmetries != g.symmetries for h in cfg.games):
-                raise ValueError(f"games[{i}].symmetries: every entry of {g.name} must ask for the same number of images")
+        for key in ("symmetries", "restart_buffer"):  # kept per game name, not per entry
+            if any(h.name == g.name and getattr(h, key) != getattr(g, key) for h in cfg.games):
+                raise ValueError(f"games[{i}].{key}: every entry of {g.name} must set the same {key} (it is kept per game)")
         if g.restart_explore and not (g.restarts and cfg.agent.constrained):
             raise ValueError(f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
                              "(the exploring move is a constrained reply held to one drawn legal move)")
