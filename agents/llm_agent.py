@@ -278,6 +278,7 @@ class LLMAgent:
             attempts=w.attempts,
             legal_moves=list(view.legal_moves),
             constrained=c.constrained and not view.free_text,
+            explored=t.explore and c.constrained and not view.free_text,
         )
         note = ""
         if w.ok:

@@ -38,6 +38,8 @@ TurnRecord
                                        its next decision (or the end): what RL credits
     legal_moves     list[str]          legal moves offered
     constrained     bool               decoding was restricted to the legal moves
+    explored        bool               the move was drawn uniformly, not sampled from the policy (an
+                                       exploring start, `PendingTurn.explore`)
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class TurnRecord:
     reward: float = 0.0
     legal_moves: list[str] = field(default_factory=list)
     constrained: bool = False
+    explored: bool = False
 
 
 @dataclass

@@ -149,6 +149,7 @@ def test_an_exploring_start_plays_each_legal_move_about_equally_and_records_ever
         plans = [MatchPlan(f"e{i}", "tic_tac_toe", ["p", "p"], seed=i, start=start, explore=explore) for i in range(120)]
         turns = [r.turns[len(start)] for r in play(plans, {"p": agent}, concurrency=60)]
         assert all(t.agent == "p" and t.player == "player_1" and t.constrained and len(t.legal_moves) == 6 for t in turns)
+        assert all(t.explored == explore for t in turns)  # the record says which moves were drawn, not sampled
         return [t.action for t in turns]
 
     explored, sampled = first_moves(True), first_moves(False)
