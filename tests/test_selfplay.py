@@ -196,6 +196,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "games[0].restart_buffer": (0, "games[0].restart_buffer must be an integer >= 1"),
     "games[0].restart_from": ("bots", "games[0].restart_from must be one of all, league, got 'bots'"),
     "games[0].symmetries": (8, "games[0].symmetries must be an integer in [0, 7] (images per turn), got 8"),
+    "games[0].symmetry_advantages": ("good", "games[0].symmetry_advantages must be one of all, positive, got 'good'"),
     "games[0].restart_explore": (True, "games[0].restart_explore needs games[0].restarts > 0 and agent.constrained: true"),
 }
 

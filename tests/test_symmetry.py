@@ -111,6 +111,13 @@ def test_k_images_are_distinct_maps_and_none_without_symmetries(played):
     assert late and all(len({json.dumps(q.allowed) + str(q.prompt_ids) for q in seqs[3 * i: 3 * i + 3]}) == 3 for i in late)
 
 
+def test_positive_keeps_the_images_of_the_turns_with_a_positive_advantage_only(played):
+    samples, tok = played
+    assert {s.advantage > 0 for s in samples} == {True, False}
+    seqs = symmetric_sequences(samples, {"tic_tac_toe": 2}, tok, np.random.default_rng(0), positive=frozenset({"tic_tac_toe"}))
+    assert len(seqs) == 2 * sum(s.advantage > 0 for s in samples) and all(q.advantage > 0 for q in seqs)
+
+
 def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
     """Twice the sequences with one image per turn; the images are scored by the policy that updates, ratio 1, nothing clipped."""
     from tests.test_selfplay import quiet, tiny
@@ -135,6 +142,7 @@ def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
     ({"games": [{"name": "tic_tac_toe", "symmetries": 1}], "agent": {"mode": "multi_turn"}}, "games[0].symmetries needs agent.constrained: true"),
     ({"games": [{"name": "tic_tac_toe", "symmetries": 1}, {"name": "tic_tac_toe", "params": {"board": "line"}}]}, "games[0].symmetries: every entry of tic_tac_toe must set the same symmetries"),
     ({"games": [{"name": "tic_tac_toe", "restart_buffer": 9}, {"name": "tic_tac_toe", "params": {"board": "line"}}]}, "games[0].restart_buffer: every entry of tic_tac_toe must set the same restart_buffer"),
+    ({"games": [{"name": "tic_tac_toe", "symmetry_advantages": "negative"}]}, "games[0].symmetry_advantages must be one of all, positive, got 'negative'"),
 ])
 def test_bad_symmetry_settings_are_one_line_errors(over, message):
     from tests.test_selfplay import merged

@@ -68,6 +68,8 @@ class GameEntry:
     symmetries: int = 0
     """train on each learning turn and on this many of its rotated/mirrored images too (0-7 for tic-tac-toe;
     games with `SYMMETRIES` only; constrained agents, agent.mode fresh; `training.symmetry`)"""
+    symmetry_advantages: str = "all"
+    """which turns get images: "all", or "positive" (advantage > 0 only: no off-policy push-down)"""
 
 
 @dataclass
@@ -474,7 +476,9 @@ def _validate(cfg: TrainConfig) -> None:
                 raise ValueError(f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}")
             if not cfg.agent.constrained or cfg.agent.mode != "fresh":
                 raise ValueError(f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)")
-        for key in ("symmetries", "restart_buffer"):  # kept per game name, not per entry
+        if g.symmetry_advantages not in ("all", "positive"):
+            raise ValueError(f"games[{i}].symmetry_advantages must be one of all, positive, got {g.symmetry_advantages!r}")
+        for key in ("symmetries", "symmetry_advantages", "restart_buffer"):  # kept per game name, not per entry
             if any(h.name == g.name and getattr(h, key) != getattr(g, key) for h in cfg.games):
                 raise ValueError(f"games[{i}].{key}: every entry of {g.name} must set the same {key} (it is kept per game)")
         if g.restart_explore and not (g.restarts and cfg.agent.constrained):

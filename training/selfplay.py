@@ -643,7 +643,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
         seqs = sequences_from_samples(samples, tokenizer, recompute=behaviour_recompute(cfg, learner))
         if images := {g.name: g.symmetries for g in cfg.games if g.symmetries}:
-            seqs += symmetric_sequences(samples, images, tokenizer, rng)
+            positive = frozenset(g.name for g in cfg.games if g.symmetry_advantages == "positive")
+            seqs += symmetric_sequences(samples, images, tokenizer, rng, positive)
         m = rollout_metrics(records, match_opps)
         if seqs:
             if cfg.epochs * cfg.minibatches > 1:

@@ -18,6 +18,16 @@ the original reply had after its move (the end-of-turn token). Its behaviour log
 are left empty, so the learner takes the current policy's (`Learner.prepare`): the
 image is scored as if the policy had played it, ratio 1 on the first update.
 
+That makes an image an off-policy sample trained on as if on-policy. Where the policy
+is not yet symmetric, an image of a bad move (negative advantage) that the policy gives
+~0 probability in the new orientation pushes that orientation's mass onto the moves it
+already prefers, as exploring starts did: on tuning seeds 5 and 6 the entropy fell to
+0.04-0.06 by step 600 (0.20-0.32 without) and the result fell with it
+(docs/tictactoe_tiny_plateau.md, sixth round). `games[i].symmetry_advantages: positive`
+keeps only the images of turns with a positive advantage (the good moves carried to the
+orientations where the policy may never sample them, as self-imitation learning keeps
+only the off-policy samples that did better than expected).
+
 Needs constrained replies (the reply is the move, nothing else) and one conversation per
 turn (`agent.mode: fresh`), checked when the config is read.
 """
@@ -31,14 +41,16 @@ from training.advantages import TurnSample
 from training.learner import Sequence, _render
 
 
-def symmetric_sequences(samples: list[TurnSample], images: dict[str, int], tokenizer, rng: np.random.Generator) -> list[Sequence]:
-    """`images[game]` images of every sample of that game, as training sequences (the originals not included)."""
+def symmetric_sequences(samples: list[TurnSample], images: dict[str, int], tokenizer, rng: np.random.Generator,
+                        positive: frozenset[str] = frozenset()) -> list[Sequence]:
+    """`images[game]` images of every sample of that game, as training sequences (the originals not included);
+    for the games in `positive`, of the samples with an advantage > 0 only."""
     out: list[Sequence] = []
     modules = {name: games.symmetry_module(name) for name, k in images.items() if k}
     for s in samples:
         k = images.get(s.game, 0)
         t = s.turn
-        if not k or not t.token_ids:
+        if not k or not t.token_ids or (s.game in positive and s.advantage <= 0):
             continue
         module = modules[s.game]
         move_ids = tokenizer.encode(t.completion, add_special_tokens=False)
