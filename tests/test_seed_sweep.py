@@ -1,5 +1,7 @@
 """training.seed_sweep: the seed list, each seed's config, the table and the figure."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -35,6 +37,7 @@ def test_table_counts_seeds_over_the_bar_and_the_median(tmp_path):
     assert "| 11 | 600 | 20.0 | 1600 / 100 / 300 | 0.850 [0.840, 0.860] | 0.990 | 0.710 | 0.851 |" in text
     plot(rows, tmp_path / "fig.png", "t")
     assert (tmp_path / "fig.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "fig.json").read_text()) == rows
 
 
 def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or_missing_folder(tmp_path, capsys):

@@ -16,7 +16,8 @@
    with its Wilson 95% CI, per seat; for tic-tac-toe also the exact non-losing rate
    (`evaluation.exact_vs_random`: every random line walked).
 3. OUT/sweep.md (a Markdown table: seed, minutes, result, CI, per seat, exact) and
-   OUT/sweep.json, and with `--figure` a dot-and-CI plot of every seed with the median.
+   OUT/sweep.json, and with `--figure` a dot-and-CI plot of every seed with the median (its
+   rows beside it as FIGURE.json: the figure's data outlives the run folders).
 
 Never sweep the seeds a config was tuned on and report them as unseen.
 """
@@ -154,6 +155,7 @@ def plot(rows: list[dict], path: Path, title: str, target: float = 0.9) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    path.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")  # the data beside it: run folders do not last
 
 
 def main(argv: list[str] | None = None) -> None:
