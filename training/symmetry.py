@@ -26,7 +26,9 @@ already prefers, as exploring starts did: on tuning seeds 5 and 6 the entropy fe
 (docs/tictactoe_tiny_plateau.md, sixth round). `games[i].symmetry_advantages: positive`
 keeps only the images of turns with a positive advantage (the good moves carried to the
 orientations where the policy may never sample them, as self-imitation learning keeps
-only the off-policy samples that did better than expected).
+only the off-policy samples that did better than expected): on tuning seeds 5 and 6 it
+reached 0.978 and 0.988 non-losing against random, where the config without images reached
+0.946 and 0.892.
 
 Needs constrained replies (the reply is the move, nothing else) and one conversation per
 turn (`agent.mode: fresh`), checked when the config is read.
