@@ -536,6 +536,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     league = start_league(cfg)
     adv_state: dict = {}
     restarts = RestartBuffer({g.name: g.restart_buffer for g in cfg.games})
+    images = {g.name: g.symmetries for g in cfg.games if g.symmetries}  # symmetric images per learning turn, by game
+    positive_images = frozenset(g.name for g in cfg.games if g.symmetry_advantages == "positive")
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
     budget_elapsed = 0.0  # the elapsed time the time rule checked at the last step (before its evaluation)
     if resume:
@@ -642,9 +644,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
         samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
         seqs = sequences_from_samples(samples, tokenizer, recompute=behaviour_recompute(cfg, learner))
-        if images := {g.name: g.symmetries for g in cfg.games if g.symmetries}:
-            positive = frozenset(g.name for g in cfg.games if g.symmetry_advantages == "positive")
-            seqs += symmetric_sequences(samples, images, tokenizer, rng, positive)
+        if images:
+            seqs += symmetric_sequences(samples, images, tokenizer, rng, positive_images)
         m = rollout_metrics(records, match_opps)
         if seqs:
             if cfg.epochs * cfg.minibatches > 1:
