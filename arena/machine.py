@@ -138,9 +138,8 @@ def flops_per_token(config, context: int = 0, head: bool = True) -> float:
     Training costs about 3x this (the backward pass is two matmuls per forward one).
     """
     *body, lm_head = weight_matmuls(config)
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    attention = config.num_hidden_layers * 4 * context * heads * head_dim
+    query_width = body[0][1]  # heads * head_dim: the q projection's output
+    attention = config.num_hidden_layers * 4 * context * query_width
     return sum(2 * k * n * count for k, n, count in [*body, *([lm_head] if head else [])]) + attention
 
 
