@@ -73,3 +73,24 @@ def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or
         (folder / "rng.pt").write_bytes(b"junk")
     with pytest.raises(ValueError, match="seed 3: no intact checkpoint in .*rng.pt is damaged"):
         score(config, 3, tmp_path, games=2, eval_seed=5)
+
+
+def test_score_all_in_two_processes_scores_as_one_process_does(tmp_path, capsys):
+    from agents.models import tiny_llama
+    from training import checkpoint
+    from training.config import config_dict, parse_config
+    from training.learner import Learner
+    from training.seed_sweep import score_all
+    from training.selfplay import start_league
+
+    config = {"model": "tiny-llama:hidden=32:heads=2:layers=1", "steps": 1, "games": [{"name": "kuhn_poker"}], "concurrency": 4,
+              "agent": {"prompt": "compact", "constrained": True, "max_new_tokens": 4, "max_retries": 0}}
+    cfg = parse_config(config)
+    for seed in (3, 4):
+        model, tok = tiny_llama(hidden=32, heads=2, layers=1, seed=seed)
+        checkpoint.save(tmp_path / f"seed_{seed}" / "checkpoints", Learner(model, tok, cfg.learner), 1, config=config_dict(cfg),
+                        league=start_league(cfg).state_dict(), rng=np.random.default_rng(0), state={"advantage": {}, "elapsed": 6.0, "games": 8})
+    alone = score_all(config, [3, 4], tmp_path, games=6, eval_seed=5)
+    assert [r["seed"] for r in alone] == [3, 4] and alone[0] != {**alone[1], "seed": 3}
+    assert "seed 4: step 1, non-losing" in capsys.readouterr().out
+    assert score_all(config, [3, 4], tmp_path, games=6, eval_seed=5, parallel=2) == alone

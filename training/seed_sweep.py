@@ -14,7 +14,8 @@
    training game against random, both seats alternating, on evaluation seed
    `--eval-seed` (none of the training run's evaluation seeds): W/D/L, non-losing rate
    with its Wilson 95% CI, per seat; for tic-tac-toe also the exact non-losing rate
-   (`evaluation.exact_vs_random`: every random line walked).
+   (`evaluation.exact_vs_random`: every random line walked); `--parallel` seeds scored at a
+   time, each process with the runs' thread count.
 3. OUT/sweep.md (a Markdown table: seed, minutes, result, CI, per seat, exact) and
    OUT/sweep.json, and with `--figure` a dot-and-CI plot of every seed with the median (its
    rows beside it as FIGURE.json: the figure's data outlives the run folders).
@@ -25,9 +26,12 @@ Never sweep the seeds a config was tuned on and report them as unseen.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +120,33 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
     return row
 
 
+def _score_in_worker(args: tuple) -> dict:
+    config, seed, out, games, eval_seed, threads = args
+    from arena.machine import set_threads
+
+    set_threads(threads, verbose=False)
+    return score(config, seed, out, games, eval_seed)
+
+
+def score_all(config: dict, seeds: list[int], out: Path, games: int, eval_seed: int, parallel: int = 1,
+              threads: int | None = None) -> list[dict]:
+    """`score` for every seed, `parallel` processes at a time (each with `threads` torch
+    threads, else the config's); rows in seed order, each seed's line printed as its turn comes."""
+    threads = threads or int(config.get("threads") or 1)
+    jobs = [(config, s, out, games, eval_seed, threads) for s in seeds]
+    rows: list[dict] = []
+    with contextlib.ExitStack() as stack:
+        results = map(_score_in_worker, jobs)
+        if parallel > 1:  # spawned, not forked: this process has torch loaded
+            pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")))
+            results = pool.map(_score_in_worker, jobs)
+        for r in results:
+            rows.append(r)
+            print(f"seed {r['seed']}: step {r['step']}, non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
+                  f"on {r['games']} games ({len(rows)}/{len(jobs)} scored)", flush=True)
+    return rows
+
+
 def write_table(rows: list[dict], path: Path, title: str) -> str:
     lines = [f"{title}", "", "| seed | steps | minutes | W / D / L | non-losing [95% CI] | X | O | exact |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -163,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("config")
     ap.add_argument("--seeds", required=True, help="e.g. 10-19 or 10,11")
     ap.add_argument("--out", required=True, help="folder for the runs (seed_N/), logs, sweep.md and sweep.json")
-    ap.add_argument("--parallel", type=int, default=1, help="training runs at a time")
+    ap.add_argument("--parallel", type=int, default=1, help="training runs (and scoring processes) at a time")
     ap.add_argument("--threads", type=int, default=None, help="override the config's threads")
     ap.add_argument("--games", type=int, default=2000, help="fresh evaluation matches per seed (both seats)")
     ap.add_argument("--eval-seed", type=int, default=777, help="seed of the evaluation matches")
@@ -176,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     if not args.score_only:
         train_all(config, seeds, out, args.parallel, args.threads)
-    rows = [score(config, s, out, args.games, args.eval_seed) for s in seeds]
+    rows = score_all(config, seeds, out, args.games, args.eval_seed, args.parallel, args.threads)
     (out / "sweep.json").write_text(json.dumps(rows, indent=1))
     threads = args.threads or config.get("threads", 1)
     title = f"{Path(args.config).name}, seeds {args.seeds}, {threads} thread(s): {args.games} fresh games vs random each"
