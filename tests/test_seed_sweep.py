@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from training.seed_sweep import parse_seeds, plot, seed_config, write_table
+from training.seed_sweep import contention_warning, parse_seeds, plot, seed_config, write_table
 
 
 def test_parse_seeds_ranges_and_lists():
@@ -94,3 +94,11 @@ def test_score_all_in_two_processes_scores_as_one_process_does(tmp_path, capsys)
     assert [r["seed"] for r in alone] == [3, 4] and alone[0] != {**alone[1], "seed": 3}
     assert "seed 4: step 1, non-losing" in capsys.readouterr().out
     assert score_all(config, [3, 4], tmp_path, games=6, eval_seed=5, parallel=2) == alone
+
+
+def test_contention_warning_only_when_threads_outnumber_cpus():
+    assert contention_warning(2, 1, 2) is None and contention_warning(1, 2, 2) is None
+    assert contention_warning(2, 0, 2) is None  # threads chosen from the load at each run's start
+    assert contention_warning(2, 2, 2) == ("warning: 2 runs x 2 torch threads on 2 CPUs contend and slow every run several-fold; "
+                                           "use --parallel 1 or --threads 1")
+    assert "use --parallel 2 or --threads 1" in contention_warning(4, 2, 4)
