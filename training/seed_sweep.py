@@ -134,22 +134,23 @@ def _score_in_worker(args: tuple) -> dict:
     config, seed, out, games, eval_seed, threads = args
     from arena.machine import set_threads
 
-    set_threads(threads, verbose=False)
+    set_threads(threads or None, verbose=False)
     return score(config, seed, out, games, eval_seed)
 
 
 def score_all(config: dict, seeds: list[int], out: Path, games: int, eval_seed: int, parallel: int = 1,
-              threads: int | None = None) -> list[dict]:
-    """`score` for every seed, `parallel` processes at a time (each with `threads` torch
-    threads, else the config's); rows in seed order, each seed's line printed as its turn comes."""
-    threads = threads or int(config.get("threads") or 1)
+              threads: int = 0) -> list[dict]:
+    """`score` for every seed, `parallel` processes at a time, each with `threads` torch
+    threads (0: chosen from the load, as `arena train` does); rows in seed order, each
+    seed's line printed as its turn comes."""
     jobs = [(config, s, out, games, eval_seed, threads) for s in seeds]
     rows: list[dict] = []
     with contextlib.ExitStack() as stack:
-        results = map(_score_in_worker, jobs)
         if parallel > 1:  # spawned, not forked: this process has torch loaded
             pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")))
             results = pool.map(_score_in_worker, jobs)
+        else:
+            results = map(_score_in_worker, jobs)
         for r in results:
             rows.append(r)
             print(f"seed {r['seed']}: step {r['step']}, non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
@@ -215,17 +216,17 @@ def main(argv: list[str] | None = None) -> None:
     config = yaml.safe_load(Path(args.config).read_text())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    threads = int(args.threads or config.get("threads") or 0)  # 0: each run chooses from the load
     if not args.score_only:
         from arena.machine import usable_cpus
 
-        warning = contention_warning(args.parallel, int(args.threads or config.get("threads") or 0), usable_cpus())
+        warning = contention_warning(args.parallel, threads, usable_cpus())
         if warning:
             print(warning, flush=True)
         train_all(config, seeds, out, args.parallel, args.threads)
-    rows = score_all(config, seeds, out, args.games, args.eval_seed, args.parallel, args.threads)
+    rows = score_all(config, seeds, out, args.games, args.eval_seed, args.parallel, threads)
     (out / "sweep.json").write_text(json.dumps(rows, indent=1))
-    threads = args.threads or config.get("threads", 1)
-    title = f"{Path(args.config).name}, seeds {args.seeds}, {threads} thread(s): {args.games} fresh games vs random each"
+    title = f"{Path(args.config).name}, seeds {args.seeds}, {threads or 'automatic'} thread(s): {args.games} fresh games vs random each"
     print(write_table(rows, out / "sweep.md", title))
     if args.figure:
         plot(rows, Path(args.figure), title)
