@@ -50,6 +50,7 @@ import torch
 
 from agents.backend import Generation, SamplingParams, check_prompts, check_request
 from agents.constrained import allowed_token_ids
+from agents.packed_linear import packed_linears
 
 # `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
 # into a contiguous (B, 1, H) tensor before the head. transformers slices `[:, -1:, :]` for an
@@ -88,6 +89,9 @@ class TransformersBackend:
             once and copy its KV cache (see `shared_prefix_groups`); same results as
             prefilling every prompt whole, fewer tokens through the model.
         min_shared_prefix: the shortest shared prefix worth a separate prefill (tokens).
+        pack_weights: on a CPU with bf16 weights, run the linears on oneDNN-prepacked copies
+            while generating (`agents.packed_linear`: same numbers, the weight reorder of every
+            call skipped; repacked after the weights change); no effect otherwise.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class TransformersBackend:
         name: str | None = None,
         share_prefixes: bool = True,
         min_shared_prefix: int = 16,
+        pack_weights: bool = True,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -119,7 +124,8 @@ class TransformersBackend:
         self.name = name or default_name
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
-        use_gqa_sdpa(self.model)
+        self.pack_weights, self._packed = pack_weights, {}
+        use_cpu_decode_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         eos = {tok.eos_token_id}
@@ -170,7 +176,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), packed_linears(self.model, self._packed, self.pack_weights):
                 for start in range(0, len(rows), self.max_batch_size):
                     end = start + self.max_batch_size
                     self._generate_batch(rows[start:end], params, generator, None if uniforms is None else uniforms[start:end])
@@ -209,7 +215,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), packed_linears(self.model, self._packed, self.pack_weights):
                 start = 0
                 while start < len(prompts):  # chunks of at most max_batch_size (conversation, string) rows
                     end, rows = start + 1, len(allowed[start])
@@ -325,43 +331,62 @@ class TransformersBackend:
         return ids
 
 
-GQA_SDPA = "sdpa_gqa"
+CPU_SDPA = "sdpa_cpu_decode"
 
 
-def _gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
-    """transformers' SDPA attention, but grouped-query attention with a padding mask runs
-    through SDPA's `enable_gqa` instead of first copying every key/value head
-    (`repeat_kv`). transformers copies whenever a mask is given, which on the CPU was 39% of
-    a SmolLM2 decode step at batch 16 (2.1 ms vs 0.55 ms per layer, same numbers)."""
+def _cpu_decode_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """transformers' SDPA attention, except for a decoding step (one query token) on the CPU:
+
+    - bf16: plain matmuls in bf16, each key/value head's group of query heads as rows of one
+      product, softmax in bf16 (`bf16_decode_attention`). torch's CPU SDPA kernel decoded 17x
+      slower in bf16 than this, and 3x slower in fp32 over a cast of the whole cache (SmolLM2,
+      16 rows, 400 tokens of context: 6.4 / 1.1 / 0.38 ms a layer);
+    - fp32 with grouped-query attention and a padding mask: torch's SDPA with `enable_gqa`
+      instead of first copying every key/value head (`repeat_kv`, which transformers does
+      whenever a mask is given: 39% of a SmolLM2 decode step at batch 16, 2.1 vs 0.55 ms a layer).
+
+    Prefill, and everything else, goes to transformers' own path."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if (query.shape[2] != 1 or attention_mask is None or getattr(module, "num_key_value_groups", 1) == 1
-            or kwargs.get("position_bias") is not None):  # prefill: transformers' path (faster there)
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    dtype = query.dtype
-    if dtype == torch.bfloat16:  # CPU SDPA decoding in bf16 took 4.6x fp32's time (44% of a bf16 step): compute it in fp32
-        query, key, value = query.float(), key.float(), value.float()
-        if attention_mask.is_floating_point():
-            attention_mask = attention_mask.float()
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True)
-    return out.to(dtype).transpose(1, 2).contiguous(), None
+    grouped = getattr(module, "num_key_value_groups", 1) > 1
+    if query.shape[2] == 1 and kwargs.get("position_bias") is None and dropout == 0.0:
+        if query.dtype == torch.bfloat16:
+            return bf16_decode_attention(query, key, value, attention_mask, scaling), None
+        if grouped and attention_mask is not None:
+            out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True)
+            return out.transpose(1, 2).contiguous(), None
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
 
 
-def use_gqa_sdpa(model) -> bool:
-    """Switch a CPU model with grouped-query SDPA attention to `_gqa_sdpa`; True if switched."""
+def bf16_decode_attention(query, key, value, attention_mask, scaling=None) -> torch.Tensor:
+    """One query token's attention, (B, H, 1, D) over a (B, KV, T, D) cache -> (B, 1, H, D).
+
+    The arithmetic of the learner's bf16 attention (`training.learner.bf16_eager_attention`:
+    scaled queries, bf16 scores, the mask added, softmax in bf16), so a bf16 rollout's
+    behaviour logprobs stay close to what the learner recomputes."""
+    b, heads, _, d = query.shape
+    kv_heads = key.shape[1]
+    q = (query * (d**-0.5 if scaling is None else scaling)).view(b, kv_heads, heads // kv_heads, d)
+    scores = torch.matmul(q, key.transpose(2, 3))  # (B, KV, G, T)
+    if attention_mask is not None:  # (B, 1, 1, T): bool (True: attend) or additive
+        if attention_mask.dtype == torch.bool:
+            scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores.add_(attention_mask.to(scores.dtype))
+    out = torch.matmul(torch.softmax(scores, dim=-1), value)  # (B, KV, G, D)
+    return out.view(b, heads, 1, d).transpose(1, 2).contiguous()
+
+
+def use_cpu_decode_sdpa(model) -> bool:
+    """Switch a CPU model with SDPA attention to `_cpu_decode_sdpa`; True if switched."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    cfg = model.config
-    heads, kv_heads = getattr(cfg, "num_attention_heads", None), getattr(cfg, "num_key_value_heads", None)
-    if getattr(cfg, "_attn_implementation", None) != "sdpa" or not heads or not kv_heads or kv_heads == heads:
+    if getattr(model.config, "_attn_implementation", None) != "sdpa" or next(model.parameters()).device.type != "cpu":
         return False
-    if next(model.parameters()).device.type != "cpu":
-        return False
-    AttentionInterface.register(GQA_SDPA, _gqa_sdpa)
-    AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
-    model.set_attn_implementation(GQA_SDPA)
+    AttentionInterface.register(CPU_SDPA, _cpu_decode_sdpa)
+    AttentionMaskInterface.register(CPU_SDPA, sdpa_mask)
+    model.set_attn_implementation(CPU_SDPA)
     return True
 
 

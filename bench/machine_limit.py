@@ -15,8 +15,9 @@ AMX) bf16 comes out hundreds of times slower than fp32; that is why `dtype: auto
 before choosing.
 Small-batch decoding is bound by memory bandwidth, not FLOPs, so a low fraction there
 says how much a larger batch could still gain. `--rows` times the model's own weight
-matmuls at a decoding batch's shape in both dtypes (`decode_flops`): their ratio, not the
-square matmul's, is the most bf16 can gain over fp32 decoding a batch of that size.
+matmuls at a decoding batch's shape in both dtypes (`decode_flops`), bf16 also on weights
+prepacked for oneDNN as the transformers backend decodes (`agents.packed_linear`): their
+ratio, not the square matmul's, is the most bf16 can gain over fp32 decoding a batch of that size.
 """
 
 from __future__ import annotations
@@ -64,24 +65,34 @@ def utilisation(config, prompt_tokens: int, completion_tokens: int, seconds: flo
     return passes * model_flops(config, prompt_tokens, completion_tokens, context) / seconds / flops
 
 
-def decode_flops(config, rows: int, dtype: str, seconds: float = 1.0) -> float:
+def decode_flops(config, rows: int, dtype: str, seconds: float = 1.0, packed: bool = False) -> float:
     """FLOP/s of the model's own weight matmuls (`arena.machine.weight_matmuls`) at `rows` rows: what a decoding
     step of a batch of `rows` sequences can reach in `dtype`. Small batches sit far below the
-    square-matmul rate (at 1 row bf16 is slower than fp32 on AVX-512 BF16), so this, not the
-    square figure, bounds the arena's bf16 / fp32 ratio at its batch size."""
+    square-matmul rate (at 1 row plain bf16 is slower than fp32 on AVX-512 BF16), so this, not the
+    square figure, bounds the arena's bf16 / fp32 ratio at its batch size. `packed`: bf16 weights
+    prepacked for oneDNN, as the transformers backend decodes (`agents.packed_linear`); plain
+    otherwise (and for fp32, which prepacking does not speed up)."""
     import time
 
     import torch
 
+    from agents.packed_linear import ROWS_HINT
+
     dt = getattr(torch, dtype)
+    packed = packed and dt == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     total_flops = total_time = 0.0
     shapes = weight_matmuls(config)
     for k, n, count in shapes:
-        x, w = torch.randn(rows, k, dtype=dt), torch.randn(k, n, dtype=dt)
-        x @ w  # warm-up
+        x, w = torch.randn(rows, k, dtype=dt), torch.randn(n, k, dtype=dt)
+        if packed:
+            wp = torch.ops.mkldnn._reorder_linear_weight(w, ROWS_HINT)
+            matmul = lambda: torch.ops.mkldnn._linear_pointwise(x, wp, None, "none", [], "")  # noqa: E731
+        else:
+            matmul = lambda: torch.nn.functional.linear(x, w)  # noqa: E731
+        matmul()  # warm-up
         runs, start = 0, time.perf_counter()
         while (elapsed := time.perf_counter() - start) < seconds / len(shapes):
-            x @ w
+            matmul()
             runs += 1
         total_flops += 2 * rows * k * n * count
         total_time += elapsed / runs * count
@@ -122,9 +133,11 @@ def main(argv: list[str] | None = None) -> dict:
     m["decode"] = {}
     for rows in args.rows:
         f, b = (decode_flops(config, rows, dt, args.seconds / 2) for dt in ("float32", "bfloat16"))
-        m["decode"][rows] = {"float32": f, "bfloat16": b}
-        print(f"decode matmuls at {rows:>3} rows: fp32 {f / 1e9:6.1f}, bf16 {b / 1e9:6.1f} GFLOP/s "
-              f"(bf16/fp32 = {b / f:.2f}x: the most bf16 can gain decoding a batch of {rows})")
+        bp = decode_flops(config, rows, "bfloat16", args.seconds / 2, packed=True)
+        m["decode"][rows] = {"float32": f, "bfloat16": b, "bfloat16 packed": bp}
+        print(f"decode matmuls at {rows:>3} rows: fp32 {f / 1e9:6.1f}, bf16 {b / 1e9:6.1f}, bf16 prepacked {bp / 1e9:6.1f} GFLOP/s "
+              f"(bf16/fp32 = {b / f:.2f}x plain, {bp / f:.2f}x prepacked as the backend decodes: "
+              f"the most bf16 can gain decoding a batch of {rows})")
     return m
 
 

@@ -17,6 +17,8 @@ For every weights dtype (`--dtypes`, each its own `TransformersBackend`), in one
 - `--whole-prompts`: the arena again with prefix sharing off (every prompt prefilled whole).
 - `--autocast`: the arena on the fp32 weights under bf16 autocast (what a learner's fp32
             module would run; autocast re-casts every weight on every call).
+- `--unpacked`: the bf16 arena with the backend's weight prepacking off (`agents.packed_linear`;
+            bf16 decodes on prepacked oneDNN weights by default, same numbers).
 
 Throughput is completion tokens / wall seconds; tokens per CPU second (this process's CPU
 time) is printed beside it, steadier than wall time on a machine shared with other work. MFU (model FLOPs utilisation,
@@ -24,8 +26,8 @@ time) is printed beside it, steadier than wall time on a machine shared with oth
 tokens per second, over the matmul FLOP/s of its dtype measured in the same run.
 Targets (issues 3, 18): arena >= 0.9x raw, arena >= 5x serial, arena bf16 >= 2.5x fp32.
 Beside the last two it prints what the model's own weight matmuls allow at the batch's mean
-rows (`machine_limit.decode_flops`): bf16 over fp32 at that many rows, and that many rows
-over one row (a token decoded alone is memory-bound; in bf16 slower than in fp32 here).
+rows (`machine_limit.decode_flops`, bf16 on prepacked weights as the backend runs them): bf16
+over fp32 at that many rows, and that many rows over one row (a token decoded alone is memory-bound).
 Legal-move rate: the share of LLM turns whose reply was a legal move (no fallback), for
 the same matches (same seeds) in each dtype: bf16 must not make the model worse.
 `--repeats 3` measures every path three times, interleaved in rotating order, and compares
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # machine_limit, run a
 
 from agents.backend import SamplingParams
 from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.packed_linear import can_pack
 from agents.transformers_backend import TransformersBackend
 from arena.machine import set_threads
 from arena.runner import plan_matches, play
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--opponent", choices=["self", "random"], default="self")
     p.add_argument("--whole-prompts", action="store_true", help="also the arena with prefix sharing off")
     p.add_argument("--autocast", action="store_true", help="also the arena on fp32 weights under bf16 autocast")
+    p.add_argument("--unpacked", action="store_true", help="also the bf16 arena without prepacked weights (agents.packed_linear)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: chosen from the CPUs and the load)")
     p.add_argument("--repeats", type=int, default=1,
                    help="measure every path this many times, interleaved in rotating order; report medians")
@@ -132,6 +136,8 @@ def main(argv: list[str] | None = None) -> dict:
         paths += [(dt, "arena, whole prompts") for dt in args.dtypes]
     if args.autocast and "float32" in backends:
         paths.append(("float32", "arena, bf16 autocast"))
+    if args.unpacked and "bfloat16" in backends:
+        paths.append(("bfloat16", "arena, unpacked"))
 
     def measure(dt: str, kind: str) -> dict:
         arena = lambda b, n, c: run_arena(b, n, c, args.max_new_tokens, args.opponent)  # noqa: E731
@@ -143,11 +149,12 @@ def main(argv: list[str] | None = None) -> dict:
             return arena(counting[dt], args.serial_matches, 1)
         if kind == "arena, bf16 autocast":
             return arena(CountingBackend(backends[dt], autocast=True), args.matches, args.concurrency)
-        backends[dt].share_prefixes = False
+        option = "pack_weights" if kind == "arena, unpacked" else "share_prefixes"
+        setattr(backends[dt], option, False)
         try:
             return arena(counting[dt], args.matches, args.concurrency)
         finally:
-            backends[dt].share_prefixes = True
+            setattr(backends[dt], option, True)
 
     # The VM's speed drifts by up to 1.5x between minutes, so with --repeats every path is
     # measured in each round, the order rotating (a dtype's raw replay always after its first
@@ -197,9 +204,9 @@ def main(argv: list[str] | None = None) -> dict:
                   f"(bench/machine_limit.py); prefix sharing can lift it above what the matmuls did")
     decode: dict[tuple[int, str], float] = {}  # (rows, dtype) -> the model's decode-matmul FLOP/s, each measured once
 
-    def decode_rate(rows: int, dtype: str) -> float:
+    def decode_rate(rows: int, dtype: str) -> float:  # as the backend decodes: bf16 on prepacked weights where it packs
         if (rows, dtype) not in decode:
-            decode[rows, dtype] = decode_flops(config, rows, dtype)
+            decode[rows, dtype] = decode_flops(config, rows, dtype, packed=can_pack(backends[dtype].model))
         return decode[rows, dtype]
 
     out: dict = {"tokens": {f"{dt} {kind}": [x["tokens"] for x in results] for (dt, kind), results in runs.items()},
@@ -231,6 +238,9 @@ def main(argv: list[str] | None = None) -> dict:
                       f"per CPU second {by_cpu:.2f}x; ceiling: the model's decode matmuls at the arena's {rows} rows "
                       f"run {ceiling:.2f}x faster in bf16 (machine_limit.decode_flops), {speedup / ceiling:.0%} of it reached")
         out["bf16_vs_fp32"], out["bf16_vs_fp32_ceiling"] = speedup, ceiling
+    if ("bfloat16", "arena, unpacked") in rate:
+        console.print(f"bf16 arena prepacked / unpacked = {rate[('bfloat16', 'arena')] / rate[('bfloat16', 'arena, unpacked')]:.2f}x "
+                      f"(per CPU second {cpu_rate[('bfloat16', 'arena')] / cpu_rate[('bfloat16', 'arena, unpacked')]:.2f}x)")
     if ("float32", "arena, bf16 autocast") in rate:
         console.print(f"arena bf16 autocast over fp32 weights / fp32 = {rate[('float32', 'arena, bf16 autocast')] / rate[('float32', 'arena')]:.2f}x")
     return out

@@ -235,7 +235,7 @@ def test_cdf_sampling_follows_the_probabilities_and_never_picks_a_zero():
 def test_grouped_query_attention_without_copies_gives_the_same_logits():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from agents.transformers_backend import GQA_SDPA, use_gqa_sdpa
+    from agents.transformers_backend import CPU_SDPA, use_cpu_decode_sdpa
 
     cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa")
@@ -247,11 +247,40 @@ def test_grouped_query_attention_without_copies_gives_the_same_logits():
     with torch.no_grad():
         prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
         want = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
-        assert use_gqa_sdpa(model) and model.config._attn_implementation == GQA_SDPA
+        assert use_cpu_decode_sdpa(model) and model.config._attn_implementation == CPU_SDPA
         prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
         got = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
     assert torch.allclose(got, want, atol=1e-5)
-    assert not use_gqa_sdpa(tiny_llama(0)[0])  # no grouped heads: left alone
+
+
+@pytest.mark.parametrize("kv_heads", [3, 9])
+@pytest.mark.parametrize("mask", ["bool", "additive", None])
+def test_bf16_decode_attention_is_the_learners_bf16_arithmetic(kv_heads, mask):
+    """A bf16 decoding step attends with plain bf16 matmuls (torch's CPU SDPA is 17x slower
+    there): the learner's bf16 eager attention on the same query, keys and values, and
+    within bf16 rounding of fp32 attention, with or without a padding mask."""
+    from agents.transformers_backend import bf16_decode_attention
+    from training.learner import bf16_eager_attention
+
+    torch.manual_seed(0)
+    b, heads, t, d = 4, 9, 37, 64
+    q = torch.randn(b, heads, 1, d).bfloat16()
+    k, v = torch.randn(b, kv_heads, t, d).bfloat16(), torch.randn(b, kv_heads, t, d).bfloat16()
+    keep = torch.ones(b, 1, 1, t, dtype=torch.bool)
+    keep[0, ..., :5] = False  # row 0 left-padded
+    m = {"bool": keep, "additive": torch.zeros(b, 1, 1, t).masked_fill(~keep, torch.finfo(torch.float32).min), None: None}[mask]
+    got = bf16_decode_attention(q, k, v, m)
+    assert got.shape == (b, 1, heads, d) and got.dtype == torch.bfloat16
+    additive = None if m is None else torch.zeros(b, 1, 1, t, dtype=torch.bfloat16).masked_fill(~keep, torch.finfo(torch.bfloat16).min)
+    eager = bf16_eager_attention(torch.nn.Module(), q, k, v, additive, scaling=d**-0.5)[0]
+    assert (got.float() - eager.float()).abs().max() <= 0.02
+    exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=kv_heads < heads,
+                                                             attn_mask=None if m is None else keep).transpose(1, 2)
+    assert (got.float() - exact).abs().max() <= 0.03
+    if m is not None:  # the padded positions take no weight: changing them changes nothing
+        k2, v2 = k.clone(), v.clone()
+        k2[0, :, :5], v2[0, :, :5] = 100.0, 100.0
+        assert torch.equal(bf16_decode_attention(q, k2, v2, m), got)
 
 
 def test_agent_spec_dtype_loads_the_weights_in_that_dtype_with_a_backend_each():

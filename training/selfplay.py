@@ -136,13 +136,16 @@ def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
 def behaviour_recompute(cfg: TrainConfig, learner: Learner) -> str:
     """Which recorded behaviour logprobs the learner replaces with its own (`sequences_from_samples`).
 
-    A vLLM engine in bf16 (or a fp32 engine beside a bf16 learner) computes with other kernels
-    and roundings than the learner, so its logprobs would start the PPO ratio away from 1
-    (measured in docs/vllm.md): the learner recomputes them all then (free with one epoch and
-    one minibatch: the first update's own logprobs, detached). fp32 on both sides agrees to ~1e-5.
+    In bf16 the rollouts and the learner's passes round differently even on the same weights:
+    a decode step's kernels and KV cache against one forward pass over the padded batch (SmolLM2-135M's
+    recorded and recomputed logprobs of one batch differed by up to 0.44 nats, mean 0.05; a
+    vLLM engine's bf16 kernels start the ratio at 0.72-1.27, docs/vllm.md), so the learner
+    recomputes them all whenever it or a vLLM engine computes in bf16 (free with one epoch and
+    one minibatch: the first update's own logprobs, detached; one more forward pass otherwise).
+    fp32 on both sides agrees to ~1e-5: then only constrained turns are recomputed.
     """
     engine_dtype = cfg.backend_kwargs.get("dtype", learner.compute_dtype)
-    if cfg.backend == "vllm" and not (learner.compute_dtype == "float32" == engine_dtype):
+    if learner.compute_dtype != "float32" or (cfg.backend == "vllm" and engine_dtype != "float32"):
         return "all"
     return "constrained"
 
