@@ -10,12 +10,13 @@ prepacking (measured), so only bf16 weights are packed.
 `packed_linears(model)` is a context manager: inside it every bf16 `nn.Linear` of the model
 (LoRA's adapters included) runs `torch.ops.mkldnn._linear_pointwise` on a packed copy of
 its weight. The outputs are bit-identical to `F.linear` on the same (contiguous) input, so
-the behaviour logprobs a rollout records are still what the learner recomputes. The packed
+packing changes no number a rollout records (tests/test_packed_linear.py). The packed
 copies are kept in a dict the caller holds (the backend, one per model) and repacked when a
 weight changes (`Tensor._version` counts in-place writes: a learner's update,
-`load_state_dict`), which costs ~0.2 s for SmolLM2-135M (the LM head 45 ms). They take as much memory as the linear weights (the tied
-LM head gets its own copy). Outside the context the modules are untouched, so a learner
-can train the same module (the packed op has no backward).
+`load_state_dict`), which costs ~0.2 s for SmolLM2-135M (the LM head 45 ms). They take as
+much memory as the linear weights (the tied LM head gets its own copy). Outside the context
+the modules are untouched, so a learner can train the same module (the packed op has no
+backward). `TransformersBackend(..., pack_weights=False)` turns it off.
 """
 
 from __future__ import annotations

@@ -907,3 +907,22 @@ def test_arena_plot_draws_several_runs_on_one_chart(tmp_path, capsys):
     assert cli_main(["plot", str(tmp_path / "seed0"), str(tmp_path / "seed1")]) == 2  # several runs need --out
     assert cli_main(["plot", str(tmp_path / "nothing"), "--out", str(out)]) == 2
     assert "eval.jsonl not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float32"])
+def test_free_text_rollouts_start_every_update_at_ratio_one(tmp_path, precision):
+    """Unconstrained replies, recorded by the rollout backend: in fp32 its logprobs are the
+    learner's to ~1e-5 and are kept; in bf16 a decode step rounds differently from the
+XX
+    every step sits at ratio 1 exactly, nothing clipped."""
+    if precision == "bfloat16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("no native bf16 on this CPU (needs AVX-512 BF16 or AMX)")
+    cfg = tiny(tmp_path, steps=2, agent={"constrained": False, "answer_format": "brackets", "max_new_tokens": 6, "fallback": "random"},
+               league={"self_play": 1.0, "bots": [], "snapshot_every": 0}, eval={"every": 0},
+               learner={"precision": precision, "lr": 1e-3})
+    train(cfg, console=quiet())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    tol = 0.0 if precision == "bfloat16" else 1e-4
+    for m in rows:
+        assert abs(m["first_ratio_min"] - 1) <= tol and abs(m["first_ratio_max"] - 1) <= tol and m["first_clip_frac"] == 0.0, m
+        assert m["response_length"] > 2  # free text: longer than a constrained digit + EOS
