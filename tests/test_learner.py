@@ -352,6 +352,39 @@ def test_bf16_learner_masters_take_updates_too_small_for_bf16(tok):
     assert torch.equal(learner.policy.model.norm.weight, norm.to(torch.bfloat16))
 
 
+def test_stochastic_rounding_is_unbiased_and_exact_on_bf16_values():
+    from training.learner import stochastic_round
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.tensor([1.0 + 2**-9, -(1.0 + 2**-9), 0.3, -5e-5, 2.0]).repeat(200_000, 1).T.contiguous()  # (5, 200k)
+    r = stochastic_round(x, torch.bfloat16, g)
+    assert r.dtype == torch.bfloat16
+    assert set(r[0].float().unique().tolist()) == {1.0, 1.0 + 2**-7}  # 1 + 2^-9 lies a quarter of the way up
+    assert r[0].float().mean().item() == pytest.approx(1.0 + 2**-9, abs=2e-5)  # nearest would give exactly 1.0
+    assert r[1].float().mean().item() == pytest.approx(-(1.0 + 2**-9), abs=2e-5)
+    assert r.float().mean(1)[2:4].tolist() == pytest.approx([0.3, -5e-5], rel=1e-3)
+    assert torch.equal(r[4], x[4].to(torch.bfloat16))  # a bf16 value stays as it is
+    assert torch.equal(stochastic_round(x, torch.bfloat16, torch.Generator().manual_seed(0)), r)  # seeded
+
+
+def test_stochastic_bf16_rounding_lets_the_copy_follow_small_updates_and_a_resume_rounds_alike(tok):
+    """With an lr far below bf16's resolution of the norm weights (~1: 2^-8), a nearest-rounded
+    copy never moves them; a stochastically rounded one moves some, and a learner loaded
+    from the masters at that step rounds them into the same copy."""
+    nearest = Learner(fresh(), tok, LearnerConfig(lr=2e-4, precision="bfloat16"))
+    stochastic = Learner(fresh(), tok, LearnerConfig(lr=2e-4, precision="bfloat16", bf16_rounding="stochastic"))
+    for learner in (nearest, stochastic):
+        learner.step(batch(tok))
+    norm_n, norm_s = nearest.policy.model.norm.weight, stochastic.policy.model.norm.weight
+    assert (nearest.model.model.norm.weight != 1).any() and (norm_n == 1).all()  # masters moved, copy did not
+    assert (norm_s != 1).any()
+    resumed = Learner(fresh(), tok, LearnerConfig(lr=2e-4, precision="bfloat16", bf16_rounding="stochastic"))
+    resumed.model.load_state_dict(stochastic.model.state_dict())
+    resumed.step_count = stochastic.step_count
+    resumed.sync_policy()
+    assert all(torch.equal(a, b) for a, b in zip(resumed.policy.parameters(), stochastic.policy.parameters()))
+
+
 @pytest.mark.parametrize("lora", [0, 4])
 def test_bf16_learner_with_kl_reference_starts_at_zero_kl_and_keeps_the_copy_in_step(tok, lora):
     """The KL reference is the bf16 policy's own start (a bf16 copy, or the LoRA base of the

@@ -137,6 +137,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "learner.max_grad_norm": (-1, "learner.max_grad_norm must be >= 0, got -1.0"),
     "learner.lr_schedule": ("cosin", "learner.lr_schedule must be one of constant, cosine, got 'cosin' (did you mean 'cosine'?)"),
     "learner.precision": ("bf16", "learner.precision must be one of auto, float32, bfloat16, got 'bf16'"),
+    "learner.bf16_rounding": ("random", "learner.bf16_rounding must be one of nearest, stochastic, got 'random'"),
     "learner.warmup_steps": (-1, "learner.warmup_steps must be >= 0, got -1"),
     "learner.total_steps": (-1, "learner.total_steps must be >= 0, got -1"),
     "learner.min_lr_ratio": (2, "learner.min_lr_ratio must be in [0, 1], got 2.0"),
@@ -541,7 +542,7 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-@pytest.mark.parametrize("variant", ["mars", "critic", "restarts"])
+@pytest.mark.parametrize("variant", ["mars", "critic", "restarts", "stochastic"])
 def test_resume_continues_exactly(tmp_path, variant):
     """4 steps straight == 2 steps, then --resume for 2 more (league: self-play, random, snapshots)."""
     over = {"steps": 4, "checkpoint_every": 2, "eval": {"every": 0}}
@@ -550,6 +551,8 @@ def test_resume_continues_exactly(tmp_path, variant):
         over.update(advantage={"estimator": "critic", "gamma": 1.0}, learner={"lr": 3e-3, "value_coef": 0.5})
     if variant == "restarts":  # every self-play pair restarts from a lost position: the buffer resumes too
         over.update(games=[{"name": "tic_tac_toe", "restarts": 1.0}])
+    if variant == "stochastic":  # the bf16 copy is rounded from the loaded masters as the straight run rounded it
+        over.update(learner={"lr": 3e-3, "precision": "bfloat16", "bf16_rounding": "stochastic"})
     train(tiny(tmp_path, "straight", **over), console=quiet())
     train(tiny(tmp_path, "split", **{**over, "steps": 2}), console=quiet())
     with pytest.raises(ValueError, match="pass --resume"):

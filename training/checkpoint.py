@@ -348,8 +348,6 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         raise ValueError(f"checkpoint {path} does not fit this model: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
     if reference is not None:
         load_model(learner.ref_model, str(reference), device=str(learner.device))
-    if hasattr(learner, "sync_policy"):
-        learner.sync_policy()  # a bf16 learner computes with a copy of the loaded masters
     try:
         if value_head is not None:
             learner.value_head.load_state_dict(value_head)
@@ -357,6 +355,8 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
     except (RuntimeError, ValueError, KeyError) as e:
         raise ValueError(f"checkpoint {path} does not fit this learner: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
     learner.step_count = meta["learner_step"]
+    if hasattr(learner, "sync_policy"):
+        learner.sync_policy()  # a bf16 learner computes with a copy of the loaded masters (rounded as at that step)
     learner.entropy_coef = float(meta.get("entropy_coef", learner.cfg.loss.entropy_coef))  # adaptive (loss.entropy_target)
     random.setstate(rngs["python"])
     np.random.set_state(rngs["numpy"])

@@ -229,6 +229,7 @@ CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did
     "advantage.estimator": tuple(ESTIMATORS),
     "learner.lr_schedule": ("constant", "cosine"),
     "learner.precision": PRECISIONS,
+    "learner.bf16_rounding": ("nearest", "stochastic"),
     "learner.loss.aggregation": AGGREGATIONS,
     "league.weighting": WEIGHTINGS,
     "league.tournament.format": tuple(TOURNAMENT_FORMATS),

@@ -93,6 +93,11 @@ class LearnerConfig:
     """compute dtype of the learner and of the rollouts that share its module: float32, bfloat16
     (bf16 weights, fp32 master weights in the optimizer) or auto (bf16 on a GPU; on a CPU
     whichever of the two multiplies faster, measured at start)"""
+    bf16_rounding: str = "nearest"
+    """how the fp32 masters are rounded into the bf16 copy after each step: "nearest", or
+    "stochastic" (up or down with odds by distance, so the copy equals the masters on average:
+    with a small lr most updates are below bf16's resolution, ~0.4% of a weight, and a
+    nearest-rounded copy only moves once they add up to half of it)"""
     loss: LossConfig = field(default_factory=LossConfig)
     """the policy loss"""
 
@@ -107,6 +112,19 @@ class LearnerConfig:
             raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
+        if self.bf16_rounding not in ("nearest", "stochastic"):
+            raise ValueError(f"bf16_rounding must be 'nearest' or 'stochastic', got {self.bf16_rounding!r}")
+
+
+def stochastic_round(x: torch.Tensor, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """fp32 `x` rounded to bf16 up or down at random, with odds by distance, so the result's
+    expectation is `x`: 16 random low bits added to its bit pattern, then cut off (sign and
+    magnitude: a negative value's magnitude rounds the same way). Other dtypes: plain cast."""
+    if dtype != torch.bfloat16 or x.dtype != torch.float32:
+        return x.to(dtype)
+    bits = x.contiguous().view(torch.int32)
+    noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, generator=generator, device=x.device)
+    return ((bits + noise) & -65536).view(torch.float32).to(dtype)  # the low 16 bits zero: exact in bf16
 
 
 @dataclass
@@ -316,11 +334,26 @@ class Learner:
 
     @torch.no_grad()
     def sync_policy(self) -> None:
-        """Round the master weights into the bf16 policy copy (after a step or a checkpoint load)."""
+        """Round the master weights into the bf16 policy copy (after a checkpoint load): what
+        the copy held after the step the masters come from, stochastic rounding included."""
         if self.policy is not self.model:
             copies = self.policy.state_dict()
             for name, tensor in self.model.state_dict().items():
                 copies[name].copy_(tensor)
+            self._round_masters_into_policy()
+
+    @torch.no_grad()
+    def _round_masters_into_policy(self) -> None:
+        """The trainable masters into the policy copy: to the nearest bf16, or stochastically
+        (`bf16_rounding`), from a generator seeded by the step count so a resumed run rounds alike."""
+        pairs = self._pairs()
+        if self.cfg.bf16_rounding == "nearest" or not pairs:
+            for master, copied in pairs:
+                copied.copy_(master)
+            return
+        generator = torch.Generator(device=self.device).manual_seed(self.step_count)
+        for master, copied in pairs:
+            copied.copy_(stochastic_round(master, copied.dtype, generator))
 
     # --- batching ---------------------------------------------------------------------
 
@@ -554,10 +587,8 @@ class Learner:
         params = self.parameters()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf)
         self.optimizer.step()
-        with torch.no_grad():
-            for master, copied in self._pairs():
-                copied.copy_(master)
         self.step_count += 1
+        self._round_masters_into_policy()
         metrics = {k: v / num_tokens for k, v in sums.items()}
         if num_values:
             metrics["value_loss"] = value_total
