@@ -37,13 +37,17 @@ def forced_logprobs(backend, prompt: list[int], completion: list[int]) -> torch.
 
 
 def check_logprobs(backend, prompt, ids, sampled, tops, k):
-    """The sampled tokens' logprobs and the k alternatives per token are the model's."""
+    """The sampled tokens' logprobs and the k alternatives per token are the model's: to 1e-4
+    in fp32; in bf16 (the default where the CPU has native bf16) a decode step's attention
+    rounds its scores to bf16 (`bf16_decode_attention`) where the one forward pass keeps them
+    in fp32, which moved tiny-llama's logprobs by up to 2e-3."""
+    tol = 1e-4 if next(backend.model.parameters()).dtype == torch.float32 else 5e-3
     expected = forced_logprobs(backend, prompt, ids)
-    assert torch.allclose(torch.tensor(sampled), expected[torch.arange(len(ids)), ids], atol=1e-4)
+    assert torch.allclose(torch.tensor(sampled), expected[torch.arange(len(ids)), ids], atol=tol)
     best = expected.topk(k, dim=-1).values
     for t, alts in enumerate(tops):
         assert len(alts) == k and alts == sorted(alts, reverse=True)
-        assert torch.allclose(torch.tensor(alts), best[t], atol=1e-4)
+        assert torch.allclose(torch.tensor(alts), best[t], atol=tol)
 
 
 def test_chat_n2_with_top_logprobs(served):
