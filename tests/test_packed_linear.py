@@ -16,9 +16,16 @@ PARAMS = SamplingParams(max_new_tokens=8, temperature=1.0, seeds=list(range(6)))
 
 
 def _pair(model, tok):
+    """Two backends on one module: prepacked weights, and plain."""
     packed = TransformersBackend((model, tok))
     plain = TransformersBackend((model, tok), pack_weights=False)
     return packed, plain
+
+
+def _bf16_pair(seed: int):
+    model, tok = tiny_llama(seed)
+    model = model.to(torch.bfloat16)
+    return (model, *_pair(model, tok))
 
 
 def _same(a, b):
@@ -28,9 +35,7 @@ def _same(a, b):
 
 @needs_bf16
 def test_packed_generation_is_bit_identical_and_the_modules_are_restored():
-    model, tok = tiny_llama(0)
-    model = model.to(torch.bfloat16)
-    packed, plain = _pair(model, tok)
+    model, packed, plain = _bf16_pair(0)
     out = packed.generate(CONVS, PARAMS)
     _same(out, plain.generate(CONVS, PARAMS))
     linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
@@ -42,9 +47,7 @@ def test_packed_generation_is_bit_identical_and_the_modules_are_restored():
 
 @needs_bf16
 def test_packed_weights_follow_in_place_updates_and_replaced_weights():
-    model, tok = tiny_llama(1)
-    model = model.to(torch.bfloat16)
-    packed, plain = _pair(model, tok)
+    model, packed, plain = _bf16_pair(1)
     before = packed.generate(CONVS, PARAMS)
     with torch.no_grad():  # what a learner's step does to the rollout module: write in place
         for p in model.parameters():
