@@ -181,10 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_play)
 
     s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")
-    s.add_argument("model")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    from arena.serve import add_arguments as serve_arguments
+
+    serve_arguments(s)
     s.add_argument("--threads", type=int, default=0, metavar="N",
                     help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
     s.set_defaults(func=cmd_serve)

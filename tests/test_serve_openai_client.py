@@ -154,3 +154,29 @@ def test_text_pieces_keep_characters_split_over_tokens_whole(served):
     pieces = text_pieces(Generation(text, ids, [0.0] * len(ids)), tok)
     assert "".join(pieces) == text and len(pieces) == len(ids)
     assert not any("\ufffd" in p for p in pieces)
+
+
+def test_dtype_float32_serves_the_fp32_forward():
+    """`arena serve --dtype float32` builds an fp32 model whose logprobs match the one-pass
+    forward to 1e-4, where the default (auto) is bf16 on a CPU with native bf16."""
+    from arena.cli import build_parser
+    from arena.serve import build_backend
+
+    args = build_parser().parse_args(["serve", "tiny-llama", "--dtype", "float32", "--port", "0"])
+    backend = build_backend(args.model, args.backend, args.dtype)
+    assert next(backend.model.parameters()).dtype == torch.float32
+    server = make_server(backend, "127.0.0.1", 0, model_name="tiny-llama")
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=60) as client:
+            c = client.chat.completions.create(model="tiny-llama", messages=MESSAGES, max_tokens=6, temperature=1.0, seed=1,
+                                               logprobs=True, top_logprobs=2).choices[0]
+        entries = c.logprobs.content
+        check_logprobs(backend, backend.encode(MESSAGES), c.model_extra["token_ids"], [e.logprob for e in entries],
+                       [[a.logprob for a in e.top_logprobs] for e in entries], 2)
+    finally:
+        server.close()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "tiny-llama", "--dtype", "float16"])
+    with pytest.raises(ValueError, match="unknown dtype 'fp8'"):
+        build_backend("tiny-llama", dtype="fp8")
