@@ -27,6 +27,8 @@ Paths (`--paths`, ';'-separated):
                     learner's bf16 mode was measured against);
 - learner fp32      `training.learner.Learner.step` (PPO loss, fused AdamW), precision float32;
 - learner bf16      the same with precision bfloat16 (a bf16 copy computes, fp32 masters step);
+- learner bf16, stochastic  the bf16 learner rounding the masters into its copy stochastically
+                    (`bf16_rounding: stochastic`; not run by default);
 - learner bf16, sdpa  the bf16 learner on the model's own sdpa attention instead of its
                     `bf16_eager_attention` (not run by default).
 
@@ -90,7 +92,7 @@ def recipe_batch(n: int, completion_len: int, vocab: int, seed: int = 0):
             for p in lengths]
 
 
-PATHS = ("plain", "plain, autocast", "learner fp32", "learner bf16", "learner bf16, sdpa")
+PATHS = ("plain", "plain, autocast", "learner fp32", "learner bf16", "learner bf16, sdpa", "learner bf16, stochastic")
 
 
 def run_path(path: str, model_name: str, rows, warmup: int, steps: int, threads: int, kl_coef: float = 0.0,
@@ -116,7 +118,8 @@ def run_path(path: str, model_name: str, rows, warmup: int, steps: int, threads:
 
         precision = "bfloat16" if "bf16" in path else "float32"
         learner = Learner(model, tok, LearnerConfig(lr=1e-5, loss=LossConfig(kl_coef=kl_coef), precision=precision,
-                                                    micro_batch_tokens=micro_batch_tokens))
+                                                    micro_batch_tokens=micro_batch_tokens,
+                                                    bf16_rounding="stochastic" if path.endswith("stochastic") else "nearest"))
         if path.endswith("sdpa"):
             learner.attention = None  # the module's own (sdpa) attention, as before the learner had its bf16 one
         seqs = [Sequence(p, c, a) for p, c, a in rows]
@@ -263,6 +266,10 @@ def main(argv: list[str] | None = None) -> dict:
         out["bf16_cpu_ratio"] = cpu_bf16 = f["cpu_per_step"] / b["cpu_per_step"]
         console.print(f"learner bf16 / learner fp32 = {bf16:.2f}x wall, {cpu_bf16:.2f}x per CPU second  "
                       f"(target >= 2x: {'met' if min(bf16, cpu_bf16) >= 2 else 'MISSED'}; ceiling {b16 / f32:.2f}x)")
+        if "learner bf16, stochastic" in rate:
+            stochastic = b["cpu_per_step"] / results["learner bf16, stochastic"]["cpu_per_step"]
+            console.print(f"learner bf16, stochastic rounding / learner bf16 (nearest) = "
+                          f"{rate['learner bf16, stochastic'] / rate['learner bf16']:.2f}x wall, {stochastic:.2f}x per CPU second")
         if "learner bf16, sdpa" in rate:
             sdpa = results["learner bf16, sdpa"]["cpu_per_step"] / b["cpu_per_step"]
             console.print(f"learner bf16 / learner bf16 with sdpa attention = {rate['learner bf16'] / rate['learner bf16, sdpa']:.2f}x wall, "

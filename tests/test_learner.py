@@ -310,6 +310,18 @@ def test_adaptive_entropy_bonus_raises_the_coefficient_the_loss_uses(tok):
     assert f2["loss"] - a2["loss"] == pytest.approx(0.05 * a2["entropy"], rel=0.05)
 
 
+def assert_rounded_from(master: torch.Tensor, copied: torch.Tensor, rounding: str) -> None:
+    """`copied` is the fp32 `master` itself, or rounded to bf16: to the nearest value, or
+    (stochastic) to one of the two bf16 values around it."""
+    master = master.detach()
+    if copied.dtype == torch.float32 or rounding == "nearest":
+        assert torch.equal(copied, master.to(copied.dtype))
+        return
+    down = master.view(torch.int32) & -65536  # toward zero, then one bf16 step away from it
+    around = (down.view(torch.float32), (down + 65536).view(torch.float32))
+    assert ((copied.float() == around[0]) | (copied.float() == around[1])).all()
+
+
 @pytest.mark.parametrize("precision,tol", [("float32", 1e-4), ("bfloat16", 0.02)])
 def test_rollout_and_learner_share_numerics_so_the_first_ratio_is_one(tok, precision, tol):
     """The backend samples from the learner's `policy` module (bf16: the bf16 copy of the
@@ -335,13 +347,13 @@ def test_rollout_and_learner_share_numerics_so_the_first_ratio_is_one(tok, preci
     assert all(p.dtype == torch.float32 for p in learner.model.parameters())  # fp32 master weights
     assert any(not torch.equal(a, p) for a, p in zip(before, learner.model.parameters()))  # the step moved them
     for master, copied in zip(learner.model.parameters(), learner.policy.parameters()):  # and the copy follows
-        assert torch.equal(copied, master.to(copied.dtype))
+        assert_rounded_from(master, copied, learner.cfg.bf16_rounding)
 
 
 def test_bf16_learner_masters_take_updates_too_small_for_bf16(tok):
     """Steps smaller than bf16's resolution accumulate in the fp32 masters (a pure bf16
     optimizer would drop them) and reach the bf16 policy once they add up."""
-    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="bfloat16"))
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-5, precision="bfloat16", bf16_rounding="nearest"))
     start = [p.detach().clone() for p in learner.model.parameters()]
     for _ in range(3):
         learner.step(batch(tok))
@@ -365,13 +377,16 @@ def test_stochastic_rounding_is_unbiased_and_exact_on_bf16_values():
     assert r.float().mean(1)[2:4].tolist() == pytest.approx([0.3, -5e-5], rel=1e-3)
     assert torch.equal(r[4], x[4].to(torch.bfloat16))  # a bf16 value stays as it is
     assert torch.equal(stochastic_round(x, torch.bfloat16, torch.Generator().manual_seed(0)), r)  # seeded
+    out, scratch = torch.empty_like(r), torch.full((x.numel() + 7,), 12345, dtype=torch.int32)  # a reused, dirty scratch
+    assert stochastic_round(x, torch.bfloat16, torch.Generator().manual_seed(0), out=out, scratch=scratch) is out
+    assert torch.equal(out, r)
 
 
 def test_stochastic_bf16_rounding_lets_the_copy_follow_small_updates_and_a_resume_rounds_alike(tok):
     """With an lr far below bf16's resolution of the norm weights (~1: 2^-8), a nearest-rounded
     copy never moves them; a stochastically rounded one moves some, and a learner loaded
     from the masters at that step rounds them into the same copy."""
-    nearest = Learner(fresh(), tok, LearnerConfig(lr=2e-4, precision="bfloat16"))
+    nearest = Learner(fresh(), tok, LearnerConfig(lr=2e-4, precision="bfloat16", bf16_rounding="nearest"))
     stochastic = Learner(fresh(), tok, LearnerConfig(lr=2e-4, precision="bfloat16", bf16_rounding="stochastic"))
     for learner in (nearest, stochastic):
         learner.step(batch(tok))
@@ -385,17 +400,20 @@ def test_stochastic_bf16_rounding_lets_the_copy_follow_small_updates_and_a_resum
     assert all(torch.equal(a, b) for a, b in zip(resumed.policy.parameters(), stochastic.policy.parameters()))
 
 
-@pytest.mark.parametrize("lora", [0, 4])
-def test_bf16_learner_with_kl_reference_starts_at_zero_kl_and_keeps_the_copy_in_step(tok, lora):
+@pytest.mark.parametrize("lora,rounding", [(0, "nearest"), (4, "nearest"), (0, "stochastic"), (4, "stochastic")])
+def test_bf16_learner_with_kl_reference_starts_at_zero_kl_and_keeps_the_copy_in_step(tok, lora, rounding):
     """The KL reference is the bf16 policy's own start (a bf16 copy, or the LoRA base of the
-    copy), so the first KL is exactly 0; only trainable weights move, in masters and copy alike."""
-    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, lora_rank=lora, precision="bfloat16", loss=LossConfig(kl_coef=0.1)))
+    copy), so the first KL is exactly 0; only trainable weights move, in masters and copy alike:
+    the copy is each master rounded to the nearest bf16, or stochastically to one of the two
+    bf16 values around it."""
+    learner = Learner(fresh(), tok, LearnerConfig(lr=1e-2, lora_rank=lora, precision="bfloat16", bf16_rounding=rounding,
+                                                  loss=LossConfig(kl_coef=0.1)))
     assert learner.step(batch(tok))["kl_ref"] == 0.0
     assert learner.step(batch(tok))["kl_ref"] > 0
     masters = dict(learner.model.named_parameters())
     for name, copied in learner.policy.named_parameters():
         assert copied.dtype == torch.bfloat16 and masters[name].dtype == torch.float32
-        assert torch.equal(copied, masters[name].to(torch.bfloat16)), name
+        assert_rounded_from(masters[name], copied, rounding)
 
 
 def grouped_query(model):
