@@ -253,8 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("play", "serve", "tournament", "eval"):  # train sets its config's threads
             set_threads(args.threads, verbose=False)  # printed when a model loads
         args.func(args)
-    except (ValueError, RuntimeError, FileNotFoundError, KeyError) as e:
+    except (ValueError, RuntimeError, OSError, KeyError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if args.command == "train" and isinstance(e, OSError) and not isinstance(e, FileNotFoundError):  # e.g. a full disk
+            msg += " (the checkpoints written before are intact: fix this, then add --resume)"
         print(f"arena {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

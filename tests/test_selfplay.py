@@ -929,3 +929,32 @@ XX
     for m in rows:
         assert abs(m["first_ratio_min"] - 1) <= tol and abs(m["first_ratio_max"] - 1) <= tol and m["first_clip_frac"] == 0.0, m
         assert m["response_length"] > 2  # free text: longer than a constrained digit + EOS
+
+
+def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_checkpoints_before(tmp_path):
+    """A write that fails for want of space (here a real file-size limit, RLIMIT_FSIZE, on the
+    `arena train` process: the same error path as ENOSPC) ends the run with one line that says
+    how to go on; the half-written checkpoint is gone and the one before it still resumes."""
+    import resource
+    import signal
+
+    path, run = tmp_path / "tiny.yaml", tmp_path / "run"
+    path.write_text(yaml.safe_dump(merged({"steps": 1, "threads": 1, "eval": {"every": 0}})))
+    assert cli_main(["train", str(path), "--out", str(run)]) == 0
+    first = checkpoint.latest(run / "checkpoints")
+    assert first.name == "step_00000001" and (first / "model.safetensors").stat().st_size > 2**20
+
+    def small_files_only():  # in the child: files up to 1 MiB (metrics, meta.json, plots), not a model
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))
+
+    done = subprocess.run([sys.executable, "-m", "arena.cli", "train", str(path), "--out", str(run), "--steps", "2", "--resume"],
+                          capture_output=True, text=True, timeout=600, preexec_fn=small_files_only, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("arena train: error: could not write "), done.stderr
+    assert "File too large" in err[0] and err[0].endswith("(the checkpoints written before are intact: fix this, then add --resume)")
+    assert checkpoint.latest(run / "checkpoints") == first and sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest", first.name]
+    assert not [p for p in run.rglob("*") if ".tmp" in p.name]  # nothing half-written left behind
+    assert cli_main(["train", str(path), "--out", str(run), "--steps", "2", "--resume"]) == 0  # room again: it goes on
+    assert checkpoint.latest(run / "checkpoints").name == "step_00000002"

@@ -25,6 +25,7 @@ those a killed writer left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 
 LATEST = "latest"
@@ -115,7 +116,7 @@ def save(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        save_model(learner.model, str(tmp / "model.safetensors"))
+        _save_weights(learner.model, tmp / "model.safetensors")
         torch.save(learner.optimizer.state_dict(), tmp / "optimizer.pt")
         if getattr(learner, "value_head", None) is not None:
             torch.save(learner.value_head.state_dict(), tmp / "value_head.pt")
@@ -139,7 +140,7 @@ def save(
         raise
     if getattr(learner, "ref_model", None) is not None and not (root / REFERENCE).exists():
         tmp_ref = tmp_path(root / REFERENCE)
-        save_model(learner.ref_model, str(tmp_ref))
+        _save_weights(learner.ref_model, tmp_ref)
         os.replace(tmp_ref, root / REFERENCE)
     pointer = tmp_path(root / LATEST)
     _fsync_write(pointer, (name + "\n").encode())
@@ -236,6 +237,21 @@ def replace_dir(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+@contextlib.contextmanager
+def writing(path: str | os.PathLike):
+    """Raise safetensors' write failures (a full disk, a file-size limit) as the OSError they
+    are, naming `path`, instead of SafetensorError."""
+    try:
+        yield
+    except SafetensorError as e:
+        raise OSError(f"could not write {path}: {e}") from e
+
+
+def _save_weights(model: torch.nn.Module, path: Path) -> None:
+    with writing(path):
+        save_model(model, str(path))
+
+
 def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, **info) -> Path:
     """Write the policy alone (weights and meta.json: step, config, `info`) to `folder`, atomically.
 
@@ -249,7 +265,7 @@ def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        save_model(learner.model, str(tmp / "model.safetensors"))
+        _save_weights(learner.model, tmp / "model.safetensors")
         _fsync_write(tmp / "meta.json", json.dumps({"step": step, "config": config, **info}, indent=1).encode())
         replace_dir(tmp, final)
     except BaseException:

@@ -260,7 +260,12 @@ def save_snapshot(learner: Learner, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = checkpoint.tmp_path(path)
-    save_file(trainable_state(learner.model, learner.cfg.lora_rank > 0), str(tmp))
+    try:
+        with checkpoint.writing(path):
+            save_file(trainable_state(learner.model, learner.cfg.lora_rank > 0), str(tmp))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
 
 
