@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import time
 
@@ -244,6 +245,13 @@ def cmd_plot(args: argparse.Namespace) -> None:
     print(plot_eval(args.runs, args.out, labels, target=args.target))
 
 
+AFTER_A_FAILED_WRITE = {  # what a failed write (a full disk) leaves, and the way on
+    "train": " (the checkpoints written before are intact: fix this, then add --resume)",
+    "tournament": " (the matches finished before are kept: fix this, then run the same command to go on)",
+    "eval": " (the matches finished before are kept: fix this, then run the same command to go on)",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -253,10 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("play", "serve", "tournament", "eval"):  # train sets its config's threads
             set_threads(args.threads, verbose=False)  # printed when a model loads
         args.func(args)
-    except (ValueError, RuntimeError, OSError, KeyError) as e:
+    except (ValueError, RuntimeError, OSError, KeyError, sqlite3.Error) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if args.command == "train" and isinstance(e, OSError) and not isinstance(e, FileNotFoundError):  # e.g. a full disk
-            msg += " (the checkpoints written before are intact: fix this, then add --resume)"
+        if isinstance(e, sqlite3.Error):
+            msg = f"results store (SQLite): {msg}"
+        if isinstance(e, (OSError, sqlite3.Error)) and not isinstance(e, FileNotFoundError):  # e.g. a full disk
+            msg += AFTER_A_FAILED_WRITE.get(args.command, "")
         print(f"arena {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -289,3 +289,41 @@ def test_report_only_while_the_tournament_runs_shows_the_standing_so_far(tmp_pat
     assert subprocess.run(run, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
     assert arena_main(report) == 0
     assert f"sim-round_robin-{n}: round_robin, 15 matches" in capsys.readouterr().out and db.with_suffix(".html").exists()
+
+
+def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_resumes(tmp_path, monkeypatch):
+    """Writes that fail for want of space (a real file-size limit, RLIMIT_FSIZE, on the
+    `arena tournament` process: SQLite's WAL or the trajectories hit it as they would a full
+    disk) end the run with one line; the matches stored before stay, and the same command
+    finishes the tournament with the standings of a run that never stopped."""
+    import resource
+    import signal
+
+    monkeypatch.chdir(tmp_path)
+    bots = {"name": "full disk", "format": "round_robin", "players": {"a": "random", "b": "random", "c": "random"},
+            "games": ["tic_tac_toe"], "games_per_pairing": 40}
+    cfg = write(tmp_path, bots)
+
+    def small_files():  # in the child: a write past 1.5 MiB fails (EFBIG) instead of killing it
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3 * 2**19, 3 * 2**19))
+
+    done = subprocess.run([sys.executable, "-m", "arena.cli", "tournament", str(cfg)], capture_output=True, text=True,
+                          timeout=600, preexec_fn=small_files, cwd=tmp_path)
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, done.stderr
+    assert err[0].startswith("arena tournament: error: ") and err[0].endswith(
+        "(the matches finished before are kept: fix this, then run the same command to go on)")
+    db = tmp_path / "runs" / "full_disk" / "tournament.db"
+    with sqlite3.connect(db) as conn:
+        (kept,) = conn.execute("SELECT COUNT(*) FROM matches").fetchone()
+    assert 0 < kept < 120
+    assert arena_main(["tournament", str(cfg)]) == 0  # room again: it goes on
+    (tmp_path / "again").mkdir()
+    monkeypatch.chdir(tmp_path / "again")
+    assert arena_main(["tournament", str(cfg)]) == 0  # the same tournament, never stopped
+    standings = []
+    for folder in (tmp_path, tmp_path / "again"):
+        with sqlite3.connect(folder / "runs" / "full_disk" / "tournament.db") as conn:
+            standings.append(conn.execute("SELECT match_id, scores, outcome FROM matches ORDER BY match_id").fetchall())
+    assert len(standings[0]) == 120 and standings[0] == standings[1]
