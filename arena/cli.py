@@ -245,10 +245,11 @@ def cmd_plot(args: argparse.Namespace) -> None:
     print(plot_eval(args.runs, args.out, labels, target=args.target))
 
 
+_MATCHES_KEPT = " (the matches finished before are kept: fix this, then run the same command to go on)"
 AFTER_A_FAILED_WRITE = {  # what a failed write (a full disk) leaves, and the way on
     "train": " (the checkpoints written before are intact: fix this, then add --resume)",
-    "tournament": " (the matches finished before are kept: fix this, then run the same command to go on)",
-    "eval": " (the matches finished before are kept: fix this, then run the same command to go on)",
+    "tournament": _MATCHES_KEPT,
+    "eval": _MATCHES_KEPT,
 }
 
 

@@ -39,6 +39,7 @@ from dataclasses import astuple, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from agents.backend import Backend, Generation, SamplingParams
+from arena.machine import PRECISIONS
 from arena.openai_api import Request, RequestError, chunks, parse_chat, parse_completion, response
 
 log = logging.getLogger(__name__)
@@ -303,8 +304,8 @@ def build_backend(model: str, kind: str = "transformers", dtype: str = "auto") -
     from agents.models import check_name
 
     check_name(model)
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    if dtype not in PRECISIONS:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(PRECISIONS)}")
     if kind == "transformers":
         from agents.transformers_backend import TransformersBackend
 
@@ -316,9 +317,6 @@ def build_backend(model: str, kind: str = "transformers", dtype: str = "auto") -
     raise ValueError(f"unknown backend {kind!r}; choose transformers or vllm")
 
 
-DTYPES = ("auto", "float32", "bfloat16")
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `arena serve` (shared by arena.cli and this module's own parser)."""
     p.add_argument("model", help="smollm2-135m, tiny-llama[:SEED], a local folder or a hub id")
@@ -327,7 +325,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
     p.add_argument("--max-batch", type=int, default=64, help="most requests per backend call")
     p.add_argument("--batch-wait-ms", type=float, default=10.0, help="how long to collect a batch")
-    p.add_argument("--dtype", default="auto", choices=DTYPES,
+    p.add_argument("--dtype", default="auto", choices=PRECISIONS,
                    help="auto: bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward), float32: exact logprobs")
 
 

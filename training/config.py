@@ -26,7 +26,7 @@ from arena.overrides import merge
 from training.advantages import ESTIMATORS, AdvantageConfig
 from arena.machine import PRECISIONS
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
-from training.learner import LearnerConfig
+from training.learner import BF16_ROUNDINGS, LearnerConfig
 from training.league import WEIGHTINGS
 from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from training.loss import AGGREGATIONS
@@ -229,7 +229,7 @@ CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did
     "advantage.estimator": tuple(ESTIMATORS),
     "learner.lr_schedule": ("constant", "cosine"),
     "learner.precision": PRECISIONS,
-    "learner.bf16_rounding": ("nearest", "stochastic"),
+    "learner.bf16_rounding": BF16_ROUNDINGS,
     "learner.loss.aggregation": AGGREGATIONS,
     "league.weighting": WEIGHTINGS,
     "league.tournament.format": tuple(TOURNAMENT_FORMATS),

@@ -55,6 +55,9 @@ from arena.machine import compute_dtype
 from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
 
 
+BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
+
+
 @dataclass
 class LearnerConfig:
     lr: float = 1e-5
@@ -114,7 +117,7 @@ class LearnerConfig:
             raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
-        if self.bf16_rounding not in ("nearest", "stochastic"):
+        if self.bf16_rounding not in BF16_ROUNDINGS:
             raise ValueError(f"bf16_rounding must be 'nearest' or 'stochastic', got {self.bf16_rounding!r}")
 
 
