@@ -27,7 +27,9 @@ from agents.base import Agent, PendingTurn, decision
 __all__ = ["Agent", "PendingTurn", "decision", "make_agent", "BOTS"]
 
 BOTS = ("random", "mcts", "minimax", "cfr", "human")
-_BACKENDS: dict[tuple, Any] = {}  # one backend per (kind, model, url, options): agents on a model share its batches
+_BACKENDS: dict[
+    tuple, Any
+] = {}  # one backend per (kind, model, url, options): agents on a model share its batches
 
 
 def _social_names() -> tuple[str, ...]:
@@ -41,7 +43,9 @@ def _social_names() -> tuple[str, ...]:
 def _parse(spec: str | dict) -> dict:
     if isinstance(spec, dict):
         if "type" not in spec:
-            raise ValueError(f"agent spec {spec} needs a 'type' (random, mcts, minimax, cfr, human, llm, or a social strategy)")
+            raise ValueError(
+                f"agent spec {spec} needs a 'type' (random, mcts, minimax, cfr, human, llm, or a social strategy)"
+            )
         return dict(spec)
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"agent spec must be a name or a mapping, got {spec!r}")
@@ -89,7 +93,9 @@ def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
             from agents.openai_backend import OpenAIBackend
 
             if not base_url:
-                raise ValueError("the openai backend needs base_url (e.g. http://localhost:8000/v1)")
+                raise ValueError(
+                    "the openai backend needs base_url (e.g. http://localhost:8000/v1)"
+                )
             _BACKENDS[key] = OpenAIBackend(base_url, model, **kwargs)
         else:
             raise ValueError(f"unknown backend {kind!r}; choose transformers, vllm or openai")
@@ -107,7 +113,11 @@ def checkpoint_of(spec: str | dict) -> str | None:
         d = _parse(spec)
     except ValueError:  # not an agent spec: building it will say why
         return None
-    if d.get("type") != "llm" or d.get("backend", "transformers") != "transformers" or not d.get("model"):
+    if (
+        d.get("type") != "llm"
+        or d.get("backend", "transformers") != "transformers"
+        or not d.get("model")
+    ):
         return None
     folder = find_checkpoint(str(d["model"]))
     return None if folder is None else f"{folder.resolve()} (step {read_meta(folder)['step']})"
@@ -120,7 +130,13 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     d = _parse(spec)
     kind = d.pop("type")
     name = name or d.pop("name", None) or (spec if isinstance(spec, str) else kind)
-    bot_classes = {"random": bots.RandomAgent, "mcts": bots.MCTSAgent, "minimax": bots.MinimaxAgent, "cfr": bots.CFRAgent, "human": bots.HumanAgent}
+    bot_classes = {
+        "random": bots.RandomAgent,
+        "mcts": bots.MCTSAgent,
+        "minimax": bots.MinimaxAgent,
+        "cfr": bots.CFRAgent,
+        "human": bots.HumanAgent,
+    }
     if kind in _social_names():
         from agents.social_bots import STRATEGIES
 
@@ -150,12 +166,22 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
             config = checkpoint_config(ckpt)
             trained = config.get("agent") or {}  # play as it was trained unless told otherwise
             d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
-            trained_games = [(g["name"], g.get("params") or {}) for g in config.get("games") or [] if isinstance(g, dict) and "name" in g]
+            trained_games = [
+                (g["name"], g.get("params") or {})
+                for g in config.get("games") or []
+                if isinstance(g, dict) and "name" in g
+            ]
         unknown = set(d) - fields
         if unknown:
-            raise ValueError(f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}")
-        agent = LLMAgent(name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d))
-        agent.trained_games = trained_games  # (game, params) it trained on: arena.runner warns on other params
+            raise ValueError(
+                f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}"
+            )
+        agent = LLMAgent(
+            name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d)
+        )
+        agent.trained_games = (
+            trained_games  # (game, params) it trained on: arena.runner warns on other params
+        )
         return agent
     known = ", ".join([*BOTS, *_social_names(), "llm:MODEL"])
     raise ValueError(f"unknown agent {kind!r}; known: {known}")

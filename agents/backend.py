@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-
 MAX_TOP_LOGPROBS = 20  # as the OpenAI API
 
 
@@ -60,26 +59,43 @@ def content_text(content) -> str:
     content parts [{"type": "text", "text": ...}] (joined). Anything else: ValueError."""
     if content is None or isinstance(content, str):
         return content or ""
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        for p in content
+    ):
         return "".join(p["text"] for p in content)
     raise ValueError(f"content must be a string or a list of text parts, got {str(content)[:80]!r}")
 
 
-def check_request(conversations: list[list[dict]], params: SamplingParams, allowed: list[list[str] | None] | None) -> None:
+def check_request(
+    conversations: list[list[dict]], params: SamplingParams, allowed: list[list[str] | None] | None
+) -> None:
     """One-line ValueErrors for a malformed `generate` call (every backend calls this first)."""
     if not isinstance(conversations, list) or not conversations:
         raise ValueError("conversations must be a non-empty list of chat message lists")
     for i, conv in enumerate(conversations):
-        if not isinstance(conv, list) or not conv or not all(isinstance(m, dict) and "role" in m and "content" in m for m in conv):
-            raise ValueError(f"conversation {i} must be a non-empty list of {{'role', 'content'}} dicts")
+        if (
+            not isinstance(conv, list)
+            or not conv
+            or not all(isinstance(m, dict) and "role" in m and "content" in m for m in conv)
+        ):
+            raise ValueError(
+                f"conversation {i} must be a non-empty list of {{'role', 'content'}} dicts"
+            )
     check_params(params)
     check_allowed(allowed, len(conversations))
     check_seeds(params, len(conversations))
 
 
-def check_prompts(prompts: list[str], params: SamplingParams, allowed: list[list[str] | None] | None) -> None:
+def check_prompts(
+    prompts: list[str], params: SamplingParams, allowed: list[list[str] | None] | None
+) -> None:
     """One-line ValueErrors for a malformed raw-text `complete` call."""
-    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) and p for p in prompts):
+    if (
+        not isinstance(prompts, list)
+        or not prompts
+        or not all(isinstance(p, str) and p for p in prompts)
+    ):
         raise ValueError("prompts must be a non-empty list of non-empty strings")
     check_params(params)
     check_allowed(allowed, len(prompts))
@@ -94,12 +110,18 @@ def check_params(params: SamplingParams) -> None:
     if not 0 < params.top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
     if not 0 <= params.top_logprobs <= MAX_TOP_LOGPROBS:
-        raise ValueError(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {params.top_logprobs}")
+        raise ValueError(
+            f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {params.top_logprobs}"
+        )
 
 
 def check_seeds(params: SamplingParams, n: int) -> None:
-    if params.seeds is not None and (len(params.seeds) != n or not all(isinstance(s, int) and s >= 0 for s in params.seeds)):
-        raise ValueError(f"seeds must be {n} non-negative integers (one per conversation), got {params.seeds!r}")
+    if params.seeds is not None and (
+        len(params.seeds) != n or not all(isinstance(s, int) and s >= 0 for s in params.seeds)
+    ):
+        raise ValueError(
+            f"seeds must be {n} non-negative integers (one per conversation), got {params.seeds!r}"
+        )
 
 
 def check_allowed(allowed: list[list[str] | None] | None, n: int) -> None:
@@ -108,4 +130,6 @@ def check_allowed(allowed: list[list[str] | None] | None, n: int) -> None:
             raise ValueError(f"allowed has {len(allowed)} entries for {n} conversations")
         for i, a in enumerate(allowed):
             if a is not None and (not a or not all(isinstance(s, str) and s for s in a)):
-                raise ValueError(f"allowed[{i}] must be None or a non-empty list of non-empty strings")
+                raise ValueError(
+                    f"allowed[{i}] must be None or a non-empty list of non-empty strings"
+                )

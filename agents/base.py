@@ -47,4 +47,6 @@ def decision(turn: PendingTurn, agent_name: str, action, **fields) -> TurnRecord
     move = fields.pop("move", None)
     if move is None:
         move = action if isinstance(action, str) else turn.env.move_text(turn.player, action)
-    return TurnRecord(index=-1, player=turn.player, agent=agent_name, move=move, action=action, **fields)
+    return TurnRecord(
+        index=-1, player=turn.player, agent=agent_name, move=move, action=action, **fields
+    )

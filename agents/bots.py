@@ -52,22 +52,31 @@ class RandomAgent:
 
     def action_probabilities(self, turns: list[PendingTurn]) -> list[dict]:
         """Uniform over the legal moves of each turn (evaluation.exploitability)."""
-        return [{a: 1.0 / len(acts) for a in acts} for acts in (t.env.legal_actions(t.player) for t in turns)]
+        return [
+            {a: 1.0 / len(acts) for a in acts}
+            for acts in (t.env.legal_actions(t.player) for t in turns)
+        ]
 
 
 def _pyspiel_state(turn: PendingTurn, bot: str):
     state = getattr(turn.env, "state", None)
     if state is None or not hasattr(state, "legal_actions"):
-        raise WrongGame(f"the {bot} bot plays OpenSpiel games only; {turn.env.info.name} is not one")
+        raise WrongGame(
+            f"the {bot} bot plays OpenSpiel games only; {turn.env.info.name} is not one"
+        )
     return state
 
 
 class MCTSAgent:
     """OpenSpiel MCTS with `simulations` simulations per move."""
 
-    def __init__(self, name: str = "mcts", simulations: int = 100, rollouts: int = 1, uct_c: float = 2.0):
+    def __init__(
+        self, name: str = "mcts", simulations: int = 100, rollouts: int = 1, uct_c: float = 2.0
+    ):
         if simulations < 1 or rollouts < 1:
-            raise ValueError(f"mcts needs at least 1 simulation and 1 rollout, got {simulations} and {rollouts}")
+            raise ValueError(
+                f"mcts needs at least 1 simulation and 1 rollout, got {simulations} and {rollouts}"
+            )
         self.name = name
         self.simulations, self.rollouts, self.uct_c = simulations, rollouts, uct_c
 
@@ -77,12 +86,20 @@ class MCTSAgent:
         out = []
         for t in turns:
             state = _pyspiel_state(t, "mcts")
-            if not getattr(t.env, "perfect_information", False) or getattr(t.env, "simultaneous", False):
-                raise WrongGame(f"mcts needs a perfect-information sequential game; {t.env.info.name} is not")
+            if not getattr(t.env, "perfect_information", False) or getattr(
+                t.env, "simultaneous", False
+            ):
+                raise WrongGame(
+                    f"mcts needs a perfect-information sequential game; {t.env.info.name} is not"
+                )
             seed = int(t.rng.integers(2**31 - 1))
             evaluator = mcts.RandomRolloutEvaluator(self.rollouts, np.random.RandomState(seed))
             bot = mcts.MCTSBot(
-                state.get_game(), self.uct_c, self.simulations, evaluator, random_state=np.random.RandomState(seed + 1)
+                state.get_game(),
+                self.uct_c,
+                self.simulations,
+                evaluator,
+                random_state=np.random.RandomState(seed + 1),
             )
             out.append(decision(t, self.name, int(bot.step(state))))
         return out
@@ -99,7 +116,9 @@ class MinimaxAgent:
         if depth is not None and depth < 1:
             raise ValueError(f"minimax depth must be at least 1, got {depth}")
         self.name, self.depth = name, depth
-        self._values: dict[tuple[str, str, int], dict[int, float]] = {}  # (game, history, player) -> value of each move
+        self._values: dict[
+            tuple[str, str, int], dict[int, float]
+        ] = {}  # (game, history, player) -> value of each move
 
     def best_actions(self, state) -> list[int]:
         values = self.move_values(state)
@@ -116,16 +135,27 @@ class MinimaxAgent:
         key = (str(game), state.history_str(), player)  # one agent may play several games
         if key not in self._values:
             kind = game.get_type()
-            if (game.num_players() != 2 or kind.utility != kind.utility.ZERO_SUM
-                    or kind.chance_mode != kind.chance_mode.DETERMINISTIC or kind.information != kind.information.PERFECT_INFORMATION
-                    or kind.dynamics != kind.dynamics.SEQUENTIAL):
-                raise WrongGame(f"minimax needs a two-player zero-sum deterministic perfect-information game; {kind.short_name} is not")
+            if (
+                game.num_players() != 2
+                or kind.utility != kind.utility.ZERO_SUM
+                or kind.chance_mode != kind.chance_mode.DETERMINISTIC
+                or kind.information != kind.information.PERFECT_INFORMATION
+                or kind.dynamics != kind.dynamics.SEQUENTIAL
+            ):
+                raise WrongGame(
+                    f"minimax needs a two-player zero-sum deterministic perfect-information game; {kind.short_name} is not"
+                )
             if self.depth is None and game.max_game_length() > FULL_SEARCH_PLIES:
-                raise WrongGame(f"minimax without a depth searches to the end of the game; {kind.short_name} lasts up to "
-                                 f"{game.max_game_length()} plies, too many to finish: give a depth, e.g. minimax:5")
+                raise WrongGame(
+                    f"minimax without a depth searches to the end of the game; {kind.short_name} lasts up to "
+                    f"{game.max_game_length()} plies, too many to finish: give a depth, e.g. minimax:5"
+                )
             depth = self.depth - 1 if self.depth is not None else game.max_game_length()
             # an unfinished line at the depth limit is worth 0 (a draw)
-            self._values[key] = {a: alpha_beta_search(game, state.child(a), lambda s: 0.0, depth, player)[0] for a in state.legal_actions()}
+            self._values[key] = {
+                a: alpha_beta_search(game, state.child(a), lambda s: 0.0, depth, player)[0]
+                for a in state.legal_actions()
+            }
         return self._values[key]
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
@@ -137,7 +167,10 @@ class MinimaxAgent:
 
     def action_probabilities(self, turns: list[PendingTurn]) -> list[dict]:
         """Uniform over the best moves (what `act` draws from)."""
-        return [{a: 1.0 / len(best) for a in best} for best in (self.best_actions(_pyspiel_state(t, "minimax")) for t in turns)]
+        return [
+            {a: 1.0 / len(best) for a in best}
+            for best in (self.best_actions(_pyspiel_state(t, "minimax")) for t in turns)
+        ]
 
 
 CFR_GAMES = ("kuhn_poker", "leduc_poker")
@@ -223,7 +256,10 @@ class HumanAgent:
                     reply = self.input("your move> ")
                 except EOFError:
                     self.closed = True
-                    print(f"{self.name}: end of input (stdin closed): forfeiting this and every later turn", file=sys.stderr)
+                    print(
+                        f"{self.name}: end of input (stdin closed): forfeiting this and every later turn",
+                        file=sys.stderr,
+                    )
                     break
                 try:
                     action = t.env.parse(t.player, reply)
@@ -231,8 +267,17 @@ class HumanAgent:
                 except ParseError as e:
                     self.print(f"  not accepted ({e.kind}): {e.message}")
             if self.closed:
-                out.append(decision(t, self.name, None, move="", valid=False, fallback="forfeit",
-                                    attempts=[Attempt("", error="eof: end of input, no move typed")]))
+                out.append(
+                    decision(
+                        t,
+                        self.name,
+                        None,
+                        move="",
+                        valid=False,
+                        fallback="forfeit",
+                        attempts=[Attempt("", error="eof: end of input, no move typed")],
+                    )
+                )
             else:
                 out.append(decision(t, self.name, action, completion=reply))
         return out

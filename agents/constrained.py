@@ -40,7 +40,7 @@ def _freeze(node: dict, eos: int) -> None:
     nxt = [t for t in node if t not in (_END, None)]
     if _END in node:
         nxt.append(eos)
-    for t, child in list(node.items()):
+    for _t, child in list(node.items()):
         if isinstance(child, dict):
             _freeze(child, eos)
     node[None] = nxt

@@ -116,17 +116,28 @@ class LLMAgentConfig:
     """First line of the system prompt, before the rules and the answer format."""
 
     def __post_init__(self):
-        for key, allowed in (("mode", MODES), ("prompt", PROMPTS), ("answer_format", FORMATS), ("fallback", FALLBACKS)):
+        for key, allowed in (
+            ("mode", MODES),
+            ("prompt", PROMPTS),
+            ("answer_format", FORMATS),
+            ("fallback", FALLBACKS),
+        ):
             if getattr(self, key) not in allowed:
-                raise ValueError(f"{key} must be one of {', '.join(allowed)}; got {getattr(self, key)!r}")
+                raise ValueError(
+                    f"{key} must be one of {', '.join(allowed)}; got {getattr(self, key)!r}"
+                )
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1; got {self.temperature}, {self.top_p}")
+            raise ValueError(
+                f"need temperature >= 0 and 0 < top_p <= 1; got {self.temperature}, {self.top_p}"
+            )
         if self.reasoning and self.constrained:
-            raise ValueError("reasoning and constrained exclude each other: a constrained reply is exactly one legal move")
+            raise ValueError(
+                "reasoning and constrained exclude each other: a constrained reply is exactly one legal move"
+            )
 
 
 @dataclass
@@ -175,11 +186,20 @@ class LLMAgent:
             how = "Reply with exactly one legal move and nothing else."
         else:
             how = _FORMAT_TEXT[c.answer_format]
-            think = "First think step by step inside <think>...</think>, then choose" if c.reasoning else "Choose"
+            think = (
+                "First think step by step inside <think>...</think>, then choose"
+                if c.reasoning
+                else "Choose"
+            )
             how = f"{think} one legal move and {how}."
-        return {"role": "system", "content": f"{c.system_prompt}\n\nGAME RULES:\n{view.rules}\n\nHOW TO ANSWER:\n{how}"}
+        return {
+            "role": "system",
+            "content": f"{c.system_prompt}\n\nGAME RULES:\n{view.rules}\n\nHOW TO ANSWER:\n{how}",
+        }
 
-    def user_message(self, view: TextView, history: list[str], since_last: bool, note: str = "") -> dict:
+    def user_message(
+        self, view: TextView, history: list[str], since_last: bool, note: str = ""
+    ) -> dict:
         parts = [note] if note else []
         if self.config.prompt == "state" and not view.free_text:
             parts.append(view.state)
@@ -187,7 +207,9 @@ class LLMAgent:
                 parts.append("LEGAL MOVES: " + " ".join(f"[{m}]" for m in view.legal_moves))
             return {"role": "user", "content": "\n\n".join(parts)}
         if history:
-            parts.append(("SINCE YOUR LAST MOVE:\n" if since_last else "HISTORY:\n") + "\n".join(history))
+            parts.append(
+                ("SINCE YOUR LAST MOVE:\n" if since_last else "HISTORY:\n") + "\n".join(history)
+            )
         parts.append(f"CURRENT STATE:\n{view.state}")
         if view.free_text:
             parts.append(f"Write your message (at most {view.max_chars} characters).")
@@ -206,13 +228,18 @@ class LLMAgent:
 
     def _first_messages(self, turn: PendingTurn, view: TextView) -> list[dict]:
         if self.config.mode == "fresh":
-            return [self.system_message(view), self.user_message(view, view.history, since_last=False)]
+            return [
+                self.system_message(view),
+                self.user_message(view, view.history, since_last=False),
+            ]
         key = (turn.match_id, turn.player)
         conv = self._conversations.get(key)
         if conv is None:
             conv = self._conversations[key] = _Conversation([self.system_message(view)])
         first = len(conv.messages) == 1
-        new = view.history[conv.seen :] if len(view.history) >= conv.seen else view.history  # else: history was rewritten
+        new = (
+            view.history[conv.seen :] if len(view.history) >= conv.seen else view.history
+        )  # else: history was rewritten
         return [*conv.messages, self.user_message(view, new, since_last=not first, note=conv.note)]
 
     # --- acting ---------------------------------------------------------------------------
@@ -230,11 +257,18 @@ class LLMAgent:
                 break
             if round_ > 0:
                 for w in pending:
-                    w.messages = [*w.messages, {"role": "assistant", "content": w.generation.text},
-                                  self.correction_message(w.view, w.attempts[-1].error)]
+                    w.messages = [
+                        *w.messages,
+                        {"role": "assistant", "content": w.generation.text},
+                        self.correction_message(w.view, w.attempts[-1].error),
+                    ]
             seeds = [sampling_seed(self.config.seed, w.turn, w.decision, round_) for w in pending]
-            gens = self._generate([w.messages for w in pending], [w.view for w in pending], seeds,
-                                  [w.turn.explore and round_ == 0 for w in pending])
+            gens = self._generate(
+                [w.messages for w in pending],
+                [w.view for w in pending],
+                seeds,
+                [w.turn.explore and round_ == 0 for w in pending],
+            )
             for w, g in zip(pending, gens):
                 w.generation = g
                 w.ok, w.action, error = self._parse(w, g)
@@ -242,20 +276,35 @@ class LLMAgent:
             pending = [w for w in pending if not w.ok]
         return [self._record(w) for w in work]
 
-    def _generate(self, conversations: list[list[dict]], views: list[TextView], seeds: list[int],
-                  explore: list[bool] | None = None) -> list[Generation]:
+    def _generate(
+        self,
+        conversations: list[list[dict]],
+        views: list[TextView],
+        seeds: list[int],
+        explore: list[bool] | None = None,
+    ) -> list[Generation]:
         c = self.config
         self._calls += 1
         allowed = None
         if c.constrained and any(not v.free_text for v in views):
             allowed = [None if v.free_text else list(v.legal_moves) for v in views]
-            for i, v in enumerate(views):  # an exploring turn: decoding held to one uniformly drawn legal move
+            for i, v in enumerate(
+                views
+            ):  # an exploring turn: decoding held to one uniformly drawn legal move
                 if explore and explore[i] and not v.free_text:
-                    allowed[i] = [v.legal_moves[int(np.random.default_rng(seeds[i]).integers(len(v.legal_moves)))]]
-        params = SamplingParams(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds)
+                    allowed[i] = [
+                        v.legal_moves[
+                            int(np.random.default_rng(seeds[i]).integers(len(v.legal_moves)))
+                        ]
+                    ]
+        params = SamplingParams(
+            max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds
+        )
         gens = self.backend.generate(conversations, params, allowed)
         if len(gens) != len(conversations):
-            raise RuntimeError(f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations")
+            raise RuntimeError(
+                f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations"
+            )
         return gens
 
     def _parse(self, w: _Work, g: Generation) -> tuple[bool, object, str | None]:
@@ -291,11 +340,15 @@ class LLMAgent:
             else:
                 action = view.actions[int(t.rng.integers(len(view.actions)))]
             rec = decision(t, self.name, action, valid=False, fallback="random", **fields)
-            note = f"(Your last reply was not accepted, so {rec.move!r} was played for you at random.)"
+            note = (
+                f"(Your last reply was not accepted, so {rec.move!r} was played for you at random.)"
+            )
         self._remember(t, view, w.base[-1], g.text, note)
         return rec
 
-    def _remember(self, turn: PendingTurn, view: TextView, user: dict, reply: str, note: str = "") -> None:
+    def _remember(
+        self, turn: PendingTurn, view: TextView, user: dict, reply: str, note: str = ""
+    ) -> None:
         """multi_turn: keep this turn's user message and reply in the player's conversation."""
         if self.config.mode == "multi_turn":
             conv = self._conversations[(turn.match_id, turn.player)]
@@ -311,7 +364,11 @@ class LLMAgent:
         """The reply that plays `move` in this agent's answer format (`[Bet]`, or `Bet` when constrained)."""
         if self.config.constrained:
             return move
-        return {"brackets": f"[{move}]", "boxed": f"\\boxed{{{move}}}", "answer": f"<answer>{move}</answer>"}[self.config.answer_format]
+        return {
+            "brackets": f"[{move}]",
+            "boxed": f"\\boxed{{{move}}}",
+            "answer": f"<answer>{move}</answer>",
+        }[self.config.answer_format]
 
     def remember(self, turn: PendingTurn, move: str) -> None:
         """Record that this player answered `reply_for(move)` at `turn`, as `act` would
@@ -331,7 +388,9 @@ class LLMAgent:
         if any(v.free_text for v in views):
             return None
         conversations = [self._first_messages(t, v) for t, v in zip(turns, views)]
-        probs = self.backend.move_distributions(conversations, [list(v.legal_moves) for v in views], c.temperature)
+        probs = self.backend.move_distributions(
+            conversations, [list(v.legal_moves) for v in views], c.temperature
+        )
         return [dict(zip(v.actions, p)) for v, p in zip(views, probs)]
 
     def end_match(self, match_id: str) -> None:
@@ -343,6 +402,10 @@ class LLMAgent:
 
 def sampling_seed(seed: int | None, turn: PendingTurn, decision: int, attempt: int) -> int:
     """The seed of one completion: (agent seed, match, player, decision, attempt), see the module doc."""
-    seq = getattr(turn.rng.bit_generator, "seed_seq", None)  # the match's generator: its seed is the match seed
+    seq = getattr(
+        turn.rng.bit_generator, "seed_seq", None
+    )  # the match's generator: its seed is the match seed
     match_seed = (getattr(seq, "entropy", None), tuple(getattr(seq, "spawn_key", ())))
-    return zlib.crc32(f"{seed}|{match_seed}|{turn.match_id}|{turn.player}|{decision}|{attempt}".encode())
+    return zlib.crc32(
+        f"{seed}|{match_seed}|{turn.match_id}|{turn.player}|{decision}|{attempt}".encode()
+    )

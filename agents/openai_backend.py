@@ -122,7 +122,9 @@ class OpenAIBackend:
         if backoff < 0 or max_backoff < 0:
             raise ValueError(f"backoff and max_backoff must be >= 0, got {backoff}, {max_backoff}")
         if guided not in ("structured_outputs", "guided_choice"):
-            raise ValueError(f"guided must be 'structured_outputs' or 'guided_choice', got {guided!r}")
+            raise ValueError(
+                f"guided must be 'structured_outputs' or 'guided_choice', got {guided!r}"
+            )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.timeout = timeout
         self.model = model
@@ -142,9 +144,13 @@ class OpenAIBackend:
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
-        self._slots = asyncio.Semaphore(concurrency)  # requests in flight; waiting here is not timed
+        self._slots = asyncio.Semaphore(
+            concurrency
+        )  # requests in flight; waiting here is not timed
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="openai-backend", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="openai-backend", daemon=True
+        )
         self._thread.start()
 
     def generate(
@@ -156,9 +162,18 @@ class OpenAIBackend:
         """One completion per conversation, requested concurrently (see the module docstring)."""
         check_request(conversations, params, allowed)
         if allowed is not None and not self.extensions and any(a is not None for a in allowed):
-            raise ValueError("constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)")
-        bodies = [self._body(conv, params, allowed[i] if allowed else None, params.seeds[i] if params.seeds else params.seed)
-                  for i, conv in enumerate(conversations)]
+            raise ValueError(
+                "constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)"
+            )
+        bodies = [
+            self._body(
+                conv,
+                params,
+                allowed[i] if allowed else None,
+                params.seeds[i] if params.seeds else params.seed,
+            )
+            for i, conv in enumerate(conversations)
+        ]
         return asyncio.run_coroutine_threadsafe(self._batch(bodies), self._loop).result()
 
     def close(self) -> None:
@@ -170,13 +185,19 @@ class OpenAIBackend:
         self._thread.join()
         self._loop.close()
 
-    def __enter__(self) -> "OpenAIBackend":
+    def __enter__(self) -> OpenAIBackend:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _body(self, conversation: list[dict], params: SamplingParams, allowed: list[str] | None, seed: int | None = None) -> dict:
+    def _body(
+        self,
+        conversation: list[dict],
+        params: SamplingParams,
+        allowed: list[str] | None,
+        seed: int | None = None,
+    ) -> dict:
         body = {
             "model": self.model,
             "messages": conversation,
@@ -236,7 +257,9 @@ class OpenAIBackend:
             try:
                 return _generation(r.json())
             except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-                raise _Failed(f"malformed response from {self.url}: {type(e).__name__}: {e}") from None
+                raise _Failed(
+                    f"malformed response from {self.url}: {type(e).__name__}: {e}"
+                ) from None
         message = f"HTTP {r.status_code} from {self.url}: {_error_message(r)}"
         if r.status_code in FATAL_STATUS:
             raise RuntimeError(message)

@@ -31,15 +31,22 @@ ROWS_HINT = 32  # the batch rows oneDNN picks the packed layout for; 16-64 measu
 def can_pack(model) -> bool:
     """True if `model` is on the CPU with bf16 weights and oneDNN runs bf16 natively here."""
     param = next(model.parameters(), None)
-    return (param is not None and param.device.type == "cpu" and param.dtype == torch.bfloat16
-            and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return (
+        param is not None
+        and param.device.type == "cpu"
+        and param.dtype == torch.bfloat16
+        and torch.backends.mkldnn.is_available()
+        and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
 
 
 def _packed_forward(module: torch.nn.Linear, entry: list):
     def forward(x: torch.Tensor) -> torch.Tensor:
         if x.dtype != torch.bfloat16:
             return torch.nn.functional.linear(x, module.weight, module.bias)
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), entry[2], module.bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(
+            x.contiguous(), entry[2], module.bias, "none", [], ""
+        )
 
     return forward
 
@@ -70,7 +77,11 @@ def packed_linears(model, cache: dict, enabled: bool = True):
     patched = []
     try:
         for module in model.modules():
-            if type(module) is torch.nn.Linear and module.weight.dtype == torch.bfloat16 and module.weight.dim() == 2:
+            if (
+                type(module) is torch.nn.Linear
+                and module.weight.dtype == torch.bfloat16
+                and module.weight.dim() == 2
+            ):
                 module.forward = _packed_forward(module, _entry(cache, module))
                 patched.append(module)
         yield True

@@ -34,14 +34,16 @@ negotiation, ...) have no cooperate/defect moves: `act` raises a ValueError nami
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 from agents.base import PendingTurn, WrongGame, decision
 from arena.records import TurnRecord
 
-History = list[tuple[bool, tuple[bool, ...]]]  # per round: (I cooperated, each other player cooperated)
+History = list[
+    tuple[bool, tuple[bool, ...]]
+]  # per round: (I cooperated, each other player cooperated)
 SOCIAL_GAMES = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
 
 
@@ -86,7 +88,9 @@ class SocialBot:
 
     def __post_init__(self) -> None:
         if self.strategy not in POLICIES:
-            raise ValueError(f"unknown social strategy {self.strategy!r}; choose from {', '.join(POLICIES)}")
+            raise ValueError(
+                f"unknown social strategy {self.strategy!r}; choose from {', '.join(POLICIES)}"
+            )
         self.name = self.name or self.strategy
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
@@ -96,13 +100,17 @@ class SocialBot:
         pass
 
 
-def social_decision(turn: PendingTurn, name: str, cooperates: Callable[[History], bool], **fields) -> TurnRecord:
+def social_decision(
+    turn: PendingTurn, name: str, cooperates: Callable[[History], bool], **fields
+) -> TurnRecord:
     """The move of agent `name` at `turn`: cooperate if `cooperates(the history it has seen)` (`fields`: more of the
     TurnRecord); WrongGame for a game without cooperate/defect moves."""
     env = getattr(turn.env, "unwrapped", turn.env)
     if not hasattr(env, "cooperation_history"):
         game = env.metadata.get("name", type(env).__name__)
-        raise WrongGame(f"social bot {name!r} cannot play {game!r}: it needs a game with cooperate/defect moves ({', '.join(SOCIAL_GAMES)})")
+        raise WrongGame(
+            f"social bot {name!r} cannot play {game!r}: it needs a game with cooperate/defect moves ({', '.join(SOCIAL_GAMES)})"
+        )
     cooperate = cooperates(env.cooperation_history(turn.player))
     return decision(turn, name, env.social_action(turn.player, cooperate), **fields)
 

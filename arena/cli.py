@@ -1,14 +1,14 @@
 """The `arena` command line.
 
-    arena games [--split train|held_out|extra]   list the catalogue
-    arena games show NAME                        rules and a sample prompt for each seat
-    arena play GAME --agents A B [--matches N] [--out run.jsonl]
-    arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
-    arena tournament CONFIG                      create or resume a tournament
-    arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
-               [--opponents SPEC ...] [--param KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
-    arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...]   self-play RL
-    arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
+arena games [--split train|held_out|extra]   list the catalogue
+arena games show NAME                        rules and a sample prompt for each seat
+arena play GAME --agents A B [--matches N] [--out run.jsonl]
+arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
+arena tournament CONFIG                      create or resume a tournament
+arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
+           [--opponents SPEC ...] [--param KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
+arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...]   self-play RL
+arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import time
 
 
 def cmd_games(args: argparse.Namespace) -> None:
+    from rich.table import Table
+
     import games
     from arena.console import make_console
-    from rich.table import Table
 
     console = make_console(160)
     if args.action == "show":
@@ -31,22 +32,43 @@ def cmd_games(args: argparse.Namespace) -> None:
         _show_game(args.name, console)
         return
     table = Table(title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)")
-    for col in ("name", "players", "information", "kind", "moves", "split", "rules from", "description"):
+    for col in (
+        "name",
+        "players",
+        "information",
+        "kind",
+        "moves",
+        "split",
+        "rules from",
+        "description",
+    ):
         table.add_column(col, no_wrap=col != "description")
     for name in games.names(args.split):
         i = games.info(name)
-        table.add_row(name, str(i.num_players), i.information, i.kind, i.dynamics, i.split, i.source, i.description)
+        table.add_row(
+            name,
+            str(i.num_players),
+            i.information,
+            i.kind,
+            i.dynamics,
+            i.split,
+            i.source,
+            i.description,
+        )
     console.print(table)
 
 
 def _show_game(name: str, console) -> None:
-    import games
     import numpy as np
+
+    import games
 
     env = games.make(name)
     env.reset(seed=0)
     info = env.info
-    console.rule(f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, {info.kind}, {info.dynamics}")
+    console.rule(
+        f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, {info.kind}, {info.dynamics}"
+    )
     doc = sys.modules[type(env).__module__].__doc__
     if doc:
         console.print(doc.strip(), markup=False)
@@ -94,7 +116,14 @@ def cmd_play(args: argparse.Namespace) -> None:
     if args.out:
         check_jsonl_out(args.out)  # before any model loads
     names = _unique_names(args.agents)
-    plans = plan_matches(args.game, names, args.matches, seed=args.seed, params=game_params(args.param), opening=args.opening)
+    plans = plan_matches(
+        args.game,
+        names,
+        args.matches,
+        seed=args.seed,
+        params=game_params(args.param),
+        opening=args.opening,
+    )
     if args.ray:
         import functools
 
@@ -106,9 +135,14 @@ def cmd_play(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     with Progress(total=len(plans), desc=args.game) as bar:
         if args.ray:
-            records = sorted(pool.play(plans, args.concurrency, out=args.out, progress=bar), key=lambda r: r.match_id)
+            records = sorted(
+                pool.play(plans, args.concurrency, out=args.out, progress=bar),
+                key=lambda r: r.match_id,
+            )
         else:
-            records = list(play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar))
+            records = list(
+                play(plans, agents, concurrency=args.concurrency, out=args.out, progress=bar)
+            )
     print_summary(records, time.perf_counter() - start, order=names)
     if args.out:
         print(f"trajectories: {args.out}")
@@ -150,14 +184,30 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def _ray_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ray", metavar="ADDRESS", help="play the matches on a Ray cluster (an address, auto, or local to start one here; docs/ray.md)")
-    p.add_argument("--ray-workers", type=int, default=0, metavar="N", help="match workers (default: one per cluster CPU)")
-    p.add_argument("--ray-cpus", type=float, default=1, metavar="N", help="CPUs per worker (its torch threads)")
-    p.add_argument("--ray-gpus", type=float, default=0, metavar="N", help="GPUs per worker (for local models)")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="play the matches on a Ray cluster (an address, auto, or local to start one here; docs/ray.md)",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="match workers (default: one per cluster CPU)",
+    )
+    p.add_argument(
+        "--ray-cpus", type=float, default=1, metavar="N", help="CPUs per worker (its torch threads)"
+    )
+    p.add_argument(
+        "--ray-gpus", type=float, default=0, metavar="N", help="GPUs per worker (for local models)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="arena", description="LLM agents play games, get ranked, and improve by self-play.")
+    p = argparse.ArgumentParser(
+        prog="arena", description="LLM agents play games, get ranked, and improve by self-play."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("games", help="list the game catalogue, or show one game")
@@ -168,16 +218,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("play", help="play matches between agents")
     pl.add_argument("game")
-    pl.add_argument("--agents", nargs="+", required=True, help="agent specs, one per seat rotation (random, mcts:200, cfr, tit_for_tat, llm:smollm2-135m, ...)")
+    pl.add_argument(
+        "--agents",
+        nargs="+",
+        required=True,
+        help="agent specs, one per seat rotation (random, mcts:200, cfr, tit_for_tat, llm:smollm2-135m, ...)",
+    )
     pl.add_argument("--matches", type=int, default=10)
-    pl.add_argument("--concurrency", type=int, default=16, help="matches played at once (LLM turns are batched across them)")
+    pl.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        help="matches played at once (LLM turns are batched across them)",
+    )
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--param", action="append", help="game parameter KEY=VALUE (repeatable)")
     pl.add_argument("--out", help="append trajectories to this JSONL file")
-    pl.add_argument("--opening", type=int, default=0, metavar="K",
-                    help="each match opens with 0..K uniformly random legal moves (varied positions for evaluation)")
-    pl.add_argument("--threads", type=int, default=0, metavar="N",
-                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
+    pl.add_argument(
+        "--opening",
+        type=int,
+        default=0,
+        metavar="K",
+        help="each match opens with 0..K uniformly random legal moves (varied positions for evaluation)",
+    )
+    pl.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)",
+    )
     _ray_flags(pl)
     pl.set_defaults(func=cmd_play)
 
@@ -185,54 +255,131 @@ def build_parser() -> argparse.ArgumentParser:
     from arena.serve import add_arguments as serve_arguments
 
     serve_arguments(s)
-    s.add_argument("--threads", type=int, default=0, metavar="N",
-                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
+    s.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)",
+    )
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("tournament", help="create or resume a tournament from a YAML config")
-    t.add_argument("config", help="tournament YAML: players, games, format, rating (e.g. configs/quickstart.yaml)")
-    t.add_argument("--db", help="SQLite file (default: runs/<name>/tournament.db; trajectories and report beside it)")
-    t.add_argument("--report-only", action="store_true", help="only print the leaderboard and rewrite the HTML report of a finished tournament")
-    t.add_argument("--threads", type=int, default=0, metavar="N",
-                    help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
+    t.add_argument(
+        "config",
+        help="tournament YAML: players, games, format, rating (e.g. configs/quickstart.yaml)",
+    )
+    t.add_argument(
+        "--db",
+        help="SQLite file (default: runs/<name>/tournament.db; trajectories and report beside it)",
+    )
+    t.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only print the leaderboard and rewrite the HTML report of a finished tournament",
+    )
+    t.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)",
+    )
     _ray_flags(t)
     t.set_defaults(func=cmd_tournament)
 
-    e = sub.add_parser("eval", help="evaluate an agent on a suite of games with CIs (and against a baseline, paired)")
-    e.add_argument("config", nargs="?", help="evaluation YAML (keys of evaluation.suites.EvalConfig); flags override it")
+    e = sub.add_parser(
+        "eval",
+        help="evaluate an agent on a suite of games with CIs (and against a baseline, paired)",
+    )
+    e.add_argument(
+        "config",
+        nargs="?",
+        help="evaluation YAML (keys of evaluation.suites.EvalConfig); flags override it",
+    )
     e.add_argument("--agent", help="the evaluated agent's spec (e.g. llm:smollm2-135m)")
-    e.add_argument("--baseline", help="a second agent that plays the very same matches; the report pairs them")
-    e.add_argument("--suite", choices=["train", "held_out", "all"], help="catalogue split to evaluate on (default held_out)")
+    e.add_argument(
+        "--baseline", help="a second agent that plays the very same matches; the report pairs them"
+    )
+    e.add_argument(
+        "--suite",
+        choices=["train", "held_out", "all"],
+        help="catalogue split to evaluate on (default held_out)",
+    )
     e.add_argument("--games", nargs="+", metavar="GAME", help="these games instead of a suite")
-    e.add_argument("--opponents", nargs="+", metavar="SPEC", help="these opponents in every game (default: each game's own)")
-    e.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="game parameter for every evaluated game, over a config's params (repeatable; as arena play)")
+    e.add_argument(
+        "--opponents",
+        nargs="+",
+        metavar="SPEC",
+        help="these opponents in every game (default: each game's own)",
+    )
+    e.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="game parameter for every evaluated game, over a config's params (repeatable; as arena play)",
+    )
     e.add_argument("--matches", type=int, help="matches per game and opponent (default 100)")
     e.add_argument("--seed", type=int, help="match seeds derive from it (default 0)")
-    e.add_argument("--exploitability", action="store_true", help="also the exact exploitability of the agent's policy (Kuhn, Leduc, small OpenSpiel games)")
-    e.add_argument("--samples", type=int, help="exploitability of a free-text agent: replies sampled per information state (default 8)")
+    e.add_argument(
+        "--exploitability",
+        action="store_true",
+        help="also the exact exploitability of the agent's policy (Kuhn, Leduc, small OpenSpiel games)",
+    )
+    e.add_argument(
+        "--samples",
+        type=int,
+        help="exploitability of a free-text agent: replies sampled per information state (default 8)",
+    )
     e.add_argument("--concurrency", type=int, help="matches played at once (default 16)")
-    e.add_argument("--threads", type=int, default=0, metavar="N",
-                   help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)")
-    e.add_argument("--out", help="output folder (default runs/eval): eval.db, eval.jsonl, eval.json, eval.html")
+    e.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch CPU threads (default 0: chosen from the usable CPUs and the load, printed)",
+    )
+    e.add_argument(
+        "--out", help="output folder (default runs/eval): eval.db, eval.jsonl, eval.json, eval.html"
+    )
     _ray_flags(e)
     e.set_defaults(func=cmd_eval)
 
     tr = sub.add_parser("train", help="self-play RL from a YAML config")
     tr.add_argument("config", help="training YAML (e.g. configs/train_tictactoe_tiny.yaml)")
-    tr.add_argument("--resume", action="store_true", help="continue from the run dir's latest checkpoint")
+    tr.add_argument(
+        "--resume", action="store_true", help="continue from the run dir's latest checkpoint"
+    )
     tr.add_argument("--steps", type=int, help="override the config's steps")
     tr.add_argument("--out", help="override the config's run_dir")
-    tr.add_argument("--threads", type=int, metavar="N", help="override the config's threads (0: chosen from the CPUs and the load)")
-    tr.add_argument("--ray", metavar="ADDRESS", help="rollouts on Ray workers: override the config's ray.address (local, auto or HOST:PORT; docs/ray.md)")
-    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override any config key, dotted for sections (e.g. --set learner.lr=1e-4); repeatable; the flags above win")
+    tr.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="override the config's threads (0: chosen from the CPUs and the load)",
+    )
+    tr.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="rollouts on Ray workers: override the config's ray.address (local, auto or HOST:PORT; docs/ray.md)",
+    )
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config key, dotted for sections (e.g. --set learner.lr=1e-4); repeatable; the flags above win",
+    )
     tr.set_defaults(func=cmd_train)
 
     pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")
     pt.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    pt.add_argument("--out", help="PNG path (default for one run: RUN_DIR/eval.png; required for several)")
-    pt.add_argument("--labels", help="comma-separated legend names, one per run (default: the run dir names)")
+    pt.add_argument(
+        "--out", help="PNG path (default for one run: RUN_DIR/eval.png; required for several)"
+    )
+    pt.add_argument(
+        "--labels", help="comma-separated legend names, one per run (default: the run dir names)"
+    )
     pt.add_argument("--target", type=float, help="draw a dotted line at this rate (e.g. 0.9)")
     pt.set_defaults(func=cmd_plot)
     return p
@@ -245,7 +392,9 @@ def cmd_plot(args: argparse.Namespace) -> None:
     print(plot_eval(args.runs, args.out, labels, target=args.target))
 
 
-_MATCHES_KEPT = " (the matches finished before are kept: fix this, then run the same command to go on)"
+_MATCHES_KEPT = (
+    " (the matches finished before are kept: fix this, then run the same command to go on)"
+)
 AFTER_A_FAILED_WRITE = {  # what a failed write (a full disk) leaves, and the way on
     "train": " (the checkpoints written before are intact: fix this, then add --resume)",
     "tournament": _MATCHES_KEPT,
@@ -259,14 +408,21 @@ def main(argv: list[str] | None = None) -> int:
         from arena.machine import announce_threads, set_threads
 
         announce_threads(printer=lambda line: None)  # an earlier call's line is not this command's
-        if args.command in ("play", "serve", "tournament", "eval"):  # train sets its config's threads
+        if args.command in (
+            "play",
+            "serve",
+            "tournament",
+            "eval",
+        ):  # train sets its config's threads
             set_threads(args.threads, verbose=False)  # printed when a model loads
         args.func(args)
     except (ValueError, RuntimeError, OSError, KeyError, sqlite3.Error) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if isinstance(e, sqlite3.Error):
             msg = f"results store (SQLite): {msg}"
-        if isinstance(e, (OSError, sqlite3.Error)) and not isinstance(e, FileNotFoundError):  # e.g. a full disk
+        if isinstance(e, (OSError, sqlite3.Error)) and not isinstance(
+            e, FileNotFoundError
+        ):  # e.g. a full disk
             msg += AFTER_A_FAILED_WRITE.get(args.command, "")
         print(f"arena {args.command}: error: {msg}", file=sys.stderr)
         return 2

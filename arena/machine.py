@@ -62,7 +62,9 @@ def set_threads(requested: int | None, verbose: bool = True) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         threads, why = choose_threads(cpus, load), f"automatic: {cpus} CPUs usable, load {load:.1f}"
     torch.set_num_threads(threads)
-    _announcement[:] = [f"torch threads: {threads} ({why}; override with --threads N or threads: N)"]
+    _announcement[:] = [
+        f"torch threads: {threads} ({why}; override with --threads N or threads: N)"
+    ]
     if verbose:
         announce_threads()
     return threads
@@ -103,7 +105,7 @@ def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0)
     return probe if size <= 256 else rate(size, seconds)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32"), rounds: int = 5) -> str:
     """The candidate dtype with the highest measured matmul rate on this CPU (~0.5 s).
 
@@ -113,7 +115,9 @@ def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32"), rounds:
     best = dict.fromkeys(candidates, 0.0)
     for _ in range(rounds):
         for dt in candidates:
-            best[dt] = max(best[dt], matmul_flops(dt, size=256, seconds=0.2 / (rounds * len(candidates))))
+            best[dt] = max(
+                best[dt], matmul_flops(dt, size=256, seconds=0.2 / (rounds * len(candidates)))
+            )
     return max(candidates, key=best.get)
 
 
@@ -126,8 +130,14 @@ def weight_matmuls(config) -> list[tuple[int, int, int]]:
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or d // heads
     ffn = config.intermediate_size
-    return [(d, heads * head_dim, layers), (d, kv_heads * head_dim, 2 * layers), (heads * head_dim, d, layers),
-            (d, ffn, 2 * layers), (ffn, d, layers), (d, config.vocab_size, 1)]
+    return [
+        (d, heads * head_dim, layers),
+        (d, kv_heads * head_dim, 2 * layers),
+        (heads * head_dim, d, layers),
+        (d, ffn, 2 * layers),
+        (ffn, d, layers),
+        (d, config.vocab_size, 1),
+    ]
 
 
 def flops_per_token(config, context: int = 0, head: bool = True) -> float:
@@ -140,14 +150,18 @@ def flops_per_token(config, context: int = 0, head: bool = True) -> float:
     *body, lm_head = weight_matmuls(config)
     query_width = body[0][1]  # heads * head_dim: the q projection's output
     attention = config.num_hidden_layers * 4 * context * query_width
-    return sum(2 * k * n * count for k, n, count in [*body, *([lm_head] if head else [])]) + attention
+    return (
+        sum(2 * k * n * count for k, n, count in [*body, *([lm_head] if head else [])]) + attention
+    )
 
 
 def model_flops(config, prompt_tokens: int, completion_tokens: int, context: int) -> float:
     """Forward FLOPs a model needs to read `prompt_tokens` and produce logits for
     `completion_tokens` (prompt tokens skip the LM head: only the last one's logits are
     used, and that one is counted as the first completion position)."""
-    return prompt_tokens * flops_per_token(config, context, head=False) + completion_tokens * flops_per_token(config, context)
+    return prompt_tokens * flops_per_token(
+        config, context, head=False
+    ) + completion_tokens * flops_per_token(config, context)
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -158,7 +172,9 @@ def compute_dtype(precision: str, device: str = "cpu") -> str:
     CPU the faster of bf16 and fp32 by a ~0.5 s matmul measurement (a CPU without native
     bf16 runs it hundreds of times slower)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"dtype/precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        raise ValueError(
+            f"dtype/precision must be one of {', '.join(PRECISIONS)}, got {precision!r}"
+        )
     if precision != "auto":
         return precision
     return "bfloat16" if str(device).startswith("cuda") else fastest_dtype()

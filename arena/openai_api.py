@@ -85,7 +85,9 @@ def parse_chat(body, model_name: str) -> Request:
         try:
             clean.append({"role": m["role"], "content": content_text(m.get("content"))})
         except ValueError:
-            raise RequestError(400, f"messages[{i}].content must be a string or a list of text parts") from None
+            raise RequestError(
+                400, f"messages[{i}].content must be a string or a list of text parts"
+            ) from None
     logprobs = body.get("logprobs") or False
     if not isinstance(logprobs, bool):
         raise RequestError(400, f"logprobs must be true or false, got {logprobs!r}")
@@ -94,7 +96,10 @@ def parse_chat(body, model_name: str) -> Request:
         raise RequestError(400, "top_logprobs needs logprobs=true")
     fmt = body.get("response_format")
     if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
-        raise RequestError(400, "response_format other than {'type': 'text'} is not supported; use structured_outputs.choice")
+        raise RequestError(
+            400,
+            "response_format other than {'type': 'text'} is not supported; use structured_outputs.choice",
+        )
     return _request(body, "chat", [clean], logprobs, top)
 
 
@@ -103,8 +108,15 @@ def parse_completion(body, model_name: str) -> Request:
     _check_common(body, model_name, "text")
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
-    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) and p for p in prompts):
-        raise RequestError(400, "'prompt' must be a non-empty string or a non-empty list of them (token-id prompts are not supported)")
+    if (
+        not isinstance(prompts, list)
+        or not prompts
+        or not all(isinstance(p, str) and p for p in prompts)
+    ):
+        raise RequestError(
+            400,
+            "'prompt' must be a non-empty string or a non-empty list of them (token-id prompts are not supported)",
+        )
     best_of = body.get("best_of")
     if best_of not in (None, 1, body.get("n", 1)):
         raise RequestError(400, f"best_of={best_of!r} is not supported (only best_of = n)")
@@ -118,7 +130,9 @@ def _check_common(body, model_name: str, kind: str) -> None:
         raise RequestError(400, "request body must be a JSON object")
     model = body.get("model")
     if model is not None and model != model_name:
-        raise RequestError(404, f"model {model!r} is not served here; this server serves {model_name!r}")
+        raise RequestError(
+            404, f"model {model!r} is not served here; this server serves {model_name!r}"
+        )
     for key in (*UNSUPPORTED["both"], *UNSUPPORTED[kind]):
         if body.get(key) not in _NO_OP:
             raise RequestError(400, f"{key}={body[key]!r} is not supported by this server")
@@ -145,8 +159,19 @@ def _request(body: dict, kind: str, prompts: list, logprobs: bool, top: int) -> 
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise RequestError(400, "stream_options must be an object")
-    params = SamplingParams(max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, top_logprobs=top)
-    return Request(kind, prompts, params, _choices(body), n, logprobs, stream, bool(options.get("include_usage")))
+    params = SamplingParams(
+        max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, top_logprobs=top
+    )
+    return Request(
+        kind,
+        prompts,
+        params,
+        _choices(body),
+        n,
+        logprobs,
+        stream,
+        bool(options.get("include_usage")),
+    )
 
 
 def _choices(body: dict) -> list[str] | None:
@@ -159,7 +184,11 @@ def _choices(body: dict) -> list[str] | None:
         choices, where = body["guided_choice"], "guided_choice"
     else:
         return None
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
+    if (
+        not isinstance(choices, list)
+        or not choices
+        or not all(isinstance(c, str) and c for c in choices)
+    ):
         raise RequestError(400, f"{where} must be a non-empty list of non-empty strings")
     return choices
 
@@ -195,16 +224,25 @@ def response(request: Request, gens: list[Generation], model: str, tokenizer) ->
     chat = request.kind == "chat"
     choices = []
     for i, g in enumerate(gens):
-        choice = {"index": i, "finish_reason": g.finish_reason, "logprobs": None, "token_ids": list(g.token_ids)}
+        choice = {
+            "index": i,
+            "finish_reason": g.finish_reason,
+            "logprobs": None,
+            "token_ids": list(g.token_ids),
+        }
         if chat:
             choice["message"] = {"role": "assistant", "content": g.text}
             if request.logprobs:
-                choice["logprobs"] = {"content": _chat_logprobs(g, range(len(g.logprobs)), tokenizer)}
+                choice["logprobs"] = {
+                    "content": _chat_logprobs(g, range(len(g.logprobs)), tokenizer)
+                }
         else:
             choice["text"] = g.text
             choice["prompt_token_ids"] = list(g.prompt_token_ids)
             if request.logprobs:
-                choice["logprobs"] = _text_logprobs(g, range(len(g.logprobs)), tokenizer, _offsets(g, tokenizer))
+                choice["logprobs"] = _text_logprobs(
+                    g, range(len(g.logprobs)), tokenizer, _offsets(g, tokenizer)
+                )
         choices.append(choice)
     body = _envelope(request, model, "chat.completion" if chat else "text_completion")
     body["choices"] = choices
@@ -223,30 +261,67 @@ def chunks(request: Request, gens: list[Generation], model: str, tokenizer):
         pieces = text_pieces(g, tokenizer)
         offsets = None if chat else _offsets(g, tokenizer)
         if chat:
-            yield {**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}
+            yield {
+                **head,
+                "choices": [
+                    {
+                        "index": i,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ],
+            }
         for k, piece in enumerate(pieces):
-            tokens = range(k, k + 1) if len(pieces) == len(g.logprobs) else range(len(g.logprobs))  # else: one piece
+            tokens = (
+                range(k, k + 1) if len(pieces) == len(g.logprobs) else range(len(g.logprobs))
+            )  # else: one piece
             logprobs = None
             if request.logprobs:
-                logprobs = {"content": _chat_logprobs(g, tokens, tokenizer)} if chat else _text_logprobs(g, tokens, tokenizer, offsets)
+                logprobs = (
+                    {"content": _chat_logprobs(g, tokens, tokenizer)}
+                    if chat
+                    else _text_logprobs(g, tokens, tokenizer, offsets)
+                )
             choice = {"index": i, "logprobs": logprobs, "finish_reason": None}
             choice.update({"delta": {"content": piece}} if chat else {"text": piece})
             yield {**head, "choices": [choice]}
-        yield {**head, "choices": [{"index": i, "finish_reason": g.finish_reason, "logprobs": None, "token_ids": list(g.token_ids),
-                                    **({"delta": {}} if chat else {"text": ""})}]}
+        yield {
+            **head,
+            "choices": [
+                {
+                    "index": i,
+                    "finish_reason": g.finish_reason,
+                    "logprobs": None,
+                    "token_ids": list(g.token_ids),
+                    **({"delta": {}} if chat else {"text": ""}),
+                }
+            ],
+        }
     if request.include_usage:
         yield {**head, "choices": [], "usage": _usage(request, gens)}
 
 
 def _envelope(request: Request, model: str, obj: str) -> dict:
     prefix = "chatcmpl" if request.kind == "chat" else "cmpl"
-    return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()), "model": model}
+    return {
+        "id": f"{prefix}-{uuid.uuid4().hex}",
+        "object": obj,
+        "created": int(time.time()),
+        "model": model,
+    }
 
 
 def _usage(request: Request, gens: list[Generation]) -> dict:
-    prompt = sum(len(g.prompt_token_ids) for g in gens[:: request.n])  # each prompt once, as OpenAI counts
+    prompt = sum(
+        len(g.prompt_token_ids) for g in gens[:: request.n]
+    )  # each prompt once, as OpenAI counts
     completion = sum(len(g.token_ids) for g in gens)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def token_strings(ids: list[int], tokenizer) -> list[str]:
@@ -256,11 +331,17 @@ def token_strings(ids: list[int], tokenizer) -> list[str]:
 
 def _chat_logprobs(g: Generation, tokens: range, tokenizer) -> list[dict]:
     """The chat format's logprobs.content entries of the given completion tokens."""
-    names = token_strings([g.token_ids[k] for k in tokens], tokenizer) if len(g.token_ids) == len(g.logprobs) else [""] * len(tokens)
+    names = (
+        token_strings([g.token_ids[k] for k in tokens], tokenizer)
+        if len(g.token_ids) == len(g.logprobs)
+        else [""] * len(tokens)
+    )
     out = []
     for name, k in zip(names, tokens):
         top = g.top_logprobs[k] if k < len(g.top_logprobs) else []
-        alts = [_entry(t, lp) for t, (_, lp) in zip(token_strings([i for i, _ in top], tokenizer), top)]
+        alts = [
+            _entry(t, lp) for t, (_, lp) in zip(token_strings([i for i, _ in top], tokenizer), top)
+        ]
         out.append({**_entry(name, g.logprobs[k]), "top_logprobs": alts})
     return out
 
@@ -281,7 +362,11 @@ def _text_logprobs(g: Generation, tokens: range, tokenizer, offsets: list[int]) 
 
 def _offsets(g: Generation, tokenizer) -> list[int]:
     """Character offset of each token's string in the completion (the legacy text_offset)."""
-    names = token_strings(g.token_ids, tokenizer) if len(g.token_ids) == len(g.logprobs) else [""] * len(g.logprobs)
+    names = (
+        token_strings(g.token_ids, tokenizer)
+        if len(g.token_ids) == len(g.logprobs)
+        else [""] * len(g.logprobs)
+    )
     offsets, at = [], 0
     for name in names:
         offsets.append(at)

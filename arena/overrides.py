@@ -23,7 +23,9 @@ def parse_value(text: str, where: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ValueError(f"{where}: {text!r} is not a YAML value ({getattr(e, 'problem', None) or type(e).__name__})") from None
+        raise ValueError(
+            f"{where}: {text!r} is not a YAML value ({getattr(e, 'problem', None) or type(e).__name__})"
+        ) from None
 
 
 def key_values(items: list[str] | None, flag: str) -> list[tuple[str, Any]]:
@@ -55,5 +57,9 @@ def merge(base: dict, over: dict) -> dict:
     """`base` with `over`'s keys replaced; nested mappings merged key by key."""
     out = copy.deepcopy(base)
     for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        out[k] = (
+            merge(out[k], v)
+            if isinstance(v, dict) and isinstance(out.get(k), dict)
+            else copy.deepcopy(v)
+        )
     return out

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 
 def _clock(seconds: float) -> str:
@@ -65,15 +66,32 @@ class Progress:
       unit: what `total` counts (plural), e.g. "states" for an exploitability sweep.
     """
 
-    def __init__(self, total: int = 0, desc: str = "", file: TextIO | None = None,
-                 tty: bool | None = None, interval: float = 60.0, leave: bool = True, disable: bool = False,
-                 clock: Callable[[], float] = time.monotonic, unit: str = "matches", every: float = 0.05, min_gap: float = 10.0):
+    def __init__(
+        self,
+        total: int = 0,
+        desc: str = "",
+        file: TextIO | None = None,
+        tty: bool | None = None,
+        interval: float = 60.0,
+        leave: bool = True,
+        disable: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        unit: str = "matches",
+        every: float = 0.05,
+        min_gap: float = 10.0,
+    ):
         if file is None:
             file, found_tty = default_stream()
             tty = found_tty if tty is None else tty
         self.file = file
         self.tty = _isatty(file) if tty is None else tty
-        self.desc, self.interval, self.leave, self.disable, self.unit = desc, interval, leave, disable, unit
+        self.desc, self.interval, self.leave, self.disable, self.unit = (
+            desc,
+            interval,
+            leave,
+            disable,
+            unit,
+        )
         self.every, self.min_gap = every, min_gap
         self.clock = clock
         self.total, self.done, self.turns_played, self.tokens = total, 0, 0, 0
@@ -83,7 +101,14 @@ class Progress:
         if self.tty and not disable:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="match" if unit == "matches" else unit.removesuffix("s"), file=self.file, dynamic_ncols=True, leave=leave)
+            self.bar = tqdm(
+                total=total,
+                desc=desc,
+                unit="match" if unit == "matches" else unit.removesuffix("s"),
+                file=self.file,
+                dynamic_ncols=True,
+                leave=leave,
+            )
 
     def add_total(self, n: int) -> None:
         self.total += n
@@ -146,7 +171,9 @@ class Progress:
             return
         since = self.clock() - self.last_line
         done_before = self.printed[0] if self.printed else 0
-        if since >= self.interval or (since >= self.min_gap and self._bucket(self.done) > self._bucket(done_before)):
+        if since >= self.interval or (
+            since >= self.min_gap and self._bucket(self.done) > self._bucket(done_before)
+        ):
             self._print_line()
 
     def _print_line(self) -> None:
@@ -162,12 +189,17 @@ class Progress:
             self.bar.set_postfix_str(self.postfix(), refresh=False)
             self.bar.close()
             self.bar = None
-        elif (self.leave and not self.disable and not failed and (self.done or self.turns_played)
-              and self.printed != (self.done, self.turns_played)):  # not the line just printed again
+        elif (
+            self.leave
+            and not self.disable
+            and not failed
+            and (self.done or self.turns_played)
+            and self.printed != (self.done, self.turns_played)
+        ):  # not the line just printed again
             self._print_line()
         self.disable = True
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 import os
 import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from arena.records import MatchRecord, check_jsonl_out
 from arena.runner import MatchPlan
@@ -51,13 +51,17 @@ def connect(address: str, num_cpus: int | None = None) -> None:
     # after an error the driver drops the other chunks' results unread: not errors to log again
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if address == "local":
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)  # a new cluster even if another runs here
+        ray.init(
+            address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False
+        )  # a new cluster even if another runs here
         return
     check_reachable(address)
     try:
         ray.init(address=address, log_to_driver=False)
     except ConnectionError as e:
-        raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/ray.md)") from None
+        raise RuntimeError(
+            f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/ray.md)"
+        ) from None
 
 
 def check_reachable(address: str, timeout: float = 5) -> None:
@@ -68,8 +72,10 @@ def check_reachable(address: str, timeout: float = 5) -> None:
         try:
             socket.create_connection((host, int(port)), timeout=timeout).close()
         except OSError as e:
-            raise RuntimeError(f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
-                               f"start it with `ray start --head` (docs/ray.md)") from None
+            raise RuntimeError(
+                f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
+                f"start it with `ray start --head` (docs/ray.md)"
+            ) from None
 
 
 class MatchWorker:
@@ -106,8 +112,16 @@ class RayPool:
     dead: set = field(default_factory=set)  # indices of workers that failed a chunk
 
     @classmethod
-    def start(cls, address: str, build: Callable[[], dict], workers: int = 0, cpus: float = 1, gpus: float = 0,
-              local_cpus: int | None = None, actor: type = MatchWorker) -> "RayPool":
+    def start(
+        cls,
+        address: str,
+        build: Callable[[], dict],
+        workers: int = 0,
+        cpus: float = 1,
+        gpus: float = 0,
+        local_cpus: int | None = None,
+        actor: type = MatchWorker,
+    ) -> RayPool:
         """Connect to `address` and start the workers (`actor(build, threads)` each); `build`
         is pickled to each (a module-level function or a functools.partial of one; for a
         `training.ray_rollouts.RolloutWorker`, the train config and a dtype)."""
@@ -115,26 +129,46 @@ class RayPool:
         from ray.exceptions import RayActorError
 
         if workers < 0 or cpus <= 0 or gpus < 0:
-            raise ValueError(f"need workers >= 0, cpus per worker > 0 and gpus >= 0; got {workers}, {cpus}, {gpus}")
+            raise ValueError(
+                f"need workers >= 0, cpus per worker > 0 and gpus >= 0; got {workers}, {cpus}, {gpus}"
+            )
         connect(address, local_cpus)
         have = ray.cluster_resources()
         if gpus > have.get("GPU", 0):
-            raise ValueError(f"--ray-gpus {gpus:g}: the cluster at {address} has {have.get('GPU', 0):g} GPU(s)")
+            raise ValueError(
+                f"--ray-gpus {gpus:g}: the cluster at {address} has {have.get('GPU', 0):g} GPU(s)"
+            )
         if not workers:
             workers = max(1, int(have.get("CPU", 1) // cpus))
-        actor = ray.remote(actor).options(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-                                          scheduling_strategy="SPREAD")
+        actor = ray.remote(actor).options(
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_restarts=-1,
+            max_task_retries=0,
+            scheduling_strategy="SPREAD",
+        )
         handles = [actor.remote(build, max(1, int(cpus))) for _ in range(workers)]
         try:
-            ray.get([h.pid.remote() for h in handles])  # agents built (models loaded) everywhere, or the first error
-        except RayActorError as e:  # building the agents raised (a bad spec): that error, in one line
+            ray.get(
+                [h.pid.remote() for h in handles]
+            )  # agents built (models loaded) everywhere, or the first error
+        except (
+            RayActorError
+        ) as e:  # building the agents raised (a bad spec): that error, in one line
             for h in handles:
                 ray.kill(h, no_restart=True)
             raise RuntimeError(f"a Ray worker could not build its agents: {_cause(e)}") from None
         return cls(handles)
 
-    def play(self, plans: list[MatchPlan], concurrency: int = 16, max_turns: int = 2000, out: str | None = None,
-             progress=None, args: tuple = ()) -> Iterator[MatchRecord]:
+    def play(
+        self,
+        plans: list[MatchPlan],
+        concurrency: int = 16,
+        max_turns: int = 2000,
+        out: str | None = None,
+        progress=None,
+        args: tuple = (),
+    ) -> Iterator[MatchRecord]:
         """Play `plans` on the workers; yield each match's record once, as its chunk
         returns (appended to `out` first, when given). `args` go to every worker call
         after the chunk (a rollout worker's step: policy version and lineup)."""
@@ -145,20 +179,32 @@ class RayPool:
             raise ValueError(f"concurrency must be >= 1 (matches live at once), got {concurrency}")
         if out:
             check_jsonl_out(out)
-        size = max(1, min(concurrency, math.ceil(len(plans) / (self.in_flight * len(self.workers)))))
-        todo = [(plans[i : i + size], 0) for i in range(0, len(plans), size)][::-1]  # (chunk, attempts), popped from the end
+        size = max(
+            1, min(concurrency, math.ceil(len(plans) / (self.in_flight * len(self.workers))))
+        )
+        todo = [(plans[i : i + size], 0) for i in range(0, len(plans), size)][
+            ::-1
+        ]  # (chunk, attempts), popped from the end
         running: dict = {}  # ObjectRef -> (worker index, chunk, attempts)
         probes: dict = {}  # ObjectRef -> index of a failed worker, resolves once it is back (restarted)
         seen: set[str] = set()
         try:
             while todo or running:
                 for w in range(len(self.workers)):
-                    while todo and w not in self.dead and sum(1 for v in running.values() if v[0] == w) < self.in_flight:
+                    while (
+                        todo
+                        and w not in self.dead
+                        and sum(1 for v in running.values() if v[0] == w) < self.in_flight
+                    ):
                         chunk, attempts = todo.pop()
-                        running[self.workers[w].play.remote(chunk, concurrency, max_turns, *args)] = (w, chunk, attempts)
+                        running[
+                            self.workers[w].play.remote(chunk, concurrency, max_turns, *args)
+                        ] = (w, chunk, attempts)
                 if not running:  # every worker is down: wait for one to come back
                     if not probes:
-                        raise RuntimeError(f"every Ray worker is dead; {sum(len(c) for c, _ in todo)} match(es) not played")
+                        raise RuntimeError(
+                            f"every Ray worker is dead; {sum(len(c) for c, _ in todo)} match(es) not played"
+                        )
                     (ref,), _ = ray.wait(list(probes), num_returns=1)
                     self._probed(ref, probes)
                     continue
@@ -169,11 +215,19 @@ class RayPool:
                 w, chunk, attempts = running.pop(ref)
                 try:
                     records = ray.get(ref)
-                except RayTaskError as e:  # the agents raised: the caller's error, not a lost worker
-                    raise (e.cause if isinstance(e.cause, Exception) else e.as_instanceof_cause()) from None
-                except RayError as e:  # the worker (or its node) died: play the chunk again on another
+                except (
+                    RayTaskError
+                ) as e:  # the agents raised: the caller's error, not a lost worker
+                    raise (
+                        e.cause if isinstance(e.cause, Exception) else e.as_instanceof_cause()
+                    ) from None
+                except (
+                    RayError
+                ) as e:  # the worker (or its node) died: play the chunk again on another
                     if attempts + 1 >= MAX_ATTEMPTS:
-                        raise RuntimeError(f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})") from None
+                        raise RuntimeError(
+                            f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})"
+                        ) from None
                     self.retried += 1
                     todo.append((chunk, attempts + 1))
                     if w not in self.dead:
@@ -232,14 +286,18 @@ def append_records(path: str, records: list[MatchRecord]) -> None:
 def _cause(error: Exception) -> str:
     """The last line of the exception a remote error wraps (its own message)."""
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.split(":", 1)[0].split(".")[-1].endswith(("Error", "Exception"))]
+    errors = [
+        ln for ln in lines if ln.split(":", 1)[0].split(".")[-1].endswith(("Error", "Exception"))
+    ]
     return (errors or lines or [type(error).__name__])[-1]
 
 
 def pool_from_args(args, build: Callable[[], dict]) -> RayPool:
     """The workers of a command run with `--ray ADDRESS` (and `--ray-workers/--ray-cpus/--ray-gpus`)."""
     pool = RayPool.start(args.ray, build, args.ray_workers, args.ray_cpus, args.ray_gpus)
-    print(f"ray: {len(pool.workers)} worker(s) at {args.ray}, {args.ray_cpus:g} CPU and {args.ray_gpus:g} GPU each")
+    print(
+        f"ray: {len(pool.workers)} worker(s) at {args.ray}, {args.ray_cpus:g} CPU and {args.ray_gpus:g} GPU each"
+    )
     return pool
 
 

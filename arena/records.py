@@ -47,9 +47,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -106,13 +107,16 @@ class MatchRecord:
         return json.dumps(asdict(self), default=_default)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MatchRecord":
+    def from_dict(cls, d: dict) -> MatchRecord:
         version = d.get("schema_version", 0)
         if version != SCHEMA_VERSION:
-            raise ValueError(f"trajectory schema version {version} is not supported (expected {SCHEMA_VERSION})")
+            raise ValueError(
+                f"trajectory schema version {version} is not supported (expected {SCHEMA_VERSION})"
+            )
         d = dict(d)
         d["turns"] = [
-            TurnRecord(**{**t, "attempts": [Attempt(**a) for a in t.get("attempts", [])]}) for t in d.get("turns", [])
+            TurnRecord(**{**t, "attempts": [Attempt(**a) for a in t.get("attempts", [])]})
+            for t in d.get("turns", [])
         ]
         return cls(**d)
 
@@ -123,7 +127,10 @@ def outcomes(returns: dict[str, float]) -> dict[str, str]:
     winners = [a for a, r in returns.items() if r == best]
     if len(winners) == len(returns):
         return {a: "draw" for a in returns}
-    return {a: ("win" if a in winners and len(winners) == 1 else "draw" if a in winners else "loss") for a in returns}
+    return {
+        a: ("win" if a in winners and len(winners) == 1 else "draw" if a in winners else "loss")
+        for a in returns
+    }
 
 
 def _default(x: Any) -> Any:
@@ -153,7 +160,9 @@ def check_writable(*paths: str | os.PathLike) -> None:
             folder.mkdir(parents=True, exist_ok=True)
             tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-").close()
         except OSError as e:
-            where = next((p for p in [folder, *folder.parents] if p.exists()), folder)  # a folder that could not be made: its parent
+            where = next(
+                (p for p in [folder, *folder.parents] if p.exists()), folder
+            )  # a folder that could not be made: its parent
             raise ValueError(f"cannot write to {where} ({e.strerror or e})") from None
         try:
             if path.is_file():
@@ -165,7 +174,9 @@ def check_writable(*paths: str | os.PathLike) -> None:
 def check_jsonl_out(path: str | os.PathLike) -> None:
     """A one-line error now, not after the first match, when matches cannot be appended to `path`."""
     if Path(path).is_dir():
-        raise ValueError(f"{path} is a folder; give the trajectory file's path (e.g. {Path(path) / 'run.jsonl'})")
+        raise ValueError(
+            f"{path} is a folder; give the trajectory file's path (e.g. {Path(path) / 'run.jsonl'})"
+        )
     check_writable(path)
 
 
@@ -186,5 +197,5 @@ def read_json_lines(path: str | os.PathLike) -> Iterator[Any]:
         except json.JSONDecodeError:
             if n == len(lines) - 1:
                 return
-            raise ValueError(f"{path}:{n + 1}: corrupt JSON line")
+            raise ValueError(f"{path}:{n + 1}: corrupt JSON line") from None
         yield d

@@ -32,8 +32,8 @@ import json
 import sys
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -51,8 +51,12 @@ class MatchPlan:
     seats: list[str]  # agent names in seat order: seats[i] plays player_i
     seed: int = 0
     params: dict = field(default_factory=dict)
-    opening: int = 0  # the match opens with 0..opening random legal moves (see the module docstring)
-    start: tuple[int, ...] = ()  # actions replayed before the agents take over (a restart position); then no opening
+    opening: int = (
+        0  # the match opens with 0..opening random legal moves (see the module docstring)
+    )
+    start: tuple[
+        int, ...
+    ] = ()  # actions replayed before the agents take over (a restart position); then no opening
     explore: bool = False  # with `start`: the first decision after it is an exploring one (`PendingTurn.explore`)
 
 
@@ -75,11 +79,17 @@ def plan_matches(
     """
     if n < 1:
         raise ValueError(f"the number of matches must be >= 1, got {n}")
-    players = games.info(game).num_players if not game.startswith("openspiel:") else games.make(game, **(params or {})).num_agents
+    players = (
+        games.info(game).num_players
+        if not game.startswith("openspiel:")
+        else games.make(game, **(params or {})).num_agents
+    )
     plans = []
     for i in range(n):
         seats = [agent_names[(i + k) % len(agent_names)] for k in range(players)]
-        plans.append(MatchPlan(f"{prefix}{i:05d}", game, seats, seed + i, dict(params or {}), opening))
+        plans.append(
+            MatchPlan(f"{prefix}{i:05d}", game, seats, seed + i, dict(params or {}), opening)
+        )
     return plans
 
 
@@ -145,13 +155,19 @@ def play(
                 continue
             still_live.append(m)
             seat_agent = m.plan.seats[m.env.possible_agents.index(player)]
-            explore = m.plan.explore and bool(m.plan.start) and len(m.record.turns) == len(m.plan.start)
-            pending[seat_agent].append((m, PendingTurn(m.plan.match_id, m.env, player, m.rng, explore)))
+            explore = (
+                m.plan.explore and bool(m.plan.start) and len(m.record.turns) == len(m.plan.start)
+            )
+            pending[seat_agent].append(
+                (m, PendingTurn(m.plan.match_id, m.env, player, m.rng, explore))
+            )
         live = still_live
         for name, items in pending.items():
             decisions = agents[name].act([turn for _, turn in items])
             if len(decisions) != len(items):
-                raise RuntimeError(f"agent {name} returned {len(decisions)} moves for {len(items)} turns")
+                raise RuntimeError(
+                    f"agent {name} returned {len(decisions)} moves for {len(items)} turns"
+                )
             for (m, turn), rec in zip(items, decisions):
                 _apply(m, turn.player, name, rec)
             if hasattr(progress, "turns"):
@@ -174,8 +190,10 @@ def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) 
             seen.add(key)
             on_game = [params for game, params in trained if game == p.game]
             if on_game and p.params not in on_game:
-                out.append(f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}; "
-                           f"pass the same params (arena play --param, or the game's params: in a config) for the play it learnt")
+                out.append(
+                    f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}; "
+                    f"pass the same params (arena play --param, or the game's params: in a config) for the play it learnt"
+                )
     return out
 
 
@@ -183,7 +201,9 @@ def _start(plan: MatchPlan) -> _Live:
     env = games.make(plan.game, **plan.params)
     env.reset(seed=plan.seed)
     if len(plan.seats) != len(env.possible_agents):
-        raise ValueError(f"{plan.game} has {len(env.possible_agents)} seats, match {plan.match_id} names {len(plan.seats)} agents")
+        raise ValueError(
+            f"{plan.game} has {len(env.possible_agents)} seats, match {plan.match_id} names {len(plan.seats)} agents"
+        )
     record = MatchRecord(
         match_id=plan.match_id,
         game=plan.game,
@@ -206,10 +226,21 @@ def _play_start(m: _Live) -> None:
     """Replay `plan.start`; ValueError when an action is not legal there or the match ends first."""
     for k, action in enumerate(m.plan.start):
         player = _next_decision(m, max_turns=len(m.plan.start) + 1)
-        if player is None or m.env.is_free_text(player) or action not in m.env.legal_actions(player):
-            raise ValueError(f"match {m.plan.match_id}: start action {k} ({action}) of {list(m.plan.start)} is not a legal move "
-                             f"of {m.plan.game} there")
-        _apply(m, player, OPENING, TurnRecord(0, player, OPENING, m.env.move_text(player, action), action))
+        if (
+            player is None
+            or m.env.is_free_text(player)
+            or action not in m.env.legal_actions(player)
+        ):
+            raise ValueError(
+                f"match {m.plan.match_id}: start action {k} ({action}) of {list(m.plan.start)} is not a legal move "
+                f"of {m.plan.game} there"
+            )
+        _apply(
+            m,
+            player,
+            OPENING,
+            TurnRecord(0, player, OPENING, m.env.move_text(player, action), action),
+        )
 
 
 def _play_opening(m: _Live, rng: np.random.Generator) -> None:
@@ -229,7 +260,12 @@ def _play_opening(m: _Live, rng: np.random.Generator) -> None:
             if not legal:
                 return
         action = legal[int(rng.integers(len(legal)))]
-        _apply(m, player, OPENING, TurnRecord(0, player, OPENING, m.env.move_text(player, action), action))
+        _apply(
+            m,
+            player,
+            OPENING,
+            TurnRecord(0, player, OPENING, m.env.move_text(player, action), action),
+        )
 
 
 def _next_decision(m: _Live, max_turns: int) -> str | None:

@@ -79,7 +79,11 @@ class Batcher:
 
         Raises RequestError: 400 when the backend refuses the request (ValueError), else 500.
         """
-        jobs = [_Job(request.kind, p, request.params, request.allowed) for p in request.prompts for _ in range(request.n)]
+        jobs = [
+            _Job(request.kind, p, request.params, request.allowed)
+            for p in request.prompts
+            for _ in range(request.n)
+        ]
         self._queue.put(jobs)  # one item: a request's jobs are batched together
         for j in jobs:
             j.done.wait()
@@ -122,7 +126,9 @@ class Batcher:
         try:
             gens = run([j.prompt for j in jobs], jobs[0].params, allowed)
             if len(gens) != len(jobs):
-                raise RuntimeError(f"backend returned {len(gens)} generations for {len(jobs)} prompts")
+                raise RuntimeError(
+                    f"backend returned {len(gens)} generations for {len(jobs)} prompts"
+                )
         except Exception as e:  # noqa: BLE001 - reported to the client
             if len(jobs) > 1:  # isolate the culprit: retry one by one
                 for j in jobs:
@@ -147,7 +153,9 @@ class ArenaServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address, backend: Backend, model_name: str, max_batch: int, batch_wait: float):
+    def __init__(
+        self, address, backend: Backend, model_name: str, max_batch: int, batch_wait: float
+    ):
         super().__init__(address, _Handler)
         self.backend = backend
         self.model_name = model_name
@@ -165,7 +173,9 @@ class ArenaServer(ThreadingHTTPServer):
     def count(self, key: str, delta: int = 1) -> None:
         with self._lock:
             self.stats[key] += delta
-            self.stats["peak_in_flight"] = max(self.stats["peak_in_flight"], self.stats["in_flight"])
+            self.stats["peak_in_flight"] = max(
+                self.stats["peak_in_flight"], self.stats["in_flight"]
+            )
 
     def close(self) -> None:
         """Stop serving (call from another thread than serve_forever) and stop the batcher."""
@@ -184,7 +194,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0].rstrip("/")
         if path == "/v1/models":
-            model = {"id": self.server.model_name, "object": "model", "created": 0, "owned_by": "selfplay-arena"}
+            model = {
+                "id": self.server.model_name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "selfplay-arena",
+            }
             self._send(200, {"object": "list", "data": [model]})
         elif path == "/health":
             self._send(200, {"status": "ok"})
@@ -202,7 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             request = parse(self._read_json(), self.server.model_name)
             if request.kind == "text" and not hasattr(self.server.backend, "complete"):
-                raise RequestError(400, f"this server's backend ({type(self.server.backend).__name__}) serves chat completions only")
+                raise RequestError(
+                    400,
+                    f"this server's backend ({type(self.server.backend).__name__}) serves chat completions only",
+                )
             gens = self.server.batcher.submit(request)
             args = (request, gens, self.server.model_name, self.server.tokenizer)
             if request.stream:
@@ -274,7 +292,13 @@ def make_server(
 
     Run it with `server.serve_forever()` (e.g. in a thread) and stop it with `server.close()`.
     """
-    return ArenaServer((host, port), backend, model_name or getattr(backend, "name", "model"), max_batch, batch_wait)
+    return ArenaServer(
+        (host, port),
+        backend,
+        model_name or getattr(backend, "name", "model"),
+        max_batch,
+        batch_wait,
+    )
 
 
 def serve(
@@ -287,7 +311,10 @@ def serve(
 ) -> None:
     """Serve `backend` until interrupted (Ctrl-C)."""
     server = make_server(backend, host, port, model_name, max_batch, batch_wait)
-    print(f"Serving {server.model_name!r} at {server.url} (POST /chat/completions and /completions, GET /models); Ctrl-C to stop", flush=True)
+    print(
+        f"Serving {server.model_name!r} at {server.url} (POST /chat/completions and /completions, GET /models); Ctrl-C to stop",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -325,12 +352,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
     p.add_argument("--max-batch", type=int, default=64, help="most requests per backend call")
     p.add_argument("--batch-wait-ms", type=float, default=10.0, help="how long to collect a batch")
-    p.add_argument("--dtype", default="auto", choices=PRECISIONS,
-                   help="auto: bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward), float32: exact logprobs")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=PRECISIONS,
+        help="auto: bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward), float32: exact logprobs",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="arena serve", description="serve a model as an OpenAI-compatible endpoint")
+    p = argparse.ArgumentParser(
+        prog="arena serve", description="serve a model as an OpenAI-compatible endpoint"
+    )
     add_arguments(p)
     return p
 
@@ -340,7 +373,14 @@ def main(args: argparse.Namespace | list[str] | None = None) -> None:
     if not isinstance(args, argparse.Namespace):
         args = build_parser().parse_args(args)
     backend = build_backend(args.model, args.backend, args.dtype)
-    serve(backend, args.host, args.port, model_name=args.model, max_batch=args.max_batch, batch_wait=args.batch_wait_ms / 1000)
+    serve(
+        backend,
+        args.host,
+        args.port,
+        model_name=args.model,
+        max_batch=args.max_batch,
+        batch_wait=args.batch_wait_ms / 1000,
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 
 from arena.records import MatchRecord
@@ -65,20 +64,41 @@ def break_at_options(spec: str, width: int) -> str:
     return "\n".join(lines)
 
 
-def print_summary(records: list[MatchRecord], seconds: float, console=None, order: list[str] | None = None) -> None:
+def print_summary(
+    records: list[MatchRecord], seconds: float, console=None, order: list[str] | None = None
+) -> None:
     """The summary table, one row per agent in `order` (see `summarize`)."""
-    from arena.console import make_console
     from rich.table import Table
+
+    from arena.console import make_console
 
     console = console or make_console(120)
     heads = ("games", "W", "D", "L", "mean\nreturn", "invalid\nmoves", "fall-\nbacks", "tok/s")
     rows = []
     for s in summarize(records, order):
         tps = f"{s.completion_tokens / seconds:.1f}" if s.completion_tokens and seconds > 0 else "-"
-        rows.append((s.agent, str(s.games), str(s.wins), str(s.draws), str(s.losses),
-                     f"{s.score / max(s.games, 1):+.3f}", f"{100 * s.invalid_rate:.1f}%", str(s.fallbacks), tps))
+        rows.append(
+            (
+                s.agent,
+                str(s.games),
+                str(s.wins),
+                str(s.draws),
+                str(s.losses),
+                f"{s.score / max(s.games, 1):+.3f}",
+                f"{100 * s.invalid_rate:.1f}%",
+                str(s.fallbacks),
+                tps,
+            )
+        )
     # the numbers keep their width; the agent column gets the rest (3 = padding and border per column)
-    numbers = sum(max(*map(len, h.split("\n")), *(len(r[i + 1]) for r in rows)) + 3 for i, h in enumerate(heads)) if rows else 0
+    numbers = (
+        sum(
+            max(*map(len, h.split("\n")), *(len(r[i + 1]) for r in rows)) + 3
+            for i, h in enumerate(heads)
+        )
+        if rows
+        else 0
+    )
     width = max(console.width - numbers - 4, 8)
     table = Table(title=f"{len(records)} matches in {seconds:.1f} s")
     table.add_column("agent", overflow="fold", min_width=min(width, 8))
@@ -89,4 +109,6 @@ def print_summary(records: list[MatchRecord], seconds: float, console=None, orde
     console.print(table)
     errors = [r for r in records if r.error]
     if errors:
-        console.print(f"[yellow]{len(errors)} match(es) aborted, e.g. {errors[0].match_id}: {errors[0].error}")
+        console.print(
+            f"[yellow]{len(errors)} match(es) aborted, e.g. {errors[0].match_id}: {errors[0].error}"
+        )

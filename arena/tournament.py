@@ -26,8 +26,8 @@ import argparse
 import functools
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from arena.records import TurnRecord
 
@@ -66,12 +66,17 @@ def build_agent(name: str, spec):
     if isinstance(spec, dict) and "by_game" in spec:
         per = dict(spec["by_game"])
         default = per.pop("default", None)
-        return ByGameAgent(name, {g: make_agent(s, name) for g, s in per.items()},
-                           make_agent(default, name) if default is not None else None)
+        return ByGameAgent(
+            name,
+            {g: make_agent(s, name) for g, s in per.items()},
+            make_agent(default, name) if default is not None else None,
+        )
     return make_agent(spec, name)
 
 
-def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None, pool=None):
+def arena_play_matches(
+    agents: dict, jsonl: Path, concurrency: int, max_turns: int, progress=None, pool=None
+):
     """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`,
     or on the Ray workers of `pool` (`arena.ray_runner.RayPool`, which hold their own agents)."""
     from agents.base import WrongGame
@@ -79,16 +84,28 @@ def arena_play_matches(agents: dict, jsonl: Path, concurrency: int, max_turns: i
     from tournaments.store import MatchResult
 
     def play_matches(specs) -> Iterator[MatchResult]:
-        plans = [MatchPlan(s.match_id, s.game, list(s.seats), s.seed, dict(s.params), s.opening) for s in specs]
+        plans = [
+            MatchPlan(s.match_id, s.game, list(s.seats), s.seed, dict(s.params), s.opening)
+            for s in specs
+        ]
         if pool is not None:
             records = pool.play(plans, concurrency, max_turns, out=str(jsonl), progress=progress)
         else:
-            records = play(plans, agents, concurrency=concurrency, out=str(jsonl), max_turns=max_turns, progress=progress)
+            records = play(
+                plans,
+                agents,
+                concurrency=concurrency,
+                out=str(jsonl),
+                max_turns=max_turns,
+                progress=progress,
+            )
         try:
             for rec in records:
                 yield MatchResult.from_record(rec, jsonl)
         except WrongGame as e:  # a bot asked to play a game it does not know
-            raise ValueError(f"{e} (a player can use a different agent per game: {{by_game: {{GAME: SPEC, default: SPEC}}}})") from e
+            raise ValueError(
+                f"{e} (a player can use a different agent per game: {{by_game: {{GAME: SPEC, default: SPEC}}}})"
+            ) from e
 
     return play_matches
 
@@ -126,16 +143,24 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "report_only", False):
         result = tournament_so_far(config, db)  # read-only; this config's rating options apply
         if not result.finished:
-            state = "is running" if Store.running(db) else "stopped before its end (the same command without --report-only finishes it)"
-            print(f"tournament {config.name!r} {state}: {len(result.results)} of the {len(result.schedule)} matches scheduled so far "
-                  f"are played; players ranked by rating so far (the report is written at the end)")
+            state = (
+                "is running"
+                if Store.running(db)
+                else "stopped before its end (the same command without --report-only finishes it)"
+            )
+            print(
+                f"tournament {config.name!r} {state}: {len(result.results)} of the {len(result.schedule)} matches scheduled so far "
+                f"are played; players ranked by rating so far (the report is written at the end)"
+            )
             print_leaderboard(result)
             return
     else:
         jsonl = jsonl_beside(db)
         check_writable(db, jsonl)  # before any model loads
-        print(f"tournament {config.name!r}: {config.format}, {len(config.players)} players, "
-              f"{', '.join(g.name for g in config.games)}; store {db}")
+        print(
+            f"tournament {config.name!r}: {config.format}, {len(config.players)} players, "
+            f"{', '.join(g.name for g in config.games)}; store {db}"
+        )
         # build the agents first (bad specs fail before anything runs), unless nothing is left to play
         done = finished(db)
         pool = None
@@ -143,13 +168,25 @@ def main(args: argparse.Namespace) -> None:
             from arena.ray_runner import build_players, pool_from_args
 
             pool = pool_from_args(args, functools.partial(build_players, config.players))
-        agents = {} if done or pool else {name: build_agent(name, spec) for name, spec in config.players.items()}
+        agents = (
+            {}
+            if done or pool
+            else {name: build_agent(name, spec) for name, spec in config.players.items()}
+        )
         with Progress(desc=config.name, disable=done) as bar:
-            play_matches = arena_play_matches(agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool)
-            result = run_tournament(config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo)))
+            play_matches = arena_play_matches(
+                agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool
+            )
+            result = run_tournament(
+                config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo))
+            )
         if result.recovered:
-            print(f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded")
-        print(f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s")
+            print(
+                f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded"
+            )
+        print(
+            f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s"
+        )
     print_leaderboard(result)
     check_writable(report)
     write_html(result, report)

@@ -44,7 +44,7 @@ def steps_per_second(make_env, steps: int, seed: int) -> float:
     while done < steps:
         env.reset(seed=seed + game)
         game += 1
-        for agent in env.agent_iter():
+        for _agent in env.agent_iter():
             obs, _, term, trunc, _ = env.last()
             if term or trunc:
                 env.step(None)
@@ -55,7 +55,9 @@ def steps_per_second(make_env, steps: int, seed: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=20_000, help="steps per measurement")
     p.add_argument("--repeats", type=int, default=3, help="alternating repeats; the median counts")
     p.add_argument("--quick", action="store_true", help="1,000 steps, one repeat (smoke run)")
@@ -77,7 +79,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             b.append(steps_per_second(make_pettingzoo(theirs), args.steps, seed=r))
         ratio = float(np.median(a) / np.median(b))
         ratios[ours] = ratio
-        table.add_row(ours, f"{np.median(a):,.0f}", f"{np.median(b):,.0f}", f"{ratio:.2f}x", "met" if ratio >= 2 else "MISSED")
+        table.add_row(
+            ours,
+            f"{np.median(a):,.0f}",
+            f"{np.median(b):,.0f}",
+            f"{ratio:.2f}x",
+            "met" if ratio >= 2 else "MISSED",
+        )
     Console().print(table)
     return ratios
 

@@ -48,7 +48,9 @@ def cpu_flags() -> tuple[str, list[str]]:
         return "unknown CPU", []
     name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
     flags = re.search(r"^flags\s*:\s*(.+)$", info, re.M)
-    wanted = [f for f in (flags.group(1).split() if flags else []) if f.startswith(("avx", "amx", "fma"))]
+    wanted = [
+        f for f in (flags.group(1).split() if flags else []) if f.startswith(("avx", "amx", "fma"))
+    ]
     return (name.group(1).strip() if name else "unknown CPU"), wanted
 
 
@@ -58,14 +60,23 @@ def ceilings(config, context: int, flops: dict[str, float]) -> dict[str, dict[st
     return {dt: {"generate": f / fwd, "train": f / (3 * fwd)} for dt, f in flops.items()}
 
 
-def utilisation(config, prompt_tokens: int, completion_tokens: int, seconds: float, context: int, flops: float,
-                passes: int = 1) -> float:
+def utilisation(
+    config,
+    prompt_tokens: int,
+    completion_tokens: int,
+    seconds: float,
+    context: int,
+    flops: float,
+    passes: int = 1,
+) -> float:
     """Model FLOPs utilisation: the FLOPs the model needed (`arena.machine.model_flops`,
     times `passes`: 3 for a training step) per second, over the machine's matmul FLOP/s."""
     return passes * model_flops(config, prompt_tokens, completion_tokens, context) / seconds / flops
 
 
-def decode_flops(config, rows: int, dtype: str, seconds: float = 1.0, packed: bool = False) -> float:
+def decode_flops(
+    config, rows: int, dtype: str, seconds: float = 1.0, packed: bool = False
+) -> float:
     """FLOP/s of the model's own weight matmuls (`arena.machine.weight_matmuls`) at `rows` rows: what a decoding
     step of a batch of `rows` sequences can reach in `dtype`. Small batches sit far below the
     square-matmul rate (at 1 row plain bf16 is slower than fp32 on AVX-512 BF16), so this, not the
@@ -105,39 +116,68 @@ def measure(model: str = "smollm2-135m", context: int = 256, seconds: float = 2.
 
     flops = {dt: matmul_flops(dt, seconds=seconds) for dt in ("float32", "bfloat16")}
     config = model_config(model)
-    return {"threads": torch.get_num_threads(), "flops": flops, "flops_per_token": flops_per_token(config, context),
-            "context": context, "ceilings": ceilings(config, context, flops)}
+    return {
+        "threads": torch.get_num_threads(),
+        "flops": flops,
+        "flops_per_token": flops_per_token(config, context),
+        "context": context,
+        "ceilings": ceilings(config, context, flops),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--context", type=int, default=256, help="tokens of context each new token attends to")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: chosen from the CPUs and the load)")
+    p.add_argument(
+        "--context", type=int, default=256, help="tokens of context each new token attends to"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: chosen from the CPUs and the load)",
+    )
     p.add_argument("--seconds", type=float, default=2.0, help="time per matmul measurement")
-    p.add_argument("--rows", type=int, nargs="*", default=[1, 16, 64],
-                   help="batch sizes at which to time the model's own decode matmuls (fp32 and bf16)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        nargs="*",
+        default=[1, 16, 64],
+        help="batch sizes at which to time the model's own decode matmuls (fp32 and bf16)",
+    )
     args = p.parse_args(argv)
     set_threads(args.threads)
     name, flags = cpu_flags()
-    print(f"{name}: {' '.join(flags) or 'no AVX flags'}"
-          f" ({'native bf16' if {'avx512_bf16', 'amx_bf16'} & set(flags) else 'NO native bf16: bf16 is emulated'})")
+    print(
+        f"{name}: {' '.join(flags) or 'no AVX flags'}"
+        f" ({'native bf16' if {'avx512_bf16', 'amx_bf16'} & set(flags) else 'NO native bf16: bf16 is emulated'})"
+    )
     m = measure(args.model, args.context, args.seconds)
     f32, b16 = m["flops"]["float32"], m["flops"]["bfloat16"]
-    print(f"matmul, {m['threads']} threads: fp32 {f32 / 1e9:.1f} GFLOP/s, bf16 {b16 / 1e9:.1f} GFLOP/s "
-          f"(bf16/fp32 = {b16 / f32:.2f}x)")
-    print(f"{args.model}: {m['flops_per_token'] / 1e6:.0f} MFLOPs a token forward at context {args.context}")
+    print(
+        f"matmul, {m['threads']} threads: fp32 {f32 / 1e9:.1f} GFLOP/s, bf16 {b16 / 1e9:.1f} GFLOP/s "
+        f"(bf16/fp32 = {b16 / f32:.2f}x)"
+    )
+    print(
+        f"{args.model}: {m['flops_per_token'] / 1e6:.0f} MFLOPs a token forward at context {args.context}"
+    )
     for dt, c in m["ceilings"].items():
-        print(f"ceiling {dt:>8}: generate {c['generate']:8.0f} tokens/s, train {c['train']:8.0f} tokens/s")
+        print(
+            f"ceiling {dt:>8}: generate {c['generate']:8.0f} tokens/s, train {c['train']:8.0f} tokens/s"
+        )
     config = model_config(args.model)
     m["decode"] = {}
     for rows in args.rows:
         f, b = (decode_flops(config, rows, dt, args.seconds / 2) for dt in ("float32", "bfloat16"))
         bp = decode_flops(config, rows, "bfloat16", args.seconds / 2, packed=True)
         m["decode"][rows] = {"float32": f, "bfloat16": b, "bfloat16 packed": bp}
-        print(f"decode matmuls at {rows:>3} rows: fp32 {f / 1e9:6.1f}, bf16 {b / 1e9:6.1f}, bf16 prepacked {bp / 1e9:6.1f} GFLOP/s "
-              f"(bf16/fp32 = {b / f:.2f}x plain, {bp / f:.2f}x prepacked as the backend decodes: "
-              f"the most bf16 can gain decoding a batch of {rows})")
+        print(
+            f"decode matmuls at {rows:>3} rows: fp32 {f / 1e9:6.1f}, bf16 {b / 1e9:6.1f}, bf16 prepacked {bp / 1e9:6.1f} GFLOP/s "
+            f"(bf16/fp32 = {b / f:.2f}x plain, {bp / f:.2f}x prepacked as the backend decodes: "
+            f"the most bf16 can gain decoding a batch of {rows})"
+        )
     return m
 
 

@@ -37,27 +37,33 @@ from tournaments.store import Store  # noqa: E402
 
 
 def config(games: int, seed: int, simulations: int):
-    return load_config({
-        "name": "ray overhead",
-        "format": "round_robin",
-        "players": {
-            "random": "random",
-            "random2": "random",
-            "expert": {"by_game": {"tic_tac_toe": f"mcts:{simulations}", "kuhn_poker": "cfr"}},
-            "expert2": {"by_game": {"tic_tac_toe": f"mcts:{simulations // 2}", "kuhn_poker": "cfr"}},
-            "mixed": {"by_game": {"tic_tac_toe": "mcts:10", "default": "random"}},
-            "mixed2": {"by_game": {"kuhn_poker": "cfr", "default": "random"}},
-        },
-        "games": ["tic_tac_toe", "kuhn_poker"],
-        "games_per_pairing": games,
-        "seed": seed,
-    })
+    return load_config(
+        {
+            "name": "ray overhead",
+            "format": "round_robin",
+            "players": {
+                "random": "random",
+                "random2": "random",
+                "expert": {"by_game": {"tic_tac_toe": f"mcts:{simulations}", "kuhn_poker": "cfr"}},
+                "expert2": {
+                    "by_game": {"tic_tac_toe": f"mcts:{simulations // 2}", "kuhn_poker": "cfr"}
+                },
+                "mixed": {"by_game": {"tic_tac_toe": "mcts:10", "default": "random"}},
+                "mixed2": {"by_game": {"kuhn_poker": "cfr", "default": "random"}},
+            },
+            "games": ["tic_tac_toe", "kuhn_poker"],
+            "games_per_pairing": games,
+            "seed": seed,
+        }
+    )
 
 
 def timed_run(cfg, db: Path, concurrency: int, pool=None, agents=None) -> float:
     jsonl = db.with_suffix(".jsonl")
     start = time.perf_counter()
-    run_tournament(cfg, arena_play_matches(agents or {}, jsonl, concurrency, 2000, pool=pool), db, jsonl)
+    run_tournament(
+        cfg, arena_play_matches(agents or {}, jsonl, concurrency, 2000, pool=pool), db, jsonl
+    )
     return time.perf_counter() - start
 
 
@@ -73,14 +79,23 @@ def commit_rates(folder: Path, n: int, batch: int = 16) -> dict[str, float]:
     from arena.records import MatchRecord, append_jsonl
     from tournaments.store import MatchResult, MatchSpec
 
-    rec = MatchRecord("x", "tic_tac_toe", {}, 0, {"player_0": "a", "player_1": "b"}, returns={"player_0": 1.0, "player_1": -1.0},
-                      outcome={"player_0": "win", "player_1": "loss"})
+    rec = MatchRecord(
+        "x",
+        "tic_tac_toe",
+        {},
+        0,
+        {"player_0": "a", "player_1": "b"},
+        returns={"player_0": 1.0, "player_1": -1.0},
+        outcome={"player_0": "win", "player_1": "loss"},
+    )
     rates = {}
     for what in ("jsonl", "sqlite", "both"):
         db, jsonl = folder / f"commit-{what}.db", folder / f"commit-{what}.jsonl"
         with Store(db) as store:
             store.init('{"name": "commit"}', {"a": "random", "b": "random"})
-            store.add_schedule([MatchSpec(f"m{i}", "tic_tac_toe", {}, 0, ["a", "b"], 0, "RR") for i in range(n)])
+            store.add_schedule(
+                [MatchSpec(f"m{i}", "tic_tac_toe", {}, 0, ["a", "b"], 0, "RR") for i in range(n)]
+            )
             start = time.perf_counter()
             for i in range(n):
                 rec.match_id = f"m{i}"
@@ -90,8 +105,10 @@ def commit_rates(folder: Path, n: int, batch: int = 16) -> dict[str, float]:
                     store.add_result(MatchResult.from_record(rec, jsonl))
             rates[what] = n / (time.perf_counter() - start)
     start = time.perf_counter()
-    for i in range(0, n, batch):
-        append_records(str(folder / "commit-batched.jsonl"), [rec] * batch)  # what the Ray driver does per chunk
+    for _ in range(0, n, batch):
+        append_records(
+            str(folder / "commit-batched.jsonl"), [rec] * batch
+        )  # what the Ray driver does per chunk
     rates[f"jsonl, {batch} per fsync"] = n / (time.perf_counter() - start)
     return rates
 
@@ -110,35 +127,64 @@ def round_trip(pool: RayPool, n: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--games", type=int, default=8, help="games per pairing and game (6 players: 30 x games matches)")
+    p.add_argument(
+        "--games",
+        type=int,
+        default=8,
+        help="games per pairing and game (6 players: 30 x games matches)",
+    )
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--simulations", type=int, default=100, help="MCTS simulations of the expert (the heavy bot)")
+    p.add_argument(
+        "--simulations",
+        type=int,
+        default=100,
+        help="MCTS simulations of the expert (the heavy bot)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--repeats", type=int, default=3, help="timed runs of each path, interleaved, after one warm-up run of each")
-    p.add_argument("--quick", action="store_true", help="skip the commit-rate and round-trip probes")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed runs of each path, interleaved, after one warm-up run of each",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="skip the commit-rate and round-trip probes"
+    )
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import ray
 
     cfg = config(args.games, args.seed, args.simulations)
-    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; seed {args.seed}, {args.games} games per pairing")
+    print(
+        f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; seed {args.seed}, {args.games} games per pairing"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         t0 = time.perf_counter()
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
         t1 = time.perf_counter()
-        pool = RayPool.start("local", functools.partial(build_players, cfg.players), workers=args.workers)
+        pool = RayPool.start(
+            "local", functools.partial(build_players, cfg.players), workers=args.workers
+        )
         t2 = time.perf_counter()
-        print(f"ray start {t1 - t0:.1f} s, {args.workers} workers ready {t2 - t1:.1f} s (once per command, not timed below)")
-        agents = {n: build_agent(n, s) for n, s in cfg.players.items()}  # built once, as the workers' are
+        print(
+            f"ray start {t1 - t0:.1f} s, {args.workers} workers ready {t2 - t1:.1f} s (once per command, not timed below)"
+        )
+        agents = {
+            n: build_agent(n, s) for n, s in cfg.players.items()
+        }  # built once, as the workers' are
         local, on_ray, same = [], [], True
         print(f"{'repeat':<8}{'local s':>9}{'ray s':>9}{'ratio':>8}   (load)")
-        for k in range(args.repeats + 1):  # run 0 warms both paths (the bots' first-use setup, e.g. the CFR solve); not counted
+        for k in range(
+            args.repeats + 1
+        ):  # run 0 warms both paths (the bots' first-use setup, e.g. the CFR solve); not counted
             lo = timed_run(cfg, folder / f"local{k}.db", args.concurrency, agents=agents)
             ra = timed_run(cfg, folder / f"ray{k}.db", args.concurrency, pool)
             same &= stored(folder / f"ray{k}.db") == stored(folder / f"local{k}.db")
-            print(f"{k or 'warm-up':<8}{lo:>9.2f}{ra:>9.2f}{lo / ra:>8.2f}   ({os.getloadavg()[0]:.1f})")
+            print(
+                f"{k or 'warm-up':<8}{lo:>9.2f}{ra:>9.2f}{lo / ra:>8.2f}   ({os.getloadavg()[0]:.1f})"
+            )
             if k:
                 local.append(lo)
                 on_ray.append(ra)
@@ -147,13 +193,18 @@ def main() -> None:
         print(f"{'path (median)':<22}{'matches':>8}{'seconds':>9}{'matches/s':>11}")
         print(f"{'local (1 process)':<22}{n:>8}{lo:>9.2f}{n / lo:>11.1f}")
         print(f"{f'ray ({args.workers} workers)':<22}{n:>8}{ra:>9.2f}{n / ra:>11.1f}")
-        print(f"ratio ray / local: {lo / ra:.2f}x (target >= 0.8x); stored results identical in every repeat: {same}; "
-              f"chunks retried {pool.retried}")
+        print(
+            f"ratio ray / local: {lo / ra:.2f}x (target >= 0.8x); stored results identical in every repeat: {same}; "
+            f"chunks retried {pool.retried}"
+        )
         print(f"mean match time: {lo / n * 1000:.1f} ms (local, one process, median run)")
         if not args.quick:
             print(f"ray round trip of an empty chunk: {round_trip(pool, 200) * 1000:.2f} ms")
             rates = commit_rates(folder, 400)
-            print("driver commit rate, results/s: " + ", ".join(f"{k} {v:.0f}" for k, v in rates.items()))
+            print(
+                "driver commit rate, results/s: "
+                + ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
+            )
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         pool.shutdown()
         ray.shutdown()

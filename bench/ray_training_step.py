@@ -32,13 +32,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def run_config(run_dir: Path, args, on_ray: bool) -> dict:
     d = {
-        "model": "tiny-llama", "seed": args.seed, "steps": args.steps, "games": ["tic_tac_toe"], "run_dir": str(run_dir),
-        "matches_per_step": args.matches, "concurrency": args.matches, "threads": args.threads, "checkpoint_every": 0,
-        "agent": {"prompt": "compact", "constrained": True, "temperature": 1.0, "max_new_tokens": 4, "max_retries": 0},
-        "learner": {"lr": 1e-3}, "league": {"self_play": 0.5, "bots": ["random"]}, "eval": {"every": 0},
+        "model": "tiny-llama",
+        "seed": args.seed,
+        "steps": args.steps,
+        "games": ["tic_tac_toe"],
+        "run_dir": str(run_dir),
+        "matches_per_step": args.matches,
+        "concurrency": args.matches,
+        "threads": args.threads,
+        "checkpoint_every": 0,
+        "agent": {
+            "prompt": "compact",
+            "constrained": True,
+            "temperature": 1.0,
+            "max_new_tokens": 4,
+            "max_retries": 0,
+        },
+        "learner": {"lr": 1e-3},
+        "league": {"self_play": 0.5, "bots": ["random"]},
+        "eval": {"every": 0},
     }
     if on_ray:
-        d["ray"] = {"address": "local", "rollout_workers": args.workers, "max_staleness": args.max_staleness}
+        d["ray"] = {
+            "address": "local",
+            "rollout_workers": args.workers,
+            "max_staleness": args.max_staleness,
+        }
     return d
 
 
@@ -60,7 +79,9 @@ def sync_sizes(models: list[str], workers) -> list[tuple[str, str, int, float, f
     for model in models:
         for rank in (0, 16):
             cfg = TrainConfig(model=model, learner=LearnerConfig(lora_rank=rank))
-            module = frozen_backend(cfg, "cpu", dtype=compute_dtype(cfg.learner.precision, "cpu")).model
+            module = frozen_backend(
+                cfg, "cpu", dtype=compute_dtype(cfg.learner.precision, "cpu")
+            ).model
             state = trainable_state(module, rank > 0)
             nbytes = sum(t.numel() * t.element_size() for t in state.values())
             t0 = time.perf_counter()
@@ -68,7 +89,15 @@ def sync_sizes(models: list[str], workers) -> list[tuple[str, str, int, float, f
             t1 = time.perf_counter()
             ray.get([w.remote(ref) for w in workers])
             t2 = time.perf_counter()
-            out.append((model, f"LoRA r={rank}" if rank else f"full ({next(iter(state.values())).dtype})", nbytes, t1 - t0, t2 - t1))
+            out.append(
+                (
+                    model,
+                    f"LoRA r={rank}" if rank else f"full ({next(iter(state.values())).dtype})",
+                    nbytes,
+                    t1 - t0,
+                    t2 - t1,
+                )
+            )
             del module, state, ref
     return out
 
@@ -83,12 +112,21 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=6, help="steps per run (the first is not timed)")
     p.add_argument("--matches", type=int, default=32, help="matches per step (and concurrency)")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the driver (the in-process rollouts and the learner)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of the driver (the in-process rollouts and the learner)",
+    )
     p.add_argument("--max-staleness", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sync-models", nargs="*", default=["tiny-llama", "smollm2-135m"])
-    p.add_argument("--quick", action="store_true", help="2 steps of 8 matches, one repeat, tiny-llama's sync only")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 steps of 8 matches, one repeat, tiny-llama's sync only",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.matches, args.repeats, args.sync_models = 2, 8, 1, ["tiny-llama"]
@@ -98,8 +136,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     from training.selfplay import parse_config, train
 
-    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; seed {args.seed}; {args.steps} steps of {args.matches} matches; "
-          f"driver threads {args.threads}, {args.workers} Ray workers of 1 CPU, max_staleness {args.max_staleness}")
+    print(
+        f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; seed {args.seed}; {args.steps} steps of {args.matches} matches; "
+        f"driver threads {args.threads}, {args.workers} Ray workers of 1 CPU, max_staleness {args.max_staleness}"
+    )
     t0 = time.perf_counter()
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     print(f"ray start {time.perf_counter() - t0:.1f} s (once per run, not timed)")
@@ -113,23 +153,37 @@ def main(argv: list[str] | None = None) -> dict:
                 train(parse_config(run_config(run_dir, args, path == "ray")), console=quiet)
                 roll, step, n = timed_steps(run_dir)
                 rows[path].append((roll, step, n))
-                print(f"{k:<8}{path:<8}{roll:>10.2f}{step:>8.2f}{n * args.matches / roll:>11.1f}   ({os.getloadavg()[0]:.1f})")
+                print(
+                    f"{k:<8}{path:<8}{roll:>10.2f}{step:>8.2f}{n * args.matches / roll:>11.1f}   ({os.getloadavg()[0]:.1f})"
+                )
     med = {path: sorted(r)[len(r) // 2] for path, r in rows.items()}
     rate = {path: med[path][2] * args.matches / med[path][0] for path in med}
     step_rate = {path: med[path][2] * args.matches / med[path][1] for path in med}
-    print(f"rollout matches/s (median run): local {rate['local']:.1f}, ray {rate['ray']:.1f}: ratio ray / local {rate['ray'] / rate['local']:.2f}x")
-    print(f"whole step (rollouts + update + publish) matches/s: local {step_rate['local']:.1f}, ray {step_rate['ray']:.1f}: "
-          f"ratio {step_rate['ray'] / step_rate['local']:.2f}x")
+    print(
+        f"rollout matches/s (median run): local {rate['local']:.1f}, ray {rate['ray']:.1f}: ratio ray / local {rate['ray'] / rate['local']:.2f}x"
+    )
+    print(
+        f"whole step (rollouts + update + publish) matches/s: local {step_rate['local']:.1f}, ray {step_rate['ray']:.1f}: "
+        f"ratio {step_rate['ray'] / step_rate['local']:.2f}x"
+    )
     fetcher = ray.remote(num_cpus=0)(fetch)
     import torch
 
-    ray.get([fetcher.remote({"w": torch.zeros(1)}) for _ in range(args.workers)])  # task workers start and import torch here, untimed
+    ray.get(
+        [fetcher.remote({"w": torch.zeros(1)}) for _ in range(args.workers)]
+    )  # task workers start and import torch here, untimed
     sync = sync_sizes(args.sync_models, [fetcher] * args.workers)
     for model, what, nbytes, put, get in sync:
-        print(f"weight sync {model} {what}: {nbytes / 1e6:.2f} MB per version; ray.put {put:.3f} s, {args.workers} workers fetch {get:.3f} s")
+        print(
+            f"weight sync {model} {what}: {nbytes / 1e6:.2f} MB per version; ray.put {put:.3f} s, {args.workers} workers fetch {get:.3f} s"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     ray.shutdown()
-    return {"ratio": rate["ray"] / rate["local"], "step_ratio": step_rate["ray"] / step_rate["local"], "sync": sync}
+    return {
+        "ratio": rate["ray"] / rate["local"],
+        "step_ratio": step_rate["ray"] / step_rate["local"],
+        "sync": sync,
+    }
 
 
 if __name__ == "__main__":

@@ -87,13 +87,21 @@ FORMATS = {
     "adaptive": ("adaptive", {}),  # budget 2 N log2 N
     "adaptive_0.5rr": ("adaptive", {"max_matches": lambda n: n * (n - 1) // 4}),
     "adaptive_0.7rr": ("adaptive", {"max_matches": lambda n: int(0.7 * n * (n - 1) / 2)}),
-    "adaptive_stop": ("adaptive", {"max_matches": lambda n: int(0.7 * n * (n - 1) / 2), "width": lambda n: n // STOP_WIDTH}),
+    "adaptive_stop": (
+        "adaptive",
+        {"max_matches": lambda n: int(0.7 * n * (n - 1) / 2), "width": lambda n: n // STOP_WIDTH},
+    ),
 }
 ADAPTIVE = [f for f, (name, _) in FORMATS.items() if name == "adaptive"]
 TARGET_SIZES = [32, 64]
 
 
-def bt_judge(strengths: np.ndarray, rng: np.random.Generator, outcome_only: bool = False, counter: list | None = None):
+def bt_judge(
+    strengths: np.ndarray,
+    rng: np.random.Generator,
+    outcome_only: bool = False,
+    counter: list | None = None,
+):
     """A batch compare function: performance = strength + Gumbel(0, 1) per side per game."""
 
     def compare(pairs):
@@ -108,21 +116,36 @@ def bt_judge(strengths: np.ndarray, rng: np.random.Generator, outcome_only: bool
     return compare
 
 
-def run_trial(strengths: np.ndarray, fmt: str, rng: np.random.Generator, prior_noise: float, outcome_only: bool) -> tuple[int, float, bool]:
+def run_trial(
+    strengths: np.ndarray,
+    fmt: str,
+    rng: np.random.Generator,
+    prior_noise: float,
+    outcome_only: bool,
+) -> tuple[int, float, bool]:
     """(comparisons, Kendall tau vs the truth, top-1 correct) of one population."""
     n = len(strengths)
     name, opts = FORMATS[fmt]
     opts = {k: v(n) if callable(v) else v for k, v in opts.items()}
     if opts.get("seeding") == "ratings":
-        opts["ratings"] = {i: float(s + rng.normal(0.0, prior_noise)) for i, s in enumerate(strengths)}
-    if "seed" not in opts and name in ("swiss", "single_elimination", "double_elimination", "adaptive"):
+        opts["ratings"] = {
+            i: float(s + rng.normal(0.0, prior_noise)) for i, s in enumerate(strengths)
+        }
+    if "seed" not in opts and name in (
+        "swiss",
+        "single_elimination",
+        "double_elimination",
+        "adaptive",
+    ):
         opts["seed"] = int(rng.integers(2**31))
     counter = [0]
     if name is None:  # the prior alone
         prior = np.array([opts["ratings"][i] for i in range(n)])
         predicted = np.argsort(np.argsort(-prior))
     else:
-        predicted = np.array(rank_group(n, bt_judge(strengths, rng, outcome_only, counter), name, **opts))
+        predicted = np.array(
+            rank_group(n, bt_judge(strengths, rng, outcome_only, counter), name, **opts)
+        )
     tau = kendalltau(-strengths, predicted).statistic
     return counter[0], float(tau), bool(predicted[int(np.argmax(strengths))] == 0)
 
@@ -135,17 +158,28 @@ def measure(sizes, formats, trials, spread, prior_noise, outcome_only, seed) -> 
         populations = np.random.default_rng([seed, n]).normal(0.0, spread, (trials, n))
         for fmt in formats:
             rng = np.random.default_rng([seed, n, list(FORMATS).index(fmt)])
-            rows = [run_trial(strengths, fmt, rng, prior_noise, outcome_only) for strengths in populations]
+            rows = [
+                run_trial(strengths, fmt, rng, prior_noise, outcome_only)
+                for strengths in populations
+            ]
             m, tau, top1 = (np.array(x, dtype=float) for x in zip(*rows))
-            table[n, fmt] = {"matches": m.mean(), "tau": tau.mean(), "tau_se": tau.std(ddof=1) / np.sqrt(trials), "top1": top1.mean(),
-                             "taus": tau, "top1s": top1}
+            table[n, fmt] = {
+                "matches": m.mean(),
+                "tau": tau.mean(),
+                "tau_se": tau.std(ddof=1) / np.sqrt(trials),
+                "top1": top1.mean(),
+                "taus": tau,
+                "top1s": top1,
+            }
     return table
 
 
 EULER_GAMMA = 0.5772156649015329  # mean of a Gumbel(0, 1)
 
 
-def bound_trial(n: int, rng: np.random.Generator, spread: float, prior_noise: float) -> dict[str, float]:
+def bound_trial(
+    n: int, rng: np.random.Generator, spread: float, prior_noise: float
+) -> dict[str, float]:
     """Kendall tau of oracle rankings of one prior-seeded bracket (see the module doc)."""
     from scipy.optimize import minimize
 
@@ -158,17 +192,28 @@ def bound_trial(n: int, rng: np.random.Generator, spread: float, prior_noise: fl
         played.extend((a, b, pa, pb) for (a, b), (pa, pb) in zip(pairs, out))
         return out
 
-    outcome = judge_group(n, compare, "single_elimination", seeding="ratings", ratings=dict(enumerate(prior)),
-                          seed=int(rng.integers(2**31)))
+    outcome = judge_group(
+        n,
+        compare,
+        "single_elimination",
+        seeding="ratings",
+        ratings=dict(enumerate(prior)),
+        seed=int(rng.integers(2**31)),
+    )
     # scored: each game's score is strength + Gumbel, a Normal-ish measurement (mean shift gamma, variance pi^2/6)
     total, games = np.zeros(n), np.zeros(n)
     for a, b, pa, pb in played:
         total[[a, b]] += (pa - EULER_GAMMA, pb - EULER_GAMMA)
         games[[a, b]] += 1
     noise_var = np.pi**2 / 6
-    posterior = (prior / prior_noise**2 + total / noise_var) / (1 / spread**2 + 1 / prior_noise**2 + games / noise_var)
+    posterior = (prior / prior_noise**2 + total / noise_var) / (
+        1 / spread**2 + 1 / prior_noise**2 + games / noise_var
+    )
     # win/loss: MAP of Bradley-Terry with the prior ratings as a Gaussian prior
-    win, lose = (np.array([a if pa > pb else b for a, b, pa, pb in played]), np.array([b if pa > pb else a for a, b, pa, pb in played]))
+    win, lose = (
+        np.array([a if pa > pb else b for a, b, pa, pb in played]),
+        np.array([b if pa > pb else a for a, b, pa, pb in played]),
+    )
 
     def neg_log_post(x):
         p = 1 / (1 + np.exp(-(x[win] - x[lose])))
@@ -178,7 +223,14 @@ def bound_trial(n: int, rng: np.random.Generator, spread: float, prior_noise: fl
         return -np.log(p).sum() + ((x - prior) ** 2).sum() / (2 * prior_noise**2), grad
 
     posterior_wl = minimize(neg_log_post, prior.copy(), jac=True, method="L-BFGS-B").x
-    stage = np.array([99 if outcome.stats[i]["eliminated"] == "champion" else int(outcome.stats[i]["eliminated"][1:]) for i in range(n)])
+    stage = np.array(
+        [
+            99
+            if outcome.stats[i]["eliminated"] == "champion"
+            else int(outcome.stats[i]["eliminated"][1:])
+            for i in range(n)
+        ]
+    )
     ranks = outcome.ranks()
     return {
         "se_prior as ranked": kendalltau(-strengths, [ranks[i] for i in range(n)]).statistic,
@@ -188,11 +240,15 @@ def bound_trial(n: int, rng: np.random.Generator, spread: float, prior_noise: fl
     }
 
 
-def print_bound(trials: int, spread: float, prior_noise: float, seed: int, rr_tau: float) -> dict[str, float]:
+def print_bound(
+    trials: int, spread: float, prior_noise: float, seed: int, rr_tau: float
+) -> dict[str, float]:
     """Mean tau of each oracle ranking (printed with its ratio to round robin's `rr_tau`)."""
     rng = np.random.default_rng([seed, 16, 99])
     rows = [bound_trial(16, rng, spread, prior_noise) for _ in range(trials)]
-    print(f"\nbound at N=16, spread {spread}: se_prior's 15 matches ranked by an oracle posterior ({trials} trials)")
+    print(
+        f"\nbound at N=16, spread {spread}: se_prior's 15 matches ranked by an oracle posterior ({trials} trials)"
+    )
     means = {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
     for key, tau in means.items():
         print(f"  {key:<24} tau {tau:.3f}   {tau / rr_tau:.3f} x round robin")
@@ -210,7 +266,9 @@ def print_table(table: dict, sizes, formats) -> None:
             ratio = ""
             if rr and r["matches"]:
                 ratio = f"{r['matches'] / rr['matches']:>10.3f} {rr['matches'] / r['matches']:>9.1f}x {r['tau'] / rr['tau']:>7.3f}"
-            print(f"{n:>3}  {fmt:<15} {r['matches']:>8.1f} {r['tau']:>7.3f}±{r['tau_se']:.3f} {r['top1']:>6.2f}   {ratio}")
+            print(
+                f"{n:>3}  {fmt:<15} {r['matches']:>8.1f} {r['tau']:>7.3f}±{r['tau_se']:.3f} {r['top1']:>6.2f}   {ratio}"
+            )
         print()
 
 
@@ -224,10 +282,16 @@ def print_targets(table: dict, sizes, formats) -> None:
         for fmt in (f for f in ADAPTIVE if f in formats):
             r = table[n, fmt]
             diff = r["taus"] - rr["taus"]
-            line = (f"  N={n:<3} {fmt:<15} {r['matches']:>7.1f} matches ({r['matches'] / rr['matches']:.2f} x RR): tau {r['tau']:.3f} = "
-                    f"{r['tau'] / rr['tau']:.3f} x RR (diff {diff.mean():+.3f}+-{diff.std(ddof=1) / np.sqrt(len(diff)):.3f}), "
-                    f"top-1 {r['top1']:.2f} vs RR {rr['top1']:.2f}")
-            goal = {("adaptive", 64): 0.95, ("adaptive_0.7rr", 64): 1.0, ("adaptive_0.5rr", 32): 0.95}.get((fmt, n))
+            line = (
+                f"  N={n:<3} {fmt:<15} {r['matches']:>7.1f} matches ({r['matches'] / rr['matches']:.2f} x RR): tau {r['tau']:.3f} = "
+                f"{r['tau'] / rr['tau']:.3f} x RR (diff {diff.mean():+.3f}+-{diff.std(ddof=1) / np.sqrt(len(diff)):.3f}), "
+                f"top-1 {r['top1']:.2f} vs RR {rr['top1']:.2f}"
+            )
+            goal = {
+                ("adaptive", 64): 0.95,
+                ("adaptive_0.7rr", 64): 1.0,
+                ("adaptive_0.5rr", 32): 0.95,
+            }.get((fmt, n))
             if goal is not None:
                 ok = r["tau"] >= goal * rr["tau"] and (fmt != "adaptive" or r["top1"] >= rr["top1"])
                 extra = " and top-1 >= RR's" if fmt == "adaptive" else ""
@@ -249,11 +313,20 @@ def plot(table: dict, sizes, formats, path: str) -> None:
             r = table[n, fmt]
             if not r["matches"]:
                 ax.axhline(r["tau"], ls=":", color="gray")
-                ax.annotate(f"{fmt} (0 matches)", (0.01, r["tau"]), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                            textcoords="offset points", fontsize=7, color="gray")
+                ax.annotate(
+                    f"{fmt} (0 matches)",
+                    (0.01, r["tau"]),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color="gray",
+                )
                 continue
             ax.errorbar(r["matches"], r["tau"], yerr=1.96 * r["tau_se"], fmt="o", label=fmt)
-            ax.annotate(fmt, (r["matches"], r["tau"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.annotate(
+                fmt, (r["matches"], r["tau"]), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -270,20 +343,42 @@ def plot(table: dict, sizes, formats, path: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64])
-    ap.add_argument("--formats", nargs="+", default=[f for f in FORMATS if f not in ADAPTIVE], choices=list(FORMATS),
-                    help="default: every format but the adaptive budgets (--targets runs those)")
+    ap.add_argument(
+        "--formats",
+        nargs="+",
+        default=[f for f in FORMATS if f not in ADAPTIVE],
+        choices=list(FORMATS),
+        help="default: every format but the adaptive budgets (--targets runs those)",
+    )
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--spread", type=float, default=2.0, help="sd of the true strengths (logits)")
-    ap.add_argument("--prior-noise", type=float, default=1.0, help="sd of the noise on se_prior's prior ratings")
+    ap.add_argument(
+        "--prior-noise", type=float, default=1.0, help="sd of the noise on se_prior's prior ratings"
+    )
     ap.add_argument("--outcome-only", action="store_true", help="scores are 1/0 (no margin)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", help="save a matches-vs-tau figure here")
-    ap.add_argument("--no-bound", dest="bound", action="store_false", help="skip the oracle bound (see the module doc)")
-    ap.add_argument("--scan", type=float, nargs="*", default=[1.0, 2.0, 3.0, 4.0, 6.0],
-                    help="also print the N=16 target ratios at these strength spreads (none: skip)")
-    ap.add_argument("--targets", action="store_true",
-                    help="the adaptive format's targets: N = 32 and 64, win/loss, round robin, Swiss and the adaptive budgets")
-    ap.add_argument("--quick", action="store_true", help="--targets at N = 16 with 10 trials (a smoke test)")
+    ap.add_argument(
+        "--no-bound",
+        dest="bound",
+        action="store_false",
+        help="skip the oracle bound (see the module doc)",
+    )
+    ap.add_argument(
+        "--scan",
+        type=float,
+        nargs="*",
+        default=[1.0, 2.0, 3.0, 4.0, 6.0],
+        help="also print the N=16 target ratios at these strength spreads (none: skip)",
+    )
+    ap.add_argument(
+        "--targets",
+        action="store_true",
+        help="the adaptive format's targets: N = 32 and 64, win/loss, round robin, Swiss and the adaptive budgets",
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="--targets at N = 16 with 10 trials (a smoke test)"
+    )
     args = ap.parse_args(argv)
     if args.targets or args.quick:
         args.sizes = [16] if args.quick else TARGET_SIZES
@@ -291,31 +386,58 @@ def main(argv: list[str] | None = None) -> dict:
         args.formats = ["round_robin", "swiss", *ADAPTIVE]
         args.outcome_only, args.bound, args.scan = True, False, []
     start = time.perf_counter()
-    table = measure(args.sizes, args.formats, args.trials, args.spread, args.prior_noise, args.outcome_only, args.seed)
-    print(f"N = {', '.join(map(str, args.sizes))}; strengths ~ N(0, spread {args.spread}); noise: each side's performance is strength "
-          f"+ Gumbel(0, 1), P(i beats j) = sigmoid(s_i - s_j); {'win/loss only' if args.outcome_only else 'scored comparisons'}; "
-          f"{args.trials} trials per cell (the same populations for every format), seed {args.seed}; prior noise sd {args.prior_noise}; "
-          f"{time.perf_counter() - start:.0f} s\n")
+    table = measure(
+        args.sizes,
+        args.formats,
+        args.trials,
+        args.spread,
+        args.prior_noise,
+        args.outcome_only,
+        args.seed,
+    )
+    print(
+        f"N = {', '.join(map(str, args.sizes))}; strengths ~ N(0, spread {args.spread}); noise: each side's performance is strength "
+        f"+ Gumbel(0, 1), P(i beats j) = sigmoid(s_i - s_j); {'win/loss only' if args.outcome_only else 'scored comparisons'}; "
+        f"{args.trials} trials per cell (the same populations for every format), seed {args.seed}; prior noise sd {args.prior_noise}; "
+        f"{time.perf_counter() - start:.0f} s\n"
+    )
     print_table(table, args.sizes, args.formats)
     if 16 in args.sizes and {"round_robin", "se_anchor", "se_prior"} <= set(args.formats):
         rr = table[16, "round_robin"]
         for fmt in ("se_prior", "se_anchor"):
             r = table[16, fmt]
             ok = r["tau"] >= 0.9 * rr["tau"] and rr["matches"] >= 7 * r["matches"]
-            print(f"ArenaRL's claim at N=16 ({fmt}: tau >= 0.9 x RR with >= 7x fewer matches): "
-                  f"{r['tau'] / rr['tau']:.3f} x tau, {rr['matches'] / r['matches']:.1f}x fewer -> {'holds' if ok else 'does not hold'}")
+            print(
+                f"ArenaRL's claim at N=16 ({fmt}: tau >= 0.9 x RR with >= 7x fewer matches): "
+                f"{r['tau'] / rr['tau']:.3f} x tau, {rr['matches'] / r['matches']:.1f}x fewer -> {'holds' if ok else 'does not hold'}"
+            )
     print_targets(table, args.sizes, args.formats)
     if args.bound and (16, "round_robin") in table:
-        table[16, "bound"] = print_bound(args.trials, args.spread, args.prior_noise, args.seed, table[16, "round_robin"]["tau"])
+        table[16, "bound"] = print_bound(
+            args.trials, args.spread, args.prior_noise, args.seed, table[16, "round_robin"]["tau"]
+        )
     if args.scan:
-        print(f"\nwhere the claim holds (N=16, {args.trials} trials per cell): tau as a fraction of round robin's, by strength spread")
-        print(f"{'spread':>6}  {'RR tau':>6}  {'se_anchor (4x fewer)':>20}  {'se_prior (8x fewer)':>19}  {'prior alone':>11}")
+        print(
+            f"\nwhere the claim holds (N=16, {args.trials} trials per cell): tau as a fraction of round robin's, by strength spread"
+        )
+        print(
+            f"{'spread':>6}  {'RR tau':>6}  {'se_anchor (4x fewer)':>20}  {'se_prior (8x fewer)':>19}  {'prior alone':>11}"
+        )
         for spread in args.scan:
-            t = measure([16], ["round_robin", "se_anchor", "se_prior", "prior"], args.trials, spread, args.prior_noise,
-                        args.outcome_only, args.seed)
+            t = measure(
+                [16],
+                ["round_robin", "se_anchor", "se_prior", "prior"],
+                args.trials,
+                spread,
+                args.prior_noise,
+                args.outcome_only,
+                args.seed,
+            )
             rr = t[16, "round_robin"]["tau"]
-            print(f"{spread:>6.1f}  {rr:>6.3f}  {t[16, 'se_anchor']['tau'] / rr:>20.3f}  {t[16, 'se_prior']['tau'] / rr:>19.3f}"
-                  f"  {t[16, 'prior']['tau'] / rr:>11.3f}")
+            print(
+                f"{spread:>6.1f}  {rr:>6.3f}  {t[16, 'se_anchor']['tau'] / rr:>20.3f}  {t[16, 'se_prior']['tau'] / rr:>19.3f}"
+                f"  {t[16, 'prior']['tau'] / rr:>11.3f}"
+            )
     if args.plot:
         plot(table, args.sizes, args.formats, args.plot)
     return table

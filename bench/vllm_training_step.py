@@ -45,18 +45,42 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # machine_limit, run as a script or loaded
 
 PATHS = ("transformers", "vllm")
-METRICS = ("rollout_seconds", "learn_seconds", "step_seconds", "rollout_tokens_per_s", "learn_tokens_per_s", "policy_turns",
-           "response_length", "samples", "ratio_min", "ratio_max", "clip_frac", "approx_kl_behaviour")
+METRICS = (
+    "rollout_seconds",
+    "learn_seconds",
+    "step_seconds",
+    "rollout_tokens_per_s",
+    "learn_tokens_per_s",
+    "policy_turns",
+    "response_length",
+    "samples",
+    "ratio_min",
+    "ratio_max",
+    "clip_frac",
+    "approx_kl_behaviour",
+)
 
 
 def overrides(args, path: str, run_dir: str) -> dict:
     kwargs = {}
     if path != "transformers":
-        kwargs = {"gpu_memory_utilization": args.vllm_memory, **({"dtype": args.vllm_dtype} if args.vllm_dtype else {})}
-    return {"backend": "transformers" if path == "transformers" else "vllm", "backend_kwargs": kwargs,
-            "steps": 1 if path == "vllm-engine-logprobs" else args.warmup + args.steps, "threads": args.threads, "seed": args.seed, "run_dir": run_dir,
-            "matches_per_step": args.matches, "concurrency": args.matches, "eval": {"every": 0},
-            "checkpoint_every": 0, "keep_checkpoints": 1}
+        kwargs = {
+            "gpu_memory_utilization": args.vllm_memory,
+            **({"dtype": args.vllm_dtype} if args.vllm_dtype else {}),
+        }
+    return {
+        "backend": "transformers" if path == "transformers" else "vllm",
+        "backend_kwargs": kwargs,
+        "steps": 1 if path == "vllm-engine-logprobs" else args.warmup + args.steps,
+        "threads": args.threads,
+        "seed": args.seed,
+        "run_dir": run_dir,
+        "matches_per_step": args.matches,
+        "concurrency": args.matches,
+        "eval": {"every": 0},
+        "checkpoint_every": 0,
+        "keep_checkpoints": 1,
+    }
 
 
 def run_path(args, path: str) -> dict:
@@ -67,7 +91,9 @@ def run_path(args, path: str) -> dict:
     from training import selfplay
     from training.config import load_config
 
-    if path == "vllm-engine-logprobs":  # measure the engine's logprobs against the learner's, whatever the dtypes
+    if (
+        path == "vllm-engine-logprobs"
+    ):  # measure the engine's logprobs against the learner's, whatever the dtypes
         selfplay.behaviour_recompute = lambda cfg, learner: "constrained"
     run = tempfile.mkdtemp(prefix=f"vllm-bench-{path}-")
     try:
@@ -77,25 +103,51 @@ def run_path(args, path: str) -> dict:
         rows = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines()]
     finally:
         shutil.rmtree(run, ignore_errors=True)
-    rows = rows if path == "vllm-engine-logprobs" else rows[args.warmup:]
-    return {"dtype": cfg.backend_kwargs.get("dtype", learner_dtype), "learner": learner_dtype,
-            "steps": [{k: r.get(k, float("nan")) for k in METRICS} for r in rows]}
+    rows = rows if path == "vllm-engine-logprobs" else rows[args.warmup :]
+    return {
+        "dtype": cfg.backend_kwargs.get("dtype", learner_dtype),
+        "learner": learner_dtype,
+        "steps": [{k: r.get(k, float("nan")) for k in METRICS} for r in rows],
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "configs" / "train_mars_smollm2.yaml"))
+    ap.add_argument(
+        "--config",
+        default=str(Path(__file__).resolve().parent.parent / "configs" / "train_mars_smollm2.yaml"),
+    )
     ap.add_argument("--matches", type=int, default=12, help="matches per step (all live at once)")
     ap.add_argument("--vllm-dtype", default="", help="the engine's dtype (default: the learner's)")
-    ap.add_argument("--vllm-memory", type=float, default=0.2,
-                    help="the engine's share of RAM, weights and KV cache (gpu_memory_utilization; 0.08 left no KV cache for SmolLM2-135M here)")
+    ap.add_argument(
+        "--vllm-memory",
+        type=float,
+        default=0.2,
+        help="the engine's share of RAM, weights and KV cache (gpu_memory_utilization; 0.08 left no KV cache for SmolLM2-135M here)",
+    )
     ap.add_argument("--steps", type=int, default=2, help="timed steps per path and repeat")
-    ap.add_argument("--warmup", type=int, default=1, help="steps first, not timed (vLLM compiles on its first call)")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="steps first, not timed (vLLM compiles on its first call)",
+    )
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads of the learner and the transformers rollouts")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of the learner and the transformers rollouts",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--numerics", action="store_true", help="also: the first update's ratio with the engine's own logprobs")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 2 matches, 1 timed step, 1 repeat")
+    ap.add_argument(
+        "--numerics",
+        action="store_true",
+        help="also: the first update's ratio with the engine's own logprobs",
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke run: 2 matches, 1 timed step, 1 repeat"
+    )
     ap.add_argument("--_path", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
@@ -107,17 +159,31 @@ def main(argv: list[str] | None = None) -> dict:
         import vllm  # noqa: F401
     except ImportError:
         raise SystemExit("this bench needs vllm: run it in the vLLM venv (docs/vllm.md)") from None
-    print(f"vLLM training-step bench: {Path(args.config).name}, {args.matches} matches a step, {args.steps} timed steps (after "
-          f"{args.warmup}) x {args.repeats} repeats per path, threads {args.threads}, seed {args.seed}; "
-          f"load average {os.getloadavg()[0]:.2f}", flush=True)
-    child = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k not in ("quick", "repeats", "numerics", "_path")]
+    print(
+        f"vLLM training-step bench: {Path(args.config).name}, {args.matches} matches a step, {args.steps} timed steps (after "
+        f"{args.warmup}) x {args.repeats} repeats per path, threads {args.threads}, seed {args.seed}; "
+        f"load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    child = [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in vars(args).items()
+        if k not in ("quick", "repeats", "numerics", "_path")
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
 
     def child_run(path: str) -> dict:
-        out = subprocess.run([sys.executable, __file__, *child, "--_path", path], capture_output=True, text=True, env=env)
+        out = subprocess.run(
+            [sys.executable, __file__, *child, "--_path", path],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if out.returncode != 0:
-            raise SystemExit(f"{path} path failed (exit code {out.returncode}; -9: killed, e.g. out of memory): "
-                             + " | ".join(out.stderr.strip().splitlines()[-3:]))
+            raise SystemExit(
+                f"{path} path failed (exit code {out.returncode}; -9: killed, e.g. out of memory): "
+                + " | ".join(out.stderr.strip().splitlines()[-3:])
+            )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     runs: dict[str, list[dict]] = {p: [] for p in PATHS}
@@ -127,17 +193,27 @@ def main(argv: list[str] | None = None) -> dict:
             res = child_run(path)
             runs[path] += res["steps"]
             dtypes[path] = (res["dtype"], res["learner"])
-            print(f"  repeat {r + 1} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']}: step "
-                  + ", ".join(f"{s['step_seconds']:.1f} s (rollout {s['rollout_seconds']:.1f}, {s['policy_turns']:.0f} turns)" for s in res["steps"])
-                  + f"; load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"  repeat {r + 1} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']}: step "
+                + ", ".join(
+                    f"{s['step_seconds']:.1f} s (rollout {s['rollout_seconds']:.1f}, {s['policy_turns']:.0f} turns)"
+                    for s in res["steps"]
+                )
+                + f"; load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     numerics = None
     if args.numerics:
         numerics = child_run("vllm-engine-logprobs")
         s = numerics["steps"][0]
-        print(f"  engine logprobs as behaviour ({numerics['dtype']} engine, {numerics['learner']} learner), first update: ratio "
-              f"{s['ratio_min']:.4f}-{s['ratio_max']:.4f}, clip fraction {s['clip_frac']:.4f}, KL(behaviour) {s['approx_kl_behaviour']:.2e}", flush=True)
+        print(
+            f"  engine logprobs as behaviour ({numerics['dtype']} engine, {numerics['learner']} learner), first update: ratio "
+            f"{s['ratio_min']:.4f}-{s['ratio_max']:.4f}, clip fraction {s['clip_frac']:.4f}, KL(behaviour) {s['approx_kl_behaviour']:.2e}",
+            flush=True,
+        )
 
-    from machine_limit import measure as measure_machine, model_config
+    from machine_limit import measure as measure_machine
+    from machine_limit import model_config
 
     from arena.machine import model_flops, set_threads
 
@@ -147,41 +223,72 @@ def main(argv: list[str] | None = None) -> dict:
 
     def mfu(s: dict, dtypes_: tuple[str, str]) -> dict[str, float]:
         """Model FLOPs utilisation of one step's rollout, update, and the whole step."""
-        roll_tokens, learn_tokens = s["rollout_tokens_per_s"] * s["rollout_seconds"], s["learn_tokens_per_s"] * s["learn_seconds"]
-        completion = s["response_length"] * s["policy_turns"]  # the learner's samples are the same turns
-        roll = model_flops(config, roll_tokens - completion, completion, round(roll_tokens / max(s["policy_turns"], 1) / 2))
-        learn = 3 * model_flops(config, learn_tokens - completion, completion, round(learn_tokens / max(s["samples"], 1) / 2))
+        roll_tokens, learn_tokens = (
+            s["rollout_tokens_per_s"] * s["rollout_seconds"],
+            s["learn_tokens_per_s"] * s["learn_seconds"],
+        )
+        completion = (
+            s["response_length"] * s["policy_turns"]
+        )  # the learner's samples are the same turns
+        roll = model_flops(
+            config,
+            roll_tokens - completion,
+            completion,
+            round(roll_tokens / max(s["policy_turns"], 1) / 2),
+        )
+        learn = 3 * model_flops(
+            config,
+            learn_tokens - completion,
+            completion,
+            round(learn_tokens / max(s["samples"], 1) / 2),
+        )
         rate = {"rollout": machine["flops"][dtypes_[0]], "learn": machine["flops"][dtypes_[1]]}
-        return {"mfu_rollout": roll / s["rollout_seconds"] / rate["rollout"], "mfu_learn": learn / s["learn_seconds"] / rate["learn"],
-                "mfu_step": (roll + learn) / s["step_seconds"] / max(rate.values())}
+        return {
+            "mfu_rollout": roll / s["rollout_seconds"] / rate["rollout"],
+            "mfu_learn": learn / s["learn_seconds"] / rate["learn"],
+            "mfu_step": (roll + learn) / s["step_seconds"] / max(rate.values()),
+        }
 
     table = {}
     for path, steps in runs.items():
         med = {k: statistics.median(s[k] for s in steps) for k in METRICS}
         utils = [mfu(s, dtypes[path]) for s in steps]
         table[path] = {
-            "rollout_dtype": dtypes[path][0], "learner_dtype": dtypes[path][1],
+            "rollout_dtype": dtypes[path][0],
+            "learner_dtype": dtypes[path][1],
             "matches_per_min_rollout": args.matches * 60 / med["rollout_seconds"],
             "matches_per_min_step": args.matches * 60 / med["step_seconds"],
-            "rollout_share": statistics.median(s["rollout_seconds"] / s["step_seconds"] for s in steps),
+            "rollout_share": statistics.median(
+                s["rollout_seconds"] / s["step_seconds"] for s in steps
+            ),
             **{k: statistics.median(u[k] for u in utils) for k in utils[0]},
             **med,
         }
-    print(f"\n{'path':<13}{'rollout/learner dtype':>22}{'matches/min rollout':>21}{'matches/min step':>18}{'rollout s':>11}"
-          f"{'learn s':>9}{'rollout share':>15}{'turns':>7}{'tokens/s rollout/learn':>24}{'MFU rollout/learn/step':>24}")
+    print(
+        f"\n{'path':<13}{'rollout/learner dtype':>22}{'matches/min rollout':>21}{'matches/min step':>18}{'rollout s':>11}"
+        f"{'learn s':>9}{'rollout share':>15}{'turns':>7}{'tokens/s rollout/learn':>24}{'MFU rollout/learn/step':>24}"
+    )
     for path, t in table.items():
-        print(f"{path:<13}{t['rollout_dtype'] + '/' + t['learner_dtype']:>22}{t['matches_per_min_rollout']:>21.1f}{t['matches_per_min_step']:>18.1f}"
-              f"{t['rollout_seconds']:>11.1f}{t['learn_seconds']:>9.1f}{t['rollout_share']:>15.0%}{t['policy_turns']:>7.0f}"
-              f"{t['rollout_tokens_per_s']:>17.0f}/{t['learn_tokens_per_s']:<6.0f}"
-              f"{t['mfu_rollout']:>10.1%}/{t['mfu_learn']:.1%}/{t['mfu_step']:.1%}")
-    roll = table["vllm"]["matches_per_min_rollout"] / table["transformers"]["matches_per_min_rollout"]
+        print(
+            f"{path:<13}{t['rollout_dtype'] + '/' + t['learner_dtype']:>22}{t['matches_per_min_rollout']:>21.1f}{t['matches_per_min_step']:>18.1f}"
+            f"{t['rollout_seconds']:>11.1f}{t['learn_seconds']:>9.1f}{t['rollout_share']:>15.0%}{t['policy_turns']:>7.0f}"
+            f"{t['rollout_tokens_per_s']:>17.0f}/{t['learn_tokens_per_s']:<6.0f}"
+            f"{t['mfu_rollout']:>10.1%}/{t['mfu_learn']:.1%}/{t['mfu_step']:.1%}"
+        )
+    roll = (
+        table["vllm"]["matches_per_min_rollout"] / table["transformers"]["matches_per_min_rollout"]
+    )
     step = table["vllm"]["matches_per_min_step"] / table["transformers"]["matches_per_min_step"]
     f32, b16 = machine["flops"]["float32"], machine["flops"]["bfloat16"]
-    print(f"matmul at {machine['threads']} thread(s): fp32 {f32 / 1e9:.0f}, bf16 {b16 / 1e9:.0f} GFLOP/s. MFU counts every prompt "
-          f"token as computed: prefix caching (vLLM) and prefix sharing (transformers) skip some, so it can pass 100%")
-    print(f"vllm / transformers matches per minute: rollouts {roll:.2f}x, whole step {step:.2f}x (target >= 2x: "
-          f"{'met' if step >= 2 else 'MISSED'} for the step, {'met' if roll >= 2 else 'MISSED'} for the rollouts); "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"matmul at {machine['threads']} thread(s): fp32 {f32 / 1e9:.0f}, bf16 {b16 / 1e9:.0f} GFLOP/s. MFU counts every prompt "
+        f"token as computed: prefix caching (vLLM) and prefix sharing (transformers) skip some, so it can pass 100%"
+    )
+    print(
+        f"vllm / transformers matches per minute: rollouts {roll:.2f}x, whole step {step:.2f}x (target >= 2x: "
+        f"{'met' if step >= 2 else 'MISSED'} for the step, {'met' if roll >= 2 else 'MISSED'} for the rollouts); "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     return {"paths": table, "rollout_ratio": roll, "step_ratio": step, "numerics": numerics}
 
 

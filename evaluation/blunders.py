@@ -45,7 +45,7 @@ def _outcome(v: float) -> str:
 
 
 def judge(state, action: int) -> str | None:
-    """"win_to_draw" etc. when `action` lowers the value of `state` for the mover, else None."""
+    """ "win_to_draw" etc. when `action` lowers the value of `state` for the mover, else None."""
     values = _SOLVER.move_values(state)
     best, got = max(values.values()), values[int(action)]
     if got >= best - 1e-9:
@@ -95,13 +95,31 @@ def blunder_rows(records: list[MatchRecord], who: str) -> list[BlunderRow]:
         for seat in [*sorted({s for s, _ in moves}), "all"]:
             kinds = [k for s, k in moves if seat in ("all", s)]
             bad = sum(k is not None for k in kinds)
-            rows.append(BlunderRow(who, game, seat, len(kinds), bad, bad / max(len(kinds), 1), wilson(bad, len(kinds)),
-                                   kinds.count("win_to_draw"), kinds.count("draw_to_loss"), kinds.count("win_to_loss")))
+            rows.append(
+                BlunderRow(
+                    who,
+                    game,
+                    seat,
+                    len(kinds),
+                    bad,
+                    bad / max(len(kinds), 1),
+                    wilson(bad, len(kinds)),
+                    kinds.count("win_to_draw"),
+                    kinds.count("draw_to_loss"),
+                    kinds.count("win_to_loss"),
+                )
+            )
     return rows
 
 
-def expected_blunder_rate(agent, game_name: str, positions: list[list[int]], params: dict | None = None,
-                          samples: int = 8, seed: int = 0) -> float:
+def expected_blunder_rate(
+    agent,
+    game_name: str,
+    positions: list[list[int]],
+    params: dict | None = None,
+    samples: int = 8,
+    seed: int = 0,
+) -> float:
     """The agent's expected blunder rate over `positions` (OpenSpiel action histories, each
     weighted equally), from its move distribution there (`evaluation.exploitability.distributions`:
     exact for bots and constrained LLMs, sampled otherwise)."""
@@ -115,4 +133,6 @@ def expected_blunder_rate(agent, game_name: str, positions: list[list[int]], par
             state.apply_action(a)
         states.append(state)
     dists, _, _ = distributions(agent, game_name, dict(params or {}), states, samples, seed)
-    return sum(sum(p for a, p in d.items() if judge(s, a) is not None) for s, d in zip(states, dists)) / len(states)
+    return sum(
+        sum(p for a, p in d.items() if judge(s, a) is not None) for s, d in zip(states, dists)
+    ) / len(states)

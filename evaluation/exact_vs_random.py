@@ -58,7 +58,9 @@ class Tactics:
     block_chances: float  # expected turns per game where the opponent threatens and the agent cannot win at once
     blocks_made: float  # share of those that block a threat
     entropy: float  # reach-weighted mean entropy (nats) of the agent's move distribution at those block turns
-    misses: list[tuple[str, float]]  # (board, P(reach and miss)) of the costliest missed blocks/wins, largest first
+    misses: list[
+        tuple[str, float]
+    ]  # (board, P(reach and miss)) of the costliest missed blocks/wins, largest first
 
 
 class PolicyTable:
@@ -69,7 +71,9 @@ class PolicyTable:
         env = games.make(game_name, **self.params)
         self.game = getattr(env, "game", None)
         if self.game is None or self.game.num_players() != 2:
-            raise ValueError(f"exact_vs_random needs a two-player OpenSpiel game; {game_name} is not one")
+            raise ValueError(
+                f"exact_vs_random needs a two-player OpenSpiel game; {game_name} is not one"
+            )
         self.by_history = by_history
         self._cache: dict[tuple, dict[int, float]] = {}
 
@@ -80,14 +84,18 @@ class PolicyTable:
         """Ask the agent once, batched, about the positions not yet in the table."""
         todo = {self.key(s): s for s in states if self.key(s) not in self._cache}
         if todo:
-            probs, _, _ = distributions(self.agent, self.game_name, self.params, list(todo.values()), prefix="xr")
+            probs, _, _ = distributions(
+                self.agent, self.game_name, self.params, list(todo.values()), prefix="xr"
+            )
             self._cache.update(zip(todo, probs))
 
     def __call__(self, state) -> dict[int, float]:
         return self._cache[self.key(state)]
 
 
-def walk(table: PolicyTable, seat: int) -> tuple[dict[tuple, tuple[object, float]], dict[tuple, tuple[object, float]]]:
+def walk(
+    table: PolicyTable, seat: int
+) -> tuple[dict[tuple, tuple[object, float]], dict[tuple, tuple[object, float]]]:
     """Reach probability of every agent decision position and every terminal position, the
     agent in `seat` against uniform random, level by level (one batched agent call a level)."""
     frontier = {table.key(s := table.game.new_initial_state()): (s, 1.0)}
@@ -155,11 +163,22 @@ def tactics(table: PolicyTable, seat: int, top: int = 5) -> Tactics:
         elif threats:
             hit = sum(q for a, q in dist.items() if a in threats)
             q = np.array([v for v in dist.values() if v > 0])
-            block_n, block_hit, ent = block_n + p, block_hit + p * hit, ent - p * float((q * np.log(q)).sum())
+            block_n, block_hit, ent = (
+                block_n + p,
+                block_hit + p * hit,
+                ent - p * float((q * np.log(q)).sum()),
+            )
             misses[f"block {str(state).replace(chr(10), '/')}"] += p * (1 - hit)
     worst = sorted(((b, m) for b, m in misses.items() if m > 1e-9), key=lambda x: -x[1])[:top]
-    return Tactics(seat, win_n, win_hit / win_n if win_n else float("nan"), block_n,
-                   block_hit / block_n if block_n else float("nan"), ent / block_n if block_n else float("nan"), worst)
+    return Tactics(
+        seat,
+        win_n,
+        win_hit / win_n if win_n else float("nan"),
+        block_n,
+        block_hit / block_n if block_n else float("nan"),
+        ent / block_n if block_n else float("nan"),
+        worst,
+    )
 
 
 def move_distributions_at(table: PolicyTable, histories: list[list[int]]) -> list[dict[int, float]]:
@@ -185,25 +204,51 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("specs", nargs="+", help="agent specs, e.g. llm:runs/tictactoe_tiny/best")
     ap.add_argument("--game", default="tic_tac_toe")
     ap.add_argument("--params", default="board=relative", help="game params as k=v,k=v")
-    ap.add_argument("--temperature", type=float, default=0.0, help="the agent's temperature (0: greedy, as evaluation plays)")
-    ap.add_argument("--misses", type=int, default=0, help="print the N costliest missed wins/blocks per seat")
-    ap.add_argument("--at", default="", help="also print the move distribution after these histories, e.g. '0,4,1;0,4,2'")
+    ap.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="the agent's temperature (0: greedy, as evaluation plays)",
+    )
+    ap.add_argument(
+        "--misses", type=int, default=0, help="print the N costliest missed wins/blocks per seat"
+    )
+    ap.add_argument(
+        "--at",
+        default="",
+        help="also print the move distribution after these histories, e.g. '0,4,1;0,4,2'",
+    )
     args = ap.parse_args(argv)
     params = dict(kv.split("=", 1) for kv in args.params.split(",") if kv)
-    print(f"{'agent':<48} {'X non-losing':>12} {'O non-losing':>12} {'both':>6} {'X win/blk':>10} {'O win/blk':>10} {'O blk ent':>9}")
+    print(
+        f"{'agent':<48} {'X non-losing':>12} {'O non-losing':>12} {'both':>6} {'X win/blk':>10} {'O win/blk':>10} {'O blk ent':>9}"
+    )
     for spec in args.specs:
-        agent = make_agent(f"{spec},temperature={args.temperature}" if spec.startswith("llm:") else spec, "agent")
+        agent = make_agent(
+            f"{spec},temperature={args.temperature}" if spec.startswith("llm:") else spec, "agent"
+        )
         table = PolicyTable(agent, args.game, params)
         x, o = exact_vs_random(table)
-        cells = [f"{x.non_losing:12.4f}", f"{o.non_losing:12.4f}", f"{(x.non_losing + o.non_losing) / 2:6.4f}"]
+        cells = [
+            f"{x.non_losing:12.4f}",
+            f"{o.non_losing:12.4f}",
+            f"{(x.non_losing + o.non_losing) / 2:6.4f}",
+        ]
         if args.game == "tic_tac_toe":
             tx, to = tactics(table, 0, args.misses), tactics(table, 1, args.misses)
-            cells += [f"{tx.wins_taken:.2f}/{tx.blocks_made:.2f}".rjust(10), f"{to.wins_taken:.2f}/{to.blocks_made:.2f}".rjust(10), f"{to.entropy:9.3f}"]
+            cells += [
+                f"{tx.wins_taken:.2f}/{tx.blocks_made:.2f}".rjust(10),
+                f"{to.wins_taken:.2f}/{to.blocks_made:.2f}".rjust(10),
+                f"{to.entropy:9.3f}",
+            ]
         print(f"{spec:<48} " + " ".join(cells))
         histories = [[int(a) for a in h.split(",")] for h in args.at.split(";") if h]
         for h, dist in zip(histories, move_distributions_at(table, histories)):
             top = sorted(dist.items(), key=lambda kv: -kv[1])
-            print(f"    after {','.join(map(str, h))}: " + " ".join(f"{a}:{q:.2f}" for a, q in top if q >= 0.005))
+            print(
+                f"    after {','.join(map(str, h))}: "
+                + " ".join(f"{a}:{q:.2f}" for a, q in top if q >= 0.005)
+            )
         if args.misses and args.game == "tic_tac_toe":
             for t in (tx, to):
                 for board, m in t.misses:

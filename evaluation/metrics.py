@@ -102,12 +102,20 @@ def results(records: list[MatchRecord], who: str) -> list[_Result]:
         if seat is None:
             continue
         mine = [t for t in rec.turns if t.agent == who]
-        out.append(_Result(
-            key=plan_key(rec.match_id), seat=seat, outcome=rec.outcome.get(seat, "draw"), ret=float(rec.returns.get(seat, 0.0)),
-            moves=len(mine), invalid=sum((not t.valid) or t.retries > 0 for t in mine),
-            tokens=sum(sum(len(a.token_ids) for a in t.attempts) or len(t.token_ids) for t in mine),
-            forfeit=any(t.fallback == "forfeit" for t in mine),
-        ))
+        out.append(
+            _Result(
+                key=plan_key(rec.match_id),
+                seat=seat,
+                outcome=rec.outcome.get(seat, "draw"),
+                ret=float(rec.returns.get(seat, 0.0)),
+                moves=len(mine),
+                invalid=sum((not t.valid) or t.retries > 0 for t in mine),
+                tokens=sum(
+                    sum(len(a.token_ids) for a in t.attempts) or len(t.token_ids) for t in mine
+                ),
+                forfeit=any(t.fallback == "forfeit" for t in mine),
+            )
+        )
     return out
 
 
@@ -118,10 +126,24 @@ def cell(who: str, game: str, opponent: str, seat: str, rs: list[_Result]) -> Ce
     moves = sum(r.moves for r in rs)
     m, lo, hi = mean_ci([r.ret for r in rs])
     return Cell(
-        agent=who, game=game, opponent=opponent, seat=seat, matches=n, wins=wins, draws=draws, losses=n - wins - draws,
-        win_rate=wins / max(n, 1), win_ci=wilson(wins, n), non_losing=(wins + draws) / max(n, 1), non_losing_ci=wilson(wins + draws, n),
-        mean_return=m, return_ci=(lo, hi), moves=moves, invalid_rate=sum(r.invalid for r in rs) / max(moves, 1),
-        forfeit_rate=sum(r.forfeit for r in rs) / max(n, 1), tokens_per_move=sum(r.tokens for r in rs) / max(moves, 1),
+        agent=who,
+        game=game,
+        opponent=opponent,
+        seat=seat,
+        matches=n,
+        wins=wins,
+        draws=draws,
+        losses=n - wins - draws,
+        win_rate=wins / max(n, 1),
+        win_ci=wilson(wins, n),
+        non_losing=(wins + draws) / max(n, 1),
+        non_losing_ci=wilson(wins + draws, n),
+        mean_return=m,
+        return_ci=(lo, hi),
+        moves=moves,
+        invalid_rate=sum(r.invalid for r in rs) / max(moves, 1),
+        forfeit_rate=sum(r.forfeit for r in rs) / max(n, 1),
+        tokens_per_move=sum(r.tokens for r in rs) / max(moves, 1),
     )
 
 
@@ -133,7 +155,9 @@ def cells(records: list[MatchRecord], who: str) -> list[Cell]:
     out = []
     for (game, opponent), rs in groups.items():
         for seat in sorted({r.seat for r in rs}):
-            out.append(cell(who, unkey(game), unkey(opponent), seat, [r for r in rs if r.seat == seat]))
+            out.append(
+                cell(who, unkey(game), unkey(opponent), seat, [r for r in rs if r.seat == seat])
+            )
         out.append(cell(who, unkey(game), unkey(opponent), ALL, rs))
     return out
 
@@ -147,11 +171,17 @@ MEASURES = {  # Paired's fields: one number per match and side; nan leaves the p
 }
 
 
-def paired(records: list[MatchRecord], agent: str = "agent", baseline: str = "baseline", seed: int = 0) -> list[Paired]:
+def paired(
+    records: list[MatchRecord], agent: str = "agent", baseline: str = "baseline", seed: int = 0
+) -> list[Paired]:
     """Agent minus baseline, per (game, opponent, seat), pooled over the seats, and pooled per game
     (opponent and seat "all"); the bootstrap is stratified by seat, and by opponent when pooled."""
     base = {r.key: r for r in results(records, baseline)}
-    pairs = [(a, base[a.key]) for a in sorted(results(records, agent), key=lambda r: r.key) if a.key in base]
+    pairs = [
+        (a, base[a.key])
+        for a in sorted(results(records, agent), key=lambda r: r.key)
+        if a.key in base
+    ]
     by_game: dict[str, list] = defaultdict(list)
     for a, b in pairs:
         by_game[a.key[0]].append((a, b))
@@ -169,7 +199,9 @@ def paired(records: list[MatchRecord], agent: str = "agent", baseline: str = "ba
 def _paired(game: str, opponent: str, seat: str, ps: list, strata: list, seed: int) -> Paired:
     out = {}
     for name, f in MEASURES.items():
-        kept = [(a, b, s) for (a, b), s in zip(ps, strata) if not (math.isnan(f(a)) or math.isnan(f(b)))]
+        kept = [
+            (a, b, s) for (a, b), s in zip(ps, strata) if not (math.isnan(f(a)) or math.isnan(f(b)))
+        ]
         d = paired_bootstrap([f(a) - f(b) for a, b, _ in kept], [s for *_, s in kept], seed=seed)
         base = float(np.mean([f(b) for _, b, _ in kept])) if kept else math.nan
         agent = float(np.mean([f(a) for a, _, _ in kept])) if kept else math.nan
@@ -185,9 +217,25 @@ def summary(cells_: list[Cell]) -> list[dict]:
         if c.seat != ALL:
             seats[c.seat] = c.non_losing
             continue
-        out.append({"game": c.game, "opponent": c.opponent, "games": c.matches, "wins": c.wins, "draws": c.draws, "losses": c.losses,
-                    "win_rate": c.win_rate, "non_losing": c.non_losing, "ci_low": c.non_losing_ci[0], "ci_high": c.non_losing_ci[1],
-                    "non_losing_by_seat": seats, "mean_return": c.mean_return, "return_ci": list(c.return_ci),
-                    "invalid_rate": c.invalid_rate, "forfeit_rate": c.forfeit_rate, "tokens_per_move": c.tokens_per_move})
+        out.append(
+            {
+                "game": c.game,
+                "opponent": c.opponent,
+                "games": c.matches,
+                "wins": c.wins,
+                "draws": c.draws,
+                "losses": c.losses,
+                "win_rate": c.win_rate,
+                "non_losing": c.non_losing,
+                "ci_low": c.non_losing_ci[0],
+                "ci_high": c.non_losing_ci[1],
+                "non_losing_by_seat": seats,
+                "mean_return": c.mean_return,
+                "return_ci": list(c.return_ci),
+                "invalid_rate": c.invalid_rate,
+                "forfeit_rate": c.forfeit_rate,
+                "tokens_per_move": c.tokens_per_move,
+            }
+        )
         seats = {}
     return out

@@ -47,37 +47,81 @@ def _num(x: float, ci) -> str:
 
 def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     """Rich tables: cells per evaluated agent, paired differences, and the extra rows."""
-    from arena.console import make_console
     from rich.table import Table
+
+    from arena.console import make_console
 
     console = console or make_console(200)
     for who in dict.fromkeys(r["agent"] for r in rows if r["kind"] == "cell"):
         t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)")
-        for col in ("game", "opponent", "seat", "n", "W-D-L", "win rate", "non-losing", "mean return", "invalid", "forfeit", "tok/move"):
+        for col in (
+            "game",
+            "opponent",
+            "seat",
+            "n",
+            "W-D-L",
+            "win rate",
+            "non-losing",
+            "mean return",
+            "invalid",
+            "forfeit",
+            "tok/move",
+        ):
             t.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
         for r in rows:
             if r["kind"] != "cell" or r["agent"] != who or (not seats and r["seat"] != ALL):
                 continue
-            t.add_row(r["game"], r["opponent"], r["seat"], str(r["matches"]), f"{r['wins']}-{r['draws']}-{r['losses']}",
-                      _rate(r["win_rate"], r["win_ci"]), _rate(r["non_losing"], r["non_losing_ci"]), _num(r["mean_return"], r["return_ci"]),
-                      f"{r['invalid_rate']:.2f}", f"{r['forfeit_rate']:.2f}", f"{r['tokens_per_move']:.1f}",
-                      style="bold" if r["seat"] == ALL else None)
+            t.add_row(
+                r["game"],
+                r["opponent"],
+                r["seat"],
+                str(r["matches"]),
+                f"{r['wins']}-{r['draws']}-{r['losses']}",
+                _rate(r["win_rate"], r["win_ci"]),
+                _rate(r["non_losing"], r["non_losing_ci"]),
+                _num(r["mean_return"], r["return_ci"]),
+                f"{r['invalid_rate']:.2f}",
+                f"{r['forfeit_rate']:.2f}",
+                f"{r['tokens_per_move']:.1f}",
+                style="bold" if r["seat"] == ALL else None,
+            )
         console.print(t)
     paired = [r for r in rows if r["kind"] == "paired"]
     if paired:
-        t = Table(title="agent - baseline on the same matches (paired bootstrap 95% CI; green: better, red: worse)")
-        measures = {"points": "points", "non_losing": "non-losing", "legal_move_rate": "legal moves", "mean_return": "return"}
+        t = Table(
+            title="agent - baseline on the same matches (paired bootstrap 95% CI; green: better, red: worse)"
+        )
+        measures = {
+            "points": "points",
+            "non_losing": "non-losing",
+            "legal_move_rate": "legal moves",
+            "mean_return": "return",
+        }
         for col in ("game", "opponent", "seat", "pairs", *measures.values(), "verdict (points)"):
-            t.add_column(col, justify="left" if col in ("game", "opponent", "seat", "verdict (points)") else "right")
+            t.add_column(
+                col,
+                justify="left"
+                if col in ("game", "opponent", "seat", "verdict (points)")
+                else "right",
+            )
         for r in paired:
             if not seats and r["seat"] != ALL:
                 continue
-            t.add_row(r["game"], r["opponent"], r["seat"], str(r["pairs"]), *(_diff(r[m]) for m in measures), r["points"]["verdict"],
-                      style="bold" if r["opponent"] == ALL else None)
+            t.add_row(
+                r["game"],
+                r["opponent"],
+                r["seat"],
+                str(r["pairs"]),
+                *(_diff(r[m]) for m in measures),
+                r["points"]["verdict"],
+                style="bold" if r["opponent"] == ALL else None,
+            )
         console.print(t)
-    for kind, title in (("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
-                        ("blunders", "blunders: moves that lowered the game-theoretic value"),
-                        ("social", "social dilemma metrics")):
+    for kind, title in (
+        ("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
+        ("blunders", "blunders: moves that lowered the game-theoretic value"),
+        ("social", "social dilemma metrics"),
+    ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             t = Table(title=title)
@@ -97,7 +141,9 @@ def _diff(d: dict) -> str:
 
 
 def _cell(v) -> str:
-    if isinstance(v, dict) and {"diff", "ci", "baseline", "agent"} <= v.keys():  # a paired Difference
+    if (
+        isinstance(v, dict) and {"diff", "ci", "baseline", "agent"} <= v.keys()
+    ):  # a paired Difference
         return f"{_num(v['diff'], v['ci'])} ({v['baseline']:.2f} -> {v['agent']:.2f})"
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -126,14 +172,24 @@ def rates_figure(rows: list[dict], game: str) -> str:
     agents = list(dict.fromkeys(r["agent"] for r in cells))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
     width = 0.8 / max(len(agents), 1)
-    for ax, (key, label) in zip(axes, (("win_rate", "win rate"), ("non_losing", "non-losing rate"))):
+    for ax, (key, label) in zip(
+        axes, (("win_rate", "win rate"), ("non_losing", "non-losing rate"))
+    ):
         ci_key = "win_ci" if key == "win_rate" else "non_losing_ci"
         for i, who in enumerate(agents):
             mine = {r["opponent"]: r for r in cells if r["agent"] == who}
             x = np.arange(len(opponents)) + (i - (len(agents) - 1) / 2) * width
             y = [mine[o][key] if o in mine else np.nan for o in opponents]
-            err = [[max(0.0, mine[o][key] - mine[o][ci_key][0]) if o in mine else 0 for o in opponents],
-                   [max(0.0, mine[o][ci_key][1] - mine[o][key]) if o in mine else 0 for o in opponents]]
+            err = [
+                [
+                    max(0.0, mine[o][key] - mine[o][ci_key][0]) if o in mine else 0
+                    for o in opponents
+                ],
+                [
+                    max(0.0, mine[o][ci_key][1] - mine[o][key]) if o in mine else 0
+                    for o in opponents
+                ],
+            ]
             ax.bar(x, y, width, yerr=err, capsize=3, label=who)
         ax.set_xticks(range(len(opponents)), opponents, rotation=15)
         ax.set_ylim(0, 1.05)
@@ -160,9 +216,17 @@ def forest_figure(rows: list[dict], game: str) -> str | None:
         color = {"better": "tab:green", "worse": "tab:red"}.get(points["verdict"], "tab:gray")
         pooled = r["seat"] == ALL
         ax.plot(points["ci"], [i, i], color=color, lw=2.5 if pooled else 1.5)
-        ax.plot([points["diff"]], [i], "D" if r["opponent"] == ALL else "o", color=color, ms=7 if pooled else 5)
+        ax.plot(
+            [points["diff"]],
+            [i],
+            "D" if r["opponent"] == ALL else "o",
+            color=color,
+            ms=7 if pooled else 5,
+        )
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(len(paired)), [f"{r['opponent']} / {r['seat']}" for r in reversed(paired)], fontsize=8)
+    ax.set_yticks(
+        range(len(paired)), [f"{r['opponent']} / {r['seat']}" for r in reversed(paired)], fontsize=8
+    )
     ax.set_xlabel("points, agent - baseline (win 1, draw 0.5, loss 0), 95% paired bootstrap CI")
     ax.set_title(f"{game}: paired differences", fontsize=10)
     return _png(fig)
@@ -175,7 +239,9 @@ def _table_html(rows: list[dict]) -> str:
         return ""
     cols = [k for k in rows[0] if k != "kind"]
     head = "".join(f"<th>{_e(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_e(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_e(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -183,14 +249,20 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
     from tournaments.report import CSS, _e
 
     path = Path(path)
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{_e(title)}</h1><p class='sub'>{_e(subtitle)}</p>"]
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1><p class='sub'>{_e(subtitle)}</p>",
+    ]
     for game in dict.fromkeys(r["game"] for r in rows if r["kind"] == "cell"):
         parts.append(f"<h2>{_e(game)}</h2>")
-        parts.append(f"<img alt='{_e(game)} rates' src='data:image/png;base64,{rates_figure(rows, game)}'>")
+        parts.append(
+            f"<img alt='{_e(game)} rates' src='data:image/png;base64,{rates_figure(rows, game)}'>"
+        )
         forest = forest_figure(rows, game)
         if forest:
-            parts.append(f"<img alt='{_e(game)} paired differences' src='data:image/png;base64,{forest}'>")
+            parts.append(
+                f"<img alt='{_e(game)} paired differences' src='data:image/png;base64,{forest}'>"
+            )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
     for kind in ("exploitability", "blunders", "social"):

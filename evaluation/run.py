@@ -47,7 +47,9 @@ class OwnStream:
         for t in turns:
             key = (t.match_id, t.player)
             if key not in self._rngs:
-                self._rngs[key] = np.random.default_rng([self.seeds[t.match_id], 3, t.env.possible_agents.index(t.player)])
+                self._rngs[key] = np.random.default_rng(
+                    [self.seeds[t.match_id], 3, t.env.possible_agents.index(t.player)]
+                )
             own.append(PendingTurn(t.match_id, t.env, t.player, self._rngs[key]))
         return self.agent.act(own)
 
@@ -71,7 +73,9 @@ def opponents(games_: list[GameSpec]) -> dict[str, object]:
             label = opponent_label(spec)
             for name in [label] + [f"{label}#{j}" for j in range(2, num_seats(g))]:
                 if out.setdefault(name, spec) != spec:
-                    raise ValueError(f"two different opponents are named {label!r}: give them distinct name: keys")
+                    raise ValueError(
+                        f"two different opponents are named {label!r}: give them distinct name: keys"
+                    )
     return out
 
 
@@ -91,9 +95,18 @@ def build_opponents(games_: list[GameSpec]) -> dict:
     return out
 
 
-def play_suite(evaluated: dict, games_: list[GameSpec], matches: int, seed: int = 0, concurrency: int = 16,
-               max_turns: int = 2000, out: str | None = None, progress=None, skip: set[str] | None = None,
-               opponent_agents: dict | None = None):
+def play_suite(
+    evaluated: dict,
+    games_: list[GameSpec],
+    matches: int,
+    seed: int = 0,
+    concurrency: int = 16,
+    max_turns: int = 2000,
+    out: str | None = None,
+    progress=None,
+    skip: set[str] | None = None,
+    opponent_agents: dict | None = None,
+):
     """Play every evaluated agent (name -> Agent; "agent", "baseline") against the suite.
 
     Yields each finished MatchRecord (appended to `out` first, when given). `skip`: match
@@ -104,10 +117,14 @@ def play_suite(evaluated: dict, games_: list[GameSpec], matches: int, seed: int 
 
     todo = suite_plans(list(evaluated), games_, matches, seed, skip)
     agents = suite_agents(evaluated, games_, {p.match_id: p.seed for p in todo}, opponent_agents)
-    yield from play(todo, agents, concurrency=concurrency, out=out, max_turns=max_turns, progress=progress)
+    yield from play(
+        todo, agents, concurrency=concurrency, out=out, max_turns=max_turns, progress=progress
+    )
 
 
-def evaluate(agent, games_: list[GameSpec], matches: int, seed: int, name: str = AGENT, **play) -> list:
+def evaluate(
+    agent, games_: list[GameSpec], matches: int, seed: int, name: str = AGENT, **play
+) -> list:
     """`agent`'s cells (per seat and pooled, `evaluation.metrics.Cell`) from `matches` matches
     per game and opponent, played in memory; `play`: play_suite's keywords (concurrency, ...)."""
     from evaluation.metrics import cells
@@ -115,14 +132,30 @@ def evaluate(agent, games_: list[GameSpec], matches: int, seed: int, name: str =
     return cells(list(play_suite({name: agent}, games_, matches, seed, **play)), name)
 
 
-def suite_plans(evaluated: list[str], games_: list[GameSpec], matches: int, seed: int, skip: set[str] | None = None) -> list:
+def suite_plans(
+    evaluated: list[str],
+    games_: list[GameSpec],
+    matches: int,
+    seed: int,
+    skip: set[str] | None = None,
+) -> list:
     """The plans of the evaluated agents not in `skip`, interleaved so a baseline is not left for the end."""
-    todo = [p for who in evaluated for p in plans(who, games_, matches, seed) if p.match_id not in (skip or set())]
+    todo = [
+        p
+        for who in evaluated
+        for p in plans(who, games_, matches, seed)
+        if p.match_id not in (skip or set())
+    ]
     todo.sort(key=lambda p: (p.match_id.split("|", 1)[1], p.match_id))
     return todo
 
 
-def suite_agents(evaluated: dict, games_: list[GameSpec], seeds: dict[str, int], opponent_agents: dict | None = None) -> dict:
+def suite_agents(
+    evaluated: dict,
+    games_: list[GameSpec],
+    seeds: dict[str, int],
+    opponent_agents: dict | None = None,
+) -> dict:
     """Every seat's agent (evaluated agents and opponents), each on its own stream (`OwnStream`)."""
     built = dict(opponent_agents or build_opponents(games_))
     for name, spec in opponents(games_).items():
@@ -157,7 +190,15 @@ def store_paths(out: str | Path) -> tuple[Path, Path]:
     return d / "eval.db", d / "eval.jsonl"
 
 
-FREE = ("concurrency", "max_turns", "exploitability", "samples", "max_states", "out", "matches")  # may change on resume
+FREE = (
+    "concurrency",
+    "max_turns",
+    "exploitability",
+    "samples",
+    "max_states",
+    "out",
+    "matches",
+)  # may change on resume
 
 
 def _resume_key(config_json: str) -> dict:
@@ -166,7 +207,9 @@ def _resume_key(config_json: str) -> dict:
     return {k: v for k, v in json.loads(config_json).items() if k not in FREE}
 
 
-def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, ray_pool=None) -> EvalRun:
+def run_eval(
+    config: EvalConfig, progress=None, evaluated: dict | None = None, ray_pool=None
+) -> EvalRun:
     """Play (or resume) `config`'s matches with the store in config.out; return every record.
 
     `evaluated`: name -> Agent, a cache filled with agents built from the config's specs
@@ -181,9 +224,24 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
 
     db, jsonl = store_paths(config.out)
     start = time.perf_counter()
-    names = {AGENT: config.agent, **({BASELINE: config.baseline} if config.baseline is not None else {})}
+    names = {
+        AGENT: config.agent,
+        **({BASELINE: config.baseline} if config.baseline is not None else {}),
+    }
     planned = [p for who in names for p in plans(who, config.games, config.matches, config.seed)]
-    specs = [MatchSpec(p.match_id, p.game, p.params, p.seed, p.seats, 0, unkey(p.match_id.split("|")[2]), p.opening) for p in planned]
+    specs = [
+        MatchSpec(
+            p.match_id,
+            p.game,
+            p.params,
+            p.seed,
+            p.seats,
+            0,
+            unkey(p.match_id.split("|")[2]),
+            p.opening,
+        )
+        for p in planned
+    ]
     players = {**names, **opponents(config.games)}
     with Store(db) as store:
         store.lock()
@@ -193,7 +251,9 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
         check_writable(jsonl)
         store.add_schedule(specs)
         done = set(store.results())
-        logged = read_log(jsonl, skip=done)  # played but not stored (all of them if the DB was lost)
+        logged = read_log(
+            jsonl, skip=done
+        )  # played but not stored (all of them if the DB was lost)
         recovered = 0
         for spec in specs:
             if spec.match_id not in done and spec.match_id in logged:
@@ -209,23 +269,44 @@ def run_eval(config: EvalConfig, progress=None, evaluated: dict | None = None, r
                 import functools
 
                 todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
-                pool = ray_pool(functools.partial(build_suite_agents, names, config.games, {p.match_id: p.seed for p in todo}))
-                records = pool.play(todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress)
+                pool = ray_pool(
+                    functools.partial(
+                        build_suite_agents, names, config.games, {p.match_id: p.seed for p in todo}
+                    )
+                )
+                records = pool.play(
+                    todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress
+                )
             else:
                 evaluated = evaluated if evaluated is not None else {}
-                evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
-                records = play_suite({n: evaluated[n] for n in names}, config.games, config.matches, config.seed, config.concurrency,
-                                     config.max_turns, out=str(jsonl), progress=progress, skip=done)
+                evaluated.update(
+                    {n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated}
+                )
+                records = play_suite(
+                    {n: evaluated[n] for n in names},
+                    config.games,
+                    config.matches,
+                    config.seed,
+                    config.concurrency,
+                    config.max_turns,
+                    out=str(jsonl),
+                    progress=progress,
+                    skip=done,
+                )
             for rec in records:
                 store.add_result(MatchResult.from_record(rec, jsonl))
                 played += 1
     by_id: dict[str, MatchRecord] = {}
     for rec in read_jsonl(jsonl) if jsonl.exists() else []:
-        by_id.setdefault(rec.match_id, rec)  # as the store's read_log: of duplicated ids the first counts
+        by_id.setdefault(
+            rec.match_id, rec
+        )  # as the store's read_log: of duplicated ids the first counts
     missing = [p.match_id for p in planned if p.match_id not in by_id]
     if missing:
         raise RuntimeError(f"{jsonl} lacks {len(missing)} stored match(es), e.g. {missing[0]!r}")
-    return EvalRun(config, [by_id[p.match_id] for p in planned], played, recovered, time.perf_counter() - start)
+    return EvalRun(
+        config, [by_id[p.match_id] for p in planned], played, recovered, time.perf_counter() - start
+    )
 
 
 def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:
@@ -239,7 +320,10 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
     from tournaments.store import Store
 
     db, _ = store_paths(config.out)
-    names = {AGENT: config.agent, **({BASELINE: config.baseline} if config.baseline is not None else {})}
+    names = {
+        AGENT: config.agent,
+        **({BASELINE: config.baseline} if config.baseline is not None else {}),
+    }
     rows = []
     for g in config.games:
         for who, spec in names.items():
@@ -253,7 +337,16 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
                 evaluated[who] = build_agent(who, spec)
             try:
                 with Progress(desc=f"exploitability {g.name} ({who})", unit="states") as bar:
-                    result = exploitability(evaluated[who], g.name, g.params, config.samples, config.seed, config.max_states, who, bar)
+                    result = exploitability(
+                        evaluated[who],
+                        g.name,
+                        g.params,
+                        config.samples,
+                        config.seed,
+                        config.max_states,
+                        who,
+                        bar,
+                    )
             except ValueError as e:  # not an OpenSpiel game, too many states, simultaneous moves
                 if console is not None and who == AGENT:
                     console.print(f"exploitability: {g.name} skipped ({e})")
@@ -267,37 +360,57 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
 
 def main(args) -> None:
     """`arena eval`: play, resume, report."""
-    from arena.console import make_console
-
     import games
     from arena.cli import game_params
+    from arena.console import make_console
     from arena.progress import Progress
     from evaluation.metrics import cells, paired
     from evaluation.report import as_rows, print_report, write_html, write_json
     from evaluation.suites import game_spec, load_config, make_config, suite
 
-    overrides = {"agent": args.agent, "baseline": args.baseline, "suite": args.suite, "matches": args.matches, "seed": args.seed,
-                 "exploitability": True if args.exploitability else None, "samples": args.samples, "out": args.out,
-                 "concurrency": args.concurrency}
+    overrides = {
+        "agent": args.agent,
+        "baseline": args.baseline,
+        "suite": args.suite,
+        "matches": args.matches,
+        "seed": args.seed,
+        "exploitability": True if args.exploitability else None,
+        "samples": args.samples,
+        "out": args.out,
+        "concurrency": args.concurrency,
+    }
     if args.games:
         overrides["games"] = [game_spec(g, args.opponents) for g in args.games]
     elif args.opponents:
-        overrides["games"] = [game_spec({"name": g.name, "opponents": args.opponents}) for g in suite(args.suite or "held_out")]
+        overrides["games"] = [
+            game_spec({"name": g.name, "opponents": args.opponents})
+            for g in suite(args.suite or "held_out")
+        ]
     if args.config:
         config = load_config(args.config, overrides)
     else:
         config = make_config({k: v for k, v in overrides.items() if v is not None})
     params = game_params(getattr(args, "param", None))
-    if params:  # over every game's own params; a name a game lacks is an error here, before any model loads
-        config = replace(config, games=[replace(g, params={**g.params, **params}) for g in config.games])
+    if (
+        params
+    ):  # over every game's own params; a name a game lacks is an error here, before any model loads
+        config = replace(
+            config, games=[replace(g, params={**g.params, **params}) for g in config.games]
+        )
         for g in config.games:
             games.make(g.name, **g.params)
     console = make_console(200)
     db, jsonl = store_paths(config.out)
-    console.print(f"evaluating {config.agent}" + (f" against baseline {config.baseline}" if config.baseline is not None else "")
-                  + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}")
+    console.print(
+        f"evaluating {config.agent}"
+        + (f" against baseline {config.baseline}" if config.baseline is not None else "")
+        + f" on {', '.join(f'{g.name} vs {len(g.opponents)} opponent(s)' for g in config.games)}; store {db}"
+    )
     evaluated: dict = {}
-    planned = sum(len(plans(w, config.games, config.matches, config.seed)) for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)])
+    planned = sum(
+        len(plans(w, config.games, config.matches, config.seed))
+        for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)]
+    )
     pool = None
     if getattr(args, "ray", None):
         import functools
@@ -308,19 +421,28 @@ def main(args) -> None:
     with Progress(total=planned, desc="eval") as bar:
         run = run_eval(config, bar, evaluated, pool)
     if run.recovered:
-        console.print(f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded")
-    console.print(f"{run.played} match(es) played now, {len(run.records)} in all, {run.seconds:.1f} s")
+        console.print(
+            f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded"
+        )
+    console.print(
+        f"{run.played} match(es) played now, {len(run.records)} in all, {run.seconds:.1f} s"
+    )
     rows = as_rows(cells(run.records, AGENT))
     if config.baseline is not None:
-        rows += as_rows(cells(run.records, BASELINE)) + as_rows(paired(run.records, AGENT, BASELINE, config.seed))
+        rows += as_rows(cells(run.records, BASELINE)) + as_rows(
+            paired(run.records, AGENT, BASELINE, config.seed)
+        )
     rows += extra_rows(config, run.records)
     if config.exploitability:
         rows += exploitability_rows(config, evaluated, console)
     out = Path(config.out)
     print_report(rows, console)
     write_json(rows, out / "eval.json")
-    subtitle = f"agent {config.agent}" + (f" · baseline {config.baseline}" if config.baseline is not None else "") + \
-        f" · {config.matches} matches per game and opponent · seed {config.seed}"
+    subtitle = (
+        f"agent {config.agent}"
+        + (f" · baseline {config.baseline}" if config.baseline is not None else "")
+        + f" · {config.matches} matches per game and opponent · seed {config.seed}"
+    )
     write_html(rows, out / "eval.html", "evaluation", subtitle)
     console.print(f"results: {out / 'eval.json'}, {out / 'eval.html'}; trajectories: {jsonl}")
 
@@ -333,4 +455,6 @@ def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
     from evaluation.social import social_rows
 
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
-    return [asdict(r) for w in who for r in blunder_rows(records, w)] + [asdict(r) for w in who for r in social_rows(records, w)]
+    return [asdict(r) for w in who for r in blunder_rows(records, w)] + [
+        asdict(r) for w in who for r in social_rows(records, w)
+    ]

@@ -76,10 +76,14 @@ def replay(rec: MatchRecord):
     env = games.make(rec.game, **rec.params)
     env.reset(seed=rec.seed)
     for t in rec.turns:
-        while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+        while env.agents and (
+            env.terminations[env.agent_selection] or env.truncations[env.agent_selection]
+        ):
             env.step(None)
         if env.agent_selection != t.player:
-            raise RuntimeError(f"match {rec.match_id} does not replay: turn {t.index} is {t.player}'s, the env waits for {env.agent_selection}")
+            raise RuntimeError(
+                f"match {rec.match_id} does not replay: turn {t.index} is {t.player}'s, the env waits for {env.agent_selection}"
+            )
         if t.action is None:
             env.forfeit(t.player)
             break
@@ -139,7 +143,10 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
     coop = mutual = sucker = rounds = 0
     gaps, shares, fair, per_match, total, optimum = [], [], [], [], 0.0, 0.0
     best: dict[str, float] = {}
-    after = {True: [0, 0], False: [0, 0]}  # the others all cooperated last round -> [my cooperations, rounds]
+    after = {
+        True: [0, 0],
+        False: [0, 0],
+    }  # the others all cooperated last round -> [my cooperations, rounds]
     for rec in recs:
         env = replay(rec)
         seat = next(p for p, a in rec.seats.items() if a == who)
@@ -164,8 +171,14 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
             best[rec.game] = social_optimum_per_round(env)
         optimum += best[rec.game] * len(history)
     row.rounds = rounds
-    row.cooperation, row.mutual, row.sucker = coop / max(rounds, 1), mutual / max(rounds, 1), sucker / max(rounds, 1)
-    if per_match:  # a rate over matches of (possibly) unequal length: the ratio's t interval clipped to [0, 1]
+    row.cooperation, row.mutual, row.sucker = (
+        coop / max(rounds, 1),
+        mutual / max(rounds, 1),
+        sucker / max(rounds, 1),
+    )
+    if (
+        per_match
+    ):  # a rate over matches of (possibly) unequal length: the ratio's t interval clipped to [0, 1]
         lo, hi = ratio_ci(*zip(*per_match))[1:]
         row.cooperation_ci = (max(0.0, lo), min(1.0, hi))
     if after[True][1] and after[False][1]:

@@ -26,7 +26,9 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (0.0 if k == 0 else max(0.0, center - half)), (1.0 if k == n else min(1.0, center + half))
+    return (0.0 if k == 0 else max(0.0, center - half)), (
+        1.0 if k == n else min(1.0, center + half)
+    )
 
 
 def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
@@ -43,7 +45,9 @@ def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float, flo
     return m, m - half, m + half
 
 
-def ratio_ci(counts: list[float], sizes: list[float], level: float = 0.95) -> tuple[float, float, float]:
+def ratio_ci(
+    counts: list[float], sizes: list[float], level: float = 0.95
+) -> tuple[float, float, float]:
     """(rate, low, high) of sum(counts) / sum(sizes) over clusters of unequal size (e.g. cooperative moves
     over the rounds of matches of random length): Student t interval of the ratio estimator, its standard
     error by the delta method, sqrt(sum (c_i - rate n_i)^2 / (m (m - 1))) / mean(n). With equal sizes it is
@@ -80,8 +84,13 @@ class PairedDiff:
         return "no detectable difference"
 
 
-def paired_bootstrap(diffs: list[float], strata: list | None = None, level: float = 0.95,
-                     resamples: int = 10_000, seed: int = 0) -> PairedDiff:
+def paired_bootstrap(
+    diffs: list[float],
+    strata: list | None = None,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> PairedDiff:
     """Percentile bootstrap interval of the mean paired difference.
 
     Each resample draws pairs with replacement, within each stratum (e.g. opponent and

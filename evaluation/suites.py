@@ -97,7 +97,9 @@ class EvalConfig:
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{key} must be a positive integer, got {v!r}")
-        self.games = [g if isinstance(g, GameSpec) else game_spec(g) for g in self.games] or suite(self.suite)
+        self.games = [g if isinstance(g, GameSpec) else game_spec(g) for g in self.games] or suite(
+            self.suite
+        )
         names = [(g.name, json.dumps(g.params, sort_keys=True)) for g in self.games]
         if len(set(names)) != len(names):
             raise ValueError("a game is listed twice with the same params")
@@ -109,7 +111,12 @@ class EvalConfig:
 def suite(name: str) -> list[GameSpec]:
     """The games of a suite with their default opponents."""
     splits = list(SUITES.values()) if name == "all" else [SUITES[name]]
-    return [GameSpec(g, list(DEFAULT_OPPONENTS[g])) for s in splits for g in games.names(s) if g in DEFAULT_OPPONENTS]
+    return [
+        GameSpec(g, list(DEFAULT_OPPONENTS[g]))
+        for s in splits
+        for g in games.names(s)
+        if g in DEFAULT_OPPONENTS
+    ]
 
 
 def game_spec(entry: Any, opponents: list | None = None) -> GameSpec:
@@ -120,7 +127,9 @@ def game_spec(entry: Any, opponents: list | None = None) -> GameSpec:
         raise ValueError(f"a game entry is a name or a mapping with a name, got {entry!r}")
     unknown = set(entry) - {"name", "opponents", "params", "opening"}
     if unknown:
-        raise ValueError(f"game {entry['name']!r}: unknown key(s) {', '.join(sorted(unknown))} (known: name, opponents, params, opening)")
+        raise ValueError(
+            f"game {entry['name']!r}: unknown key(s) {', '.join(sorted(unknown))} (known: name, opponents, params, opening)"
+        )
     name = entry["name"]
     games.info(name)  # unknown game: one line with a did-you-mean
     opps = entry.get("opponents") or opponents or DEFAULT_OPPONENTS.get(name) or ["random"]
@@ -141,14 +150,20 @@ def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:
         raise FileNotFoundError(f"no evaluation config at {p}")
     d = yaml.safe_load(p.read_text()) or {}
     if not isinstance(d, dict):
-        raise ValueError(f"{p}: an evaluation config is a mapping of keys (agent, games, matches, ...)")
-    return make_config({**d, **{k: v for k, v in (overrides or {}).items() if v is not None}}, where=str(p))
+        raise ValueError(
+            f"{p}: an evaluation config is a mapping of keys (agent, games, matches, ...)"
+        )
+    return make_config(
+        {**d, **{k: v for k, v in (overrides or {}).items() if v is not None}}, where=str(p)
+    )
 
 
 def make_config(d: dict, where: str = "evaluation") -> EvalConfig:
     unknown = set(d) - set(EvalConfig.__dataclass_fields__)
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(EvalConfig.__dataclass_fields__)})")
+        raise ValueError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(EvalConfig.__dataclass_fields__)})"
+        )
     return EvalConfig(**d)
 
 
@@ -160,7 +175,11 @@ def opponent_label(spec: Any) -> str:
 
 
 def num_seats(g: GameSpec) -> int:
-    return games.make(g.name, **g.params).num_agents if g.name.startswith("openspiel:") else games.info(g.name).num_players
+    return (
+        games.make(g.name, **g.params).num_agents
+        if g.name.startswith("openspiel:")
+        else games.info(g.name).num_players
+    )
 
 
 def rounded_matches(n: int, seats: int) -> int:
@@ -181,13 +200,24 @@ def plans(who: str, games_: list[GameSpec], matches: int, seed: int) -> list[Mat
         for oi, spec in enumerate(g.opponents):
             label = opponent_label(spec)
             if "|" in label or label in (who, "agent", "baseline"):
-                raise ValueError(f"opponent name {label!r} is reserved or has a '|' (give the spec a name:)")
+                raise ValueError(
+                    f"opponent name {label!r} is reserved or has a '|' (give the spec a name:)"
+                )
             for k in range(rounded_matches(matches, n)):
                 seat = k % n
                 others = iter([label] + [f"{label}#{j}" for j in range(2, n)])
                 seats = [who if s == seat else next(others) for s in range(n)]
                 mid = f"{who}|{gi:02d}.{g.name}|{oi:02d}.{label}|{k:05d}"
-                out.append(MatchPlan(mid, g.name, seats, match_seed(seed, f"{gi:02d}.{g.name}|{k // n}"), dict(g.params), g.opening))
+                out.append(
+                    MatchPlan(
+                        mid,
+                        g.name,
+                        seats,
+                        match_seed(seed, f"{gi:02d}.{g.name}|{k // n}"),
+                        dict(g.params),
+                        g.opening,
+                    )
+                )
     return out
 
 
@@ -199,5 +229,5 @@ def plan_key(match_id: str) -> tuple[str, str, int]:
 
 
 def unkey(key: str) -> str:
-    """"00.tic_tac_toe" -> "tic_tac_toe"."""
+    """ "00.tic_tac_toe" -> "tic_tac_toe"."""
     return key.split(".", 1)[1]

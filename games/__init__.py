@@ -19,7 +19,18 @@ from dataclasses import dataclass, field
 from games.core import GameInfo, TextEnv, TextView
 from games.parsing import ParseError, parse_move
 
-__all__ = ["make", "make_parallel", "names", "info", "symmetry_module", "GameInfo", "TextEnv", "TextView", "ParseError", "parse_move"]
+__all__ = [
+    "make",
+    "make_parallel",
+    "names",
+    "info",
+    "symmetry_module",
+    "GameInfo",
+    "TextEnv",
+    "TextView",
+    "ParseError",
+    "parse_move",
+]
 
 
 @dataclass(frozen=True)
@@ -29,29 +40,176 @@ class Entry:
     params: dict = field(default_factory=dict)  # defaults, overridable in make()
 
 
-def _g(name, players, information, kind, dynamics, split, source, description, module=None, **params):
-    return name, Entry(module or f"games.{name}", GameInfo(name, players, information, kind, dynamics, split, source, description), params)
+def _g(
+    name, players, information, kind, dynamics, split, source, description, module=None, **params
+):
+    return name, Entry(
+        module or f"games.{name}",
+        GameInfo(name, players, information, kind, dynamics, split, source, description),
+        params,
+    )
 
 
 CATALOGUE: dict[str, Entry] = dict(
     [
         # OpenSpiel rules (MARS split: train = tic_tac_toe, kuhn_poker, hanabi_mini).
-        _g("tic_tac_toe", 2, "perfect", "competitive", "sequential", "train", "openspiel", "3x3 noughts and crosses"),
-        _g("connect_four", 2, "perfect", "competitive", "sequential", "held_out", "openspiel", "drop discs, four in a row wins"),
-        _g("kuhn_poker", 2, "imperfect", "competitive", "sequential", "train", "openspiel", "3-card poker, one bet"),
-        _g("leduc_poker", 2, "imperfect", "competitive", "sequential", "held_out", "openspiel", "6-card poker, two rounds, public card"),
-        _g("liars_dice", 2, "imperfect", "competitive", "sequential", "extra", "openspiel", "bid on hidden dice, call liar"),
-        _g("goofspiel", 2, "perfect", "competitive", "simultaneous", "extra", "openspiel", "bid cards for prizes, simultaneous"),
-        _g("hanabi_mini", 2, "imperfect", "cooperative", "sequential", "train", "openspiel", "cooperative fireworks, 2 colours x 3 ranks", module="games.hanabi", preset="mini"),
-        _g("hanabi", 2, "imperfect", "cooperative", "sequential", "held_out", "openspiel", "cooperative fireworks, standard small", module="games.hanabi", preset="small"),
+        _g(
+            "tic_tac_toe",
+            2,
+            "perfect",
+            "competitive",
+            "sequential",
+            "train",
+            "openspiel",
+            "3x3 noughts and crosses",
+        ),
+        _g(
+            "connect_four",
+            2,
+            "perfect",
+            "competitive",
+            "sequential",
+            "held_out",
+            "openspiel",
+            "drop discs, four in a row wins",
+        ),
+        _g(
+            "kuhn_poker",
+            2,
+            "imperfect",
+            "competitive",
+            "sequential",
+            "train",
+            "openspiel",
+            "3-card poker, one bet",
+        ),
+        _g(
+            "leduc_poker",
+            2,
+            "imperfect",
+            "competitive",
+            "sequential",
+            "held_out",
+            "openspiel",
+            "6-card poker, two rounds, public card",
+        ),
+        _g(
+            "liars_dice",
+            2,
+            "imperfect",
+            "competitive",
+            "sequential",
+            "extra",
+            "openspiel",
+            "bid on hidden dice, call liar",
+        ),
+        _g(
+            "goofspiel",
+            2,
+            "perfect",
+            "competitive",
+            "simultaneous",
+            "extra",
+            "openspiel",
+            "bid cards for prizes, simultaneous",
+        ),
+        _g(
+            "hanabi_mini",
+            2,
+            "imperfect",
+            "cooperative",
+            "sequential",
+            "train",
+            "openspiel",
+            "cooperative fireworks, 2 colours x 3 ranks",
+            module="games.hanabi",
+            preset="mini",
+        ),
+        _g(
+            "hanabi",
+            2,
+            "imperfect",
+            "cooperative",
+            "sequential",
+            "held_out",
+            "openspiel",
+            "cooperative fireworks, standard small",
+            module="games.hanabi",
+            preset="small",
+        ),
         # Text-native social dilemmas and negotiation.
-        _g("prisoners_dilemma", 2, "perfect", "social_dilemma", "simultaneous", "extra", "native", "iterated prisoner's dilemma, R=3 P=1 T=5 S=0, 10 rounds"),
-        _g("stag_hunt", 2, "perfect", "social_dilemma", "simultaneous", "extra", "native", "iterated stag hunt, 10 rounds"),
-        _g("chicken", 2, "perfect", "social_dilemma", "simultaneous", "extra", "native", "iterated chicken (hawk-dove), 10 rounds"),
-        _g("public_goods", 4, "perfect", "social_dilemma", "simultaneous", "extra", "native", "4-player public goods, endowment 10, multiplier 1.6, 10 rounds"),
-        _g("trust_and_split", 2, "imperfect", "social_dilemma", "mixed", "extra", "native", "hidden RPS hands set coin values; free-text messages, then claim coins; 10 rounds"),
-        _g("negotiation", 2, "imperfect", "general_sum", "sequential", "extra", "native", "trade resources with private values: offer, accept, deny; 10 turns"),
-        _g("simple_negotiation", 2, "imperfect", "competitive", "sequential", "extra", "native", "SPIRAL's SimpleNegotiation: Wood/Gold, opposite values, win/loss", module="games.negotiation", preset="spiral"),
+        _g(
+            "prisoners_dilemma",
+            2,
+            "perfect",
+            "social_dilemma",
+            "simultaneous",
+            "extra",
+            "native",
+            "iterated prisoner's dilemma, R=3 P=1 T=5 S=0, 10 rounds",
+        ),
+        _g(
+            "stag_hunt",
+            2,
+            "perfect",
+            "social_dilemma",
+            "simultaneous",
+            "extra",
+            "native",
+            "iterated stag hunt, 10 rounds",
+        ),
+        _g(
+            "chicken",
+            2,
+            "perfect",
+            "social_dilemma",
+            "simultaneous",
+            "extra",
+            "native",
+            "iterated chicken (hawk-dove), 10 rounds",
+        ),
+        _g(
+            "public_goods",
+            4,
+            "perfect",
+            "social_dilemma",
+            "simultaneous",
+            "extra",
+            "native",
+            "4-player public goods, endowment 10, multiplier 1.6, 10 rounds",
+        ),
+        _g(
+            "trust_and_split",
+            2,
+            "imperfect",
+            "social_dilemma",
+            "mixed",
+            "extra",
+            "native",
+            "hidden RPS hands set coin values; free-text messages, then claim coins; 10 rounds",
+        ),
+        _g(
+            "negotiation",
+            2,
+            "imperfect",
+            "general_sum",
+            "sequential",
+            "extra",
+            "native",
+            "trade resources with private values: offer, accept, deny; 10 turns",
+        ),
+        _g(
+            "simple_negotiation",
+            2,
+            "imperfect",
+            "competitive",
+            "sequential",
+            "extra",
+            "native",
+            "SPIRAL's SimpleNegotiation: Wood/Gold, opposite values, win/loss",
+            module="games.negotiation",
+            preset="spiral",
+        ),
     ]
 )
 
@@ -91,7 +249,9 @@ def make(name: str, **params) -> TextEnv:
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
-        raise ValueError(f"{name} has no parameter {str(e).rsplit(' ', 1)[-1]} (see `arena games show {name}`)") from None
+        raise ValueError(
+            f"{name} has no parameter {str(e).rsplit(' ', 1)[-1]} (see `arena games show {name}`)"
+        ) from None
     env.info = entry.info
     return env
 

@@ -28,11 +28,18 @@ MARKS = ("X", "O")
 
 
 class ConnectFour(OpenSpielEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "connect_four", "is_parallelizable": False}
+    metadata = {
+        "render_modes": ["human", "ansi"],
+        "name": "connect_four",
+        "is_parallelizable": False,
+    }
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__("connect_four", render_mode=render_mode, illegal_reward=illegal_reward)
-        self.rows, self.columns = self.game.get_parameters()["rows"], self.game.get_parameters()["columns"]
+        self.rows, self.columns = (
+            self.game.get_parameters()["rows"],
+            self.game.get_parameters()["columns"],
+        )
 
     def board_text(self) -> str:
         grid = [["."] * self.columns for _ in range(self.rows)]
@@ -61,14 +68,20 @@ class ConnectFour(OpenSpielEnv):
             r = self.state.returns()[self._index[agent]]
             return text + "\n" + ("You won." if r > 0 else "You lost." if r < 0 else "Draw.")
         to_move = self.state.current_player()
-        return text + f"\n{MARKS[to_move]} to move" + (" (you)." if to_move == self._index[agent] else ".")
+        return (
+            text
+            + f"\n{MARKS[to_move]} to move"
+            + (" (you)." if to_move == self._index[agent] else ".")
+        )
 
     def move_text(self, agent: str, action: int) -> str:
         return str(int(action))
 
     def history_text(self, agent: str) -> list[str]:
         me = self._index[agent]
-        return [f"{'you' if p == me else 'opponent'} ({MARKS[p]}): column {a}" for p, a in self.moves]
+        return [
+            f"{'you' if p == me else 'opponent'} ({MARKS[p]}): column {a}" for p, a in self.moves
+        ]
 
 
 def env(**kwargs) -> ConnectFour:

@@ -82,7 +82,9 @@ class TextEnv(AECEnv):
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__()
         if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
         self.render_mode = render_mode
         self.illegal_reward = float(illegal_reward)
         self.np_random, _ = seeding.np_random(None)

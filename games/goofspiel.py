@@ -40,10 +40,14 @@ class Goofspiel(OpenSpielEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "goofspiel", "is_parallelizable": True}
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0, **params):
-        super().__init__("goofspiel", render_mode=render_mode, illegal_reward=illegal_reward, **params)
+        super().__init__(
+            "goofspiel", render_mode=render_mode, illegal_reward=illegal_reward, **params
+        )
         p = self.game.get_parameters()
         if p["players"] != 2:
-            raise ValueError("the goofspiel text game is two-player; use 'openspiel:goofspiel' for more players")
+            raise ValueError(
+                "the goofspiel text game is two-player; use 'openspiel:goofspiel' for more players"
+            )
         self.num_cards, self.order, self.imp_info = p["num_cards"], p["points_order"], p["imp_info"]
         self.returns_type = p["returns_type"]
         self.num_turns = self.num_cards if p["num_turns"] < 0 else p["num_turns"]
@@ -53,7 +57,11 @@ class Goofspiel(OpenSpielEnv):
         if self.order == "random":
             prizes = [a + 1 for p, a in self.moves if p == -1]
         else:
-            prizes = list(range(self.num_cards, 0, -1) if self.order == "descending" else range(1, self.num_cards + 1))
+            prizes = list(
+                range(self.num_cards, 0, -1)
+                if self.order == "descending"
+                else range(1, self.num_cards + 1)
+            )
         bids = [[a + 1 for a in joint] for p, joint in self.moves if p == -2]
         if self.order != "random":
             prizes = prizes[: len(bids) + 1]
@@ -61,13 +69,21 @@ class Goofspiel(OpenSpielEnv):
 
     def rules_text(self, agent: str) -> str:
         n = self.num_cards
-        order = {"random": "shuffled", "descending": f"in order from {n} down to 1", "ascending": f"in order from 1 up to {n}"}[self.order]
+        order = {
+            "random": "shuffled",
+            "descending": f"in order from {n} down to 1",
+            "ascending": f"in order from 1 up to {n}",
+        }[self.order]
         shown = (
             "After each turn you learn only whether you won, lost or tied the prize; the opponent's bids stay secret."
             if self.imp_info
             else "After each turn both bids are shown."
         )
-        auto = " When each player has one card left, it is played automatically." if self.num_turns == n else ""
+        auto = (
+            " When each player has one card left, it is played automatically."
+            if self.num_turns == n
+            else ""
+        )
         return (
             f"Goofspiel, two players. Each player holds the cards 1 to {n}. A deck of prize cards 1 to {n} is "
             f"turned up one card per turn ({order}); the game lasts {self.num_turns} turns.\n"
@@ -91,12 +107,18 @@ class Goofspiel(OpenSpielEnv):
             final = re.search(r"Points: (\d+) (\d+)", str(self.state))
             points = [int(final.group(1)), int(final.group(2))]
             r = self.state.returns()[me]
-            lines.append(f"The game is over. Final points: you {points[me]}, opponent {points[1 - me]}. Your reward: {r:g}.")
+            lines.append(
+                f"The game is over. Final points: you {points[me]}, opponent {points[1 - me]}. Your reward: {r:g}."
+            )
             return "\n".join(lines)
         to_come = sorted(set(range(1, self.num_cards + 1)) - set(prizes))
-        lines.append(f"Turn {len(turns) + 1} of {self.num_turns}. Prize card this turn: {prizes[-1]}.")
+        lines.append(
+            f"Turn {len(turns) + 1} of {self.num_turns}. Prize card this turn: {prizes[-1]}."
+        )
         if self.order == "random":
-            lines.append(f"Prize cards still to come: {' '.join(map(str, to_come)) or 'none'} (in random order).")
+            lines.append(
+                f"Prize cards still to come: {' '.join(map(str, to_come)) or 'none'} (in random order)."
+            )
         hand = [c for c in range(1, self.num_cards + 1) if c not in spent[me]]
         lines.append(f"Your hand: {' '.join(map(str, hand))}")
         if not self.imp_info:
@@ -114,7 +136,11 @@ class Goofspiel(OpenSpielEnv):
         me = self._index[agent]
         lines = []
         for i, (prize, bid) in enumerate(self._turns()[1], 1):
-            result = "tie, nobody scores" if bid[0] == bid[1] else ("you win" if bid[me] > bid[1 - me] else "opponent wins")
+            result = (
+                "tie, nobody scores"
+                if bid[0] == bid[1]
+                else ("you win" if bid[me] > bid[1 - me] else "opponent wins")
+            )
             theirs = "" if self.imp_info else f", opponent bid {bid[1 - me]}"
             lines.append(f"turn {i}: prize {prize}; you bid {bid[me]}{theirs}: {result}.")
         return lines

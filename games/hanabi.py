@@ -36,8 +36,12 @@ import re
 from games.openspiel_env import OpenSpielEnv
 
 PRESETS = {
-    "mini": dict(players=2, colors=2, ranks=2, hand_size=3, max_information_tokens=3, max_life_tokens=3),
-    "small": dict(players=2, colors=3, ranks=2, hand_size=5, max_information_tokens=8, max_life_tokens=3),
+    "mini": dict(
+        players=2, colors=2, ranks=2, hand_size=3, max_information_tokens=3, max_life_tokens=3
+    ),
+    "small": dict(
+        players=2, colors=3, ranks=2, hand_size=5, max_information_tokens=8, max_life_tokens=3
+    ),
 }
 COLORS = {"R": "Red", "Y": "Yellow", "G": "Green", "W": "White", "B": "Blue"}
 _ACTION = re.compile(r"\((Discard|Play) (\d+)\)|\(Reveal player \+1 (color|rank) (\w)\)")
@@ -75,12 +79,20 @@ def parse_observation(text: str) -> dict:
 class Hanabi(OpenSpielEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "hanabi", "is_parallelizable": False}
 
-    def __init__(self, preset: str = "mini", render_mode: str | None = None, illegal_reward: float = -1.0, **params):
+    def __init__(
+        self,
+        preset: str = "mini",
+        render_mode: str | None = None,
+        illegal_reward: float = -1.0,
+        **params,
+    ):
         if preset not in PRESETS:
             raise ValueError(f"unknown hanabi preset {preset!r}; choose one of {sorted(PRESETS)}")
         params = {**PRESETS[preset], **params}
         if params["players"] != 2:
-            raise ValueError("the hanabi text game is two-player; use 'openspiel:hanabi' for more players")
+            raise ValueError(
+                "the hanabi text game is two-player; use 'openspiel:hanabi' for more players"
+            )
         super().__init__("hanabi", render_mode=render_mode, illegal_reward=illegal_reward, **params)
         self.preset = preset
         p = self.game.get_parameters()
@@ -88,7 +100,10 @@ class Hanabi(OpenSpielEnv):
         self.ranks, self.hand_size = p["ranks"], p["hand_size"]
         self.max_info, self.max_life = p["max_information_tokens"], p["max_life_tokens"]
         start = self.game.new_initial_state()
-        self._actions = [_ACTION.fullmatch(start.action_to_string(0, a)).groups() for a in range(self.num_actions)]
+        self._actions = [
+            _ACTION.fullmatch(start.action_to_string(0, a)).groups()
+            for a in range(self.num_actions)
+        ]
 
     # --- text helpers ------------------------------------------------------------------
     def _copies(self, rank: int) -> int:
@@ -157,7 +172,11 @@ class Hanabi(OpenSpielEnv):
         if kind:
             return f"{kind} card {int(index) + 1}"
         target = self.possible_agents[(self._index[agent] + 1) % 2]
-        return f"Hint {COLORS[value]} to {target}" if hint == "color" else f"Hint rank {value} to {target}"
+        return (
+            f"Hint {COLORS[value]} to {target}"
+            if hint == "color"
+            else f"Hint rank {value} to {target}"
+        )
 
     def history_text(self, agent: str) -> list[str]:
         """Every move with its public outcome (played/discarded card, cards a hint touched)."""
@@ -185,7 +204,8 @@ class Hanabi(OpenSpielEnv):
             else:
                 target = (player + 1) % 2
                 touched = [
-                    str(i) for i, (card, _) in enumerate(before["hands"][target], 1)
+                    str(i)
+                    for i, (card, _) in enumerate(before["hands"][target], 1)
                     if (card[0] if hint == "color" else card[1]) == value
                 ]
                 whose = "your" if target == me else "their"

@@ -69,7 +69,9 @@ class KuhnPoker(OpenSpielEnv):
         ]
         if self.state.is_terminal():
             r = self.state.returns()[me]
-            lines.append(f"The game is over: you {'won' if r > 0 else 'lost'} {abs(r):g} chip{'s' if abs(r) != 1 else ''}.")
+            lines.append(
+                f"The game is over: you {'won' if r > 0 else 'lost'} {abs(r):g} chip{'s' if abs(r) != 1 else ''}."
+            )
         elif self.state.current_player() != me:
             lines.append("Your opponent is to act.")
         elif 1 in bets:

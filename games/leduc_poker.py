@@ -32,7 +32,11 @@ _FIELD = re.compile(r"\[(Private|Round|Public|Ante):? ([^\]]*)\]")
 
 
 class LeducPoker(OpenSpielEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "leduc_poker", "is_parallelizable": False}
+    metadata = {
+        "render_modes": ["human", "ansi"],
+        "name": "leduc_poker",
+        "is_parallelizable": False,
+    }
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__("leduc_poker", render_mode=render_mode, illegal_reward=illegal_reward)
@@ -81,12 +85,23 @@ class LeducPoker(OpenSpielEnv):
         ]
         if self.state.is_terminal():
             r = self.state.returns()[me]
-            lines.append("The game is over: " + (f"you {'won' if r > 0 else 'lost'} {abs(r):g} chips." if r else "the pot was split."))
+            lines.append(
+                "The game is over: "
+                + (
+                    f"you {'won' if r > 0 else 'lost'} {abs(r):g} chips."
+                    if r
+                    else "the pot was split."
+                )
+            )
             return "\n".join(lines)
         raises = sum(a == 2 for _, a in self._rounds()[round_ - 1])
         to_call = put_in[1 - me] - put_in[me]
-        owe = f"To call you must put in {to_call} more chips." if to_call > 0 else "Nothing to call."
-        lines.append(f"{owe} Raises this round: {raises} of 2 (a raise is {2 if round_ == 1 else 4} chips).")
+        owe = (
+            f"To call you must put in {to_call} more chips." if to_call > 0 else "Nothing to call."
+        )
+        lines.append(
+            f"{owe} Raises this round: {raises} of 2 (a raise is {2 if round_ == 1 else 4} chips)."
+        )
         if self.state.current_player() != me:
             lines.append("Your opponent is to act.")
         return "\n".join(lines)
@@ -104,7 +119,9 @@ class LeducPoker(OpenSpielEnv):
                     round_ = 2
                     lines.append(f"public card revealed: {RANKS[action // 2]}")
             else:
-                lines.append(f"round {round_}, {'you' if player == me else 'opponent'}: {MOVES[action]}")
+                lines.append(
+                    f"round {round_}, {'you' if player == me else 'opponent'}: {MOVES[action]}"
+                )
         return lines
 
 

@@ -28,12 +28,20 @@ class LiarsDice(OpenSpielEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "liars_dice", "is_parallelizable": False}
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0, **params):
-        super().__init__("liars_dice", render_mode=render_mode, illegal_reward=illegal_reward, **params)
+        super().__init__(
+            "liars_dice", render_mode=render_mode, illegal_reward=illegal_reward, **params
+        )
         p = self.game.get_parameters()
-        self.numdice, self.sides, self.bidding_rule = p["numdice"], p["dice_sides"], p["bidding_rule"]
+        self.numdice, self.sides, self.bidding_rule = (
+            p["numdice"],
+            p["dice_sides"],
+            p["bidding_rule"],
+        )
         start = self.game.new_initial_state()
         # OpenSpiel names bids "q-f" (the id order depends on the bidding rule); we write "q x f".
-        self._names = [start.action_to_string(0, a).replace("-", " x ") for a in range(self.num_actions)]
+        self._names = [
+            start.action_to_string(0, a).replace("-", " x ") for a in range(self.num_actions)
+        ]
 
     def _dice(self, player: int) -> list[int]:
         """The player's own dice faces (chance rolls player 0's dice first, then player 1's)."""
@@ -50,7 +58,7 @@ class LiarsDice(OpenSpielEnv):
         return (
             f"Liar's dice, two players. Each player secretly rolls {n} {'die' if n == 1 else 'dice'} with faces "
             f"1-{s} and sees only their own. Players take turns, player_0 first.\n"
-            f"On your turn you either bid or call Liar. A bid \"q x f\" claims that at least q of all {2 * n} dice "
+            f'On your turn you either bid or call Liar. A bid "q x f" claims that at least q of all {2 * n} dice '
             f"(yours and your opponent's together) show face f. Face {s} is wild: it counts as every face. "
             f"Each bid must be higher than the last one: {higher}. The legal moves list exactly the bids allowed.\n"
             "Calling Liar (only after a bid) ends the game: all dice are shown. If at least q dice show f "
@@ -63,12 +71,16 @@ class LiarsDice(OpenSpielEnv):
     def state_text(self, agent: str) -> str:
         me = self._index[agent]
         dice = " ".join(map(str, self._dice(me)))
-        lines = [f"Your dice: {dice}. Dice in play: {2 * self.numdice} ({self.numdice} each); {self.sides} is wild."]
+        lines = [
+            f"Your dice: {dice}. Dice in play: {2 * self.numdice} ({self.numdice} each); {self.sides} is wild."
+        ]
         bids = [(p, a) for p, a in self.moves if p >= 0]
         if self.state.is_terminal():
             r = self.state.returns()[me]
             caller = "you" if bids[-1][0] == me else "your opponent"
-            lines.append(f"{caller.capitalize()} called Liar on {self.move_text(agent, bids[-2][1])}. You {'won' if r > 0 else 'lost'}.")
+            lines.append(
+                f"{caller.capitalize()} called Liar on {self.move_text(agent, bids[-2][1])}. You {'won' if r > 0 else 'lost'}."
+            )
         elif bids:
             who = "you" if bids[-1][0] == me else "your opponent"
             lines.append(f"Last bid: {self.move_text(agent, bids[-1][1])}, by {who}.")
@@ -83,7 +95,11 @@ class LiarsDice(OpenSpielEnv):
 
     def history_text(self, agent: str) -> list[str]:
         me = self._index[agent]
-        return [f"{'you' if p == me else 'opponent'}: {self.move_text(agent, a)}" for p, a in self.moves if p >= 0]
+        return [
+            f"{'you' if p == me else 'opponent'}: {self.move_text(agent, a)}"
+            for p, a in self.moves
+            if p >= 0
+        ]
 
 
 def env(**kwargs) -> LiarsDice:

@@ -55,12 +55,22 @@ from games.repeated_matrix import int_action
 
 PRESETS: dict[str, dict] = {
     "default": dict(
-        resources=("Wood", "Stone", "Gold"), quantity_range=(3, 8), value_range=(1, 10),
-        inventories=None, values=None, max_offer=3, max_turns=10, reward="gain",
+        resources=("Wood", "Stone", "Gold"),
+        quantity_range=(3, 8),
+        value_range=(1, 10),
+        inventories=None,
+        values=None,
+        max_offer=3,
+        max_turns=10,
+        reward="gain",
     ),
     "spiral": dict(
-        resources=("Wood", "Gold"), inventories=((10, 10), (10, 10)), values=((5, 15), (15, 5)),
-        max_offer=5, max_turns=10, reward="win_loss",
+        resources=("Wood", "Gold"),
+        inventories=((10, 10), (10, 10)),
+        values=((5, 15), (15, 5)),
+        max_offer=5,
+        max_turns=10,
+        reward="win_loss",
     ),
 }
 REWARDS = ("gain", "win_loss")
@@ -88,7 +98,11 @@ class Event:
 
 
 class Negotiation(TextEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "negotiation", "is_parallelizable": False}
+    metadata = {
+        "render_modes": ["human", "ansi"],
+        "name": "negotiation",
+        "is_parallelizable": False,
+    }
 
     def __init__(
         self,
@@ -120,7 +134,12 @@ class Negotiation(TextEnv):
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
         self.max_offer, self.max_turns, self.reward_mode = int(max_offer), int(max_turns), reward
         qty = range(1, self.max_offer + 1)
-        self.offers = [Offer(i, a, j, b) for i, j in product(range(R), repeat=2) if i != j for a, b in product(qty, qty)]
+        self.offers = [
+            Offer(i, a, j, b)
+            for i, j in product(range(R), repeat=2)
+            if i != j
+            for a, b in product(qty, qty)
+        ]
         self._offer_id = {o: k for k, o in enumerate(self.offers)}
         K = len(self.offers)
         self.ACCEPT, self.DENY, self.PASS = K, K + 1, K + 2
@@ -187,7 +206,9 @@ class Negotiation(TextEnv):
         else:
             offer = self.offers[a]
             self.pending = (me, offer)
-            self.events.append(Event(self.turn, me, "counter" if pending else "offer", offer, pending))
+            self.events.append(
+                Event(self.turn, me, "counter" if pending else "offer", offer, pending)
+            )
         self.turn += 1
         if self.turn >= self.max_turns:
             self.pending = None
@@ -219,7 +240,11 @@ class Negotiation(TextEnv):
 
     def legal_actions(self, agent: str | None = None) -> list[int]:
         agent = agent or self.agent_selection
-        if self.terminations.get(agent, True) or self.truncations.get(agent, True) or agent != self.agent_selection:
+        if (
+            self.terminations.get(agent, True)
+            or self.truncations.get(agent, True)
+            or agent != self.agent_selection
+        ):
             return []
         me = self._index[agent]
         offers = [k for k, o in enumerate(self.offers) if self._feasible(me, o)]
@@ -240,7 +265,13 @@ class Negotiation(TextEnv):
             change[o.get] -= sign * o.get_qty
             flag = sign
         obs = np.concatenate(
-            [self.inventory[me], self.inventory[1 - me], self.values[me], change, [flag, self.max_turns - self.turn]]
+            [
+                self.inventory[me],
+                self.inventory[1 - me],
+                self.values[me],
+                change,
+                [flag, self.max_turns - self.turn],
+            ]
         ).astype(np.float32)
         mask = np.zeros(self.num_actions, np.int8)
         mask[self.legal_actions(agent)] = 1
@@ -286,7 +317,10 @@ class Negotiation(TextEnv):
 
     def state_text(self, agent: str) -> str:
         me = self._index[agent]
-        own = ", ".join(f"{q} {r} (worth {v:g} each)" for q, r, v in zip(self.inventory[me], self.resources, self.values[me]))
+        own = ", ".join(
+            f"{q} {r} (worth {v:g} each)"
+            for q, r, v in zip(self.inventory[me], self.resources, self.values[me])
+        )
         other = ", ".join(f"{q} {r}" for q, r in zip(self.inventory[1 - me], self.resources))
         now, start = self.value_of(me), self.start_value[me]
         lines = [
@@ -299,7 +333,10 @@ class Negotiation(TextEnv):
             else:
                 lines.append(f"The game is over after {self.turn} turns.")
             return "\n".join(lines)
-        lines.append(f"Turn {self.turn + 1} of {self.max_turns}; " + ("your move." if agent == self.agent_selection else "the other player's move."))
+        lines.append(
+            f"Turn {self.turn + 1} of {self.max_turns}; "
+            + ("your move." if agent == self.agent_selection else "the other player's move.")
+        )
         if self.pending is not None:
             proposer, o = self.pending
             if proposer == me:
@@ -349,7 +386,9 @@ def _per_player(name: str, value: Any, R: int, integer: bool) -> tuple | None:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be two tuples of {R} numbers, got {value!r}") from None
     if len(rows) != 2 or any(len(r) != R for r in rows) or any(x < 0 for r in rows for x in r):
-        raise ValueError(f"{name} must be two tuples of {R} non-negative numbers (one per resource), got {value!r}")
+        raise ValueError(
+            f"{name} must be two tuples of {R} non-negative numbers (one per resource), got {value!r}"
+        )
     if integer and any(x != int(x) for r in rows for x in r):
         raise ValueError(f"{name} must hold whole numbers, got {value!r}")
     return tuple(tuple(int(x) if integer else x for x in r) for r in rows)

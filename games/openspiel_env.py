@@ -76,18 +76,35 @@ class OpenSpielEnv(TextEnv):
 
     metadata = {"render_modes": ["human", "ansi"], "name": "openspiel", "is_parallelizable": False}
 
-    def __init__(self, game: str | pyspiel.Game, render_mode: str | None = None, illegal_reward: float = -1.0, **params):
+    def __init__(
+        self,
+        game: str | pyspiel.Game,
+        render_mode: str | None = None,
+        illegal_reward: float = -1.0,
+        **params,
+    ):
         super().__init__(render_mode=render_mode, illegal_reward=illegal_reward)
         self.game = load_game(game, params)
         gtype = self.game.get_type()
-        if gtype.dynamics not in (pyspiel.GameType.Dynamics.SEQUENTIAL, pyspiel.GameType.Dynamics.SIMULTANEOUS):
-            raise ValueError(f"{gtype.short_name}: only sequential and simultaneous OpenSpiel games are supported")
+        if gtype.dynamics not in (
+            pyspiel.GameType.Dynamics.SEQUENTIAL,
+            pyspiel.GameType.Dynamics.SIMULTANEOUS,
+        ):
+            raise ValueError(
+                f"{gtype.short_name}: only sequential and simultaneous OpenSpiel games are supported"
+            )
         self.game_name = gtype.short_name
         self.params = dict(params)
         self.simultaneous = gtype.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
-        self.perfect_information = gtype.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        self.perfect_information = (
+            gtype.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        )
         self._intermediate_rewards = gtype.reward_model == pyspiel.GameType.RewardModel.REWARDS
-        self.metadata = {**self.metadata, "name": self.game_name, "is_parallelizable": self.simultaneous}
+        self.metadata = {
+            **self.metadata,
+            "name": self.game_name,
+            "is_parallelizable": self.simultaneous,
+        }
         if getattr(type(self), "info", None) is None:
             self.info = openspiel_info(self.game_name, **params)
 
@@ -127,10 +144,14 @@ class OpenSpielEnv(TextEnv):
         self._start_episode()
         for action in (options or {}).get("history", []):
             if self.state.is_terminal() or self.state.is_simultaneous_node():
-                raise ValueError(f"{self.game_name}: history {options['history']} goes past the end or through a simultaneous move")
+                raise ValueError(
+                    f"{self.game_name}: history {options['history']} goes past the end or through a simultaneous move"
+                )
             player = self.state.current_player()
             if int(action) not in self.state.legal_actions():
-                raise ValueError(f"{self.game_name}: action {action} is not legal after {self.state.history()}")
+                raise ValueError(
+                    f"{self.game_name}: action {action} is not legal after {self.state.history()}"
+                )
             self.state.apply_action(int(action))
             self.moves.append((-1 if player == pyspiel.PlayerId.CHANCE else player, int(action)))
         self._advance()
@@ -200,7 +221,11 @@ class OpenSpielEnv(TextEnv):
             obs = np.zeros(1, np.float32)
         else:
             try:
-                tensor = state.observation_tensor(player) if self._tensor == "observation" else state.information_state_tensor(player)
+                tensor = (
+                    state.observation_tensor(player)
+                    if self._tensor == "observation"
+                    else state.information_state_tensor(player)
+                )
                 obs = np.asarray(tensor, dtype=np.float32)
             except pyspiel.SpielError:  # some games have no tensor at terminal states
                 obs = np.zeros(self._obs_size, np.float32)
@@ -224,7 +249,10 @@ class OpenSpielEnv(TextEnv):
 
     def rules_text(self, agent: str) -> str:
         t = self.game.get_type()
-        params = ", ".join(f"{k}={v}" for k, v in sorted(self.game.get_parameters().items())) or "defaults"
+        params = (
+            ", ".join(f"{k}={v}" for k, v in sorted(self.game.get_parameters().items()))
+            or "defaults"
+        )
         order = "simultaneously each round" if self.simultaneous else "in turns"
         return (
             f"You are {agent} ({self._index[agent] + 1} of {self.game.num_players()}) in the OpenSpiel game "
@@ -254,12 +282,16 @@ class OpenSpielEnv(TextEnv):
         for player, action in self.moves:
             if player == -1:
                 if self.perfect_information:
-                    lines.append(f"chance: {replay.action_to_string(pyspiel.PlayerId.CHANCE, action)}")
+                    lines.append(
+                        f"chance: {replay.action_to_string(pyspiel.PlayerId.CHANCE, action)}"
+                    )
                 replay.apply_action(action)
             elif player == -2:
                 shown = [replay.action_to_string(p, a) for p, a in enumerate(action)]
                 if self.perfect_information:
-                    lines.append("; ".join(f"{self.possible_agents[p]}: {s}" for p, s in enumerate(shown)))
+                    lines.append(
+                        "; ".join(f"{self.possible_agents[p]}: {s}" for p, s in enumerate(shown))
+                    )
                 else:
                     lines.append(f"you ({agent}): {shown[me]}")
                 replay.apply_actions(action)

@@ -66,7 +66,7 @@ _ANSWER_TAG = re.compile(r"<(/?)answer\s*>", re.I)
 _BOXED = re.compile(r"\\boxed\s*\{")
 _TEXT = re.compile(r"\\(?:text|textbf|textrm|texttt|mathrm|mathbf)\s*\{")
 _MAX_MOVE = 200  # longest bracket (or reply) read as one move
-_BRACKET = re.compile(r"\[([^\[\]]{1,%d})\]" % _MAX_MOVE)
+_BRACKET = re.compile(rf"\[([^\[\]]{{1,{_MAX_MOVE}}})\]")
 _STRIP = " \t\r\n\"'`*.,;:!?"
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _WRAPPERS = {"<>", "[]", "{}", "()"}
@@ -84,7 +84,9 @@ _LEFT_JOINS = (  # each of fixed width, for lookbehinds
     + [arrow + b for arrow in ("->", "=>", "→") for b in ("", " ")]
 )
 _RIGHT_JOIN = rf"[.,]\d|%|:\d| ?(?:\*\*|->|=>|{_OP}) ?[{_SIGNS}]?[.,]?\d"
-_PLAIN_NUMBER = re.compile(r"(?=\d)(?<!\w)" + "".join(f"(?<!{j})" for j in _LEFT_JOINS) + rf"\d+(?!\w)(?!{_RIGHT_JOIN})")
+_PLAIN_NUMBER = re.compile(
+    r"(?=\d)(?<!\w)" + "".join(f"(?<!{j})" for j in _LEFT_JOINS) + rf"\d+(?!\w)(?!{_RIGHT_JOIN})"
+)
 _JOINED_LEFT = re.compile(f"(?:{'|'.join(_LEFT_JOINS)})$")
 _JOINED_RIGHT = re.compile(_RIGHT_JOIN)
 _LABEL_NOUNS = "card rank player round turn row hand die dice hint offer seat team step level page line chapter version game"
@@ -94,7 +96,9 @@ _LABEL_AT_END = re.compile(_LABEL + "$")
 # A whole written number, for shapes: "-4", "0.5", "2**2", "2 x 3", "-> 4" are all "#".
 # `(?<!\d)` starts it only at a digit run's start and no part can match in two ways: linear.
 _OPERAND = rf"[{_SIGNS}]?(?:\d+(?:[.,]\d+)*|[.,]\d+(?:[.,]\d+)*)%?"
-_NUMBER = re.compile(rf"(?<!\d)(?:(?:->|=>|→)\s*)?{_OPERAND}(?:(?:\s*(?:\*\*|->|=>|{_OP})\s*|:){_OPERAND})*")
+_NUMBER = re.compile(
+    rf"(?<!\d)(?:(?:->|=>|→)\s*)?{_OPERAND}(?:(?:\s*(?:\*\*|->|=>|{_OP})\s*|:){_OPERAND})*"
+)
 _WORD = re.compile(r"\w")
 
 
@@ -111,7 +115,11 @@ def normalize(move: str) -> str:
         move = _ZERO_WIDTH.sub("", unicodedata.normalize("NFKC", move))
     move = move.rstrip(_STRIP)
     start = 0  # strip leading punctuation too, but not the point of ".5"
-    while start < len(move) and move[start] in _STRIP and not (move[start] in ".," and move[start + 1 : start + 2].isdigit()):
+    while (
+        start < len(move)
+        and move[start] in _STRIP
+        and not (move[start] in ".," and move[start + 1 : start + 2].isdigit())
+    ):
         start += 1
     return " ".join(move[start:].lower().split())
 
@@ -132,7 +140,11 @@ def _nfkc(text: str, limit: int) -> str | None:
 
 def _shape(form: str) -> str:
     """A normalised move with every number as "#": "-4" and "9" are shaped like the move "4"."""
-    return _NUMBER.sub("#", form) if len(form) <= _MAX_MOVE and any(c.isdigit() for c in form) else form
+    return (
+        _NUMBER.sub("#", form)
+        if len(form) <= _MAX_MOVE and any(c.isdigit() for c in form)
+        else form
+    )
 
 
 def _braces(text: str, start: int):
@@ -225,14 +237,23 @@ def _mentions(text: str, forms: dict[str, int]) -> set[int]:
         for m in _PLAIN_NUMBER.finditer(text):
             i = forms.get(m.group())
             if i is not None and i not in found:
-                labelled = labelled if labelled is not None else {n.end() for n in _LABEL_BEFORE_NUMBER.finditer(text)}
+                labelled = (
+                    labelled
+                    if labelled is not None
+                    else {n.end() for n in _LABEL_BEFORE_NUMBER.finditer(text)}
+                )
                 if m.start() not in labelled:
                     found.add(i)
 
-    def whole(s: int, e: int) -> bool:  # a form that starts or ends with a digit is read as numbers are
+    def whole(
+        s: int, e: int
+    ) -> bool:  # a form that starts or ends with a digit is read as numbers are
         if (s > 0 and _WORD.match(text, s - 1)) or _WORD.match(text, e):
             return False
-        if text[s].isdigit() and (_JOINED_LEFT.search(text[max(0, s - 8) : s]) or _LABEL_AT_END.search(text[max(0, s - 24) : s])):
+        if text[s].isdigit() and (
+            _JOINED_LEFT.search(text[max(0, s - 8) : s])
+            or _LABEL_AT_END.search(text[max(0, s - 24) : s])
+        ):
             return False
         return not (text[e - 1].isdigit() and _JOINED_RIGHT.match(text, e))
 
@@ -255,7 +276,9 @@ def parse_move(reply: str, legal_moves: list[str], max_chars: int = 20_000) -> i
         raise ParseError("too_long", f"the reply has {len(reply)} characters (limit {max_chars})")
     text = _nfkc(strip_thinking(reply), max_chars)
     if text is None:
-        raise ParseError("too_long", f"the reply has over {max_chars} characters once Unicode-normalised (NFKC)")
+        raise ParseError(
+            "too_long", f"the reply has over {max_chars} characters once Unicode-normalised (NFKC)"
+        )
     text = _ZERO_WIDTH.sub("", text).strip()
     if not text:
         raise ParseError("empty", "the reply is empty once <think> blocks are removed")
@@ -273,11 +296,17 @@ def parse_move(reply: str, legal_moves: list[str], max_chars: int = 20_000) -> i
     def illegal(shown: str) -> ParseError:  # one line, however the reply was laid out
         return ParseError("illegal", f"{' '.join(shown.split())[:60]} is not a legal move")
 
-    for style, candidate in (("<answer>", (_answers(text) or [None])[-1]), ("\\boxed{}", _last_boxed(text))):
+    for style, candidate in (
+        ("<answer>", (_answers(text) or [None])[-1]),
+        ("\\boxed{}", _last_boxed(text)),
+    ):
         if candidate is not None:
             found, _ = lookup(candidate)
             if found is None:
-                raise ParseError("illegal", f"{style} gives {candidate.strip()[:60]!r}, which is not a legal move")
+                raise ParseError(
+                    "illegal",
+                    f"{style} gives {candidate.strip()[:60]!r}, which is not a legal move",
+                )
             return found
 
     brackets = _BRACKET.findall(text)
@@ -296,13 +325,21 @@ def parse_move(reply: str, legal_moves: list[str], max_chars: int = 20_000) -> i
     mentioned = _mentions(" ".join(text.lower().split()), index)
     # A mention contained in another mention ("1" inside "1 2") doesn't count separately.
     forms = {i: normalize(legal_moves[i]) for i in mentioned}
-    mentioned = {i for i in mentioned if not any(i != j and forms[i] in forms[j] for j in mentioned)}
+    mentioned = {
+        i for i in mentioned if not any(i != j and forms[i] in forms[j] for j in mentioned)
+    }
     if len(mentioned) == 1:
         return mentioned.pop()
     if len(mentioned) > 1:
         shown = ", ".join(sorted(legal_moves[i] for i in mentioned)[:6])
-        raise ParseError("ambiguous", f"the reply mentions several legal moves ({shown}); give exactly one")
+        raise ParseError(
+            "ambiguous", f"the reply mentions several legal moves ({shown}); give exactly one"
+        )
     if brackets:
         raise illegal(f"[{brackets[-1].strip()}]")
-    raise ParseError("no_move", "no move found in the reply; answer with one legal move, e.g. [" + legal_moves[0] + "]"
-                     if legal_moves else "no move found and there are no legal moves")
+    raise ParseError(
+        "no_move",
+        "no move found in the reply; answer with one legal move, e.g. [" + legal_moves[0] + "]"
+        if legal_moves
+        else "no move found and there are no legal moves",
+    )

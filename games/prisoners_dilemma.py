@@ -27,4 +27,6 @@ STORY = "You are playing the iterated prisoner's dilemma against one other playe
 
 
 def env(R: float = 3, S: float = 0, T: float = 5, P: float = 1, **params) -> MatrixGame:
-    return MatrixGame("prisoners_dilemma", ("Cooperate", "Defect"), STORY, R=R, S=S, T=T, P=P, **params)
+    return MatrixGame(
+        "prisoners_dilemma", ("Cooperate", "Defect"), STORY, R=R, S=S, T=T, P=P, **params
+    )

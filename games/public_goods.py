@@ -85,8 +85,12 @@ class PublicGoods(RepeatedGame):
 
     def describe_round(self, agent: str, joint: tuple[int, ...], payoffs: tuple[float, ...]) -> str:
         total = sum(joint)
-        contributions = ", ".join(f"{self.other(agent, p)} {joint[p]}" for p in self.observer_first(agent))
-        points = ", ".join(f"{self.other(agent, p)} {payoffs[p]:g}" for p in self.observer_first(agent))
+        contributions = ", ".join(
+            f"{self.other(agent, p)} {joint[p]}" for p in self.observer_first(agent)
+        )
+        points = ", ".join(
+            f"{self.other(agent, p)} {payoffs[p]:g}" for p in self.observer_first(agent)
+        )
         return (
             f"contributions: {contributions}; pot {total} x {self.multiplier:g} = {total * self.multiplier:g}, "
             f"{total * self.multiplier / self.num_players:g} to each; points: {points}"

@@ -114,7 +114,9 @@ def horizon(
             raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {lo} and {hi}")
         return Horizon(rounds, "uniform", min_rounds=lo, max_rounds=hi)
     if continuation is not None or min_rounds is not None or max_rounds is not None:
-        raise ValueError("continuation/min_rounds/max_rounds need random_horizon='geometric' or 'uniform'")
+        raise ValueError(
+            "continuation/min_rounds/max_rounds need random_horizon='geometric' or 'uniform'"
+        )
     return Horizon(rounds)
 
 
@@ -126,7 +128,11 @@ class RepeatedGame(TextEnv):
     `defect_action`, `is_cooperative`).
     """
 
-    metadata = {"render_modes": ["human", "ansi"], "name": "repeated_game", "is_parallelizable": True}
+    metadata = {
+        "render_modes": ["human", "ansi"],
+        "name": "repeated_game",
+        "is_parallelizable": True,
+    }
     cooperate_action: int = 0
     defect_action: int = 1
 
@@ -152,11 +158,15 @@ class RepeatedGame(TextEnv):
         )
         self.observation_spaces = {a: obs_space for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(num_moves) for a in self.possible_agents}
-        self.rounds: list[tuple[tuple[int, ...], tuple[float, ...]]] = []  # (joint moves, payoffs) per round
+        self.rounds: list[
+            tuple[tuple[int, ...], tuple[float, ...]]
+        ] = []  # (joint moves, payoffs) per round
         self.num_rounds = 0  # the drawn horizon of this episode (never shown to players)
         self._buffer: dict[int, int] = {}  # seat -> move picked this round, not yet resolved
         self._totals = [0.0] * num_players
-        self.state_rounds = 0  # the last rounds repeated in the state text (MatrixGame's `state_rounds`)
+        self.state_rounds = (
+            0  # the last rounds repeated in the state text (MatrixGame's `state_rounds`)
+        )
 
     # --- stage game (subclasses) -----------------------------------------------------
     def payoffs(self, joint: tuple[int, ...]) -> tuple[float, ...]:
@@ -213,7 +223,11 @@ class RepeatedGame(TextEnv):
         for p, a in enumerate(self.possible_agents):
             self.rewards[a] = pay[p]
             self._totals[p] += pay[p]
-            self.infos[a]["last_round"] = {"round": len(self.rounds), "moves": list(joint), "payoffs": list(pay)}
+            self.infos[a]["last_round"] = {
+                "round": len(self.rounds),
+                "moves": list(joint),
+                "payoffs": list(pay),
+            }
         if len(self.rounds) >= self.num_rounds:
             for a in self.agents:
                 self.terminations[a] = True
@@ -223,7 +237,10 @@ class RepeatedGame(TextEnv):
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         i = self._index[agent]
         last = self.rounds[-1][0] if self.rounds else (-1,) * self.num_players
-        obs = np.array([len(self.rounds), self._totals[i], *(last[p] for p in self.observer_first(agent))], np.float32)
+        obs = np.array(
+            [len(self.rounds), self._totals[i], *(last[p] for p in self.observer_first(agent))],
+            np.float32,
+        )
         mask = np.zeros(self.num_moves, np.int8)
         mask[self.legal_actions(agent)] = 1
         return {"observation": obs, "action_mask": mask}
@@ -260,22 +277,32 @@ class RepeatedGame(TextEnv):
 
     def state_text(self, agent: str) -> str:
         i = self._index[agent]
-        totals = "; ".join(f"{self.other(agent, p)}: {self._totals[p]:g}" for p in self.observer_first(agent))
+        totals = "; ".join(
+            f"{self.other(agent, p)}: {self._totals[p]:g}" for p in self.observer_first(agent)
+        )
         if self.terminations.get(agent, True) or self.truncations.get(agent, True):
             if "illegal_move" in self.infos.get(agent, {}):
                 return f"The game ended early after an illegal move. Points from play: {totals}."
             return f"The game is over after {len(self.rounds)} rounds. Total points: {totals}."
         text = f"{self.horizon.round_text(len(self.rounds) + 1)}. Total points so far: {totals}."
-        recent = self.history_text(agent)[-self.state_rounds :] if self.state_rounds and self.rounds else []
+        recent = (
+            self.history_text(agent)[-self.state_rounds :]
+            if self.state_rounds and self.rounds
+            else []
+        )
         if recent:
             text += "\n" + "\n".join(recent)
         if i in self._buffer:
-            return text + f"\nYou chose {self.move_text(agent, self._buffer[i])} this round; waiting for the others."
+            return (
+                text
+                + f"\nYou chose {self.move_text(agent, self._buffer[i])} this round; waiting for the others."
+            )
         return text + "\nChoose your move for this round."
 
     def history_text(self, agent: str) -> list[str]:
         return [
-            f"Round {k}: {self.describe_round(agent, joint, pay)}" for k, (joint, pay) in enumerate(self.rounds, 1)
+            f"Round {k}: {self.describe_round(agent, joint, pay)}"
+            for k, (joint, pay) in enumerate(self.rounds, 1)
         ]
 
 
@@ -305,17 +332,30 @@ class MatrixGame(RepeatedGame):
         state_rounds: int = 0,
     ):
         for key, value in (("R", R), ("S", S), ("T", T), ("P", P)):
-            if not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value):
+            if not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(
+                value
+            ):
                 raise ValueError(f"payoff {key} must be a finite number, got {value!r}")
         if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
             raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
-        super().__init__(2, 2, horizon(rounds, random_horizon, continuation, min_rounds, max_rounds), render_mode, illegal_reward)
+        super().__init__(
+            2,
+            2,
+            horizon(rounds, random_horizon, continuation, min_rounds, max_rounds),
+            render_mode,
+            illegal_reward,
+        )
         self.metadata = {**self.metadata, "name": name}
         self.state_rounds = int(state_rounds)
         self.moves = tuple(moves)
         self.story = story
         self.R, self.S, self.T, self.P = float(R), float(S), float(T), float(P)
-        self._table = {(0, 0): (self.R, self.R), (0, 1): (self.S, self.T), (1, 0): (self.T, self.S), (1, 1): (self.P, self.P)}
+        self._table = {
+            (0, 0): (self.R, self.R),
+            (0, 1): (self.S, self.T),
+            (1, 0): (self.T, self.S),
+            (1, 1): (self.P, self.P),
+        }
 
     def payoffs(self, joint: tuple[int, ...]) -> tuple[float, ...]:
         return self._table[joint]

@@ -51,9 +51,15 @@ def board_text(cells: list[str]) -> str:
 
 
 class TicTacToe(OpenSpielEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "tic_tac_toe", "is_parallelizable": False}
+    metadata = {
+        "render_modes": ["human", "ansi"],
+        "name": "tic_tac_toe",
+        "is_parallelizable": False,
+    }
 
-    def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0, board: str = "grid"):
+    def __init__(
+        self, render_mode: str | None = None, illegal_reward: float = -1.0, board: str = "grid"
+    ):
         if board not in BOARDS:
             raise ValueError(f"tic_tac_toe board must be one of {', '.join(BOARDS)}, got {board!r}")
         self.board = board
@@ -84,23 +90,27 @@ class TicTacToe(OpenSpielEnv):
             text = "Board: " + " ".join(RELATIVE[c != mine] if c in MARKS else "." for c in cells)
         elif self.board == "numbered":
             mine = MARKS[self._index[agent]]
-            text = "Board: |" + "|".join(RELATIVE[c != mine] if c in MARKS else c for c in cells) + "|"
+            text = (
+                "Board: |" + "|".join(RELATIVE[c != mine] if c in MARKS else c for c in cells) + "|"
+            )
         else:
             text = board_text(cells)
         if self.state.is_terminal():
             r = self.state.returns()[self._index[agent]]
             return text + "\n" + ("You won." if r > 0 else "You lost." if r < 0 else "Draw.")
         to_move = self.state.current_player()
-        return text + f"\n{MARKS[to_move]} to move" + (" (you)." if to_move == self._index[agent] else ".")
+        return (
+            text
+            + f"\n{MARKS[to_move]} to move"
+            + (" (you)." if to_move == self._index[agent] else ".")
+        )
 
     def move_text(self, agent: str, action: int) -> str:
         return str(int(action))
 
     def history_text(self, agent: str) -> list[str]:
         me = self._index[agent]
-        return [
-            f"{'you' if p == me else 'opponent'} ({MARKS[p]}): {a}" for p, a in self.moves
-        ]
+        return [f"{'you' if p == me else 'opponent'} ({MARKS[p]}): {a}" for p, a in self.moves]
 
 
 def _symmetries() -> list[tuple[int, ...]]:
@@ -124,8 +134,12 @@ def _symmetries() -> list[tuple[int, ...]]:
 SYMMETRIES: list[tuple[int, ...]] = _symmetries()
 _LINE = re.compile(r"Board: ((?:\S ){8}\S)")  # board="line" / "relative"
 _NUMBERED = re.compile(r"Board: \|((?:[^|\n]\|){9})")
-_GRID = re.compile(r" (\S) \| (\S) \| (\S)\n---\+---\+---\n (\S) \| (\S) \| (\S)\n---\+---\+---\n (\S) \| (\S) \| (\S)")
-_CELL_REF = re.compile(r"(\[|\((?:X|O)\): )([0-8])\b")  # "[4]" in LEGAL MOVES, "you (X): 4" in the history
+_GRID = re.compile(
+    r" (\S) \| (\S) \| (\S)\n---\+---\+---\n (\S) \| (\S) \| (\S)\n---\+---\+---\n (\S) \| (\S) \| (\S)"
+)
+_CELL_REF = re.compile(
+    r"(\[|\((?:X|O)\): )([0-8])\b"
+)  # "[4]" in LEGAL MOVES, "you (X): 4" in the history
 
 
 def _moved(cells: list[str], to: tuple[int, ...]) -> list[str]:
@@ -139,7 +153,9 @@ def _moved(cells: list[str], to: tuple[int, ...]) -> list[str]:
 def symmetric_text(text: str, to: tuple[int, ...]) -> str:
     """`text` (a prompt: board in any of the four renderings, legal moves, history) with every cell carried by `to`."""
     text = _LINE.sub(lambda m: "Board: " + " ".join(_moved(m.group(1).split(" "), to)), text)
-    text = _NUMBERED.sub(lambda m: "Board: |" + "|".join(_moved(m.group(1).split("|")[:9], to)) + "|", text)
+    text = _NUMBERED.sub(
+        lambda m: "Board: |" + "|".join(_moved(m.group(1).split("|")[:9], to)) + "|", text
+    )
     text = _GRID.sub(lambda m: board_text(_moved(list(m.groups()), to)), text)
     return _CELL_REF.sub(lambda m: m.group(1) + str(to[int(m.group(2))]), text)
 

@@ -82,7 +82,11 @@ def named_hand(message: str) -> str | None:
 
 
 class TrustAndSplit(TextEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "trust_and_split", "is_parallelizable": False}
+    metadata = {
+        "render_modes": ["human", "ansi"],
+        "name": "trust_and_split",
+        "is_parallelizable": False,
+    }
 
     def __init__(
         self,
@@ -102,9 +106,13 @@ class TrustAndSplit(TextEnv):
         if not isinstance(coins, (int, np.integer)) or coins < 1:
             raise ValueError(f"coins must be a positive integer, got {coins!r}")
         if not isinstance(max_message_chars, (int, np.integer)) or max_message_chars < 1:
-            raise ValueError(f"max_message_chars must be a positive integer, got {max_message_chars!r}")
+            raise ValueError(
+                f"max_message_chars must be a positive integer, got {max_message_chars!r}"
+            )
         if not float(high_value) > float(low_value) >= 0:
-            raise ValueError(f"need high_value > low_value >= 0, got {high_value!r} and {low_value!r}")
+            raise ValueError(
+                f"need high_value > low_value >= 0, got {high_value!r} and {low_value!r}"
+            )
         self.horizon = horizon(rounds, random_horizon, continuation, min_rounds, max_rounds)
         self.coins = int(coins)
         self.high_value, self.low_value = float(high_value), float(low_value)
@@ -121,7 +129,9 @@ class TrustAndSplit(TextEnv):
         self.observation_spaces = {a: obs_space for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(self.coins + 2) for a in self.possible_agents}
         self.results: list[RoundResult] = []
-        self.messages: list[list[tuple[int, str]]] = []  # per round: (speaker, text) in speaking order
+        self.messages: list[
+            list[tuple[int, str]]
+        ] = []  # per round: (speaker, text) in speaking order
         self.hands: tuple[str, str] = ("rock", "scissors")
         self.phase = "message"
         self.num_rounds = 0
@@ -193,7 +203,11 @@ class TrustAndSplit(TextEnv):
         self.results.append(RoundResult(self.hands, values, claims, coins, points))
         for p, a in enumerate(self.possible_agents):
             self.rewards[a] = float(points[p])
-            self.infos[a]["last_round"] = {"round": len(self.results), "claims": list(claims), "points": list(points)}
+            self.infos[a]["last_round"] = {
+                "round": len(self.results),
+                "claims": list(claims),
+                "points": list(points),
+            }
         if len(self.results) >= self.num_rounds:
             for a in self.agents:
                 self.terminations[a] = True
@@ -284,9 +298,15 @@ class TrustAndSplit(TextEnv):
     def state_text(self, agent: str) -> str:
         i = self._index[agent]
         totals = [sum(r.points[p] for r in self.results) for p in (0, 1)]
-        score = f"Total points so far: you {_num(totals[i])}, the other player {_num(totals[1 - i])}."
+        score = (
+            f"Total points so far: you {_num(totals[i])}, the other player {_num(totals[1 - i])}."
+        )
         if self._over(agent):
-            end = "ended early after an illegal move" if "illegal_move" in self.infos.get(agent, {}) else "is over"
+            end = (
+                "ended early after an illegal move"
+                if "illegal_move" in self.infos.get(agent, {})
+                else "is over"
+            )
             return f"The game {end} after {len(self.results)} rounds. {score}"
         r = len(self.results)
         lines = [f"{self.horizon.round_text(r + 1)}. Your hand: {self.hands[i]}. {score}"]
@@ -296,7 +316,9 @@ class TrustAndSplit(TextEnv):
             if agent == self.agent_selection:
                 lines.append("Write your message to the other player.")
         elif i in self._claims:
-            lines.append(f"You claimed {self._claims[i]} coins; waiting for the other player's claim.")
+            lines.append(
+                f"You claimed {self._claims[i]} coins; waiting for the other player's claim."
+            )
         else:
             lines.append(f"Claim phase: how many of the {self.coins} coins do you claim?")
         return "\n".join(lines)
@@ -307,7 +329,11 @@ class TrustAndSplit(TextEnv):
         lines = []
         for k, msgs in enumerate(self.messages, 1):
             for p, text in msgs:
-                lines.append(f'Round {k}: {who[p]} said: "{text}"' if text else f"Round {k}: {who[p]} sent no message")
+                lines.append(
+                    f'Round {k}: {who[p]} said: "{text}"'
+                    if text
+                    else f"Round {k}: {who[p]} sent no message"
+                )
             if k <= len(self.results):
                 res = self.results[k - 1]
                 lines.append(
@@ -327,7 +353,9 @@ def _check_hands(hands: Any) -> list[tuple[str, str]]:
     out = []
     for pair in hands:
         if len(pair) != 2 or pair[0] not in HANDS or pair[1] not in HANDS or pair[0] == pair[1]:
-            raise ValueError(f"hands must be pairs of two different hands from {HANDS}, got {pair!r}")
+            raise ValueError(
+                f"hands must be pairs of two different hands from {HANDS}, got {pair!r}"
+            )
         out.append((pair[0], pair[1]))
     return out
 

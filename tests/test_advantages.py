@@ -18,13 +18,29 @@ def match(turns, seed=0, game="g", mid="m", bots=()):
         valid = t[3] if len(t) > 3 else True
         bot = player in bots
         recs.append(
-            TurnRecord(index=i, player=player, agent="bot" if bot else "llm", move="x", action=0, valid=valid,
-                       token_ids=[] if bot else [7] * n, reward=reward)
+            TurnRecord(
+                index=i,
+                player=player,
+                agent="bot" if bot else "llm",
+                move="x",
+                action=0,
+                valid=valid,
+                token_ids=[] if bot else [7] * n,
+                reward=reward,
+            )
         )
     players = sorted({t[0] for t in turns})
     returns = {p: sum(t[1] for t in turns if t[0] == p) for p in players}
-    return MatchRecord(match_id=mid, game=game, params={}, seed=seed, seats={p: "llm" for p in players},
-                       turns=recs, returns=returns, outcome=outcomes(returns))
+    return MatchRecord(
+        match_id=mid,
+        game=game,
+        params={},
+        seed=seed,
+        seats={p: "llm" for p in players},
+        turns=recs,
+        returns=returns,
+        outcome=outcomes(returns),
+    )
 
 
 def adv(samples):
@@ -54,7 +70,14 @@ def test_mars_full_recipe():
     #   m0: p0 k0 0.45, k2 0.725; p1 k1 -0.55.   m1: p0 k0 -0.45, k2 -0.175; p1 k1 0.55
     # agent norm: p0 distinct values mean 0.55/4 = 0.1375 -> 0.3125, 0.5875, -0.5875, -0.3125
     #             p1 mean 0 -> -0.55, 0.55
-    vals = {(0, 0): 0.3125, (0, 1): -0.55, (0, 2): 0.5875, (1, 0): -0.5875, (1, 1): 0.55, (1, 2): -0.3125}
+    vals = {
+        (0, 0): 0.3125,
+        (0, 1): -0.55,
+        (0, 2): 0.5875,
+        (1, 0): -0.5875,
+        (1, 1): 0.55,
+        (1, 2): -0.3125,
+    }
     n = {(0, 0): 2, (0, 1): 1, (0, 2): 1, (1, 0): 1, (1, 1): 2, (1, 2): 1}
     # final whitening over tokens (a turn of n tokens counts n times): mean 0.8625/8 units
     mean = 0.8625 / 8
@@ -67,7 +90,13 @@ def test_mars_full_recipe():
 
 
 def test_mars_agent_norm_uses_distinct_values():
-    cfg = AdvantageConfig(estimator="mars", player_reward_norm=False, whiten_rewards=False, whiten_advantages=False, **RAW)
+    cfg = AdvantageConfig(
+        estimator="mars",
+        player_reward_norm=False,
+        whiten_rewards=False,
+        whiten_advantages=False,
+        **RAW,
+    )
     wins = [match([("p0", 0.0, 1), ("p0", 1.0, 1)]) for _ in range(2)]
     loss = match([("p0", 0.0, 1), ("p0", -1.0, 1)])
     # returns-to-go: wins 1, 1 (twice), loss -1, -1. Distinct {1, -1}: mean 0, so A = G.
@@ -80,10 +109,20 @@ def test_mars_agent_norm_uses_distinct_values():
 
 
 def test_mars_gamma_discounts_per_turn():
-    cfg = AdvantageConfig(estimator="mars", gamma=0.5, player_reward_norm=False, whiten_rewards=False,
-                          agent_norm=False, whiten_advantages=False, **RAW)
+    cfg = AdvantageConfig(
+        estimator="mars",
+        gamma=0.5,
+        player_reward_norm=False,
+        whiten_rewards=False,
+        agent_norm=False,
+        whiten_advantages=False,
+        **RAW,
+    )
     # p0 rewards 1, 0, 4 -> G = 1 + 0.5*0 + 0.25*4 = 2, 0 + 0.5*4 = 2, 4; the bot p1 is not trained
-    m = match([("p0", 1.0, 1), ("p1", 9.0, 0), ("p0", 0.0, 1), ("p1", 9.0, 0), ("p0", 4.0, 1)], bots=("p1",))
+    m = match(
+        [("p0", 1.0, 1), ("p1", 9.0, 0), ("p0", 0.0, 1), ("p1", 9.0, 0), ("p0", 4.0, 1)],
+        bots=("p1",),
+    )
     assert adv(compute_advantages([m], cfg)) == {(0, 0): 2.0, (0, 2): 2.0, (0, 4): 4.0}
 
 
@@ -98,9 +137,13 @@ def test_grpo_and_median():
         {(0, 0): 2 / sd, (1, 0): -1 / sd, (2, 0): -1 / sd, (3, 0): 0.0}
     )
     cfg.estimator = "grpo_median"  # median 0: A = 3/sqrt3, 0, 0
-    assert adv(compute_advantages(group, cfg)) == pytest.approx({(0, 0): 3 / sd, (1, 0): 0.0, (2, 0): 0.0})
+    assert adv(compute_advantages(group, cfg)) == pytest.approx(
+        {(0, 0): 3 / sd, (1, 0): 0.0, (2, 0): 0.0}
+    )
     cfg.group_std = False
-    assert adv(compute_advantages(group, cfg)) == pytest.approx({(0, 0): 3.0, (1, 0): 0.0, (2, 0): 0.0})
+    assert adv(compute_advantages(group, cfg)) == pytest.approx(
+        {(0, 0): 3.0, (1, 0): 0.0, (2, 0): 0.0}
+    )
 
 
 def test_rae_is_stateful_and_drops_zero():
@@ -121,7 +164,11 @@ def test_rae_is_stateful_and_drops_zero():
 
 def test_leave_one_out():
     cfg = AdvantageConfig(estimator="loo", **RAW)
-    ms = [match([("p0", 0.0, 1), ("p0", 1.0, 1)]), match([("p0", 1.0, 1), ("p0", -1.0, 1)]), match([("p0", 0.5, 1)])]
+    ms = [
+        match([("p0", 0.0, 1), ("p0", 1.0, 1)]),
+        match([("p0", 1.0, 1), ("p0", -1.0, 1)]),
+        match([("p0", 0.5, 1)]),
+    ]
     # return-to-go: m0 [1, 1], m1 [0, -1], m2 [0.5] (0 after its end)
     # m0: 1 - (0+0.5)/2 = 0.75, 1 - (-1+0)/2 = 1.5;  m1: 0 - (1+0.5)/2 = -0.75, -1 - (1+0)/2 = -1.5
     # m2: 0.5 - (1+0)/2 = 0
@@ -131,7 +178,9 @@ def test_leave_one_out():
 
 
 def test_advantage_alignment_raw_equation():
-    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, aa_normalize=False, **RAW)
+    cfg = AdvantageConfig(
+        estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, aa_normalize=False, **RAW
+    )
     # turn order p0 p1 p0 p1. m0 rewards p0 [1, 0], p1 [0, 2]; m1 p0 [0, 0], p1 [1, 0]
     m0 = match([("p0", 1.0, 1), ("p1", 0.0, 1), ("p0", 0.0, 1), ("p1", 2.0, 1)])
     m1 = match([("p0", 0.0, 1), ("p1", 1.0, 1), ("p0", 0.0, 1), ("p1", 0.0, 1)])
@@ -141,7 +190,16 @@ def test_advantage_alignment_raw_equation():
     # m0 p0: t0 1; t1 0.5 [0 + (0.5*1)*2] = 0.5.   m0 p1: t0 1; t1 0.5 [2 + (0.5*1)*0] = 1
     # m1 p0: t0 -1; t1 0.5 [0 + (0.5*-1)*-2] = 0.5. m1 p1: t0 -1; t1 0.5 [-2 + (0.5*-1)*0] = -1
     assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
-        {(0, 0): 1, (0, 2): 0.5, (0, 1): 1, (0, 3): 1, (1, 0): -1, (1, 2): 0.5, (1, 1): -1, (1, 3): -1}
+        {
+            (0, 0): 1,
+            (0, 2): 0.5,
+            (0, 1): 1,
+            (0, 3): 1,
+            (1, 0): -1,
+            (1, 2): 0.5,
+            (1, 1): -1,
+            (1, 3): -1,
+        }
     )
     three = match([("p0", 0.0, 1), ("p1", 0.0, 1), ("p2", 0.0, 1)])
     with pytest.raises(ValueError, match="two-player"):
@@ -151,7 +209,16 @@ def test_advantage_alignment_raw_equation():
 def test_advantage_alignment_normalised_as_the_paper_code():
     cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
     # three rounds, turn order p0 p1 p0 p1 p0 p1. m0 rewards p0 [1, 0, 1], p1 [0, 1, 1]; m1 all 0
-    m0 = match([("p0", 1.0, 1), ("p1", 0.0, 1), ("p0", 0.0, 1), ("p1", 1.0, 1), ("p0", 1.0, 1), ("p1", 1.0, 1)])
+    m0 = match(
+        [
+            ("p0", 1.0, 1),
+            ("p1", 0.0, 1),
+            ("p0", 0.0, 1),
+            ("p1", 1.0, 1),
+            ("p0", 1.0, 1),
+            ("p1", 1.0, 1),
+        ]
+    )
     m1 = match([(p, 0.0, 1) for p in ("p0", "p1", "p0", "p1", "p0", "p1")])
     # G m0 p0 [2, 1, 1], p1 [2, 2, 1]; m1 0. LOO: A1 m0 p0 [2, 1, 1], p1 [2, 2, 1], m1 the negatives.
     # Whitened over all 12: mean 0, unbiased var 2 (4+1+1+4+4+1) / 11 = 30/11, so a1 = c A1, c = 1 / (sqrt(30/11) + eps).
@@ -160,19 +227,35 @@ def test_advantage_alignment_normalised_as_the_paper_code():
     # m0 p1: t0 2c; t1 0.5 [2c + (0.5 2c) c] = 0.5 (2c + c^2); t2 0.25 [c + (0.5 2c + 0.25 2c)/2 c] = 0.25 (c + 0.75 c^2)
     # m1 flips every a1: the products keep their sign, the own terms flip
     c = 1 / (math.sqrt(30 / 11) + cfg.eps)
-    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx({
-        (0, 0): 2 * c, (0, 2): 0.5 * (c + 2 * c**2), (0, 4): 0.25 * (c + c**2 / 2),
-        (0, 1): 2 * c, (0, 3): 0.5 * (2 * c + c**2), (0, 5): 0.25 * (c + 0.75 * c**2),
-        (1, 0): -2 * c, (1, 2): 0.5 * (-c + 2 * c**2), (1, 4): 0.25 * (-c + c**2 / 2),
-        (1, 1): -2 * c, (1, 3): 0.5 * (-2 * c + c**2), (1, 5): 0.25 * (-c + 0.75 * c**2),
-    })
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {
+            (0, 0): 2 * c,
+            (0, 2): 0.5 * (c + 2 * c**2),
+            (0, 4): 0.25 * (c + c**2 / 2),
+            (0, 1): 2 * c,
+            (0, 3): 0.5 * (2 * c + c**2),
+            (0, 5): 0.25 * (c + 0.75 * c**2),
+            (1, 0): -2 * c,
+            (1, 2): 0.5 * (-c + 2 * c**2),
+            (1, 4): 0.25 * (-c + c**2 / 2),
+            (1, 1): -2 * c,
+            (1, 3): 0.5 * (-2 * c + c**2),
+            (1, 5): 0.25 * (-c + 0.75 * c**2),
+        }
+    )
     # whitening makes it scale-free: payoffs x 10 give the same advantages
-    scaled = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, reward_scale=10.0, **RAW)
-    assert adv(compute_advantages([m0, m1], scaled)) == pytest.approx(adv(compute_advantages([m0, m1], cfg)), rel=1e-5)  # up to eps
+    scaled = AdvantageConfig(
+        estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, reward_scale=10.0, **RAW
+    )
+    assert adv(compute_advantages([m0, m1], scaled)) == pytest.approx(
+        adv(compute_advantages([m0, m1], cfg)), rel=1e-5
+    )  # up to eps
 
 
 def test_advevo_public_baseline():
-    cfg = AdvantageConfig(estimator="advevo", functional_groups={"p0": "team", "p1": "team", "p2": "attacker"}, **RAW)
+    cfg = AdvantageConfig(
+        estimator="advevo", functional_groups={"p0": "team", "p1": "team", "p2": "attacker"}, **RAW
+    )
     m0 = match([("p0", 1.0, 1), ("p1", 3.0, 1), ("p2", -2.0, 1)])
     m1 = match([("p0", 2.0, 1), ("p1", 2.0, 1), ("p2", 0.0, 1)])
     # team baseline mean(1, 3, 2, 2) = 2; attacker baseline mean(-2, 0) = -1
@@ -206,7 +289,9 @@ def test_every_estimator_returns_samples_with_turns():
     values = {(m, k): 0.1 * k for m in range(3) for k in range(2)}
     for name in ESTIMATORS:
         extra = {"values": values} if name == "critic" else {}
-        samples = compute_advantages(ms, AdvantageConfig(estimator=name, drop_zero_advantage=False), **extra)
+        samples = compute_advantages(
+            ms, AdvantageConfig(estimator=name, drop_zero_advantage=False), **extra
+        )
         assert len(samples) == 6, name
         for s in samples:
             assert s.turn is ms[s.match_index].turns[s.turn_index]
@@ -216,13 +301,23 @@ def test_every_estimator_returns_samples_with_turns():
 def test_critic_gae_over_each_players_turns():
     m = match([("p0", 0.0, 1), ("p1", 0.0, 1), ("p0", 1.0, 1), ("p1", -1.0, 1)])
     V = {(0, 0): 0.2, (0, 1): -0.1, (0, 2): 0.6, (0, 3): -0.5}
-    cfg = AdvantageConfig(estimator="critic", gamma=0.9, gae_lambda=0.5, whiten_advantages=False, **RAW)
-    out = {(s.match_index, s.turn_index): (s.advantage, s.value_target) for s in compute_advantages([m], cfg, values=V)}
+    cfg = AdvantageConfig(
+        estimator="critic", gamma=0.9, gae_lambda=0.5, whiten_advantages=False, **RAW
+    )
+    out = {
+        (s.match_index, s.turn_index): (s.advantage, s.value_target)
+        for s in compute_advantages([m], cfg, values=V)
+    }
     # p0 k2 (last): delta = 1 - 0.6 = 0.4 = A, target 1.0
     # p0 k0: delta = 0 + 0.9 * 0.6 - 0.2 = 0.34; A = 0.34 + 0.9 * 0.5 * 0.4 = 0.52, target 0.72
     # p1 k3: delta = -1 + 0.5 = -0.5 = A, target -1.0
     # p1 k1: delta = 0.9 * -0.5 + 0.1 = -0.35; A = -0.35 + 0.45 * -0.5 = -0.575, target -0.675
-    expected = {(0, 0): (0.52, 0.72), (0, 1): (-0.575, -0.675), (0, 2): (0.4, 1.0), (0, 3): (-0.5, -1.0)}
+    expected = {
+        (0, 0): (0.52, 0.72),
+        (0, 1): (-0.575, -0.675),
+        (0, 2): (0.4, 1.0),
+        (0, 3): (-0.5, -1.0),
+    }
     assert out.keys() == expected.keys()
     for k, (a, t) in expected.items():
         assert out[k] == pytest.approx((a, t)), k
@@ -250,13 +345,22 @@ def test_aborted_matches_are_skipped_and_bad_names_rejected():
 
 def test_mars_norm_by_opponent_centres_per_opponent():
     # p0 plays two matches against a random bot (a win, a draw) and two in self-play (a loss, a draw)
-    vs_bot = [match([("p0", 1.0, 1), ("p1", -1.0, 1)], bots=("p1",)), match([("p0", 0.0, 1), ("p1", 0.0, 1)], bots=("p1",))]
+    vs_bot = [
+        match([("p0", 1.0, 1), ("p1", -1.0, 1)], bots=("p1",)),
+        match([("p0", 0.0, 1), ("p1", 0.0, 1)], bots=("p1",)),
+    ]
     for m in vs_bot:
         m.seats["p1"] = "random"
     selfplay = [match([("p0", -1.0, 1), ("p1", 1.0, 1)]), match([("p0", 0.0, 1), ("p1", 0.0, 1)])]
-    only_centring = dict(RAW, estimator="mars", whiten_rewards=False, agent_norm=False, whiten_advantages=False)
+    only_centring = dict(
+        RAW, estimator="mars", whiten_rewards=False, agent_norm=False, whiten_advantages=False
+    )
     plain = adv(compute_advantages(vs_bot + selfplay, AdvantageConfig(**only_centring)))
-    per_opponent = adv(compute_advantages(vs_bot + selfplay, AdvantageConfig(**only_centring, norm_by_opponent=True)))
+    per_opponent = adv(
+        compute_advantages(
+            vs_bot + selfplay, AdvantageConfig(**only_centring, norm_by_opponent=True)
+        )
+    )
     # p0's mean over all four is 0: the bot matches look good and the self-play loss bad
     assert [plain[(m, 0)] for m in range(4)] == pytest.approx([1.0, 0.0, -1.0, 0.0])
     # per opponent: vs random mean 0.5, in self-play mean -0.5; the draws sit on opposite sides
@@ -266,9 +370,17 @@ def test_mars_norm_by_opponent_centres_per_opponent():
 
 
 def test_gigpo_adds_a_step_advantage_over_turns_from_the_same_prompt():
-    plain = dict(player_reward_norm=False, whiten_rewards=False, agent_norm=False, whiten_advantages=False, **RAW)
+    plain = dict(
+        player_reward_norm=False,
+        whiten_rewards=False,
+        agent_norm=False,
+        whiten_advantages=False,
+        **RAW,
+    )
     # three matches, p0 moves twice: prompts A then B / A then C / A then B
-    ms = [match([("p0", 0.0, 1), ("p0", r, 1)], mid=f"m{i}") for i, r in enumerate([1.0, -1.0, -1.0])]
+    ms = [
+        match([("p0", 0.0, 1), ("p0", r, 1)], mid=f"m{i}") for i, r in enumerate([1.0, -1.0, -1.0])
+    ]
     for m, second in zip(ms, "BCB"):
         m.turns[0].messages = [{"role": "user", "content": "A"}]
         m.turns[1].messages = [{"role": "user", "content": second}]
@@ -277,45 +389,85 @@ def test_gigpo_adds_a_step_advantage_over_turns_from_the_same_prompt():
     # anchor B (matches 0 and 2): G = 1, -1 -> 1/sqrt(2), -1/sqrt(2); anchor C alone: 0
     out = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=0.5, **plain)))
     r3, r2 = math.sqrt(3), math.sqrt(2)
-    expected = {(0, 0): 1 + 0.5 * 2 / r3, (0, 1): 1 + 0.5 / r2, (1, 0): -1 - 0.5 / r3, (1, 1): -1.0,
-                (2, 0): -1 - 0.5 / r3, (2, 1): -1 - 0.5 / r2}
+    expected = {
+        (0, 0): 1 + 0.5 * 2 / r3,
+        (0, 1): 1 + 0.5 / r2,
+        (1, 0): -1 - 0.5 / r3,
+        (1, 1): -1.0,
+        (2, 0): -1 - 0.5 / r3,
+        (2, 1): -1 - 0.5 / r2,
+    }
     assert out.keys() == expected.keys()
     for k, v in expected.items():
         assert out[k] == pytest.approx(v, rel=1e-6)
     # only centred (group_std off): anchor A -> 4/3, -2/3, -2/3
-    out = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=1.0, group_std=False, **plain)))
+    out = adv(
+        compute_advantages(
+            ms, AdvantageConfig(estimator="gigpo", gigpo_weight=1.0, group_std=False, **plain)
+        )
+    )
     assert out[(0, 0)] == pytest.approx(1 + 4 / 3) and out[(1, 0)] == pytest.approx(-1 - 2 / 3)
     # weight 0 is mars exactly
-    zero = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=0.0, **plain)))
+    zero = adv(
+        compute_advantages(ms, AdvantageConfig(estimator="gigpo", gigpo_weight=0.0, **plain))
+    )
     assert zero == adv(compute_advantages(ms, AdvantageConfig(estimator="mars", **plain)))
 
 
 def test_gigpo_anchor_groups_split_by_opponent_when_asked():
-    plain = dict(player_reward_norm=False, whiten_rewards=False, agent_norm=False, whiten_advantages=False, **RAW)
-    ms = [match([("p0", r, 1), ("p1", 0.0, 1)], mid=f"m{i}", bots=("p1",)) for i, r in enumerate([1.0, -1.0])]
+    plain = dict(
+        player_reward_norm=False,
+        whiten_rewards=False,
+        agent_norm=False,
+        whiten_advantages=False,
+        **RAW,
+    )
+    ms = [
+        match([("p0", r, 1), ("p1", 0.0, 1)], mid=f"m{i}", bots=("p1",))
+        for i, r in enumerate([1.0, -1.0])
+    ]
     for m, opp in zip(ms, ["random", "mcts"]):
         m.seats["p1"] = opp
         m.turns[0].messages = [{"role": "user", "content": "A"}]
     together = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", **plain)))
-    assert together == {(0, 0): pytest.approx(1 + 1 / math.sqrt(2)), (1, 0): pytest.approx(-1 - 1 / math.sqrt(2))}
-    apart = adv(compute_advantages(ms, AdvantageConfig(estimator="gigpo", norm_by_opponent=True, **plain)))
+    assert together == {
+        (0, 0): pytest.approx(1 + 1 / math.sqrt(2)),
+        (1, 0): pytest.approx(-1 - 1 / math.sqrt(2)),
+    }
+    apart = adv(
+        compute_advantages(ms, AdvantageConfig(estimator="gigpo", norm_by_opponent=True, **plain))
+    )
     assert apart == {(0, 0): 1.0, (1, 0): -1.0}  # each prompt met once per opponent: no step term
 
 
 def test_mars_agent_specific_norm_off_shares_one_baseline_across_players():
     # self-play in game g: p0 (moving first) wins both matches; in game h p0 gets 3, p1 1
-    batch = [match([("p0", 1.0, 1), ("p1", -1.0, 1)], mid="a"), match([("p0", 1.0, 1), ("p1", -1.0, 1)], mid="b"),
-             match([("p0", 3.0, 1), ("p1", 1.0, 1)], game="h", mid="c")]
+    batch = [
+        match([("p0", 1.0, 1), ("p1", -1.0, 1)], mid="a"),
+        match([("p0", 1.0, 1), ("p1", -1.0, 1)], mid="b"),
+        match([("p0", 3.0, 1), ("p1", 1.0, 1)], game="h", mid="c"),
+    ]
     only_centring = dict(RAW, estimator="mars", whiten_rewards=False, whiten_advantages=False)
     specific = adv(compute_advantages(batch, AdvantageConfig(**only_centring)))
-    shared = adv(compute_advantages(batch, AdvantageConfig(**only_centring, agent_specific_norm=False)))
+    shared = adv(
+        compute_advantages(batch, AdvantageConfig(**only_centring, agent_specific_norm=False))
+    )
     # per (game, player) every reward equals its mean: the first-mover edge is baselined away
     assert specific == {k: 0.0 for k in specific}
     # one mean per game over both seats: g mean 0, h mean 2 -> p0 +1, p1 -1 in every match;
     # then one return-to-go baseline over all turns: distinct values {1, -1}, mean 0
-    assert shared == {(0, 0): 1.0, (0, 1): -1.0, (1, 0): 1.0, (1, 1): -1.0, (2, 0): 1.0, (2, 1): -1.0}
+    assert shared == {
+        (0, 0): 1.0,
+        (0, 1): -1.0,
+        (1, 0): 1.0,
+        (1, 1): -1.0,
+        (2, 0): 1.0,
+        (2, 1): -1.0,
+    }
     # the return-to-go baseline alone: per player p0 {2} and p1 {0} centre to 0; shared: mean of {2, 0} = 1
     one = [match([("p0", 2.0, 1), ("p1", 0.0, 1)])]
     agent_only = dict(only_centring, player_reward_norm=False)
     assert adv(compute_advantages(one, AdvantageConfig(**agent_only))) == {(0, 0): 0.0, (0, 1): 0.0}
-    assert adv(compute_advantages(one, AdvantageConfig(**agent_only, agent_specific_norm=False))) == {(0, 0): 1.0, (0, 1): -1.0}
+    assert adv(
+        compute_advantages(one, AdvantageConfig(**agent_only, agent_specific_norm=False))
+    ) == {(0, 0): 1.0, (0, 1): -1.0}

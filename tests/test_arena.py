@@ -46,7 +46,10 @@ class RowCounter:
 
 def _self_play(concurrency, n=30, opening=0):
     counter = RowCounter(make_agent("random"))
-    plans = [MatchPlan(f"s{i:02d}", "tic_tac_toe", ["me", "me"], seed=i, opening=opening) for i in range(n)]
+    plans = [
+        MatchPlan(f"s{i:02d}", "tic_tac_toe", ["me", "me"], seed=i, opening=opening)
+        for i in range(n)
+    ]
     return list(play(plans, {"me": counter}, concurrency=concurrency)), counter.rows
 
 
@@ -54,10 +57,16 @@ def test_a_freed_slot_is_refilled_in_the_same_pass_so_batches_stay_full():
     records, rows = _self_play(concurrency=4)
     assert sorted(r.match_id for r in records) == [f"s{i:02d}" for i in range(30)]
     assert sum(rows) == sum(len(r.turns) for r in records)
-    assert len({len(r.turns) for r in records}) > 1  # matches end on different steps, so slots free mid-run
-    tail = next(i for i, r in enumerate(rows) if r < 4)  # the first short call: the queue has run dry
+    assert (
+        len({len(r.turns) for r in records}) > 1
+    )  # matches end on different steps, so slots free mid-run
+    tail = next(
+        i for i, r in enumerate(rows) if r < 4
+    )  # the first short call: the queue has run dry
     assert rows[:tail] == [4] * tail and tail >= 30 * 5 // 4 - 4
-    assert rows[tail:] == sorted(rows[tail:], reverse=True) and len(rows) - tail <= 9  # the tail only shrinks, within one match length
+    assert (
+        rows[tail:] == sorted(rows[tail:], reverse=True) and len(rows) - tail <= 9
+    )  # the tail only shrinks, within one match length
     solo, solo_rows = _self_play(concurrency=1)
     assert set(solo_rows) == {1} and _moves(solo) == _moves(records)
     # matches whose random opening can leave few turns still refill within the pass
@@ -77,12 +86,19 @@ def test_a_sampling_tiny_llama_plays_the_same_records_through_a_queue_as_one_at_
     def records(concurrency):
         agents = {"llm": LLMAgent("llm", backend, cfg), "bot": make_agent("random")}
         plans = plan_matches("tic_tac_toe", ["llm", "bot"], 7, seed=11)
-        plans += [MatchPlan(f"self{i}", "tic_tac_toe", ["llm", "llm"], seed=40 + i) for i in range(3)]
-        return {r.match_id: ([(t.player, t.action, t.token_ids) for t in r.turns], r.outcome) for r in play(plans, agents, concurrency=concurrency)}
+        plans += [
+            MatchPlan(f"self{i}", "tic_tac_toe", ["llm", "llm"], seed=40 + i) for i in range(3)
+        ]
+        return {
+            r.match_id: ([(t.player, t.action, t.token_ids) for t in r.turns], r.outcome)
+            for r in play(plans, agents, concurrency=concurrency)
+        }
 
     queued, alone = records(3), records(1)
     assert queued == alone
-    assert len({tuple(a for _, a, _ in moves) for moves, _ in queued.values()}) > 1  # it samples: matches differ
+    assert (
+        len({tuple(a for _, a, _ in moves) for moves, _ in queued.values()}) > 1
+    )  # it samples: matches differ
 
 
 def test_seats_alternate_and_returns_match_turn_rewards():
@@ -99,16 +115,20 @@ def test_a_random_opening_plays_0_to_k_legal_moves_the_same_for_both_seat_orders
     agents = {s: make_agent(s) for s in ("random", "mcts:10")}
     plans = []
     for seed in range(40):
-        plans += [MatchPlan(f"a{seed}", "tic_tac_toe", ["random", "mcts:10"], seed, opening=3),
-                  MatchPlan(f"b{seed}", "tic_tac_toe", ["mcts:10", "random"], seed, opening=3)]
+        plans += [
+            MatchPlan(f"a{seed}", "tic_tac_toe", ["random", "mcts:10"], seed, opening=3),
+            MatchPlan(f"b{seed}", "tic_tac_toe", ["mcts:10", "random"], seed, opening=3),
+        ]
     records = {r.match_id: r for r in play(plans, agents, concurrency=16)}
     lengths = []
     for seed in range(40):
         a, b = records[f"a{seed}"], records[f"b{seed}"]
         opening = [(t.player, t.action) for t in a.turns if t.agent == OPENING]
         assert opening == [(t.player, t.action) for t in b.turns if t.agent == OPENING]
-        assert [(t.player, t.action) for t in a.turns[: len(opening)]] == opening  # the first moves, then the agents
-        assert all(t.agent != OPENING for t in a.turns[len(opening):])
+        assert [
+            (t.player, t.action) for t in a.turns[: len(opening)]
+        ] == opening  # the first moves, then the agents
+        assert all(t.agent != OPENING for t in a.turns[len(opening) :])
         assert len({m for _, m in opening}) == len(opening)  # legal: no cell taken twice
         lengths.append(len(opening))
     assert set(lengths) == {0, 1, 2, 3}
@@ -117,7 +137,15 @@ def test_a_random_opening_plays_0_to_k_legal_moves_the_same_for_both_seat_orders
     (plain,) = play([MatchPlan("c", "tic_tac_toe", ["random", "mcts:10"], 5)], agents)
     assert all(t.agent != OPENING for t in plain.turns)
     # an opening longer than the game never decides it: a player always makes the last move
-    long = list(play([MatchPlan(f"l{seed}", "tic_tac_toe", ["random", "mcts:10"], seed, opening=100) for seed in range(20)], agents))
+    long = list(
+        play(
+            [
+                MatchPlan(f"l{seed}", "tic_tac_toe", ["random", "mcts:10"], seed, opening=100)
+                for seed in range(20)
+            ],
+            agents,
+        )
+    )
     assert all(r.turns[-1].agent != OPENING for r in long)
     assert max(sum(t.agent == OPENING for t in r.turns) for r in long) >= 5
 
@@ -128,7 +156,9 @@ class Forfeiter:
     name = "forfeiter"
 
     def act(self, turns):
-        return [decision(t, self.name, None, move="", valid=False, fallback="forfeit") for t in turns]
+        return [
+            decision(t, self.name, None, move="", valid=False, fallback="forfeit") for t in turns
+        ]
 
 
 def test_forfeit_ends_the_match_with_the_offender_penalised():
@@ -161,33 +191,77 @@ def test_minimax_takes_a_win_at_depth_1_blocks_at_depth_2_and_never_loses_at_ful
     block = game.new_initial_state()
     for a in (0, 4, 1):  # x: 0 1, o: 4; o to move must block at 2
         block.apply_action(a)
-    assert MinimaxAgent(depth=1).best_actions(block) == block.legal_actions()  # sees no win: all equal
+    assert (
+        MinimaxAgent(depth=1).best_actions(block) == block.legal_actions()
+    )  # sees no win: all equal
     assert MinimaxAgent(depth=2).best_actions(block) == [2]
     records = _run(8, n=60, specs=("minimax", "random"))
     assert all(r.returns[p] >= 0 for r in records for p, a in r.seats.items() if a == "minimax")
-    assert sum(r.outcome[p] == "win" for r in records for p, a in r.seats.items() if a == "minimax") >= 45
-    assert all(sorted(r.returns.values()) == [0.0, 0.0] for r in _run(8, n=10, specs=("minimax", "minimax:9")))
+    assert (
+        sum(r.outcome[p] == "win" for r in records for p, a in r.seats.items() if a == "minimax")
+        >= 45
+    )
+    assert all(
+        sorted(r.returns.values()) == [0.0, 0.0]
+        for r in _run(8, n=10, specs=("minimax", "minimax:9"))
+    )
     with pytest.raises(ValueError, match="zero-sum deterministic perfect-information"):
         _run(1, n=1, game="kuhn_poker", specs=("minimax", "random"))
-    with pytest.raises(ValueError, match="connect_four lasts up to 42 plies.*minimax:5"):  # would never finish
+    with pytest.raises(
+        ValueError, match="connect_four lasts up to 42 plies.*minimax:5"
+    ):  # would never finish
         _run(1, n=1, game="connect_four", specs=("minimax", "random"))
     assert len(_run(1, n=1, game="connect_four", specs=("minimax:2", "random"))) == 1
     # one agent, two games: the empty boards share a history string but not their moves
     agent = MinimaxAgent(depth=1)
     assert agent.best_actions(game.new_initial_state()) == list(range(9))
-    assert agent.best_actions(pyspiel.load_game("connect_four").new_initial_state()) == list(range(7))
+    assert agent.best_actions(pyspiel.load_game("connect_four").new_initial_state()) == list(
+        range(7)
+    )
 
 
 def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
     out = tmp_path / "run.jsonl"
-    assert arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "6", "--out", str(out)]) == 0
+    assert (
+        arena_main(
+            [
+                "play",
+                "tic_tac_toe",
+                "--agents",
+                "random",
+                "random",
+                "--matches",
+                "6",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     records = list(read_jsonl(out))
     assert len(records) == 6 and len({r.match_id for r in records}) == 6
     assert set(records[0].seats.values()) == {"random", "random#2"}
     assert json.loads(out.read_text().splitlines()[0])["schema_version"] == 1
     assert "random#2" in capsys.readouterr().out
     opened = tmp_path / "opened.jsonl"
-    assert arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "20", "--opening", "2", "--out", str(opened)]) == 0
+    assert (
+        arena_main(
+            [
+                "play",
+                "tic_tac_toe",
+                "--agents",
+                "random",
+                "random",
+                "--matches",
+                "20",
+                "--opening",
+                "2",
+                "--out",
+                str(opened),
+            ]
+        )
+        == 0
+    )
     assert any(t.agent == OPENING for r in read_jsonl(opened) for t in r.turns)
 
 
@@ -197,14 +271,28 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
         (["play", "tic_tac_to", "--agents", "random", "random"], "did you mean tic_tac_toe"),
         (["play", "tic_tac_toe", "--agents", "random", "nobody"], "unknown agent 'nobody'"),
         (["games", "show", "chess_960_x"], "unknown game"),
-        (["play", "tic_tac_toe", "--agents", "random", "random", "--opening", "-2"], "--opening must be >= 0"),
-        (["play", "tic_tac_toe", "--agents", "random", "random", "--concurrency", "0"], "--concurrency must be >= 1, got 0"),
-        (["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "-3"], "--matches must be >= 1, got -3"),
-        (["play", "tic_tac_toe", "--agents", "random", "random", "--out", "/tmp"], "/tmp is a folder; give the trajectory file's path"),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "random", "--opening", "-2"],
+            "--opening must be >= 0",
+        ),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "random", "--concurrency", "0"],
+            "--concurrency must be >= 1, got 0",
+        ),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "-3"],
+            "--matches must be >= 1, got -3",
+        ),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "random", "--out", "/tmp"],
+            "/tmp is a folder; give the trajectory file's path",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line(argv, message):
-    proc = subprocess.run([sys.executable, "-m", "arena.cli", *argv], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "arena.cli", *argv], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -228,31 +316,77 @@ def test_the_runner_refuses_counts_below_one():
 
 def test_trajectories_into_a_read_only_folder_fail_before_any_match(tmp_path, make_read_only):
     make_read_only(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "arena.cli", "play", "tic_tac_toe", "--agents", "random", "random",
-                           "--out", str(tmp_path / "run.jsonl")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena.cli",
+            "play",
+            "tic_tac_toe",
+            "--agents",
+            "random",
+            "random",
+            "--out",
+            str(tmp_path / "run.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
-    (line,) = proc.stderr.strip().splitlines()  # refused before the first match: no progress bar, no traceback
+    (line,) = (
+        proc.stderr.strip().splitlines()
+    )  # refused before the first match: no progress bar, no traceback
     assert line.startswith(f"arena play: error: cannot write to {tmp_path} ("), line
 
 
 def test_a_human_whose_input_ends_forfeits_and_it_is_recorded(tmp_path):
     out = tmp_path / "run.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "arena.cli", "play", "tic_tac_toe", "--agents", "human", "random", "--matches", "2",
-                           "--out", str(out)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena.cli",
+            "play",
+            "tic_tac_toe",
+            "--agents",
+            "human",
+            "random",
+            "--matches",
+            "2",
+            "--out",
+            str(out),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("human: end of input (stdin closed): forfeiting this and every later turn") == 1
+    assert (
+        proc.stderr.count(
+            "human: end of input (stdin closed): forfeiting this and every later turn"
+        )
+        == 1
+    )
     records = list(read_jsonl(out))
     assert len(records) == 2
     for r in records:  # the human's first turn is a forfeit: a loss, recorded like an LLM's
         (turn,) = [t for t in r.turns if t.agent == "human"]
-        assert (turn.action, turn.valid, turn.fallback) == (None, False, "forfeit") and turn.attempts[0].error.startswith("eof")
+        assert (turn.action, turn.valid, turn.fallback) == (
+            None,
+            False,
+            "forfeit",
+        ) and turn.attempts[0].error.startswith("eof")
         human = next(p for p, name in r.seats.items() if name == "human")
         assert r.outcome[human] == "loss"
 
 
 def test_torn_last_line_of_a_killed_writer_is_skipped(tmp_path):
     out = tmp_path / "run.jsonl"
-    arena_main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "3", "--out", str(out)])
+    arena_main(
+        ["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "3", "--out", str(out)]
+    )
     with open(out, "a") as f:
         f.write('{"schema_version": 1, "match_id": "half')
     assert len(list(read_jsonl(out))) == 3
@@ -260,10 +394,24 @@ def test_torn_last_line_of_a_killed_writer_is_skipped(tmp_path):
 
 def test_agent_specs_take_options_and_reject_bad_ones():
     assert make_agent("minimax:2").depth == 2 and make_agent("minimax").depth is None
-    assert make_agent("mcts:7,rollouts=2").simulations == 7 and make_agent("mcts:7,rollouts=2").rollouts == 2
+    assert (
+        make_agent("mcts:7,rollouts=2").simulations == 7
+        and make_agent("mcts:7,rollouts=2").rollouts == 2
+    )
     llm = make_agent("llm:tiny-llama,fallback=random,max_retries=0,temperature=0.0")
-    assert (llm.config.fallback, llm.config.max_retries, llm.config.temperature) == ("random", 0, 0.0)
-    for bad, says in [("mcts:many", "whole number"), ("random:3", "no ':' argument"), ("mcts,depth", "key=value"),
-                      ("mcts,depth=3", "depth"), ("minimax:0", "at least 1"), ("llm:tiny-llama,colour=red", "unknown option"), ("wizard", "unknown agent")]:
+    assert (llm.config.fallback, llm.config.max_retries, llm.config.temperature) == (
+        "random",
+        0,
+        0.0,
+    )
+    for bad, says in [
+        ("mcts:many", "whole number"),
+        ("random:3", "no ':' argument"),
+        ("mcts,depth", "key=value"),
+        ("mcts,depth=3", "depth"),
+        ("minimax:0", "at least 1"),
+        ("llm:tiny-llama,colour=red", "unknown option"),
+        ("wizard", "unknown agent"),
+    ]:
         with pytest.raises(ValueError, match=says):
             make_agent(bad)

@@ -21,21 +21,32 @@ def test_env_throughput_quick_measures_both_games():
 
 
 def test_rollout_throughput_quick_replays_the_arena_batches_in_both_dtypes():
-    out = load("rollout_throughput").main(["--quick", "--model", "tiny-llama", "--repeats", "2", "--threads", "1"])
+    out = load("rollout_throughput").main(
+        ["--quick", "--model", "tiny-llama", "--repeats", "2", "--threads", "1"]
+    )
     tokens = out["tokens"]
     assert all(len(runs) == 2 for runs in tokens.values())
     for dt in ("float32", "bfloat16"):
         assert out[dt]["vs_raw"] > 0 and out[dt]["vs_serial"] > 0 and 0 <= out[dt]["legal"] <= 1
-        assert tokens[f"{dt} raw batched"] == tokens[f"{dt} arena"]  # the replay generates exactly the arena's tokens
+        assert (
+            tokens[f"{dt} raw batched"] == tokens[f"{dt} arena"]
+        )  # the replay generates exactly the arena's tokens
         assert len(set(tokens[f"{dt} arena"])) == 1  # seeded: every repeat plays the same matches
-    assert out["bf16_vs_fp32"] > 0 and out["bf16_vs_fp32_ceiling"] > 0 and all(f > 0 for f in out["mfu"].values())
+    assert (
+        out["bf16_vs_fp32"] > 0
+        and out["bf16_vs_fp32_ceiling"] > 0
+        and all(f > 0 for f in out["mfu"].values())
+    )
     assert all(out[dt]["matmuls_rows_vs_1"] > 0 for dt in ("float32", "bfloat16"))
 
 
 def test_learner_throughput_quick_runs_every_path_in_subprocesses():
     out = load("learner_throughput").main(["--quick", "--model", "tiny-llama", "--threads", "1"])
     assert out["ratio"] > 0 and out["bf16_ratio"] > 0
-    assert all(out[path]["peak_rss_mib"] > 0 and out["mfu"][path] > 0 for path in ("plain", "plain, autocast", "learner fp32", "learner bf16"))
+    assert all(
+        out[path]["peak_rss_mib"] > 0 and out["mfu"][path] > 0
+        for path in ("plain", "plain, autocast", "learner fp32", "learner bf16")
+    )
 
 
 @pytest.mark.ray

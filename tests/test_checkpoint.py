@@ -22,10 +22,16 @@ def tok():
 
 def make_batches(tok):
     """Fixed token batches: real tokenised prompts and completions."""
-    texts = [("X to move. Board: ...|...|...", " 4"), ("O to move. Board: X..|...|...", " 0 is best"),
-             ("Kuhn poker, you hold K.", " bet"), ("Pick a cell", " 8<|im_end|>")]
+    texts = [
+        ("X to move. Board: ...|...|...", " 4"),
+        ("O to move. Board: X..|...|...", " 0 is best"),
+        ("Kuhn poker, you hold K.", " bet"),
+        ("Pick a cell", " 8<|im_end|>"),
+    ]
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
-    return [[Sequence(enc(p), enc(c), 0.0) for p, c in texts[i:] + texts[:i]] for i in range(len(texts))]
+    return [
+        [Sequence(enc(p), enc(c), 0.0) for p, c in texts[i:] + texts[:i]] for i in range(len(texts))
+    ]
 
 
 def train(learner, batches, steps, rng):
@@ -35,7 +41,12 @@ def train(learner, batches, steps, rng):
         noise = np.random.normal(size=len(b))
         adv = rng.normal(size=len(b)) + noise
         target = (lambda a: float(a)) if learner.value_head is not None else (lambda a: None)
-        learner.step([Sequence(s.prompt_ids, s.completion_ids, float(a), value_target=target(a)) for s, a in zip(b, adv)])
+        learner.step(
+            [
+                Sequence(s.prompt_ids, s.completion_ids, float(a), value_target=target(a))
+                for s, a in zip(b, adv)
+            ]
+        )
 
 
 def seed_all(seed):
@@ -45,14 +56,22 @@ def seed_all(seed):
     return np.random.default_rng(seed)
 
 
-@pytest.mark.parametrize("cfg", [
-    LearnerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1, dual_clip=1.4)),
-    LearnerConfig(lr=1e-3, lora_rank=4, lora_dropout=0.2),  # dropout draws from the torch RNG
-    LearnerConfig(lr=1e-3, value_coef=0.5),
-    LearnerConfig(lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.01)),  # coefficient rises each step
-    LearnerConfig(lr=1e-3, precision="bfloat16", loss=LossConfig(kl_coef=0.1)),  # the bf16 copy is rebuilt from the loaded masters
-    LearnerConfig(lr=1e-3, precision="float32"),
-], ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        LearnerConfig(lr=1e-3, loss=LossConfig(kl_coef=0.1, dual_clip=1.4)),
+        LearnerConfig(lr=1e-3, lora_rank=4, lora_dropout=0.2),  # dropout draws from the torch RNG
+        LearnerConfig(lr=1e-3, value_coef=0.5),
+        LearnerConfig(
+            lr=1e-3, loss=LossConfig(entropy_coef=0.02, entropy_target=20.0, entropy_coef_step=0.01)
+        ),  # coefficient rises each step
+        LearnerConfig(
+            lr=1e-3, precision="bfloat16", loss=LossConfig(kl_coef=0.1)
+        ),  # the bf16 copy is rebuilt from the loaded masters
+        LearnerConfig(lr=1e-3, precision="float32"),
+    ],
+    ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32"],
+)
 def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     batches = make_batches(tok)
     lg = League()
@@ -66,7 +85,15 @@ def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     rng = seed_all(0)
     first = Learner(tiny_llama(0)[0], tok, cfg)
     train(first, batches, SPLIT, rng)
-    checkpoint.save(tmp_path, first, SPLIT, config={"lr": cfg.lr}, league=lg.state_dict(), state={"rae": {"g/p0": 0.25}}, rng=rng)
+    checkpoint.save(
+        tmp_path,
+        first,
+        SPLIT,
+        config={"lr": cfg.lr},
+        league=lg.state_dict(),
+        state={"rae": {"g/p0": 0.25}},
+        rng=rng,
+    )
     del first
     seed_all(123)  # the resumed process starts from different RNG states and other weights
     rng = np.random.default_rng(999)
@@ -126,7 +153,9 @@ def test_load_errors(tmp_path, tok):
 
 
 DAMAGE = {  # file -> what a killed or faulty writer (or disk) left in it
-    "model.safetensors": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),  # truncated
+    "model.safetensors": lambda p: p.write_bytes(
+        p.read_bytes()[: p.stat().st_size // 2]
+    ),  # truncated
     "optimizer.pt": lambda p: p.write_bytes(b"junk junk junk\n"),
     "meta.json": lambda p: p.write_text('{"step": 1, "learn'),
     "meta.json:list": lambda p: p.write_text("[1]"),
@@ -138,7 +167,9 @@ DAMAGE = {  # file -> what a killed or faulty writer (or disk) left in it
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_a_damaged_file_is_a_one_line_error_naming_it_and_nothing_is_restored(tmp_path, tok, damage):
+def test_a_damaged_file_is_a_one_line_error_naming_it_and_nothing_is_restored(
+    tmp_path, tok, damage
+):
     from agents.models import load_model as load_named
 
     cfg = LearnerConfig(lr=1e-3, value_coef=0.5)
@@ -150,42 +181,73 @@ def test_a_damaged_file_is_a_one_line_error_naming_it_and_nothing_is_restored(tm
     before = {k: v.clone() for k, v in other.model.state_dict().items()}
     with pytest.raises(checkpoint.DamagedCheckpoint) as e:
         checkpoint.load(tmp_path, other)
-    assert str(folder / name) in str(e.value) or f"checkpoint {folder}: {name} is missing" in str(e.value)
+    assert str(folder / name) in str(e.value) or f"checkpoint {folder}: {name} is missing" in str(
+        e.value
+    )
     assert "\n" not in str(e.value) and isinstance(e.value, ValueError)
-    assert all(torch.equal(before[k], v) for k, v in other.model.state_dict().items()) and other.step_count == 0
+    assert (
+        all(torch.equal(before[k], v) for k, v in other.model.state_dict().items())
+        and other.step_count == 0
+    )
     if name in ("model.safetensors", "meta.json"):  # the files a player (llm:RUN_DIR) reads
         with pytest.raises(ValueError, match=f"checkpoint file {folder / name} is damaged"):
             load_named(str(tmp_path))
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_resume_point_is_the_newest_checkpoint_whose_files_all_read_whatever_latest_names(tmp_path, tok, damage):
+def test_resume_point_is_the_newest_checkpoint_whose_files_all_read_whatever_latest_names(
+    tmp_path, tok, damage
+):
     from training.league import League
 
     learner = Learner(tiny_llama(0)[0], tok, LearnerConfig(lr=1e-3, value_coef=0.5))
     for step in (1, 2):
-        checkpoint.save(tmp_path, learner, step, config={"model": "tiny-llama"}, league=League().state_dict(),
-                        state={"advantage": {}, "elapsed": 1.0, "games": 2})
+        checkpoint.save(
+            tmp_path,
+            learner,
+            step,
+            config={"model": "tiny-llama"},
+            league=League().state_dict(),
+            state={"advantage": {}, "elapsed": 1.0, "games": 2},
+        )
     assert checkpoint.resume_point(tmp_path) == (tmp_path / "step_00000002", [])
     name = damage.split(":")[0]
     DAMAGE[damage](tmp_path / "step_00000002" / name)
     folder, skipped = checkpoint.resume_point(tmp_path)
-    assert folder == tmp_path / "step_00000001" and [p for p, _ in skipped] == [tmp_path / "step_00000002"]
-    assert str(tmp_path / "step_00000002" / name) in str(skipped[0][1]) or f"{name} is missing" in str(skipped[0][1])
+    assert folder == tmp_path / "step_00000001" and [p for p, _ in skipped] == [
+        tmp_path / "step_00000002"
+    ]
+    assert str(tmp_path / "step_00000002" / name) in str(
+        skipped[0][1]
+    ) or f"{name} is missing" in str(skipped[0][1])
     assert checkpoint.latest(tmp_path) == tmp_path / "step_00000002"  # what the pointer names
 
 
 @pytest.mark.parametrize("damage", ["model.safetensors", "optimizer.pt:missing", "folder removed"])
-def test_a_run_dir_plays_its_newest_intact_checkpoint_when_latest_names_a_damaged_or_missing_one(tmp_path, tok, damage, capsys):
-    from agents.models import find_checkpoint, load_model as load_named
+def test_a_run_dir_plays_its_newest_intact_checkpoint_when_latest_names_a_damaged_or_missing_one(
+    tmp_path, tok, damage, capsys
+):
+    from agents.models import find_checkpoint
+    from agents.models import load_model as load_named
 
     ckpts = tmp_path / "run" / "checkpoints"
     learner = Learner(tiny_llama(0)[0], tok, LearnerConfig(lr=1e-2))
     weights = {}
     for step in (1, 2):
-        learner.step(make_batches(tok)[0][:2] if step == 1 else [Sequence(s.prompt_ids, s.completion_ids, 1.0) for s in make_batches(tok)[1]])
-        folder = checkpoint.save(ckpts, learner, step, config={"model": "tiny-llama"}, league=League().state_dict(),
-                                 state={"advantage": {}, "elapsed": 1.0, "games": 2}, keep=0)
+        learner.step(
+            make_batches(tok)[0][:2]
+            if step == 1
+            else [Sequence(s.prompt_ids, s.completion_ids, 1.0) for s in make_batches(tok)[1]]
+        )
+        checkpoint.save(
+            ckpts,
+            learner,
+            step,
+            config={"model": "tiny-llama"},
+            league=League().state_dict(),
+            state={"advantage": {}, "elapsed": 1.0, "games": 2},
+            keep=0,
+        )
         weights[step] = {k: v.clone() for k, v in learner.model.state_dict().items()}
     newest = ckpts / "step_00000002"
     assert find_checkpoint(str(tmp_path / "run")) == newest  # all intact: the newest
@@ -197,24 +259,40 @@ def test_a_run_dir_plays_its_newest_intact_checkpoint_when_latest_names_a_damage
         DAMAGE[damage](newest / damage.split(":")[0])
     assert (ckpts / "latest").read_text().strip() == newest.name  # the pointer still names it
     for name in (tmp_path / "run", ckpts):
-        assert find_checkpoint(str(name)) == ckpts / "step_00000001" == checkpoint.resume_point(ckpts)[0]
+        assert (
+            find_checkpoint(str(name))
+            == ckpts / "step_00000001"
+            == checkpoint.resume_point(ckpts)[0]
+        )
     model, _ = load_named(str(tmp_path / "run"), dtype="float32")
     assert all(torch.equal(v, weights[1][k]) for k, v in model.state_dict().items())
-    assert not any(torch.equal(weights[1][k], weights[2][k]) for k in weights[1] if k.endswith("q_proj.weight"))
+    assert not any(
+        torch.equal(weights[1][k], weights[2][k]) for k in weights[1] if k.endswith("q_proj.weight")
+    )
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning")]
-    assert len(warnings) == (damage != "folder removed") and all("step_00000002" in w for w in warnings)  # once, not per lookup
+    assert len(warnings) == (damage != "folder removed") and all(
+        "step_00000002" in w for w in warnings
+    )  # once, not per lookup
 
 
 def test_a_run_dir_without_an_intact_checkpoint_is_a_one_line_error(tmp_path, tok):
     from agents.models import find_checkpoint
 
     learner = Learner(tiny_llama(0)[0], tok, LearnerConfig())
-    folder = checkpoint.save(tmp_path / "checkpoints", learner, 1, config={"model": "tiny-llama"}, league=League().state_dict(),
-                             state={"advantage": {}, "elapsed": 1.0, "games": 2})
+    folder = checkpoint.save(
+        tmp_path / "checkpoints",
+        learner,
+        1,
+        config={"model": "tiny-llama"},
+        league=League().state_dict(),
+        state={"advantage": {}, "elapsed": 1.0, "games": 2},
+    )
     DAMAGE["rng.pt"](folder / "rng.pt")
     with pytest.raises(checkpoint.DamagedCheckpoint) as e:
         find_checkpoint(str(tmp_path))
-    assert str(e.value).startswith(f"no intact checkpoint in {tmp_path / 'checkpoints'}") and str(folder / "rng.pt") in str(e.value)
+    assert str(e.value).startswith(f"no intact checkpoint in {tmp_path / 'checkpoints'}") and str(
+        folder / "rng.pt"
+    ) in str(e.value)
     assert "\n" not in str(e.value)
 
 
@@ -236,16 +314,29 @@ def test_clean_tmp_removes_what_killed_writers_left(tmp_path, tok):
 
     learner = Learner(tiny_llama(0)[0], tok, LearnerConfig(loss=LossConfig(kl_coef=0.1)))
     checkpoint.save(tmp_path, learner, 1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "reference.safetensors", "step_00000001"]  # no temp names left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "latest",
+        "reference.safetensors",
+        "step_00000001",
+    ]  # no temp names left
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     live = os.getppid()
-    for name in (f".tmp-step_00000002-{dead.pid}", f".old-step_00000001-{dead.pid}", f".tmp-step_00000003-{os.getpid()}"):
+    for name in (
+        f".tmp-step_00000002-{dead.pid}",
+        f".old-step_00000001-{dead.pid}",
+        f".tmp-step_00000003-{os.getpid()}",
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "model.safetensors").write_bytes(b"x" * 1000)
     (tmp_path / f".tmp-latest-{dead.pid}").write_text("step_00000002\n")
     (tmp_path / f".tmp-step_00000004-{live}").mkdir()  # another live process's save in progress
     removed = checkpoint.clean_tmp(tmp_path)
     assert len(removed) == 4
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f".tmp-step_00000004-{live}", "latest", "reference.safetensors", "step_00000001"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".tmp-step_00000004-{live}",
+        "latest",
+        "reference.safetensors",
+        "step_00000001",
+    ]
     assert checkpoint.clean_tmp(tmp_path / "absent") == []

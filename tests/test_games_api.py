@@ -29,11 +29,41 @@ OPENSPIEL_CATALOGUE = [n for n in CATALOGUE if games.info(n).source == "openspie
 # parameters), python_* games (not registered until open_spiel.python.games is imported),
 # and the slow-to-play ones (bridge, colored_trails: ~1-2 s per api_test).
 BRIDGE_GAMES = [
-    "tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "liars_dice", "hanabi", "goofspiel",
-    "breakthrough", "hex", "othello", "checkers", "mancala", "nim", "dots_and_boxes", "pig",
-    "backgammon", "phantom_ttt", "dark_hex", "tiny_bridge_2p", "tiny_hanabi", "first_sealed_auction",
-    "sheriff", "blackjack", "catch", "crazy_eights", "euchre", "battleship", "trade_comm",
-    "matrix_pd", "matrix_rps", "matrix_sh", "oshi_zumo", "blotto", "markov_soccer", "laser_tag",
+    "tic_tac_toe",
+    "connect_four",
+    "kuhn_poker",
+    "leduc_poker",
+    "liars_dice",
+    "hanabi",
+    "goofspiel",
+    "breakthrough",
+    "hex",
+    "othello",
+    "checkers",
+    "mancala",
+    "nim",
+    "dots_and_boxes",
+    "pig",
+    "backgammon",
+    "phantom_ttt",
+    "dark_hex",
+    "tiny_bridge_2p",
+    "tiny_hanabi",
+    "first_sealed_auction",
+    "sheriff",
+    "blackjack",
+    "catch",
+    "crazy_eights",
+    "euchre",
+    "battleship",
+    "trade_comm",
+    "matrix_pd",
+    "matrix_rps",
+    "matrix_sh",
+    "oshi_zumo",
+    "blotto",
+    "markov_soccer",
+    "laser_tag",
 ]
 
 
@@ -45,10 +75,27 @@ def quiet(fn, *args, **kwargs):
 
 
 def test_the_registry_has_the_openspiel_catalogue():
-    expected = {"tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "liars_dice", "goofspiel", "hanabi_mini", "hanabi"}
+    expected = {
+        "tic_tac_toe",
+        "connect_four",
+        "kuhn_poker",
+        "leduc_poker",
+        "liars_dice",
+        "goofspiel",
+        "hanabi_mini",
+        "hanabi",
+    }
     assert expected <= set(OPENSPIEL_CATALOGUE)
-    assert {n for n in CATALOGUE if games.info(n).split == "train"} >= {"tic_tac_toe", "kuhn_poker", "hanabi_mini"}
-    assert {n for n in CATALOGUE if games.info(n).split == "held_out"} >= {"connect_four", "leduc_poker", "hanabi"}
+    assert {n for n in CATALOGUE if games.info(n).split == "train"} >= {
+        "tic_tac_toe",
+        "kuhn_poker",
+        "hanabi_mini",
+    }
+    assert {n for n in CATALOGUE if games.info(n).split == "held_out"} >= {
+        "connect_four",
+        "leduc_poker",
+        "hanabi",
+    }
     assert "goofspiel" in SIMULTANEOUS
 
 
@@ -85,14 +132,18 @@ def random_decisions(name, seeds, max_turns=300):
         env = games.make(name)
         env.reset(seed=seed)
         rng = np.random.default_rng(seed)
-        for turn, agent in enumerate(env.agent_iter(max_turns)):
+        for _turn, agent in enumerate(env.agent_iter(max_turns)):
             _, _, term, trunc, _ = env.last()
             if term or trunc:
                 env.step(None)
                 continue
             yield env, agent
             view = env.view(agent)
-            env.step("hi, let's cooperate" if view.free_text else view.actions[rng.integers(len(view.actions))])
+            env.step(
+                "hi, let's cooperate"
+                if view.free_text
+                else view.actions[rng.integers(len(view.actions))]
+            )
         yield env, None  # the final state
 
 
@@ -123,7 +174,9 @@ def test_text_layer_renders_and_every_legal_move_parses_back(name):
                 continue
             assert view.legal_moves and len(view.legal_moves) == len(view.actions)
             normal = [normalize(m) for m in view.legal_moves]
-            assert len(set(normal)) == len(normal), f"{name}: moves not distinct: {view.legal_moves}"
+            assert len(set(normal)) == len(normal), (
+                f"{name}: moves not distinct: {view.legal_moves}"
+            )
             for move, action in zip(view.legal_moves, view.actions):
                 for reply in reply_styles(move):
                     assert env.parse(seat, reply) == action, (name, reply)
@@ -159,10 +212,20 @@ def test_action_ids_are_openspiel_ids(name):
 def test_hanabi_presets_follow_mars():
     mini, small = games.make("hanabi_mini"), games.make("hanabi")
     assert mini.game.get_parameters() == {
-        "players": 2, "colors": 2, "ranks": 2, "hand_size": 3, "max_information_tokens": 3, "max_life_tokens": 3,
+        "players": 2,
+        "colors": 2,
+        "ranks": 2,
+        "hand_size": 3,
+        "max_information_tokens": 3,
+        "max_life_tokens": 3,
     }
     assert small.game.get_parameters() == {
-        "players": 2, "colors": 3, "ranks": 2, "hand_size": 5, "max_information_tokens": 8, "max_life_tokens": 3,
+        "players": 2,
+        "colors": 3,
+        "ranks": 2,
+        "hand_size": 5,
+        "max_information_tokens": 8,
+        "max_life_tokens": 3,
     }
     assert games.make("hanabi", ranks=3).game.get_parameters()["ranks"] == 3
 

@@ -28,14 +28,19 @@ from arena.cli import main as arena_main
 from arena.records import read_jsonl
 from arena.serve import make_server
 
-CONV = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Rock, paper or scissors?"}]
+CONV = [
+    {"role": "system", "content": "Answer briefly."},
+    {"role": "user", "content": "Rock, paper or scissors?"},
+]
 
 
 @contextlib.contextmanager
 def running(backend, **kwargs):
     """A real server for `backend` on a free localhost port, in a thread."""
     server = make_server(backend, "127.0.0.1", 0, **kwargs)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server
@@ -55,7 +60,10 @@ class EchoBackend:
     def generate(self, conversations, params, allowed=None):
         self.calls.append(len(conversations))
         time.sleep(self.delay)
-        return [Generation(c[-1]["content"][::-1], [5, 6], [-0.5, -0.25], [1, 2, 3]) for c in conversations]
+        return [
+            Generation(c[-1]["content"][::-1], [5, 6], [-0.5, -0.25], [1, 2, 3])
+            for c in conversations
+        ]
 
 
 class StuckBackend:
@@ -91,14 +99,20 @@ class FailingBackend:
 def tiny():
     from agents.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend("tiny-llama", dtype="float32")  # `auto` is bf16 on AVX-512 BF16 CPUs: one-ulp logit differences
+    backend = TransformersBackend(
+        "tiny-llama", dtype="float32"
+    )  # `auto` is bf16 on AVX-512 BF16 CPUs: one-ulp logit differences
     with running(backend, model_name="tiny-llama") as server:
         yield backend, server
 
 
 def test_end_to_end_tiny_llama_text_token_ids_and_logprobs(tiny):
     backend, server = tiny
-    convs = [CONV, [{"role": "user", "content": "Say hi."}], [{"role": "user", "content": "Pick a number from 1 to 9."}]]
+    convs = [
+        CONV,
+        [{"role": "user", "content": "Say hi."}],
+        [{"role": "user", "content": "Pick a number from 1 to 9."}],
+    ]
     with OpenAIBackend(server.url, "tiny-llama", timeout=30) as client:
         gens = client.generate(convs, SamplingParams(max_new_tokens=6, temperature=1.0, seed=7))
     assert not client.errors
@@ -112,7 +126,11 @@ def test_end_to_end_tiny_llama_text_token_ids_and_logprobs(tiny):
         ids = torch.tensor([g.prompt_token_ids + g.token_ids])
         with torch.no_grad():
             logits = model(ids).logits[0, len(g.prompt_token_ids) - 1 : -1].float()  # (T, V)
-        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(g.token_ids).view(-1, 1)).squeeze(-1)
+        expected = (
+            torch.log_softmax(logits, -1)
+            .gather(-1, torch.tensor(g.token_ids).view(-1, 1))
+            .squeeze(-1)
+        )
         # the server decodes with a KV cache in a padded batch, this is one full forward: in fp32 they
         # agree to ~1e-6 (in bf16 a logit's last bit differs, up to 2e-3 on logprobs near -10)
         assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
@@ -122,10 +140,21 @@ def test_constrained_choice_and_raw_response_format(tiny):
     _, server = tiny
     choices = ["rock", "paper", "scissors"]
     with OpenAIBackend(server.url, "tiny-llama", timeout=30) as client:
-        gens = client.generate([CONV, CONV, CONV], SamplingParams(max_new_tokens=8, seed=1), allowed=[choices, ["10", "11"], None])
+        gens = client.generate(
+            [CONV, CONV, CONV],
+            SamplingParams(max_new_tokens=8, seed=1),
+            allowed=[choices, ["10", "11"], None],
+        )
     assert gens[0].text in choices and gens[1].text in ("10", "11")
     # the legacy vLLM field, a raw request: standard fields plus the token-id extension
-    body = {"model": "tiny-llama", "messages": CONV, "max_tokens": 8, "logprobs": True, "guided_choice": choices, "seed": 3}
+    body = {
+        "model": "tiny-llama",
+        "messages": CONV,
+        "max_tokens": 8,
+        "logprobs": True,
+        "guided_choice": choices,
+        "seed": 3,
+    }
     data = httpx.post(server.url + "/chat/completions", json=body, timeout=30).json()
     choice = data["choices"][0]
     assert data["object"] == "chat.completion" and data["model"] == "tiny-llama"
@@ -142,7 +171,9 @@ def test_client_timeout_retries_then_error_generation():
     backend = StuckBackend()
     with running(backend) as server:
         try:
-            with OpenAIBackend(server.url, "stuck", timeout=0.3, max_retries=2, backoff=0.05) as client:
+            with OpenAIBackend(
+                server.url, "stuck", timeout=0.3, max_retries=2, backoff=0.05
+            ) as client:
                 t0 = time.monotonic()
                 gens = client.generate([CONV], SamplingParams())
                 elapsed = time.monotonic() - t0
@@ -150,7 +181,11 @@ def test_client_timeout_retries_then_error_generation():
         finally:
             backend.release.set()
     assert gens == [Generation(text="", finish_reason="error", error=client.errors[0])]
-    assert len(client.errors) == 1 and "timed out" in client.errors[0] and "3 attempts" in client.errors[0]
+    assert (
+        len(client.errors) == 1
+        and "timed out" in client.errors[0]
+        and "3 attempts" in client.errors[0]
+    )
     assert 0.9 <= elapsed < 0.9 + 0.15 + 1.0  # 3 timeouts + at most 0.05 + 0.1 backoff, plus slack
 
 
@@ -190,7 +225,10 @@ def test_concurrency_limit_is_respected_and_order_kept():
         assert server.stats["peak_in_flight"] == 3
         assert server.stats["requests"] == 12
     assert [g.text for g in gens] == [f"message {i}"[::-1] for i in range(12)]
-    assert all(g.token_ids == [5, 6] and g.logprobs == [-0.5, -0.25] and g.prompt_token_ids == [1, 2, 3] for g in gens)
+    assert all(
+        g.token_ids == [5, 6] and g.logprobs == [-0.5, -0.25] and g.prompt_token_ids == [1, 2, 3]
+        for g in gens
+    )
 
 
 def test_concurrent_requests_are_micro_batched():
@@ -247,22 +285,44 @@ class PickyBackend(EchoBackend):
 def test_what_the_backend_cannot_do_is_a_400_naming_it():
     backend = PickyBackend()
     with running(backend) as server:
-        refused = httpx.post(server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "top_logprobs": 2})
-        fine = httpx.post(server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "n": 3})
-        raw = httpx.post(server.url + "/completions", json={"prompt": "hi"})  # no `complete`: chat only
-    assert refused.status_code == 400 and "does not report top_logprobs" in refused.json()["error"]["message"]
-    assert fine.status_code == 200 and [c["message"]["content"] for c in fine.json()["choices"]] == [CONV[-1]["content"][::-1]] * 3
+        refused = httpx.post(
+            server.url + "/chat/completions",
+            json={"messages": CONV, "logprobs": True, "top_logprobs": 2},
+        )
+        fine = httpx.post(
+            server.url + "/chat/completions", json={"messages": CONV, "logprobs": True, "n": 3}
+        )
+        raw = httpx.post(
+            server.url + "/completions", json={"prompt": "hi"}
+        )  # no `complete`: chat only
+    assert (
+        refused.status_code == 400
+        and "does not report top_logprobs" in refused.json()["error"]["message"]
+    )
+    assert (
+        fine.status_code == 200
+        and [c["message"]["content"] for c in fine.json()["choices"]]
+        == [CONV[-1]["content"][::-1]] * 3
+    )
     assert backend.calls == [3]  # the n=3 request was one batch (the refused one raised first)
-    assert raw.status_code == 400 and "serves chat completions only" in raw.json()["error"]["message"]
+    assert (
+        raw.status_code == 400 and "serves chat completions only" in raw.json()["error"]["message"]
+    )
 
 
 def test_client_does_not_retry_4xx_and_raises_on_unknown_model():
     backend = EchoBackend()
     with running(backend) as server:
         with OpenAIBackend(server.url, "echo", max_retries=3, backoff=0.01) as client:
-            gens = client.generate([[{"role": "user", "content": 5}]], SamplingParams())  # not text: 400
+            gens = client.generate(
+                [[{"role": "user", "content": 5}]], SamplingParams()
+            )  # not text: 400
             assert server.stats["requests"] == 1
-            assert gens[0].finish_reason == "error" and "HTTP 400" in client.errors[0] and "not retried" in client.errors[0]
+            assert (
+                gens[0].finish_reason == "error"
+                and "HTTP 400" in client.errors[0]
+                and "not retried" in client.errors[0]
+            )
         with OpenAIBackend(server.url, "not-served", max_retries=3, backoff=0.01) as wrong:
             with pytest.raises(RuntimeError, match="HTTP 404.*not served here"):
                 wrong.generate([CONV], SamplingParams())
@@ -273,7 +333,9 @@ def test_connection_refused_is_retried_then_error_generation():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with OpenAIBackend(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff=0.01, timeout=2) as client:
+    with OpenAIBackend(
+        f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff=0.01, timeout=2
+    ) as client:
         gens = client.generate([CONV, CONV], SamplingParams())
     assert [g.finish_reason for g in gens] == ["error", "error"]
     assert all("connection error" in e and "2 attempts" in e for e in client.errors)
@@ -295,7 +357,9 @@ def test_arena_serve_entry_point_serves_tiny_llama():
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "arena.serve", "tiny-llama", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         url = f"http://127.0.0.1:{port}/v1"
@@ -309,7 +373,9 @@ def test_arena_serve_entry_point_serves_tiny_llama():
                 time.sleep(0.2)
         with OpenAIBackend(url, "tiny-llama", timeout=30) as client:
             gen = client.generate([CONV], SamplingParams(max_new_tokens=4, seed=0))[0]
-        assert gen.finish_reason in ("stop", "length") and len(gen.token_ids) == len(gen.logprobs) > 0
+        assert (
+            gen.finish_reason in ("stop", "length") and len(gen.token_ids) == len(gen.logprobs) > 0
+        )
     finally:
         proc.terminate()
         proc.wait(10)
@@ -329,7 +395,13 @@ class _ReplyHandler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         content = self.server.content(body["messages"][-1]["content"])
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}).encode()
+        data = json.dumps(
+            {
+                "choices": [
+                    {"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ]
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -339,9 +411,13 @@ class _ReplyHandler(BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def replying(content):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ReplyHandler)  # daemon threads: kept-alive connections do not block shutdown
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), _ReplyHandler
+    )  # daemon threads: kept-alive connections do not block shutdown
     server.content = content
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
@@ -354,32 +430,60 @@ def _first_legal_in_parts(user_text: str) -> list[dict]:
     return [{"type": "text", "text": "I take "}, {"type": "text", "text": f"[{move}]"}]
 
 
-@pytest.mark.parametrize("reply, valid", [
-    (_first_legal_in_parts, True),  # the OpenAI schema's content parts: joined
-    (lambda _: 7, False),  # a number: an invalid reply, recorded, then the fallback
-    (lambda _: [{"type": "image_url", "image_url": {"url": "x"}}], False),
-])
+@pytest.mark.parametrize(
+    "reply, valid",
+    [
+        (_first_legal_in_parts, True),  # the OpenAI schema's content parts: joined
+        (lambda _: 7, False),  # a number: an invalid reply, recorded, then the fallback
+        (lambda _: [{"type": "image_url", "image_url": {"url": "x"}}], False),
+    ],
+)
 def test_arena_play_over_content_that_is_not_a_string(tmp_path, reply, valid):
     out = tmp_path / "run.jsonl"
     with replying(reply) as url:
         spec = f"llm:m,backend=openai,base_url={url},fallback=random,max_retries=1"
-        assert arena_main(["play", "tic_tac_toe", "--agents", spec, "random", "--matches", "2", "--out", str(out)]) == 0
+        assert (
+            arena_main(
+                [
+                    "play",
+                    "tic_tac_toe",
+                    "--agents",
+                    spec,
+                    "random",
+                    "--matches",
+                    "2",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
     records = list(read_jsonl(out))
     turns = [t for r in records for t in r.turns if t.agent != "random"]
     assert len(records) == 2
     assert turns and all(t.valid == valid for t in turns)
     if valid:
-        assert all(t.completion == f"I take [{t.legal_moves[0]}]" and t.move == t.legal_moves[0] for t in turns)
+        assert all(
+            t.completion == f"I take [{t.legal_moves[0]}]" and t.move == t.legal_moves[0]
+            for t in turns
+        )
     else:
         assert all(t.fallback == "random" and len(t.attempts) == 2 for t in turns)
-        assert all("backend_error: malformed response" in a.error and "content must be" in a.error for t in turns for a in t.attempts)
+        assert all(
+            "backend_error: malformed response" in a.error and "content must be" in a.error
+            for t in turns
+            for a in t.attempts
+        )
 
 
 @contextlib.contextmanager
 def trickling(interval: float):
     """A server that sends a valid answer one byte every `interval` seconds; counts connections."""
     body = json.dumps({"choices": [{"message": {"content": "[4]"}}]}).encode()
-    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
     sock = socket.create_server(("127.0.0.1", 0))
     stats = {"connections": 0, "url": f"http://127.0.0.1:{sock.getsockname()[1]}/v1"}
 
@@ -416,5 +520,9 @@ def test_timeout_is_a_deadline_for_the_whole_attempt_not_per_read():
             gens = client.generate([CONV], SamplingParams())
             elapsed = time.monotonic() - t0
         assert server["connections"] == 2
-    assert gens[0].finish_reason == "error" and "timed out after 1" in gens[0].error and "2 attempts" in gens[0].error
+    assert (
+        gens[0].finish_reason == "error"
+        and "timed out after 1" in gens[0].error
+        and "2 attempts" in gens[0].error
+    )
     assert 2.0 <= elapsed < 2.5, elapsed  # two 1 s deadlines + <= 0.01 s backoff

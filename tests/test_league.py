@@ -71,7 +71,9 @@ def test_a_draw_holds_at_most_max_checkpoints_snapshots_and_bots_keep_their_shar
     for i in range(10):  # over many steps every snapshot is played about equally
         assert counts[f"ckpt-{i}"] / total == pytest.approx(1 / 11, abs=0.01)
     plain = lg.sample(np.random.default_rng(5), 32)
-    assert len({d for d in plain if d.startswith("ckpt")}) > 3  # without the cap a draw spreads wide
+    assert (
+        len({d for d in plain if d.startswith("ckpt")}) > 3
+    )  # without the cap a draw spreads wide
 
 
 def test_old_checkpoints_retire_and_state_round_trips():
@@ -107,14 +109,20 @@ def elo_score(r_opp, r_learner):
 def test_ratings_replace_the_record_of_the_opponents_they_name():
     lg = league("hard")
     lg.record("ckpt-2", 1.0)  # record: x = 1
-    lg.use_ratings({"policy": 1000.0, "ckpt-1": 1200.0, "random": 800.0, "ckpt-9": 1100.0}, "policy")
+    lg.use_ratings(
+        {"policy": 1000.0, "ckpt-1": 1200.0, "random": 800.0, "ckpt-9": 1100.0}, "policy"
+    )
     # 1 / (1 + 10^(200/400)) = 1 / (1 + 3.16228) = 0.240253; random: 1 / (1 + 10^-0.5) = 0.759747
     assert lg.win_rate("ckpt-1") == pytest.approx(0.240253, abs=1e-6)
     assert lg.win_rate("random") == pytest.approx(0.759747, abs=1e-6)
     assert lg.win_rate("ckpt-2") == 1.0  # not rated: its record
     # hard: (1 - x)^2 = 0.577216, 0.057721, 0 -> shares of 0.634937
-    assert lg.probabilities() == pytest.approx({"random": 0.057721 / 0.634937, "ckpt-1": 0.577216 / 0.634937, "ckpt-2": 0.0}, abs=1e-5)
-    lg.add("ckpt-9", "checkpoint", "p9")  # a snapshot the ratings already name is rated when it joins
+    assert lg.probabilities() == pytest.approx(
+        {"random": 0.057721 / 0.634937, "ckpt-1": 0.577216 / 0.634937, "ckpt-2": 0.0}, abs=1e-5
+    )
+    lg.add(
+        "ckpt-9", "checkpoint", "p9"
+    )  # a snapshot the ratings already name is rated when it joins
     assert lg.win_rate("ckpt-9") == pytest.approx(elo_score(1100, 1000))
     again = League.from_state_dict(json.loads(json.dumps(lg.state_dict())))
     assert again == lg and again.probabilities() == lg.probabilities()
@@ -128,24 +136,39 @@ def test_ratings_replace_the_record_of_the_opponents_they_name():
 def test_tournament_names_map_a_runs_checkpoint_players_to_snapshots():
     from training.league import tournament_names
 
-    elo, learner = tournament_names({"tiny@20": 1100.0, "tiny@40": 1200.0, "tiny@best": 1250.0, "random": 900.0})
-    assert elo == {"ckpt-20": 1100.0, "ckpt-40": 1200.0, "random": 900.0} and learner == "ckpt-40"  # the newest checkpoint
-    assert tournament_names({"policy": 1000.0, "ckpt-3": 900.0}) == ({"policy": 1000.0, "ckpt-3": 900.0}, "policy")
+    elo, learner = tournament_names(
+        {"tiny@20": 1100.0, "tiny@40": 1200.0, "tiny@best": 1250.0, "random": 900.0}
+    )
+    assert (
+        elo == {"ckpt-20": 1100.0, "ckpt-40": 1200.0, "random": 900.0} and learner == "ckpt-40"
+    )  # the newest checkpoint
+    assert tournament_names({"policy": 1000.0, "ckpt-3": 900.0}) == (
+        {"policy": 1000.0, "ckpt-3": 900.0},
+        "policy",
+    )
     with pytest.raises(ValueError, match="no rated player stands for the learner"):
         tournament_names({"random": 1000.0, "mcts:10": 1200.0})
 
 
 def bot_tournament(tmp_path) -> Path:
     """A real tournament store: a run's 'checkpoints' (bots standing in) and a bot, on tic-tac-toe."""
-    from arena.tournament import arena_play_matches
     from agents import make_agent
+    from arena.tournament import arena_play_matches
     from tournaments.config import load_config
     from tournaments.run import run_tournament
     from tournaments.store import jsonl_beside
 
     players = {"run@10": "random", "run@20": "mcts:30", "random": "random"}
-    config = load_config({"name": "ckpts", "format": "round_robin", "players": players, "games": ["tic_tac_toe"],
-                          "games_per_pairing": 12, "seed": 1})
+    config = load_config(
+        {
+            "name": "ckpts",
+            "format": "round_robin",
+            "players": players,
+            "games": ["tic_tac_toe"],
+            "games_per_pairing": 12,
+            "seed": 1,
+        }
+    )
     db = tmp_path / "ckpts.db"
     agents = {name: make_agent(spec, name) for name, spec in players.items()}
     run_tournament(config, arena_play_matches(agents, jsonl_beside(db), 16, 100), db)
@@ -167,7 +190,9 @@ def test_a_training_league_reads_a_tournaments_ratings(tmp_path):
     lg.use_ratings(elo, learner)
     assert lg.win_rate("ckpt-10") == pytest.approx(elo_score(stored["run@10"], stored["run@20"]))
     assert lg.win_rate("ckpt-10") > 0.5  # mcts (standing for step 20) beats random (step 10) ...
-    assert lg.probabilities()["ckpt-20"] > lg.probabilities()["ckpt-10"]  # ... so hard PFSP draws the stronger one more
+    assert (
+        lg.probabilities()["ckpt-20"] > lg.probabilities()["ckpt-10"]
+    )  # ... so hard PFSP draws the stronger one more
     base = {"model": "tiny-llama", "games": ["tic_tac_toe"], "steps": 1}
     cfg = parse_config({**base, "league": {"ratings": str(db), "snapshot_every": 10}})
     assert cfg.league.ratings == str(db)
@@ -178,18 +203,29 @@ def test_a_training_league_reads_a_tournaments_ratings(tmp_path):
         parse_config({**base, "league": {"ratings": str(tmp_path / "junk.db")}})
 
 
-@pytest.mark.parametrize("tournament, message", [
-    ({"every": -1}, "league.tournament.every must be >= 0, got -1"),
-    ({"format": "swis"}, "got 'swis' (did you mean 'swiss'?)"),
-    ({"max_matches": -5}, "league.tournament.max_matches must be >= 0, got -5"),
-    ({"games_per_pairing": 0}, "league.tournament.games_per_pairing must be >= 1, got 0"),
-    ({"every": 2, "format": "round_robin", "max_matches": 10}, "league.tournament.max_matches: format round_robin plays its whole schedule"),
-    ({"every": 2, "sometimes": 1}, "unknown key 'league.tournament.sometimes'"),
-])
+@pytest.mark.parametrize(
+    "tournament, message",
+    [
+        ({"every": -1}, "league.tournament.every must be >= 0, got -1"),
+        ({"format": "swis"}, "got 'swis' (did you mean 'swiss'?)"),
+        ({"max_matches": -5}, "league.tournament.max_matches must be >= 0, got -5"),
+        ({"games_per_pairing": 0}, "league.tournament.games_per_pairing must be >= 1, got 0"),
+        (
+            {"every": 2, "format": "round_robin", "max_matches": 10},
+            "league.tournament.max_matches: format round_robin plays its whole schedule",
+        ),
+        ({"every": 2, "sometimes": 1}, "unknown key 'league.tournament.sometimes'"),
+    ],
+)
 def test_league_tournament_config_errors(tournament, message):
     from training.config import parse_config
 
-    base = {"model": "tiny-llama", "games": ["tic_tac_toe"], "steps": 1, "league": {"snapshot_every": 1, "tournament": tournament}}
+    base = {
+        "model": "tiny-llama",
+        "games": ["tic_tac_toe"],
+        "steps": 1,
+        "league": {"snapshot_every": 1, "tournament": tournament},
+    }
     with pytest.raises(ValueError) as e:
         parse_config(base)
     assert message in str(e.value) and "\n" not in str(e.value)
@@ -200,12 +236,32 @@ def test_league_tournament_config_errors(tournament, message):
 # --- the training loop's league: snapshots in memory, tournaments every K steps ------------------
 
 TINY_RUN = {
-    "model": "tiny-llama", "seed": 5, "steps": 2, "games": ["tic_tac_toe"], "matches_per_step": 8, "concurrency": 8, "threads": 1,
-    "agent": {"prompt": "compact", "constrained": True, "temperature": 1.0, "max_new_tokens": 4, "max_retries": 0},
-    "advantage": {"estimator": "mars", "format_reward": 0.0}, "learner": {"lr": 3e-3},
-    "league": {"self_play": 0.5, "bots": ["random"], "snapshot_every": 1, "max_checkpoints": 3, "max_loaded": 2,
-               "tournament": {"every": 2, "format": "swiss", "max_matches": 8}},
-    "eval": {"every": 0}, "checkpoint_every": 2,
+    "model": "tiny-llama",
+    "seed": 5,
+    "steps": 2,
+    "games": ["tic_tac_toe"],
+    "matches_per_step": 8,
+    "concurrency": 8,
+    "threads": 1,
+    "agent": {
+        "prompt": "compact",
+        "constrained": True,
+        "temperature": 1.0,
+        "max_new_tokens": 4,
+        "max_retries": 0,
+    },
+    "advantage": {"estimator": "mars", "format_reward": 0.0},
+    "learner": {"lr": 3e-3},
+    "league": {
+        "self_play": 0.5,
+        "bots": ["random"],
+        "snapshot_every": 1,
+        "max_checkpoints": 3,
+        "max_loaded": 2,
+        "tournament": {"every": 2, "format": "swiss", "max_matches": 8},
+    },
+    "eval": {"every": 0},
+    "checkpoint_every": 2,
 }
 
 
@@ -219,16 +275,25 @@ def test_a_run_rates_its_league_in_a_tournament_every_k_steps_and_pfsp_follows(t
 
     run = tmp_path / "run"
     train(parse_config({**TINY_RUN, "run_dir": str(run)}), console=Console(quiet=True))
-    assert sorted(p.name for p in (run / "tournaments").glob("*.db")) == ["step_00000002.db"]  # every 2 steps
+    assert sorted(p.name for p in (run / "tournaments").glob("*.db")) == [
+        "step_00000002.db"
+    ]  # every 2 steps
     t = load_tournament(run / "tournaments" / "step_00000002.db")
-    assert set(t.config.players) == {"policy", "random", "ckpt-1", "ckpt-2"} and t.config.format == "swiss"
-    assert len(t.results) == 8  # 4 players: 2 pairings x 2 games a round, the 2 Swiss rounds fit the budget of 8
+    assert (
+        set(t.config.players) == {"policy", "random", "ckpt-1", "ckpt-2"}
+        and t.config.format == "swiss"
+    )
+    assert (
+        len(t.results) == 8
+    )  # 4 players: 2 pairings x 2 games a round, the 2 Swiss rounds fit the budget of 8
     meta = json.loads((checkpoint.latest(run / "checkpoints") / "meta.json").read_text())
     lg = League.from_state_dict(meta["league"])
     elo = {p: r.elo for p, r in t.ratings.items()}
     assert lg.ratings == pytest.approx(elo) and lg.learner_rating == pytest.approx(elo["policy"])
     for o in lg.opponents:  # PFSP weights follow the tournament, not the win-rate record
-        assert lg.win_rate(o.name) == pytest.approx(1 / (1 + 10 ** ((elo[o.name] - elo["policy"]) / 400)))
+        assert lg.win_rate(o.name) == pytest.approx(
+            1 / (1 + 10 ** ((elo[o.name] - elo["policy"]) / 400))
+        )
 
 
 def snapshot_learner(lora: int = 0, seed: int = 0):
@@ -238,7 +303,9 @@ def snapshot_learner(lora: int = 0, seed: int = 0):
     from training.config import parse_config
     from training.learner import Learner
 
-    cfg = parse_config({**TINY_RUN, "learner": {"lr": 3e-3, "lora_rank": lora}, "league": {"snapshot_every": 1}})
+    cfg = parse_config(
+        {**TINY_RUN, "learner": {"lr": 3e-3, "lora_rank": lora}, "league": {"snapshot_every": 1}}
+    )
     torch.manual_seed(seed)
     model, tok = load_model(cfg.model, dtype="float32")
     return cfg, Learner(model, tok, cfg.learner)
@@ -254,7 +321,10 @@ def nudge(learner, seed: int) -> None:
                 p.add_(torch.randn(p.shape, generator=gen) * 0.05)
 
 
-CONVERSATIONS = [[{"role": "user", "content": "Board: . X . / O . . / . . X. Your move?"}], [{"role": "user", "content": "Play."}]]
+CONVERSATIONS = [
+    [{"role": "user", "content": "Board: . X . / O . . / . . X. Your move?"}],
+    [{"role": "user", "content": "Play."}],
+]
 
 
 def test_snapshots_swapped_into_one_module_play_exactly_as_models_built_from_their_files(tmp_path):
@@ -306,44 +376,74 @@ def test_a_lora_runs_snapshots_are_its_adapters_and_play_them(tmp_path):
     assert sum(v.numel() for v in saved.values()) < 0.05 * full  # adapters, not the model
     pool = Opponents(cfg, learner.device)
     agent = pool.agent("ckpt-1", str(path), "checkpoint", seed=0)
-    gens = agent.backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=4, temperature=1.0, seed=1))
+    gens = agent.backend.generate(
+        CONVERSATIONS, SamplingParams(max_new_tokens=4, temperature=1.0, seed=1)
+    )
     assert len(gens) == 2 and all(g.token_ids for g in gens)
     own = pool._backend.model.state_dict()
-    assert all(torch.equal(own[k], v.to(own[k].dtype)) for k, v in saved.items())  # the adapters it plays are the snapshot's
+    assert all(
+        torch.equal(own[k], v.to(own[k].dtype)) for k, v in saved.items()
+    )  # the adapters it plays are the snapshot's
     cfg_full, _ = snapshot_learner()
-    with pytest.raises(ValueError, match=r"^league snapshot .*step_1.safetensors does not fit tiny-llama:seed=5 with full weights: missing"):
-        Opponents(cfg_full, learner.device).agent("ckpt-1", str(path), "checkpoint", seed=0).backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=2))
+    with pytest.raises(
+        ValueError,
+        match=r"^league snapshot .*step_1.safetensors does not fit tiny-llama:seed=5 with full weights: missing",
+    ):
+        Opponents(cfg_full, learner.device).agent(
+            "ckpt-1", str(path), "checkpoint", seed=0
+        ).backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=2))
 
 
 @pytest.mark.slow
 def test_league_step_bench_quick_times_both_paths():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("league_step", Path(__file__).resolve().parents[1] / "bench" / "league_step.py")
+    spec = importlib.util.spec_from_file_location(
+        "league_step", Path(__file__).resolve().parents[1] / "bench" / "league_step.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = bench.main(["--quick", "--model", "tiny-llama"])
-    assert set(out["step"]) == {"selfplay", "league"} and out["step_ratio"] > 0 and out["rollout_ratio"] > 0
+    assert (
+        set(out["step"]) == {"selfplay", "league"}
+        and out["step_ratio"] > 0
+        and out["rollout_ratio"] > 0
+    )
 
 
 def test_a_run_with_league_tournaments_resumes_exactly(tmp_path):
+    import torch
     from rich.console import Console
     from safetensors.torch import load_file
-    import torch
 
     from training.config import parse_config
     from training.selfplay import train
 
     def run(name, steps, resume=False):
-        cfg = parse_config({**TINY_RUN, "steps": steps, "league": {**TINY_RUN["league"], "max_loaded": 1}, "run_dir": str(tmp_path / name)})
+        cfg = parse_config(
+            {
+                **TINY_RUN,
+                "steps": steps,
+                "league": {**TINY_RUN["league"], "max_loaded": 1},
+                "run_dir": str(tmp_path / name),
+            }
+        )
         train(cfg, resume=resume, console=Console(quiet=True))
 
     run("straight", 4)
     run("split", 2)
     run("split", 4, resume=True)
-    a = load_file(str(tmp_path / "straight" / "checkpoints" / "step_00000004" / "model.safetensors"))
+    a = load_file(
+        str(tmp_path / "straight" / "checkpoints" / "step_00000004" / "model.safetensors")
+    )
     b = load_file(str(tmp_path / "split" / "checkpoints" / "step_00000004" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    ma = (tmp_path / "straight" / "checkpoints" / "step_00000004" / "meta.json").read_text().replace("/straight/", "/split/")
+    ma = (
+        (tmp_path / "straight" / "checkpoints" / "step_00000004" / "meta.json")
+        .read_text()
+        .replace("/straight/", "/split/")
+    )
     mb = (tmp_path / "split" / "checkpoints" / "step_00000004" / "meta.json").read_text()
-    assert json.loads(ma)["league"] == json.loads(mb)["league"] and json.loads(ma)["league"]["ratings"]  # the same tournament ratings
+    assert (
+        json.loads(ma)["league"] == json.loads(mb)["league"] and json.loads(ma)["league"]["ratings"]
+    )  # the same tournament ratings

@@ -20,8 +20,10 @@ import games
 from games.parsing import normalize
 
 HIDDEN_INFO = [
-    n for n in games.names()
-    if games.info(n).source == "openspiel" and (games.info(n).information == "imperfect" or games.info(n).dynamics == "simultaneous")
+    n
+    for n in games.names()
+    if games.info(n).source == "openspiel"
+    and (games.info(n).information == "imperfect" or games.info(n).dynamics == "simultaneous")
 ]
 
 
@@ -50,13 +52,22 @@ def decision_points(name, playouts, seed=0):
                 env.step(None)
                 continue
             player = env.possible_agents.index(agent)
-            pending = tuple(sorted(getattr(env, "_buffer", {}).items()))  # simultaneous bids not yet applied
-            yield agent, information_set(env, player), env.view(agent).prompt(), (tuple(map(str, env.moves)), pending)
+            pending = tuple(
+                sorted(getattr(env, "_buffer", {}).items())
+            )  # simultaneous bids not yet applied
+            yield (
+                agent,
+                information_set(env, player),
+                env.view(agent).prompt(),
+                (tuple(map(str, env.moves)), pending),
+            )
             env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
 
 
 def test_the_hidden_information_games_are_covered():
-    assert {"kuhn_poker", "leduc_poker", "liars_dice", "goofspiel", "hanabi_mini", "hanabi"} <= set(HIDDEN_INFO)
+    assert {"kuhn_poker", "leduc_poker", "liars_dice", "goofspiel", "hanabi_mini", "hanabi"} <= set(
+        HIDDEN_INFO
+    )
 
 
 @pytest.mark.parametrize("name", HIDDEN_INFO)
@@ -66,12 +77,15 @@ def test_prompt_is_a_function_of_the_information_set(name):
         prompts[(agent, infoset)].add(prompt)
         histories[(agent, infoset)].add(history)
     leaking = {k: p for k, p in prompts.items() if len(p) > 1}
-    assert not leaking, f"{name}: {len(leaking)} information sets with several prompts, e.g.\n" + "\n=====\n".join(
-        sorted(next(iter(leaking.values())))
+    assert not leaking, (
+        f"{name}: {len(leaking)} information sets with several prompts, e.g.\n"
+        + "\n=====\n".join(sorted(next(iter(leaking.values()))))
     )
     # Not vacuous: many groups hold decision points whose hidden information differs.
     shared = sum(len(h) > 1 for h in histories.values())
-    assert shared >= 10, f"{name}: only {shared} information sets were reached by different histories"
+    assert shared >= 10, (
+        f"{name}: only {shared} information sets were reached by different histories"
+    )
 
 
 @pytest.mark.parametrize("name", ["kuhn_poker", "liars_dice"])
@@ -133,7 +147,14 @@ def test_leduc_opponent_card_never_shown():
             env = deal("leduc_poker", wanted, actions)
             assert env is not None
             text = seen_text(env, "player_0")
-            public = [f"Public card: {ranks[wanted[2] // 2]}", f"public card revealed: {ranks[wanted[2] // 2]}"] if len(wanted) > 2 else []
+            public = (
+                [
+                    f"Public card: {ranks[wanted[2] // 2]}",
+                    f"public card revealed: {ranks[wanted[2] // 2]}",
+                ]
+                if len(wanted) > 2
+                else []
+            )
             rest = text.replace("Your card: J", "")
             for shown in public:
                 rest = rest.replace(shown, "")
@@ -188,8 +209,10 @@ def test_goofspiel_imperfect_information_hides_opponent_bids_and_hand():
 @pytest.mark.parametrize("name", ["hanabi_mini", "hanabi"])
 def test_hanabi_own_cards_never_shown(name):
     card = re.compile(r"\b[RYGWB][1-5]\b")
-    for agent, _, prompt, _ in decision_points(name, playouts=30):
-        own = prompt.split("Your hand (you cannot see it; what the hints tell you):\n")[1].split("\n\n")[0]
+    for _agent, _, prompt, _ in decision_points(name, playouts=30):
+        own = prompt.split("Your hand (you cannot see it; what the hints tell you):\n")[1].split(
+            "\n\n"
+        )[0]
         own_lines = [line for line in own.splitlines() if line.startswith("  card")]
         assert own_lines and not any(card.search(line) for line in own_lines), own
 
@@ -204,7 +227,9 @@ def test_hanabi_partner_cards_shown_own_hidden_for_every_own_deal():
         hand_size = env.hand_size
         partner = tuple(deals[hand_size : 2 * hand_size])  # dealt to player_0 first, then player_1
         deck_left = len(deals)
-        by_partner_hand[(partner, deck_left)].add((tuple(deals[:hand_size]), env.view("player_0").prompt()))
+        by_partner_hand[(partner, deck_left)].add(
+            (tuple(deals[:hand_size]), env.view("player_0").prompt())
+        )
     groups = [g for g in by_partner_hand.values() if len({own for own, _ in g}) > 1]
     assert groups
     for g in groups:
@@ -221,5 +246,8 @@ def test_move_strings_reveal_nothing_hidden():
             agent = env.agent_selection
             moves.add(tuple(normalize(m) for m in env.view(agent).legal_moves))
         # Opening moves depend only on public information, so they never vary with the deal.
-        if name not in ("hanabi_mini", "hanabi"):  # Hanabi's legal hints depend on the partner's visible hand
+        if name not in (
+            "hanabi_mini",
+            "hanabi",
+        ):  # Hanabi's legal hints depend on the partner's visible hand
             assert len(moves) == 1, (name, moves)

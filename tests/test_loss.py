@@ -34,7 +34,9 @@ def test_clip_and_aggregations():
 
     loss, _ = policy_loss(logp, old, ADV, MASK, LossConfig(aggregation="seq_mean_token_mean"))
     assert loss.item() == pytest.approx(((-2.7 / 3) + (3.8 / 2)) / 2)  # (-0.9 + 1.9)/2 = 0.5
-    loss, _ = policy_loss(logp, old, ADV, MASK, LossConfig(aggregation="seq_mean_token_sum_norm", norm_constant=4))
+    loss, _ = policy_loss(
+        logp, old, ADV, MASK, LossConfig(aggregation="seq_mean_token_sum_norm", norm_constant=4)
+    )
     assert loss.item() == pytest.approx(1.1 / (2 * 4))
 
 
@@ -77,7 +79,9 @@ def test_probability_floor_term():
     logp, old = grid()
     floor = torch.tensor([[0.5, 1.0, 1.5], [2.0, 0.0, 100.0]])  # the padded 100 must not count
     base, _ = policy_loss(logp, old, ADV, MASK, LossConfig(aggregation="token_mean"))
-    loss, m = policy_loss(logp, old, ADV, MASK, LossConfig(aggregation="token_mean", floor_coef=0.2), floor=floor)
+    loss, m = policy_loss(
+        logp, old, ADV, MASK, LossConfig(aggregation="token_mean", floor_coef=0.2), floor=floor
+    )
     assert loss.item() == pytest.approx(base.item() + 0.2 * 5.0 / 5)
     assert m["uniform_kl"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="floor"):
@@ -86,12 +90,25 @@ def test_probability_floor_term():
         LossConfig(floor_coef=-0.1)
 
 
-@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
+@pytest.mark.parametrize(
+    "aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+)
 def test_micro_batches_sum_to_the_full_batch(aggregation):
     logp, old = grid()
     cfg = LossConfig(aggregation=aggregation, norm_constant=4)
     full, _ = policy_loss(logp, old, ADV, MASK, cfg)
-    parts = [policy_loss(logp[i : i + 1], old[i : i + 1], ADV[i : i + 1], MASK[i : i + 1], cfg, num_tokens=5, num_seqs=2)[0] for i in range(2)]
+    parts = [
+        policy_loss(
+            logp[i : i + 1],
+            old[i : i + 1],
+            ADV[i : i + 1],
+            MASK[i : i + 1],
+            cfg,
+            num_tokens=5,
+            num_seqs=2,
+        )[0]
+        for i in range(2)
+    ]
     assert (parts[0] + parts[1]).item() == pytest.approx(full.item())
 
 
@@ -105,7 +122,9 @@ def test_bad_config_is_rejected():
 
 
 def test_adaptive_entropy_coefficient_moves_towards_the_target_within_bounds():
-    cfg = LossConfig(entropy_coef=0.01, entropy_target=0.3, entropy_coef_step=0.002, entropy_coef_max=0.012)
+    cfg = LossConfig(
+        entropy_coef=0.01, entropy_target=0.3, entropy_coef_step=0.002, entropy_coef_max=0.012
+    )
     assert adapt_entropy_coef(0.01, 0.1, cfg) == pytest.approx(0.012)  # collapsing: more bonus
     assert adapt_entropy_coef(0.01, 0.5, cfg) == pytest.approx(0.008)  # above target: less
     assert adapt_entropy_coef(0.012, 0.1, cfg) == pytest.approx(0.012)  # ceiling

@@ -5,17 +5,28 @@ import os
 import pytest
 import torch
 
-from arena.machine import choose_threads, compute_dtype, flops_per_token, matmul_flops, set_threads, usable_cpus, weight_matmuls
+from arena.machine import (
+    choose_threads,
+    compute_dtype,
+    flops_per_token,
+    matmul_flops,
+    set_threads,
+    usable_cpus,
+    weight_matmuls,
+)
 
 
-@pytest.mark.parametrize("cpus,load,expected", [
-    (2, 0.0, 2),   # idle box: every CPU
-    (2, 0.4, 2),   # a little background noise does not cost a thread
-    (2, 0.6, 1),   # one CPU busy elsewhere: leave it (2 threads ran 4-5x slower)
-    (2, 5.0, 1),   # overloaded: still one thread
-    (8, 3.2, 5),
-    (1, 0.0, 1),
-])
+@pytest.mark.parametrize(
+    "cpus,load,expected",
+    [
+        (2, 0.0, 2),  # idle box: every CPU
+        (2, 0.4, 2),  # a little background noise does not cost a thread
+        (2, 0.6, 1),  # one CPU busy elsewhere: leave it (2 threads ran 4-5x slower)
+        (2, 5.0, 1),  # overloaded: still one thread
+        (8, 3.2, 5),
+        (1, 0.0, 1),
+    ],
+)
 def test_choose_threads_leaves_busy_cpus(cpus, load, expected):
     assert choose_threads(cpus, load) == expected
 
@@ -49,8 +60,14 @@ def test_set_threads_configured_and_automatic(capsys, monkeypatch):
 def test_flops_per_token_counts_llama_matmuls():
     from transformers import LlamaConfig
 
-    c = LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    num_key_value_heads=1, vocab_size=10)
+    c = LlamaConfig(
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=10,
+    )
     # per layer: q,o 8x8 each; k,v 8x4 each; mlp 3 x 8x16 -> 128 + 64 + 384 = 576 multiply-adds
     assert flops_per_token(c, context=0) == 2 * (2 * 576) + 2 * 8 * 10
     # attention: 4 FLOPs per context token per query dimension per layer
@@ -62,11 +79,20 @@ def test_model_flops_skips_the_lm_head_on_prompt_tokens():
 
     from arena.machine import model_flops
 
-    c = LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    num_key_value_heads=1, vocab_size=10)
+    c = LlamaConfig(
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=10,
+    )
     head = 2 * 8 * 10
     assert flops_per_token(c, 5) - flops_per_token(c, 5, head=False) == head
-    assert model_flops(c, prompt_tokens=7, completion_tokens=3, context=5) == 10 * flops_per_token(c, 5) - 7 * head
+    assert (
+        model_flops(c, prompt_tokens=7, completion_tokens=3, context=5)
+        == 10 * flops_per_token(c, 5) - 7 * head
+    )
 
 
 def test_auto_dtype_is_bf16_exactly_where_the_cpu_multiplies_bf16_natively():
@@ -75,7 +101,9 @@ def test_auto_dtype_is_bf16_exactly_where_the_cpu_multiplies_bf16_natively():
     _, flags = load_machine_limit().cpu_flags()
     native = bool({"avx512_bf16", "amx_bf16"} & set(flags))
     assert compute_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
-    assert compute_dtype("float32", "cpu") == "float32" and compute_dtype("auto", "cuda") == "bfloat16"
+    assert (
+        compute_dtype("float32", "cpu") == "float32" and compute_dtype("auto", "cuda") == "bfloat16"
+    )
     with pytest.raises(ValueError, match="must be one of auto, float32, bfloat16"):
         compute_dtype("bf16", "cpu")
 
@@ -84,7 +112,9 @@ def load_machine_limit():
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("machine_limit", Path(__file__).resolve().parents[1] / "bench" / "machine_limit.py")
+    spec = importlib.util.spec_from_file_location(
+        "machine_limit", Path(__file__).resolve().parents[1] / "bench" / "machine_limit.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -120,12 +150,57 @@ def test_cli_prints_and_applies_the_thread_choice(capsys):
 
     before = torch.get_num_threads()
     try:
-        assert main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "2", "--threads", "1"]) == 0
+        assert (
+            main(
+                [
+                    "play",
+                    "tic_tac_toe",
+                    "--agents",
+                    "random",
+                    "random",
+                    "--matches",
+                    "2",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
         assert torch.get_num_threads() == 1
         assert "torch threads" not in capsys.readouterr().err  # bots: no model, no line
-        assert main(["play", "tic_tac_toe", "--agents", "llm:tiny-llama", "random", "--matches", "1", "--threads", "1"]) == 0
+        assert (
+            main(
+                [
+                    "play",
+                    "tic_tac_toe",
+                    "--agents",
+                    "llm:tiny-llama",
+                    "random",
+                    "--matches",
+                    "1",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
         assert capsys.readouterr().err.count("torch threads: 1 (as configured") == 1
-        assert main(["play", "tic_tac_toe", "--agents", "random", "random", "--matches", "2", "--threads", "-1"]) == 2
+        assert (
+            main(
+                [
+                    "play",
+                    "tic_tac_toe",
+                    "--agents",
+                    "random",
+                    "random",
+                    "--matches",
+                    "2",
+                    "--threads",
+                    "-1",
+                ]
+            )
+            == 2
+        )
         assert "threads must be >= 1" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)

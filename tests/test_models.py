@@ -47,10 +47,14 @@ def hub(monkeypatch, url: str | None = None):
     if url is None:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
         server.daemon_threads, server.asked = True, []
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         url = f"http://127.0.0.1:{server.server_address[1]}"
     monkeypatch.setattr(constants, "ENDPOINT", url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
     models.hub_reachable.cache_clear()
     try:
         yield server
@@ -64,14 +68,30 @@ def hub(monkeypatch, url: str | None = None):
 def test_cli_typo_offline_fails_in_seconds_with_one_line_and_a_did_you_mean(tmp_path):
     env = {**os.environ, "HF_ENDPOINT": closed_port_url(), "HF_HUB_CACHE": str(tmp_path)}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "arena.cli", "play", "tic_tac_toe", "--agents", "llm:smolm2", "random"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena.cli",
+            "play",
+            "tic_tac_toe",
+            "--agents",
+            "llm:smolm2",
+            "random",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # one line, no retry messages
     assert "unknown model 'smolm2'" in proc.stderr and "did you mean smollm2-135m?" in proc.stderr
     assert "unreachable" in proc.stderr
-    assert elapsed < 15, elapsed  # the interpreter's imports included; it took ~50 s of hub retries before
+    assert elapsed < 15, (
+        elapsed
+    )  # the interpreter's imports included; it took ~50 s of hub retries before
 
 
 def test_offline_env_skips_the_probe(monkeypatch):
@@ -92,10 +112,14 @@ def test_a_reachable_hub_is_asked_and_its_404_is_one_line(monkeypatch):
         with pytest.raises(RuntimeError, match="hub does not serve it.*did you mean smollm2-135m"):
             models.load_model("smollm2-13m")
         assert time.monotonic() - t0 < 5
-        assert any("smollm2-13m" in path for path in server.asked)  # the name was looked up on the hub
+        assert any(
+            "smollm2-13m" in path for path in server.asked
+        )  # the name was looked up on the hub
         models.check_name("xyzzy")  # a reachable hub may have any name: left to from_pretrained
     with hub(monkeypatch, closed_port_url()):
-        with pytest.raises(RuntimeError, match=r"unknown model 'xyzzy'.*\(built in: smollm2-135m, tiny-llama\)"):
+        with pytest.raises(
+            RuntimeError, match=r"unknown model 'xyzzy'.*\(built in: smollm2-135m, tiny-llama\)"
+        ):
             models.check_name("xyzzy")
 
 
@@ -119,9 +143,19 @@ def test_a_cached_hub_model_loads_offline(monkeypatch, tmp_path):
 
 def test_seeded_gives_a_tiny_llama_without_a_seed_the_runs_seed_and_keeps_any_other_name():
     assert models.seeded("tiny-llama", 2) == "tiny-llama:seed=2"
-    assert models.seeded("tiny-llama:hidden=128:heads=8", 7) == "tiny-llama:seed=7:hidden=128:heads=8"
-    assert models.seeded("tiny-llama:hidden=128:heads=8", 0) == "tiny-llama:hidden=128:heads=8"  # seed 0: today's weights
-    assert models.seeded("tiny-llama:hidden=32:seed=5", 1) == "tiny-llama:hidden=32:seed=5"  # its own seed wins
+    assert (
+        models.seeded("tiny-llama:hidden=128:heads=8", 7) == "tiny-llama:seed=7:hidden=128:heads=8"
+    )
+    assert (
+        models.seeded("tiny-llama:hidden=128:heads=8", 0) == "tiny-llama:hidden=128:heads=8"
+    )  # seed 0: today's weights
+    assert (
+        models.seeded("tiny-llama:hidden=32:seed=5", 1) == "tiny-llama:hidden=32:seed=5"
+    )  # its own seed wins
     assert models.seeded("tiny-llama:5", 1) == "tiny-llama:5"
     assert models.seeded("smollm2-135m", 3) == "smollm2-135m"
-    assert models.tiny_llama_args(models.seeded("tiny-llama:hidden=32:heads=2", 9)) == {"seed": 9, "hidden": 32, "heads": 2}
+    assert models.tiny_llama_args(models.seeded("tiny-llama:hidden=32:heads=2", 9)) == {
+        "seed": 9,
+        "hidden": 32,
+        "heads": 2,
+    }

@@ -118,7 +118,9 @@ def live_states(name, count=20):
         env = games.make(name)
         rng = np.random.default_rng(seed)
         random_playout(env, seed)
-        played = [a for p, a in env.moves if p != -1]  # a joint move (simultaneous) is one step per player
+        played = [
+            a for p, a in env.moves if p != -1
+        ]  # a joint move (simultaneous) is one step per player
         steps = [a for move in played for a in (move if isinstance(move, list) else [move])]
         env.reset(seed=seed)
         for action in steps[: rng.integers(len(steps))]:
@@ -151,7 +153,7 @@ def test_illegal_action_penalises_the_offender_and_ends_the_game(name, bad):
         assert all(env.terminations.values())
         assert env.infos[offender]["illegal_move"]["agent"] == offender
         # The game is over: every agent is stepped out with None, nothing crashes.
-        for agent in env.agent_iter():
+        for _agent in env.agent_iter():
             env.step(None)
         assert env.agents == []
         tested += 1

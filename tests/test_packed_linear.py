@@ -8,10 +8,15 @@ from agents.models import tiny_llama
 from agents.packed_linear import can_pack, packed_linears
 from agents.transformers_backend import TransformersBackend
 
-needs_bf16 = pytest.mark.skipif(not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()),
-                                reason="oneDNN has no native bf16 on this CPU (needs AVX-512 BF16 or AMX)")
+needs_bf16 = pytest.mark.skipif(
+    not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+    reason="oneDNN has no native bf16 on this CPU (needs AVX-512 BF16 or AMX)",
+)
 
-CONVS = [[{"role": "user", "content": f"Game {i}: name a cell of the board" + " please" * i}] for i in range(6)]
+CONVS = [
+    [{"role": "user", "content": f"Game {i}: name a cell of the board" + " please" * i}]
+    for i in range(6)
+]
 PARAMS = SamplingParams(max_new_tokens=8, temperature=1.0, seeds=list(range(6)))
 
 
@@ -40,9 +45,13 @@ def test_packed_generation_is_bit_identical_and_the_modules_are_restored():
     _same(out, plain.generate(CONVS, PARAMS))
     linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
     assert len(packed._packed) == len(linears)  # every linear was packed, the tied LM head included
-    assert not any("forward" in m.__dict__ for m in linears)  # the class's forward again outside the block
+    assert not any(
+        "forward" in m.__dict__ for m in linears
+    )  # the class's forward again outside the block
     dists = [["1", "2", "3"]] * len(CONVS)
-    assert packed.move_distributions(CONVS, dists, 1.0) == plain.move_distributions(CONVS, dists, 1.0)
+    assert packed.move_distributions(CONVS, dists, 1.0) == plain.move_distributions(
+        CONVS, dists, 1.0
+    )
 
 
 @needs_bf16
@@ -65,7 +74,10 @@ def test_a_lora_policy_packs_its_base_and_adapters_and_trains_afterwards():
     from peft import LoraConfig, get_peft_model
 
     model, tok = tiny_llama(2)
-    model = get_peft_model(model.to(torch.bfloat16), LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        model.to(torch.bfloat16),
+        LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
     for name, p in model.named_parameters():
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.1)  # non-zero adapters, so they matter

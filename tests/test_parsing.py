@@ -129,7 +129,14 @@ def test_a_number_with_a_sign_decimal_or_operator_is_another_number(reply, moves
 
 
 @pytest.mark.parametrize(
-    "reply", ["Discard card 2", "Play card 2", "Hint rank 1 to player_1", "Offer: 1 Wood -> 1 Gold", "[Offer: 1 Wood -> 1 Gold]"]
+    "reply",
+    [
+        "Discard card 2",
+        "Play card 2",
+        "Hint rank 1 to player_1",
+        "Offer: 1 Wood -> 1 Gold",
+        "[Offer: 1 Wood -> 1 Gold]",
+    ],
 )
 def test_a_move_of_another_game_is_not_a_number_move(reply):
     for moves in (CELLS, GOOF):
@@ -185,7 +192,14 @@ def test_nested_answer_tags_read_the_innermost():
         "card 4 " * 2800,
         "-4" * 10_000,
     ],
-    ids=["boxed-text-nested", "boxed-text-pairs", "nfkc-expansion", "3000-brackets", "labels", "signs"],
+    ids=[
+        "boxed-text-nested",
+        "boxed-text-pairs",
+        "nfkc-expansion",
+        "3000-brackets",
+        "labels",
+        "signs",
+    ],
 )
 def test_crafted_replies_parse_fast(reply):
     start = time.process_time()  # CPU time: other processes on the machine don't count

@@ -18,9 +18,10 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+from test_games_api import random_decisions
+
 import games
 from games.parsing import ERROR_KINDS, ParseError, normalize
-from test_games_api import random_decisions
 
 SEED = 16
 STATES_PER_GAME = 6
@@ -29,10 +30,27 @@ MAX_CPU_SECONDS = 0.1
 MAX_CHARS = 20_000  # parse_move's default limit
 
 EXPLICIT = ["[{}]", "\\boxed{{{}}}", "<answer>{}</answer>"]
-FORMATS = EXPLICIT + ["{}", "  {}.  ", "I'll play {}.", "Move: {}", "<think>maybe [0]</think> [{}]", "<answer>\\boxed{{\\text{{{}}}}}</answer>"]
+FORMATS = EXPLICIT + [
+    "{}",
+    "  {}.  ",
+    "I'll play {}.",
+    "Move: {}",
+    "<think>maybe [0]</think> [{}]",
+    "<answer>\\boxed{{\\text{{{}}}}}</answer>",
+]
 # Junk with no digit and no tag or bracket character, even after NFKC: it can neither give a
 # number nor open a format, so a legal move in a format wrapped in it must come out as that move.
-JUNK = list(" \t\n.,;!?~@$&_|'\"`…—«»¿¡°·•") + ["é", "ß", "ж", "中", "😀", "\u200b", "\u0301", "ﬁ", "\ufdfa"]
+JUNK = list(" \t\n.,;!?~@$&_|'\"`…—«»¿¡°·•") + [
+    "é",
+    "ß",
+    "ж",
+    "中",
+    "😀",
+    "\u200b",
+    "\u0301",
+    "ﬁ",
+    "\ufdfa",
+]
 GARBAGE = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
 UNICODE = [
     (0x0300, 0x036F),  # combining marks
@@ -62,9 +80,29 @@ def number_variants(rng: random.Random, n: int) -> list[str]:
     """Numbers that contain `n` but are not `n`: signed, decimal, computed, ordinal, out of range."""
     m = rng.randint(0, 12)
     return [
-        f"-{n}", f"+{n}", f"−{n}", f"{n}.5", f"0.{n}", f".{n}", f"{n}.0", f"{n},{m}", f"{n}%", f"{n}**{m}",
-        f"{m}**{n}", f"{n} x {m}", f"{m}+{n}", f"{n}/{m}", f"{m}:{n}", f"{n}th", f"{n}e3", f"-> {n}", f"{n}{n}9",
-        f"{n} - {m}", "1" + "0" * rng.randint(2, 30), f"{n}²", f"½{n}",
+        f"-{n}",
+        f"+{n}",
+        f"−{n}",
+        f"{n}.5",
+        f"0.{n}",
+        f".{n}",
+        f"{n}.0",
+        f"{n},{m}",
+        f"{n}%",
+        f"{n}**{m}",
+        f"{m}**{n}",
+        f"{n} x {m}",
+        f"{m}+{n}",
+        f"{n}/{m}",
+        f"{m}:{n}",
+        f"{n}th",
+        f"{n}e3",
+        f"-> {n}",
+        f"{n}{n}9",
+        f"{n} - {m}",
+        "1" + "0" * rng.randint(2, 30),
+        f"{n}²",
+        f"½{n}",
     ]
 
 
@@ -95,7 +133,12 @@ def cases(rng: random.Random, legal: list[str], pool: list[str]) -> list[Case]:
     forms = {normalize(m) for m in legal}
 
     def literal(core: str) -> Case:  # a reply naming `core`: only `core` itself may come out
-        return Case("", "", "only" if normalize(core) in forms else "error", core if normalize(core) in forms else None)
+        return Case(
+            "",
+            "",
+            "only" if normalize(core) in forms else "error",
+            core if normalize(core) in forms else None,
+        )
 
     numbers = [int(m) for m in legal if m.isdigit()] or [rng.randint(0, 13)]
     out: list[Case] = []
@@ -113,7 +156,14 @@ def cases(rng: random.Random, legal: list[str], pool: list[str]) -> list[Case]:
             out.append(Case("legal in junk", before + fmt.format(move) + after, expect, move))
         elif k == 3:  # a legal move in prose
             words = " ".join(rng.choice(LOREM) for _ in range(rng.randint(0, 30)))
-            out.append(Case("legal in prose", f"{words} {rng.choice(EXPLICIT).format(move)} {junk(rng, JUNK, 5)}", "exactly", move))
+            out.append(
+                Case(
+                    "legal in prose",
+                    f"{words} {rng.choice(EXPLICIT).format(move)} {junk(rng, JUNK, 5)}",
+                    "exactly",
+                    move,
+                )
+            )
         elif k == 4:  # signed, decimal, computed, ordinal or out-of-range numbers
             core = rng.choice(number_variants(rng, rng.choice(numbers)))
             case = literal(core)
@@ -125,28 +175,83 @@ def cases(rng: random.Random, legal: list[str], pool: list[str]) -> list[Case]:
         elif k == 6:  # several answers: the last one counts, legal or not
             first, bad = rng.choice(EXPLICIT), mutate(rng, move)
             # A bracket not shaped like a move ("[Pass]" in tic-tac-toe) is prose, not an answer.
-            last = rng.choice([rng.choice(legal)] + [bad] * bool(bad) + [rng.choice(pool)] * (first != "[{}]"))
+            last = rng.choice(
+                [rng.choice(legal)] + [bad] * bool(bad) + [rng.choice(pool)] * (first != "[{}]")
+            )
             case = literal(last)
-            reply = first.format(move) + " no wait " + junk(rng, JUNK, rng.randint(0, 20)) + first.format(last)
+            reply = (
+                first.format(move)
+                + " no wait "
+                + junk(rng, JUNK, rng.randint(0, 20))
+                + first.format(last)
+            )
             out.append(Case("last answer", reply, "exactly" if case.move else "error", case.move))
         elif k == 7:  # nested tags around a legal move
             depth = rng.randint(1, 60)
-            reply = rng.choice([
-                "<answer>" * depth + move + "</answer>" * rng.randint(1, depth),
-                "\\boxed{" * depth + move + "}" * depth,
-                "\\boxed{" + "\\text{" * depth + move + "}" * depth + "}",
-                "<think>" * depth + "[0]</think>" + f"[{move}]",
-            ])
+            reply = rng.choice(
+                [
+                    "<answer>" * depth + move + "</answer>" * rng.randint(1, depth),
+                    "\\boxed{" * depth + move + "}" * depth,
+                    "\\boxed{" + "\\text{" * depth + move + "}" * depth + "}",
+                    "<think>" * depth + "[0]</think>" + f"[{move}]",
+                ]
+            )
             out.append(Case("nested", reply, "exactly", move))
         elif k == 8:  # unclosed or unbalanced tags: random outcome, but fast and no crash
-            parts = ["<answer>", "</answer>", "\\boxed{", "\\text{", "{", "}", "[", "]", "<think>", "</think>", move, " "]
-            out.append(Case("unbalanced", "".join(rng.choice(parts) for _ in range(rng.randint(1, 400))), "any"))
-        elif k == 9 and rng.random() < 0.25:  # huge replies (a quarter as often: they are slow to make)
-            unit = rng.choice(["\\boxed{\\text{", "\\boxed{", "[x]", "<answer>", "-4", "card 4 ", "4 ", "(", "[", "-> ",
-                               "\ufdfa", "ﬁ", "1", "1.", " ", junk(rng, GARBAGE, 7), random_unicode(rng, 5)])
-            size = rng.choice([MAX_CHARS - len(move) - 2, MAX_CHARS + 1, rng.randint(1000, MAX_CHARS)])
+            parts = [
+                "<answer>",
+                "</answer>",
+                "\\boxed{",
+                "\\text{",
+                "{",
+                "}",
+                "[",
+                "]",
+                "<think>",
+                "</think>",
+                move,
+                " ",
+            ]
+            out.append(
+                Case(
+                    "unbalanced",
+                    "".join(rng.choice(parts) for _ in range(rng.randint(1, 400))),
+                    "any",
+                )
+            )
+        elif (
+            k == 9 and rng.random() < 0.25
+        ):  # huge replies (a quarter as often: they are slow to make)
+            unit = rng.choice(
+                [
+                    "\\boxed{\\text{",
+                    "\\boxed{",
+                    "[x]",
+                    "<answer>",
+                    "-4",
+                    "card 4 ",
+                    "4 ",
+                    "(",
+                    "[",
+                    "-> ",
+                    "\ufdfa",
+                    "ﬁ",
+                    "1",
+                    "1.",
+                    " ",
+                    junk(rng, GARBAGE, 7),
+                    random_unicode(rng, 5),
+                ]
+            )
+            size = rng.choice(
+                [MAX_CHARS - len(move) - 2, MAX_CHARS + 1, rng.randint(1000, MAX_CHARS)]
+            )
             body = (unit * (size // len(unit) + 1))[:size]
-            if len(body) + len(move) + 2 <= MAX_CHARS and rng.random() < 0.5 and unit not in ("\\boxed{\\text{", "\\boxed{", "<answer>", "[", "(", "[x]"):
+            if (
+                len(body) + len(move) + 2 <= MAX_CHARS
+                and rng.random() < 0.5
+                and unit not in ("\\boxed{\\text{", "\\boxed{", "<answer>", "[", "(", "[x]")
+            ):
                 out.append(Case("huge + move", body + f"[{move}]", "only", move))
             else:
                 out.append(Case("huge", body, "any"))
@@ -156,8 +261,12 @@ def cases(rng: random.Random, legal: list[str], pool: list[str]) -> list[Case]:
                 case = literal(bad)
                 out.append(Case("malformed move", fmt.format(bad), case.expect, case.move))
         elif k == 11:  # a legal move glued to junk that may join or label its number
-            glue = rng.choice(["-", "+", ".", ",", "%", "x", "*", "/", "th", "_", "card ", "round ", "player "])  # not "0": 1 + "0" is 10
-            reply = rng.choice([glue + move, move + glue, f"I play {glue}{move}", f"I play {move}{glue} now"])
+            glue = rng.choice(
+                ["-", "+", ".", ",", "%", "x", "*", "/", "th", "_", "card ", "round ", "player "]
+            )  # not "0": 1 + "0" is 10
+            reply = rng.choice(
+                [glue + move, move + glue, f"I play {glue}{move}", f"I play {move}{glue} now"]
+            )
             out.append(Case("glued", reply, "only", move))
     return out
 
@@ -166,10 +275,14 @@ def check(case: Case, accepted: str | None, reply_error: ParseError | None) -> s
     """Why this outcome is wrong for this case, or None."""
     if accepted is None:
         return "expected " + repr(case.move) if case.expect == "exactly" else None
-    if case.expect == "error" or (case.expect in ("exactly", "only") and normalize(accepted) != normalize(case.move)):
+    if case.expect == "error" or (
+        case.expect in ("exactly", "only") and normalize(accepted) != normalize(case.move)
+    ):
         return f"accepted {accepted!r}"
     if case.expect == "any":  # random input: the accepted move must at least be spelled out in it
-        letters = "".join(c for c in unicodedata.normalize("NFKC", case.reply).lower() if c.isalnum())
+        letters = "".join(
+            c for c in unicodedata.normalize("NFKC", case.reply).lower() if c.isalnum()
+        )
         if "".join(c for c in normalize(accepted) if c.isalnum()) not in letters:
             return f"accepted {accepted!r}, not in the reply"
     return None
@@ -221,7 +334,11 @@ def test_fuzzed_replies_never_crash_never_accept_a_wrong_move_and_parse_fast():
                     slowest = (cpu, wall, name, f"{case.kind} {case.reply[:24]!r}")
                 if error is not None:
                     kinds[error.kind] += 1
-                    why = None if error.kind in ERROR_KINDS and "\n" not in error.message else f"bad error {error!r}"
+                    why = (
+                        None
+                        if error.kind in ERROR_KINDS and "\n" not in error.message
+                        else f"bad error {error!r}"
+                    )
                 elif action not in view.actions:
                     why = f"accepted the action {action!r}, which is not legal"
                 else:
@@ -232,7 +349,9 @@ def test_fuzzed_replies_never_crash_never_accept_a_wrong_move_and_parse_fast():
                 if why:
                     wrong.append((name, case.kind, case.reply[:100], why))
     elapsed = time.perf_counter() - start
-    findings = Counter(why.split(" ")[0] for *_, why in wrong)  # "accepted", "expected" (a legal move missed), "bad"
+    findings = Counter(
+        why.split(" ")[0] for *_, why in wrong
+    )  # "accepted", "expected" (a legal move missed), "bad"
     print(
         f"\nparser fuzz: {inputs} replies over {len(states)} games ({sum(states.values())} states), {elapsed:.1f} s; "
         f"crashes {len(crashes)}, wrong acceptances {findings['accepted']}, legal moves missed {findings['expected']}, "

@@ -36,7 +36,9 @@ CONFIG = {
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never an existing cluster
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False
+    )  # never an existing cluster
     yield
     ray.shutdown()
 
@@ -59,7 +61,10 @@ def test_an_address_where_no_ray_listens_is_a_one_line_error_at_once():
     with socket.socket() as s:  # a port that was free a moment ago
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(RuntimeError, match=rf"^cannot reach the Ray cluster at 127.0.0.1:{port} \(Connection refused\); start it with"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"^cannot reach the Ray cluster at 127.0.0.1:{port} \(Connection refused\); start it with",
+    ):
         check_reachable(f"127.0.0.1:{port}")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,7 +72,9 @@ def test_an_address_where_no_ray_listens_is_a_one_line_error_at_once():
         check_reachable(f"127.0.0.1:{s.getsockname()[1]}")  # something listens: no error
 
 
-def test_a_swiss_tournament_on_two_ray_workers_stores_what_the_local_run_stores(local_ray, tmp_path):
+def test_a_swiss_tournament_on_two_ray_workers_stores_what_the_local_run_stores(
+    local_ray, tmp_path
+):
     config = load_config(CONFIG)
     local = run(config, tmp_path / "local.db")
     pool = RayPool.start("local", functools.partial(build_players, config.players), workers=2)
@@ -78,17 +85,27 @@ def test_a_swiss_tournament_on_two_ray_workers_stores_what_the_local_run_stores(
         pool.shutdown()
     assert on_ray.played == local.played == len(local.schedule) > 0
     assert stored(tmp_path / "ray.db") == stored(tmp_path / "local.db")
-    assert [s.match_id for s in on_ray.schedule] == [s.match_id for s in local.schedule]  # same Swiss pairings, round by round
+    assert [s.match_id for s in on_ray.schedule] == [
+        s.match_id for s in local.schedule
+    ]  # same Swiss pairings, round by round
     ids = [r.match_id for r in read_jsonl(tmp_path / "ray.jsonl")]
-    assert sorted(ids) == sorted(set(ids)) == sorted(stored(tmp_path / "ray.db"))  # the driver wrote each match once
+    assert (
+        sorted(ids) == sorted(set(ids)) == sorted(stored(tmp_path / "ray.db"))
+    )  # the driver wrote each match once
 
 
 @pytest.mark.slow  # one Ray test stays in the default suite (the one above)
 def test_a_match_id_is_yielded_once_whatever_comes_back(local_ray, tmp_path):
     plans = plan_matches("tic_tac_toe", ["random", "random2"], 6, seed=1)
-    pool = RayPool.start("local", functools.partial(build_players, {"random": "random", "random2": "random"}), workers=2)
+    pool = RayPool.start(
+        "local",
+        functools.partial(build_players, {"random": "random", "random2": "random"}),
+        workers=2,
+    )
     try:
-        records = list(pool.play(plans + plans[:2], concurrency=2, out=str(tmp_path / "r.jsonl")))  # two ids come back twice
+        records = list(
+            pool.play(plans + plans[:2], concurrency=2, out=str(tmp_path / "r.jsonl"))
+        )  # two ids come back twice
     finally:
         pool.shutdown()
     assert sorted(r.match_id for r in records) == [p.match_id for p in plans] and pool.dropped == 2
@@ -100,8 +117,12 @@ def test_a_match_id_is_yielded_once_whatever_comes_back(local_ray, tmp_path):
 
 @pytest.mark.slow
 def test_an_agent_that_cannot_be_built_is_a_one_line_error(local_ray):
-    with pytest.raises(RuntimeError, match="could not build its agents: ValueError: unknown agent 'bogus'"):
-        RayPool.start("local", functools.partial(build_players, {"a": "random", "b": "bogus"}), workers=1)
+    with pytest.raises(
+        RuntimeError, match="could not build its agents: ValueError: unknown agent 'bogus'"
+    ):
+        RayPool.start(
+            "local", functools.partial(build_players, {"a": "random", "b": "bogus"}), workers=1
+        )
 
 
 @pytest.mark.slow
@@ -111,9 +132,35 @@ def test_eval_and_play_with_ray_replay_a_sampling_llm_move_for_move(local_ray, t
     from arena.cli import main as arena_main
 
     agent = "tiny-llama,constrained=true,temperature=1.0,max_new_tokens=8"
-    common = ["--agent", agent, "--games", "tic_tac_toe", "kuhn_poker", "--opponents", "random", "--matches", "4", "--threads", "1"]
+    common = [
+        "--agent",
+        agent,
+        "--games",
+        "tic_tac_toe",
+        "kuhn_poker",
+        "--opponents",
+        "random",
+        "--matches",
+        "4",
+        "--threads",
+        "1",
+    ]
     assert arena_main(["eval", *common, "--out", str(tmp_path / "local")]) == 0
-    assert arena_main(["eval", *common, "--out", str(tmp_path / "ray"), "--ray", "local", "--ray-workers", "2"]) == 0
+    assert (
+        arena_main(
+            [
+                "eval",
+                *common,
+                "--out",
+                str(tmp_path / "ray"),
+                "--ray",
+                "local",
+                "--ray-workers",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert "ray: 2 worker(s) at local" in capsys.readouterr().out
 
     def moves(path):
@@ -134,9 +181,27 @@ def test_an_agent_error_on_a_worker_is_the_local_one_line_error(local_ray, tmp_p
 
     from arena.cli import main as arena_main
 
-    cfg = {**CONFIG, "players": {"random": "random", "mcts": "mcts:5"}}  # MCTS cannot play Kuhn poker
+    cfg = {
+        **CONFIG,
+        "players": {"random": "random", "mcts": "mcts:5"},
+    }  # MCTS cannot play Kuhn poker
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(cfg))
-    assert arena_main(["tournament", str(tmp_path / "t.yaml"), "--db", str(tmp_path / "t.db"), "--ray", "local"]) == 2
+    assert (
+        arena_main(
+            [
+                "tournament",
+                str(tmp_path / "t.yaml"),
+                "--db",
+                str(tmp_path / "t.db"),
+                "--ray",
+                "local",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert "arena tournament: error: mcts needs a perfect-information sequential game; kuhn_poker is not (a player can use" in err
+    assert (
+        "arena tournament: error: mcts needs a perfect-information sequential game; kuhn_poker is not (a player can use"
+        in err
+    )
     assert "ray::" not in err

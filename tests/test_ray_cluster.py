@@ -23,27 +23,34 @@ from tournaments.store import Store  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-CONFIG = load_config({
-    "name": "cluster test",
-    "format": "round_robin",
-    "players": {
-        "random": "random",
-        "expert": {"by_game": {"tic_tac_toe": "mcts:25", "kuhn_poker": "cfr"}},
-        "random2": {"type": "random"},
-        "mixed": {"by_game": {"kuhn_poker": "cfr", "default": "mcts:5"}},
-    },
-    "games": ["tic_tac_toe", "kuhn_poker"],
-    "games_per_pairing": 8,
-    "seed": 11,
-})
+CONFIG = load_config(
+    {
+        "name": "cluster test",
+        "format": "round_robin",
+        "players": {
+            "random": "random",
+            "expert": {"by_game": {"tic_tac_toe": "mcts:25", "kuhn_poker": "cfr"}},
+            "random2": {"type": "random"},
+            "mixed": {"by_game": {"kuhn_poker": "cfr", "default": "mcts:5"}},
+        },
+        "games": ["tic_tac_toe", "kuhn_poker"],
+        "games_per_pairing": 8,
+        "seed": 11,
+    }
+)
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A head node with 2 CPUs (each test adds a worker node); node death is noticed within ~1.5 s."""
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "include_dashboard": False,
-        "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3}})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "include_dashboard": False,
+            "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3},
+        },
+    )
     ray.init(address=c.address, log_to_driver=False)
     yield c
     ray.shutdown()
@@ -58,20 +65,30 @@ def stored(db: Path) -> dict:
 def run(db: Path, pool=None, on_result=None):
     agents = {} if pool else {n: build_agent(n, s) for n, s in CONFIG.players.items()}
     jsonl = db.with_suffix(".jsonl")
-    return run_tournament(CONFIG, arena_play_matches(agents, jsonl, 4, 2000, pool=pool), db, jsonl, on_result=on_result)
+    return run_tournament(
+        CONFIG,
+        arena_play_matches(agents, jsonl, 4, 2000, pool=pool),
+        db,
+        jsonl,
+        on_result=on_result,
+    )
 
 
 def check_against_local(tmp_path: Path, name: str) -> None:
     run(tmp_path / "local.db")
     assert stored(tmp_path / f"{name}.db") == stored(tmp_path / "local.db")
     ids = [r.match_id for r in read_jsonl(tmp_path / f"{name}.jsonl")]
-    assert sorted(ids) == sorted(set(ids)) == sorted(stored(tmp_path / "local.db"))  # each match once, none missing
+    assert (
+        sorted(ids) == sorted(set(ids)) == sorted(stored(tmp_path / "local.db"))
+    )  # each match once, none missing
 
 
 def pool_on_two_nodes(cluster) -> RayPool:
     node = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
-    pool = RayPool.start(cluster.address, functools.partial(build_players, CONFIG.players), workers=2)
+    pool = RayPool.start(
+        cluster.address, functools.partial(build_players, CONFIG.players), workers=2
+    )
     nodes = ray.get([w.node.remote() for w in pool.workers])
     assert len(set(nodes)) == 2 and node.node_id in nodes  # SPREAD: one worker per node
     return pool, node

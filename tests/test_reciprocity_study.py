@@ -14,37 +14,65 @@ from training.reciprocity_study import OPPONENTS, figure, main, markdown, summar
 
 
 def scripted(strategy: str):
-    records = list(play_suite({"agent": make_agent(strategy)}, [GameSpec("prisoners_dilemma", list(OPPONENTS))], matches=4))
+    records = list(
+        play_suite(
+            {"agent": make_agent(strategy)},
+            [GameSpec("prisoners_dilemma", list(OPPONENTS))],
+            matches=4,
+        )
+    )
     return summarise(records, strategy, 0, 0.0, 0)
 
 
 def test_summary_of_scripted_strategies_matches_hand_computed_payoffs():
-    tft, coop, defect = scripted("tit_for_tat"), scripted("always_cooperate"), scripted("always_defect")
+    tft, coop, defect = (
+        scripted("tit_for_tat"),
+        scripted("always_cooperate"),
+        scripted("always_defect"),
+    )
     assert tft.mutual_defection == 10.0  # P=1 for 10 rounds
     # tit_for_tat: cooperates with itself throughout, once against always_defect (0 + 9 x 1)
     assert (tft.coop_tft, tft.coop_self, tft.payoff_tft, tft.payoff_ad) == (1.0, 1.0, 30.0, 9.0)
-    assert tft.reciprocity == 1.0 and coop.reciprocity == 0.0  # pooled: after always_defect's D, after tit_for_tat's C
+    assert (
+        tft.reciprocity == 1.0 and coop.reciprocity == 0.0
+    )  # pooled: after always_defect's D, after tit_for_tat's C
     assert tft.not_exploited  # concedes exactly one round: the margin
     assert coop.payoff_ad == 0.0 and not coop.not_exploited
-    assert (defect.coop_tft, defect.payoff_tft, defect.payoff_ad, defect.not_exploited) == (0.0, 5.0 + 9, 10.0, True)
+    assert (defect.coop_tft, defect.payoff_tft, defect.payoff_ad, defect.not_exploited) == (
+        0.0,
+        5.0 + 9,
+        10.0,
+        True,
+    )
     assert tft.coop_tft_ci == pytest.approx((1.0, 1.0))
 
 
 def test_mutual_defection_follows_a_random_horizon_match_by_match():
     params = {"random_horizon": "geometric", "rounds": 10}
-    records = list(play_suite({"agent": make_agent("tit_for_tat")}, [GameSpec("prisoners_dilemma", list(OPPONENTS), params)], matches=8))
+    records = list(
+        play_suite(
+            {"agent": make_agent("tit_for_tat")},
+            [GameSpec("prisoners_dilemma", list(OPPONENTS), params)],
+            matches=8,
+        )
+    )
     r = summarise(records, "tit_for_tat", 0, 0.0, 0)
     ad = [rec for rec in records if "always_defect" in rec.seats.values()]
     lengths = [len(rec.turns) // 2 for rec in ad]
     assert len(set(lengths)) > 1  # the horizon was drawn per match
     assert r.mutual_defection == pytest.approx(sum(lengths) / len(lengths))
-    assert r.payoff_ad == pytest.approx(r.mutual_defection - 1) and r.not_exploited  # tit-for-tat concedes one round
+    assert (
+        r.payoff_ad == pytest.approx(r.mutual_defection - 1) and r.not_exploited
+    )  # tit-for-tat concedes one round
 
 
 def test_table_and_figure(tmp_path):
     rows = [scripted("tit_for_tat"), scripted("always_defect")]
     table = markdown(rows)
-    assert "| tit_for_tat | 0 | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | +1.00 |" in table and "| **always_defect** | mean of 1 |" in table
+    assert (
+        "| tit_for_tat | 0 | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | +1.00 |" in table
+        and "| **always_defect** | mean of 1 |" in table
+    )
     figure(rows, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 1000
 
@@ -57,12 +85,33 @@ def test_train_config_replaces_only_estimator_seed_and_folder(tmp_path):
 
 
 def test_set_overrides_reach_every_run_and_a_bad_key_fails_before_training(tmp_path, capsys):
-    floor = train_config("configs/train_ipd_aa_floor.yaml", "mars", 10, tmp_path / "r", 150,
-                         {"learner": {"loss": {"floor_decay_steps": 0}}})
-    assert (floor.learner.loss.floor_decay_steps, floor.learner.loss.floor_coef, floor.steps) == (0, 0.3, 150)
-    assert floor.learner.lr == 1e-3 and floor.advantage.estimator == "mars"  # the rest of the file stays
+    floor = train_config(
+        "configs/train_ipd_aa_floor.yaml",
+        "mars",
+        10,
+        tmp_path / "r",
+        150,
+        {"learner": {"loss": {"floor_decay_steps": 0}}},
+    )
+    assert (floor.learner.loss.floor_decay_steps, floor.learner.loss.floor_coef, floor.steps) == (
+        0,
+        0.3,
+        150,
+    )
+    assert (
+        floor.learner.lr == 1e-3 and floor.advantage.estimator == "mars"
+    )  # the rest of the file stays
     with pytest.raises(SystemExit):
-        main(["--config", "configs/train_ipd_aa_floor.yaml", "--set", "learner.loss.floor_decay_stepz=0", "--out", str(tmp_path / "o")])
+        main(
+            [
+                "--config",
+                "configs/train_ipd_aa_floor.yaml",
+                "--set",
+                "learner.loss.floor_decay_stepz=0",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
     assert "did you mean 'floor_decay_steps'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--config", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")])
@@ -92,7 +141,10 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
 
     real_play = selfplay.play
     monkeypatch.setattr(selfplay, "play", recording_play)
-    cfg = selfplay.load_config("configs/train_ipd_aa.yaml", {"steps": 1, "matches_per_step": 4, "concurrency": 4, "run_dir": str(tmp_path / "run")})
+    cfg = selfplay.load_config(
+        "configs/train_ipd_aa.yaml",
+        {"steps": 1, "matches_per_step": 4, "concurrency": 4, "run_dir": str(tmp_path / "run")},
+    )
     selfplay.train(cfg, console=Console(quiet=True))
     row = next(read_json_lines(tmp_path / "run" / "metrics.jsonl"))
     model, tok = load_model(cfg.model, dtype="float32")  # the weights the rollout played with
@@ -101,8 +153,12 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
     assert abs(row["first_ratio_min"] - 1) < tol and abs(row["first_ratio_max"] - 1) < tol, row
     assert row["first_clip_frac"] == 0.0 and row["first_approx_kl_behaviour"] < tol**2, row
     turns = [t for rec in played for t in rec.turns if t.agent == POLICY]
-    assert turns and all(t.prompt_token_ids and t.constrained and len(t.logprobs) == len(t.token_ids) for t in turns)
-    recomputed = learner.logprobs([Sequence(t.prompt_token_ids, t.token_ids, 0.0) for t in turns])  # full vocabulary, as recorded
+    assert turns and all(
+        t.prompt_token_ids and t.constrained and len(t.logprobs) == len(t.token_ids) for t in turns
+    )
+    recomputed = learner.logprobs(
+        [Sequence(t.prompt_token_ids, t.token_ids, 0.0) for t in turns]
+    )  # full vocabulary, as recorded
     worst = max(abs(a - b) for t, new in zip(turns, recomputed) for a, b in zip(t.logprobs, new))
     assert worst < tol, worst
 
@@ -110,22 +166,89 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_end_to_end_tiny_study(tmp_path):
     cfg = tmp_path / "ipd.yaml"
-    text = open("configs/train_ipd_aa.yaml").read().replace("matches_per_step: 32", "matches_per_step: 4").replace("concurrency: 32", "concurrency: 4")
+    text = (
+        open("configs/train_ipd_aa.yaml")
+        .read()
+        .replace("matches_per_step: 32", "matches_per_step: 4")
+        .replace("concurrency: 32", "concurrency: 4")
+    )
     cfg.write_text(text)
-    results = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out"),
-                    "--figure", str(tmp_path / "fig.png")])
+    results = main(
+        [
+            "--config",
+            str(cfg),
+            "--seeds",
+            "3",
+            "--steps",
+            "1",
+            "--matches",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+            "--figure",
+            str(tmp_path / "fig.png"),
+        ]
+    )
     assert [r.estimator for r in results] == ["advantage_alignment", "mars"]
     assert all(0 <= r.coop_tft <= 1 and 0 <= r.payoff_ad <= 50 for r in results)
     saved = json.loads((tmp_path / "out" / "reciprocity.json").read_text())
     assert len(saved) == 2 and (tmp_path / "out" / "reciprocity.md").read_text().count("\n") == 6
-    assert (tmp_path / "fig.png").stat().st_size > 0 and not (tmp_path / "out" / "reciprocity.png").exists()
-    again = main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out")])
-    assert [r.coop_tft for r in again] == [r.coop_tft for r in results]  # finished runs are not trained again
-    assert (tmp_path / "out" / "reciprocity.png").stat().st_size > 0  # the figure's default: in OUT, never the README's
-    longer = main(["--config", str(cfg), "--seeds", "3", "--steps", "2", "--matches", "4", "--out", str(tmp_path / "out")])
-    assert [r.steps for r in longer] == [2, 2]  # asked for more steps: the runs resume from their checkpoints
+    assert (tmp_path / "fig.png").stat().st_size > 0 and not (
+        tmp_path / "out" / "reciprocity.png"
+    ).exists()
+    again = main(
+        [
+            "--config",
+            str(cfg),
+            "--seeds",
+            "3",
+            "--steps",
+            "1",
+            "--matches",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert [r.coop_tft for r in again] == [
+        r.coop_tft for r in results
+    ]  # finished runs are not trained again
+    assert (
+        tmp_path / "out" / "reciprocity.png"
+    ).stat().st_size > 0  # the figure's default: in OUT, never the README's
+    longer = main(
+        [
+            "--config",
+            str(cfg),
+            "--seeds",
+            "3",
+            "--steps",
+            "2",
+            "--matches",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert [r.steps for r in longer] == [
+        2,
+        2,
+    ]  # asked for more steps: the runs resume from their checkpoints
     with pytest.raises(ValueError, match="holds a 2-step run"):
-        main(["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "4", "--out", str(tmp_path / "out")])
+        main(
+            [
+                "--config",
+                str(cfg),
+                "--seeds",
+                "3",
+                "--steps",
+                "1",
+                "--matches",
+                "4",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
 
 
 def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames():
@@ -140,24 +263,56 @@ def test_advantage_alignment_credits_retaliation_that_the_own_advantage_blames()
     from arena.runner import MatchPlan, play
     from training.advantages import AdvantageConfig, _flatten, _loo_by_decision, compute_advantages
 
-    plans = [MatchPlan("A", "prisoners_dilemma", ["learner", "always_defect"], 0, {}),
-             MatchPlan("B", "prisoners_dilemma", ["learner", "tit_for_tat"], 0, {})]
-    agents = {"learner": make_agent("tit_for_tat", name="learner"), "always_defect": make_agent("always_defect"),
-              "tit_for_tat": make_agent("tit_for_tat")}
+    plans = [
+        MatchPlan("A", "prisoners_dilemma", ["learner", "always_defect"], 0, {}),
+        MatchPlan("B", "prisoners_dilemma", ["learner", "tit_for_tat"], 0, {}),
+    ]
+    agents = {
+        "learner": make_agent("tit_for_tat", name="learner"),
+        "always_defect": make_agent("always_defect"),
+        "tit_for_tat": make_agent("tit_for_tat"),
+    }
     records = sorted(play(plans, agents), key=lambda r: r.match_id)
-    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0, gamma=1.0, learners=["learner"])
-    aa = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, aa_normalize=False, **raw))
+    raw = dict(
+        reward_scale=1.0, format_reward=0.0, draw_reward=0.0, gamma=1.0, learners=["learner"]
+    )
+    aa = compute_advantages(
+        records,
+        AdvantageConfig(
+            estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, aa_normalize=False, **raw
+        ),
+    )
     own = compute_advantages(records, AdvantageConfig(estimator="loo", **raw))
-    retaliation = [(s.advantage, o.advantage) for s, o in zip(aa, own) if s.match_index == 0 and s.turn.action == 1]
+    retaliation = [
+        (s.advantage, o.advantage)
+        for s, o in zip(aa, own)
+        if s.match_index == 0 and s.turn.action == 1
+    ]
     first = retaliation[0]
     assert first[1] == pytest.approx(-18.0)
     assert first[0] == pytest.approx(0.96 * (-18 + 2 * 0.96 * 0.96 * 21 * 18))
 
-    every = [a for key, a in sorted(_loo_by_decision(_flatten(records, AdvantageConfig(**raw)), AdvantageConfig(**raw)).items())]
-    s = np.std(every, ddof=1) + 1e-6  # the loo advantages of both seats, mean 0 (two matches in one group)
-    normalised = compute_advantages(records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw))
-    first_normalised = next(x.advantage for x in normalised if x.match_index == 0 and x.turn.action == 1)
-    assert first_normalised == pytest.approx(0.96 * (-18 / s + 2 * 0.96 * 0.96 * 21 * 18 / s**2)) and first_normalised > 0
+    every = [
+        a
+        for key, a in sorted(
+            _loo_by_decision(
+                _flatten(records, AdvantageConfig(**raw)), AdvantageConfig(**raw)
+            ).items()
+        )
+    ]
+    s = (
+        np.std(every, ddof=1) + 1e-6
+    )  # the loo advantages of both seats, mean 0 (two matches in one group)
+    normalised = compute_advantages(
+        records, AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw)
+    )
+    first_normalised = next(
+        x.advantage for x in normalised if x.match_index == 0 and x.turn.action == 1
+    )
+    assert (
+        first_normalised == pytest.approx(0.96 * (-18 / s + 2 * 0.96 * 0.96 * 21 * 18 / s**2))
+        and first_normalised > 0
+    )
 
 
 def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_mars_does_not():
@@ -169,9 +324,12 @@ def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_ma
     from training.reciprocity_study import state_gradients
 
     raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
-    configs = {"aa": AdvantageConfig(estimator="advantage_alignment", **raw),
-               "aa_raw": AdvantageConfig(estimator="advantage_alignment", aa_normalize=False, **raw),
-               "mars": AdvantageConfig(estimator="mars", **raw), "loo": AdvantageConfig(estimator="loo", **raw)}
+    configs = {
+        "aa": AdvantageConfig(estimator="advantage_alignment", **raw),
+        "aa_raw": AdvantageConfig(estimator="advantage_alignment", aa_normalize=False, **raw),
+        "mars": AdvantageConfig(estimator="mars", **raw),
+        "loo": AdvantageConfig(estimator="loo", **raw),
+    }
     g = state_gradients({"first": 0.6, "C": 0.6, "D": 0.6}, "self", configs, matches=400, seed=3)
     assert g["aa_raw"]["C"] > 0 > g["aa_raw"]["D"]
     assert g["aa"]["C"] - g["aa"]["D"] > 0.03
@@ -186,9 +344,16 @@ def test_tabular_learning_advantage_alignment_reaches_tit_for_tat_mars_defects()
     from training.reciprocity_study import tabular_learning
 
     raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
-    aa = tabular_learning(AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw),
-                          iterations=10, matches=100, lr=0.7, seed=1)
-    mars = tabular_learning(AdvantageConfig(estimator="mars", **raw), iterations=10, matches=100, lr=0.7, seed=1)
+    aa = tabular_learning(
+        AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.96, **raw),
+        iterations=10,
+        matches=100,
+        lr=0.7,
+        seed=1,
+    )
+    mars = tabular_learning(
+        AdvantageConfig(estimator="mars", **raw), iterations=10, matches=100, lr=0.7, seed=1
+    )
     assert aa[0] == {"first": 0.5, "C": 0.5, "D": 0.5}
     assert aa[-1]["C"] > 0.7 and aa[-1]["D"] < 0.2
     assert mars[-1]["C"] < 0.3 and mars[-1]["D"] < 0.3

@@ -3,12 +3,12 @@ in headless Chromium (the leaderboard, the bracket, the figures and a turn-by-tu
 with prompt, reply and move must be in the DOM after the page's JavaScript ran)."""
 
 import base64
-from html import escape
 import json
 import re
 import shutil
 import subprocess
 from collections import Counter
+from html import escape
 from urllib.parse import quote
 
 import pytest
@@ -32,19 +32,30 @@ def play(tmp_path, cfg):
 
 @pytest.fixture(scope="module")
 def elimination(tmp_path_factory):
-    return play(tmp_path_factory.mktemp("report"), {
-        "name": "elim", "format": "double_elimination",
-        "format_options": {"seeding": "anchor", "anchor": "random"},
-        "players": {
-            "tiny": {"type": "llm", "model": "tiny-llama", "max_new_tokens": 3, "fallback": "random", "max_retries": 1, "seed": 0},
-            "random": "random",
-            "mcts": {"by_game": {"tic_tac_toe": "mcts:10", "kuhn_poker": "cfr"}},
-            "random2": "random",
-            "random3": "random",
+    return play(
+        tmp_path_factory.mktemp("report"),
+        {
+            "name": "elim",
+            "format": "double_elimination",
+            "format_options": {"seeding": "anchor", "anchor": "random"},
+            "players": {
+                "tiny": {
+                    "type": "llm",
+                    "model": "tiny-llama",
+                    "max_new_tokens": 3,
+                    "fallback": "random",
+                    "max_retries": 1,
+                    "seed": 0,
+                },
+                "random": "random",
+                "mcts": {"by_game": {"tic_tac_toe": "mcts:10", "kuhn_poker": "cfr"}},
+                "random2": "random",
+                "random3": "random",
+            },
+            "games": ["tic_tac_toe", "kuhn_poker"],
+            "rating": {"reference": "random"},
         },
-        "games": ["tic_tac_toe", "kuhn_poker"],
-        "rating": {"reference": "random"},
-    })
+    )
 
 
 def test_leaderboard_counts_match_the_trajectories(elimination):
@@ -53,7 +64,12 @@ def test_leaderboard_counts_match_the_trajectories(elimination):
     assert [r.player for r in rows] == elimination.outcome.order
     records = list(read_jsonl(elimination.jsonl_path))
     for r in rows:
-        counted = Counter(rec.outcome[seat] for rec in records for seat, name in rec.seats.items() if name == r.player)
+        counted = Counter(
+            rec.outcome[seat]
+            for rec in records
+            for seat, name in rec.seats.items()
+            if name == r.player
+        )
         assert (r.wins, r.draws, r.losses) == (counted["win"], counted["draw"], counted["loss"])
         assert r.games == r.wins + r.draws + r.losses
         assert r.elo == pytest.approx(elimination.ratings[r.player].elo)
@@ -76,17 +92,29 @@ def test_terminal_leaderboard(elimination):
 def dump_dom(path, match=None):
     """The page's DOM after its JavaScript ran (`match`: opened with #match=ID)."""
     url = path.as_uri() + (f"#match={quote(match)}" if match else "")
-    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
 
 def opened_replay(dom, match_id):
     """The HTML of the one replay open in the DOM, which must be `match_id`'s."""
-    start = re.search(rf'<details class="replay" data-i="\d+" data-match-id="{re.escape(escape(match_id))}"[^>]* open=""', dom).start()
+    start = re.search(
+        rf'<details class="replay" data-i="\d+" data-match-id="{re.escape(escape(match_id))}"[^>]* open=""',
+        dom,
+    ).start()
     assert len(re.findall(r'<details class="replay"[^>]* open=""', dom)) == 1
-    ends = [i for i in (dom.find('<details class="replay"', start + 1), dom.find("<script>", start)) if i > 0]
-    return dom[start:min(ends, default=len(dom))]
+    ends = [
+        i
+        for i in (dom.find('<details class="replay"', start + 1), dom.find("<script>", start))
+        if i > 0
+    ]
+    return dom[start : min(ends, default=len(dom))]
 
 
 def match_rows(html):
@@ -94,7 +122,10 @@ def match_rows(html):
     return json.loads(re.search(r"const MATCHES=(\[.*?\]), REPLAY_DIR=", html, re.S).group(1))
 
 
-@pytest.mark.skipif(not shutil.which(CHROMIUM) and not __import__("os").path.exists(CHROMIUM), reason="needs Debian chromium")
+@pytest.mark.skipif(
+    not shutil.which(CHROMIUM) and not __import__("os").path.exists(CHROMIUM),
+    reason="needs Debian chromium",
+)
 def test_html_report_in_headless_chromium(elimination, tmp_path):
     page = write_html(elimination, tmp_path / "report.html")
     dom = dump_dom(page)
@@ -111,7 +142,9 @@ def test_html_report_in_headless_chromium(elimination, tmp_path):
         assert base64.b64decode(src)[:4] == b"\x89PNG"
     # the JavaScript ran: it listed the matches and filled the player filter
     n = len(elimination.results)
-    assert re.search(rf'<span id="shown" class="k"[^>]*>1-{n} of {n} matches shown \({n} in all\)</span>', dom)
+    assert re.search(
+        rf'<span id="shown" class="k"[^>]*>1-{n} of {n} matches shown \({n} in all\)</span>', dom
+    )
     assert all(f'<option value="{p}">{p}</option>' in dom for p in elimination.config.players)
     # every match is listed, its replay drawn when opened (here from the address): an LLM turn shows
     # its prompt, its replies and the move played
@@ -122,65 +155,135 @@ def test_html_report_in_headless_chromium(elimination, tmp_path):
     llm_match = next(r.match_id for r in records if any(t.agent == "tiny" for t in r.turns))
     dom = dump_dom(page, match=llm_match)
     opened = opened_replay(dom, llm_match)
-    turns = [c for c in opened.split('<div class="turn')[1:] if re.match(r'[^>]*><b>#\d+</b> player_\d \(tiny\)', c)]
+    turns = [
+        c
+        for c in opened.split('<div class="turn')[1:]
+        if re.match(r"[^>]*><b>#\d+</b> player_\d \(tiny\)", c)
+    ]
     assert turns, "no LLM turn in the replays"
     move = re.search(r'plays <b class="move">([^<]+)</b>', turns[0]).group(1)
-    assert '<pre class="prompt">' in turns[0] and "LEGAL MOVES" in turns[0] and '<pre class="reply">' in turns[0]
-    tiny_moves = {t.move for r in read_jsonl(elimination.jsonl_path) for t in r.turns if t.agent == "tiny"}
+    assert (
+        '<pre class="prompt">' in turns[0]
+        and "LEGAL MOVES" in turns[0]
+        and '<pre class="reply">' in turns[0]
+    )
+    tiny_moves = {
+        t.move for r in read_jsonl(elimination.jsonl_path) for t in r.turns if t.agent == "tiny"
+    }
     assert move in tiny_moves
 
 
 def test_round_robin_report_has_rounds_not_bracket(tmp_path):
-    result = play(tmp_path, {"name": "rr", "format": "round_robin", "players": {"a": "random", "b": "random", "c": "always_defect"},
-                             "games": [{"name": "prisoners_dilemma", "params": {"rounds": 2}}]})
+    result = play(
+        tmp_path,
+        {
+            "name": "rr",
+            "format": "round_robin",
+            "players": {"a": "random", "b": "random", "c": "always_defect"},
+            "games": [{"name": "prisoners_dilemma", "params": {"rounds": 2}}],
+        },
+    )
     html = write_html(result, tmp_path / "rr.html").read_text()
     assert 'id="rounds"' in html and 'id="bracket"' not in html
-    assert len(match_rows(html)) == 3 and "replayPage(0," in html  # three matches, their replays inside the page
+    assert (
+        len(match_rows(html)) == 3 and "replayPage(0," in html
+    )  # three matches, their replays inside the page
     assert 'id="other-ratings"' in html
 
 
 def test_points_say_what_they_count_in_the_terminal_and_the_html(tmp_path):
     from rich.console import Console
 
-    result = play(tmp_path, {"name": "pts", "format": "round_robin", "games_per_pairing": 2,
-                             "players": {"a": "random", "b": {"by_game": {"tic_tac_toe": "mcts:10", "kuhn_poker": "cfr", "prisoners_dilemma": "tit_for_tat"}},
-                                         "c": "random"},
-                             "games": ["tic_tac_toe", "kuhn_poker", {"name": "prisoners_dilemma", "params": {"rounds": 2}}]})
+    result = play(
+        tmp_path,
+        {
+            "name": "pts",
+            "format": "round_robin",
+            "games_per_pairing": 2,
+            "players": {
+                "a": "random",
+                "b": {
+                    "by_game": {
+                        "tic_tac_toe": "mcts:10",
+                        "kuhn_poker": "cfr",
+                        "prisoners_dilemma": "tit_for_tat",
+                    }
+                },
+                "c": "random",
+            },
+            "games": [
+                "tic_tac_toe",
+                "kuhn_poker",
+                {"name": "prisoners_dilemma", "params": {"rounds": 2}},
+            ],
+        },
+    )
     rows = leaderboard(result)
     for r in rows:  # 2 opponents x 2 repeats, a repeat worth 1 = one match of each of the 3 games
-        assert r.points == pytest.approx((r.wins + r.draws / 2) / 3) and r.max_points == 4 and r.games == 12
+        assert (
+            r.points == pytest.approx((r.wins + r.draws / 2) / 3)
+            and r.max_points == 4
+            and r.games == 12
+        )
     top = rows[0]
     example = f"e.g. {top.player}: ({top.wins} + {top.draws}/2) / 3 = {top.points:.4g} of 4"
     console = Console(record=True, width=100)
     print_leaderboard(result, console)
     text = " ".join(console.export_text().split())
     assert f"│ {top.points:.4g} of 4 │" in text
-    assert "points: win 1, draw ½, loss 0 per match, divided by the config's 3 games" in text and example in text
+    assert (
+        "points: win 1, draw ½, loss 0 per match, divided by the config's 3 games" in text
+        and example in text
+    )
     html = write_html(result, tmp_path / "pts.html").read_text()
     note = re.search(r'<p class=k id="points-note">([^<]+)</p>', html).group(1)
-    assert note.startswith("points: win 1, draw ½, loss 0 per match, divided by the config&#x27;s 3 games") and example in note
+    assert (
+        note.startswith(
+            "points: win 1, draw ½, loss 0 per match, divided by the config&#x27;s 3 games"
+        )
+        and example in note
+    )
     assert f'<td data-v="{top.points:.6g}">{top.points:.4g} of 4</td>' in html
     # a tournament so far (`--report-only` while it runs) has points but no format stats yet
     from dataclasses import replace
 
     from tournaments.core import Outcome
 
-    so_far = replace(result, outcome=Outcome(result.outcome.order, {p: {"points": s["points"]} for p, s in result.outcome.stats.items()}))
+    so_far = replace(
+        result,
+        outcome=Outcome(
+            result.outcome.order,
+            {p: {"points": s["points"]} for p, s in result.outcome.stats.items()},
+        ),
+    )
     assert [r.max_points for r in leaderboard(so_far)] == [4, 4, 4]
 
 
 def test_swiss_points_count_a_bye_as_a_won_pairing(tmp_path):
-    result = play(tmp_path, {"name": "sw", "format": "swiss", "format_options": {"rounds": 2}, "games_per_pairing": 2,
-                             "players": {"a": "random", "b": "random", "c": "random"}, "games": ["kuhn_poker"]})
+    result = play(
+        tmp_path,
+        {
+            "name": "sw",
+            "format": "swiss",
+            "format_options": {"rounds": 2},
+            "games_per_pairing": 2,
+            "players": {"a": "random", "b": "random", "c": "random"},
+            "games": ["kuhn_poker"],
+        },
+    )
     rows = leaderboard(result)
-    assert all(r.max_points == 4 for r in rows)  # two rounds, each a 2-game pairing or a bye worth 2
+    assert all(
+        r.max_points == 4 for r in rows
+    )  # two rounds, each a 2-game pairing or a bye worth 2
     assert sum(r.max_points - r.games for r in rows) == 4  # two byes
     assert "a bye counts as a won pairing" in write_html(result, tmp_path / "sw.html").read_text()
 
 
 def record_json(rec):
     """`MatchRecord.to_json` without `dataclasses.asdict`'s deep copies (3/4 of the time for 10,000 records)."""
-    d = dict(vars(rec), turns=[dict(vars(t), attempts=[vars(a) for a in t.attempts]) for t in rec.turns])
+    d = dict(
+        vars(rec), turns=[dict(vars(t), attempts=[vars(a) for a in t.attempts]) for t in rec.turns]
+    )
     return json.dumps(d)
 
 
@@ -209,16 +312,25 @@ def bot_tournament_in_memory(tmp_path, players, k):
                 results[spec.match_id] = MatchResult.from_record(rec, jsonl)
         return [pair_result(config, p, results, round_no) for p in pairings]
 
-    outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), play_round)
+    outcome = drive(
+        make_format(config.format, list(config.players), **config.format_kwargs()), play_round
+    )
     jsonl.write_text("\n".join(lines) + "\n")
-    result = TournamentResult(config, outcome, schedule, results, {}, str(tmp_path / "big.db"), str(jsonl))
+    result = TournamentResult(
+        config, outcome, schedule, results, {}, str(tmp_path / "big.db"), str(jsonl)
+    )
     rate(config, result)
     return result
 
 
-@pytest.mark.skipif(not shutil.which(CHROMIUM) and not __import__("os").path.exists(CHROMIUM), reason="needs Debian chromium")
+@pytest.mark.skipif(
+    not shutil.which(CHROMIUM) and not __import__("os").path.exists(CHROMIUM),
+    reason="needs Debian chromium",
+)
 def test_ten_thousand_match_report_is_small_and_opens_fast(tmp_path):
-    result = bot_tournament_in_memory(tmp_path, players=32, k=21)  # 496 pairings x 21 = 10,416 matches
+    result = bot_tournament_in_memory(
+        tmp_path, players=32, k=21
+    )  # 496 pairings x 21 = 10,416 matches
     assert len(result.results) == 10_416
     page = write_html(result, tmp_path / "big.html")
     assert page.stat().st_size <= 10_000_000
@@ -237,7 +349,9 @@ def test_ten_thousand_match_report_is_small_and_opens_fast(tmp_path):
     assert moves == [t.move for t in rec.turns] and '<pre class="prompt">' in opened
     # a replay file gone missing: the match says so instead of hanging
     (tmp_path / "big.replays" / "0000.js").unlink()
-    assert "0000.js not found beside the report" in opened_replay(dump_dom(page, match=rows[0][0]), rows[0][0])
+    assert "0000.js not found beside the report" in opened_replay(
+        dump_dom(page, match=rows[0][0]), rows[0][0]
+    )
     # the same page rewritten small: the replays move back inside it and the old files go
     (tmp_path / "small").mkdir()
     write_html(bot_tournament_in_memory(tmp_path / "small", players=4, k=1), tmp_path / "big.html")
@@ -249,7 +363,9 @@ def test_rank_ranges_and_seat_advantage_in_terminal_and_html(tmp_path):
 
     result = bot_tournament_in_memory(tmp_path, players=5, k=20)
     ranges = {p: (r.rank_lo, r.rank_hi) for p, r in result.ratings.items()}
-    assert all(1 <= lo <= hi <= 5 for lo, hi in ranges.values()) and any(lo < hi for lo, hi in ranges.values())
+    assert all(1 <= lo <= hi <= 5 for lo, hi in ranges.values()) and any(
+        lo < hi for lo, hi in ranges.values()
+    )
     shown = {p: f"{lo}" if lo == hi else f"{lo}-{hi}" for p, (lo, hi) in ranges.items()}
     h = result.seat["tic_tac_toe"]
     seat = f"tic_tac_toe {h.elo:+.0f} [{h.lo:+.0f}, {h.hi:+.0f}]"
@@ -258,8 +374,15 @@ def test_rank_ranges_and_seat_advantage_in_terminal_and_html(tmp_path):
     text = console.export_text()
     for p in result.config.players:
         assert re.search(rf"│ {p}\s+│[^│]+│\s+{shown[p]} │", text)
-    assert "first mover's advantage (fitted with the ratings, which are corrected for it), Elo: " + seat in " ".join(text.split())
+    assert (
+        "first mover's advantage (fitted with the ratings, which are corrected for it), Elo: "
+        + seat
+        in " ".join(text.split())
+    )
     html = write_html(result, tmp_path / "r.html").read_text()
     for p in result.config.players:
-        assert re.search(rf'<td class="l player">{p}</td>(<td[^>]*>[^<]*</td>){{2}}<td class="rank-range"[^>]*>{shown[p]}</td>', html)
+        assert re.search(
+            rf'<td class="l player">{p}</td>(<td[^>]*>[^<]*</td>){{2}}<td class="rank-range"[^>]*>{shown[p]}</td>',
+            html,
+        )
     assert seat in re.search(r'<p class=k id="rating-note">([^<]+)</p>', html).group(1)

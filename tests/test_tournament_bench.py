@@ -5,7 +5,10 @@ the adaptive format's `--quick` target table."""
 import importlib.util
 from pathlib import Path
 
-spec = importlib.util.spec_from_file_location("tournament_efficiency", Path(__file__).resolve().parents[1] / "bench" / "tournament_efficiency.py")
+spec = importlib.util.spec_from_file_location(
+    "tournament_efficiency",
+    Path(__file__).resolve().parents[1] / "bench" / "tournament_efficiency.py",
+)
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
@@ -16,9 +19,16 @@ def test_bench_counts_and_ordering(capsys):
     formats = [f for f in bench.FORMATS if f not in bench.ADAPTIVE]  # the default set
     assert table[n, "round_robin"]["matches"] == n * (n - 1) / 2
     assert table[n, "se_anchor"]["matches"] == 2 * n - 2  # ArenaRL: seeding + bracket
-    assert table[n, "se_prior"]["matches"] == table[n, "se_random"]["matches"] == table[n, "anchor"]["matches"] == n - 1
+    assert (
+        table[n, "se_prior"]["matches"]
+        == table[n, "se_random"]["matches"]
+        == table[n, "anchor"]["matches"]
+        == n - 1
+    )
     assert table[n, "swiss"]["matches"] == 4 * n / 2
-    assert 3 * n - 3 <= table[n, "de_anchor"]["matches"] <= 3 * n - 2  # seeding + 2N-2 (+1 on a reset)
+    assert (
+        3 * n - 3 <= table[n, "de_anchor"]["matches"] <= 3 * n - 2
+    )  # seeding + 2N-2 (+1 on a reset)
     assert table[n, "prior"]["matches"] == 0
     tau = {f: table[n, f]["tau"] for f in formats}
     assert tau["round_robin"] > tau["se_anchor"] > tau["se_random"]
@@ -34,7 +44,13 @@ def test_quick_adaptive_targets(capsys):
     table = bench.main(["--quick"])
     n = 16
     out = capsys.readouterr().out
-    assert "N = 16" in out and "spread 2.0" in out and "Gumbel" in out and "10 trials" in out and "win/loss only" in out
+    assert (
+        "N = 16" in out
+        and "spread 2.0" in out
+        and "Gumbel" in out
+        and "10 trials" in out
+        and "win/loss only" in out
+    )
     assert table[n, "adaptive"]["matches"] == round(2 * n * 4)  # the default budget, 2 N log2 N
     assert table[n, "adaptive_0.5rr"]["matches"] == n * (n - 1) // 4
     assert table[n, "adaptive_0.7rr"]["matches"] == int(0.7 * n * (n - 1) / 2)

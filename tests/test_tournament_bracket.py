@@ -17,7 +17,11 @@ def stronger_wins(pairings):
     out = []
     for p in pairings:
         a_wins = p.a < p.b
-        out.append(PairResult(p.games * a_wins, p.games * (not a_wins), -p.a * p.games, -p.b * p.games, p.games))
+        out.append(
+            PairResult(
+                p.games * a_wins, p.games * (not a_wins), -p.a * p.games, -p.b * p.games, p.games
+            )
+        )
     return out
 
 
@@ -145,7 +149,10 @@ def test_seeding_from_ratings_and_tiebreaks():
     ratings = {"c": 2.0, "a": 4.0, "d": 1.0, "b": 3.0}
     gen = single_elimination(list(ratings), seeding="ratings", ratings=ratings)
     first_round = next(gen)
-    assert {frozenset((p.a, p.b)) for p in first_round} == {frozenset(("a", "d")), frozenset(("b", "c"))}
+    assert {frozenset((p.a, p.b)) for p in first_round} == {
+        frozenset(("a", "d")),
+        frozenset(("b", "c")),
+    }
     loser_score = {"a": 0.5, "b": 0.5, "c": 0.1, "d": 0.9}  # d loses by less than c does
 
     def play(pairings):  # alphabetical order wins
@@ -157,8 +164,13 @@ def test_seeding_from_ratings_and_tiebreaks():
             out.append(PairResult(pa, 1 - pa, sa, sb, 1))
         return out
 
-    by_seed = drive(single_elimination(list(ratings), seeding="ratings", ratings=ratings), play)  # auto = seed
-    by_score = drive(single_elimination(list(ratings), seeding="ratings", ratings=ratings, tiebreak="score"), play)
+    by_seed = drive(
+        single_elimination(list(ratings), seeding="ratings", ratings=ratings), play
+    )  # auto = seed
+    by_score = drive(
+        single_elimination(list(ratings), seeding="ratings", ratings=ratings, tiebreak="score"),
+        play,
+    )
     assert by_seed.order == ["a", "b", "c", "d"]
     assert by_score.order == ["a", "b", "d", "c"]
     with pytest.raises(ValueError, match="tiebreak"):

@@ -20,9 +20,22 @@ CONFIG = {
     "name": "cli test",
     "format": "swiss",
     "players": {
-        "tiny": {"type": "llm", "model": "tiny-llama", "max_new_tokens": 3, "fallback": "random", "max_retries": 1, "seed": 0},
+        "tiny": {
+            "type": "llm",
+            "model": "tiny-llama",
+            "max_new_tokens": 3,
+            "fallback": "random",
+            "max_retries": 1,
+            "seed": 0,
+        },
         "random": "random",
-        "expert": {"by_game": {"tic_tac_toe": "mcts:20", "kuhn_poker": "cfr", "prisoners_dilemma": "tit_for_tat"}},
+        "expert": {
+            "by_game": {
+                "tic_tac_toe": "mcts:20",
+                "kuhn_poker": "cfr",
+                "prisoners_dilemma": "tit_for_tat",
+            }
+        },
         "mixed": {"by_game": {"prisoners_dilemma": "always_defect", "default": "random"}},
         "random2": {"type": "random"},
     },
@@ -57,9 +70,17 @@ def test_tournament_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
     assert len(records) == stored
     # the LLM really generated: token ids and logprobs from the tiny model's forward passes
     llm_turns = [t for r in records for t in r.turns if t.agent == "tiny"]
-    assert llm_turns and all(t.messages and t.attempts and t.attempts[0].token_ids for t in llm_turns)
+    assert llm_turns and all(
+        t.messages and t.attempts and t.attempts[0].token_ids for t in llm_turns
+    )
     # by_game: "expert" ran MCTS on tic-tac-toe and tit-for-tat in the dilemma (cooperates first)
-    ipd_first = [t for r in records if r.game == "prisoners_dilemma" for t in r.turns[:2] if t.agent == "expert"]
+    ipd_first = [
+        t
+        for r in records
+        if r.game == "prisoners_dilemma"
+        for t in r.turns[:2]
+        if t.agent == "expert"
+    ]
     assert ipd_first and all(t.move == "Cooperate" for t in ipd_first)
     for name in CONFIG["players"]:
         assert name in out
@@ -74,8 +95,13 @@ def test_tournament_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
 
 
 def test_explicit_db_path(tmp_path, capsys):
-    cfg = dict(CONFIG, format="anchor", players={"random": "random", "r2": "random", "r3": "random"},
-               games=["kuhn_poker"], format_options={"anchor": "random"})
+    cfg = dict(
+        CONFIG,
+        format="anchor",
+        players={"random": "random", "r2": "random", "r3": "random"},
+        games=["kuhn_poker"],
+        format_options={"anchor": "random"},
+    )
     db = tmp_path / "elsewhere" / "mine.db"
     assert arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(db)]) == 0
     assert db.exists() and db.with_suffix(".jsonl").exists() and db.with_suffix(".html").exists()
@@ -83,11 +109,20 @@ def test_explicit_db_path(tmp_path, capsys):
 
 
 def test_random_openings_start_matches_and_both_seat_orders_share_them(tmp_path):
-    cfg = {"name": "openings", "format": "round_robin", "players": {"a": "minimax", "b": "minimax"},
-           "games_per_pairing": 6, "seed": 3, "games": [{"name": "tic_tac_toe", "opening": 3}]}
+    cfg = {
+        "name": "openings",
+        "format": "round_robin",
+        "players": {"a": "minimax", "b": "minimax"},
+        "games_per_pairing": 6,
+        "seed": 3,
+        "games": [{"name": "tic_tac_toe", "opening": 3}],
+    }
     db = tmp_path / "opened.db"
     assert arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(db)]) == 0
-    opened = {r.match_id: [(t.agent, t.move) for t in r.turns] for r in read_jsonl(db.with_suffix(".jsonl"))}
+    opened = {
+        r.match_id: [(t.agent, t.move) for t in r.turns]
+        for r in read_jsonl(db.with_suffix(".jsonl"))
+    }
     # 0..3 random moves open each match, recorded as the agent "opening"
     assert len(opened) == 6 and len({tuple(m) for m in opened.values()}) > 1
     assert any(m[0][0] == "opening" for m in opened.values())
@@ -97,7 +132,9 @@ def test_random_openings_start_matches_and_both_seat_orders_share_them(tmp_path)
     # both seat orders of a pairing (games 2m, 2m+1) open the same way
     for g in range(0, 6, 2):
         first, second = (opened[f"RR|a|b|0.tic_tac_toe|{i}"] for i in (g, g + 1))
-        assert [mv for ag, mv in first if ag == "opening"] == [mv for ag, mv in second if ag == "opening"]
+        assert [mv for ag, mv in first if ag == "opening"] == [
+            mv for ag, mv in second if ag == "opening"
+        ]
     with sqlite3.connect(db) as conn:
         assert {o for (o,) in conn.execute("SELECT opening FROM schedule")} == {3}
 
@@ -106,7 +143,10 @@ BAD = [
     ({"format": "ladder"}, "unknown format 'ladder'"),
     ({"players": {"a": "random"}}, "at least two player"),
     ({"players": {"a": "random", "b": {"model": "x"}}}, "needs a 'type'"),
-    ({"players": {"a": "random", "b": {"by_game": {"tic_tac_toe": "random"}}}}, "by_game has no agent for kuhn_poker"),
+    (
+        {"players": {"a": "random", "b": {"by_game": {"tic_tac_toe": "random"}}}},
+        "by_game has no agent for kuhn_poker",
+    ),
     ({"players": {"a|b": "random", "c": "random"}}, "without '|'"),
     ({"games": ["tic_tac_tow"]}, "tic_tac_toe"),
     ({"games": ["public_goods"]}, "pairwise"),
@@ -116,29 +156,71 @@ BAD = [
     ({"rating": {"reference": "nobody"}}, "rating.reference 'nobody' is not a player"),
     ({"players": {"a": "random", "b": "alphazero"}}, "unknown agent 'alphazero'"),
     ({"players": {"a": "random", "b": "mcts:5"}}, "mcts needs a perfect-information"),
-    ({"games": [{"name": "tic_tac_toe", "opening": -1}]}, "games[0].opening must be an integer >= 0"),
+    (
+        {"games": [{"name": "tic_tac_toe", "opening": -1}]},
+        "games[0].opening must be an integer >= 0",
+    ),
     ({"games": [{"name": "tic_tac_toe", "openings": 2}]}, "unknown key 'openings'"),
-    ({"players": {"a": "random", "b": {"checkpoints": "no/such/run"}}}, "player 'b': no checkpoints under no/such/run"),
-    ({"players": {"a": "random", "b": {"checkpoints": "x", "type": "llm"}}}, "no 'type' or 'model'"),
-    ({"players": {"a": "random", "b": {"checkpoints": 5}}}, "checkpoints must name a training run's folder"),
+    (
+        {"players": {"a": "random", "b": {"checkpoints": "no/such/run"}}},
+        "player 'b': no checkpoints under no/such/run",
+    ),
+    (
+        {"players": {"a": "random", "b": {"checkpoints": "x", "type": "llm"}}},
+        "no 'type' or 'model'",
+    ),
+    (
+        {"players": {"a": "random", "b": {"checkpoints": 5}}},
+        "checkpoints must name a training run's folder",
+    ),
     ({"format": ["swiss"]}, "unknown format ['swiss']"),
     ({"rating": {"reference": ["a"]}}, "rating.reference ['a'] is not a player"),
-    ({"games": [{"name": "tic_tac_toe", "params": {"foo": 1}}]}, "tic_tac_toe has no parameter 'foo'"),
-    ({"games": [{"name": "tic_tac_toe", "params": {"board": "nonsense"}}]}, "game 'tic_tac_toe' with params {'board': 'nonsense'}"),
-    ({"players": {"a": "random", "b": {"by_game": {"tic_tac_tow": "minimax", "default": "random"}}}}, "did you mean 'tic_tac_toe'?"),
-    ({"format": "single_elimination", "format_options": {"ratings": {"a": 1, "b": 2}}}, "used only with seeding: ratings"),
-    ({"format": "swiss", "format_options": {"seed": "abc"}}, "format_options.seed must be an integer"),
-    ({"format": "double_elimination", "format_options": {"grand_final_reset": "maybe"}}, "must be true or false"),
+    (
+        {"games": [{"name": "tic_tac_toe", "params": {"foo": 1}}]},
+        "tic_tac_toe has no parameter 'foo'",
+    ),
+    (
+        {"games": [{"name": "tic_tac_toe", "params": {"board": "nonsense"}}]},
+        "game 'tic_tac_toe' with params {'board': 'nonsense'}",
+    ),
+    (
+        {
+            "players": {
+                "a": "random",
+                "b": {"by_game": {"tic_tac_tow": "minimax", "default": "random"}},
+            }
+        },
+        "did you mean 'tic_tac_toe'?",
+    ),
+    (
+        {"format": "single_elimination", "format_options": {"ratings": {"a": 1, "b": 2}}},
+        "used only with seeding: ratings",
+    ),
+    (
+        {"format": "swiss", "format_options": {"seed": "abc"}},
+        "format_options.seed must be an integer",
+    ),
+    (
+        {"format": "double_elimination", "format_options": {"grand_final_reset": "maybe"}},
+        "must be true or false",
+    ),
     ({"players": {"a": "random", "b": "mcts:0"}}, "at least 1 simulation"),
 ]
 
 
 @pytest.mark.parametrize("change,message", BAD)
 def test_bad_config_is_a_one_line_error(tmp_path, capsys, change, message):
-    cfg = {"name": "bad", "format": "round_robin", "players": {"a": "random", "b": "random"},
-           "games": ["tic_tac_toe", "kuhn_poker"], **change}
+    cfg = {
+        "name": "bad",
+        "format": "round_robin",
+        "players": {"a": "random", "b": "random"},
+        "games": ["tic_tac_toe", "kuhn_poker"],
+        **change,
+    }
     code = arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(tmp_path / "b.db")])
-    err = capsys.readouterr().err.strip().replace("\r", "\n").splitlines()[-1]  # after any progress bar
+    err = (
+        capsys.readouterr().err.strip().replace("\r", "\n").splitlines()[-1]
+    )  # after any progress bar
     assert code == 2
     assert err.startswith("arena tournament: error: ") and message in err, err
 
@@ -146,16 +228,43 @@ def test_bad_config_is_a_one_line_error(tmp_path, capsys, change, message):
 def test_prior_ratings_from_a_file_that_is_no_tournament(tmp_path, capsys):
     not_a_db = tmp_path / "notes.txt"
     not_a_db.write_text("these are not ratings\n" * 50)
-    cfg = {"name": "bad", "format": "single_elimination", "players": {"a": "random", "b": "random"}, "games": ["kuhn_poker"],
-           "format_options": {"seeding": "ratings", "ratings": str(not_a_db)}}
-    assert arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(tmp_path / "b.db")]) == 2
+    cfg = {
+        "name": "bad",
+        "format": "single_elimination",
+        "players": {"a": "random", "b": "random"},
+        "games": ["kuhn_poker"],
+        "format_options": {"seeding": "ratings", "ratings": str(not_a_db)},
+    }
+    assert (
+        arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(tmp_path / "b.db")]) == 2
+    )
     assert "notes.txt is not a tournament database" in capsys.readouterr().err
     assert not (tmp_path / "b.db").exists()
     # a DB given as the store that is not SQLite is refused the same way, and left as it was
-    assert arena_main(["tournament", str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))), "--db", str(not_a_db)]) == 2
+    assert (
+        arena_main(
+            [
+                "tournament",
+                str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))),
+                "--db",
+                str(not_a_db),
+            ]
+        )
+        == 2
+    )
     assert "is not a tournament database" in capsys.readouterr().err
     assert not_a_db.read_text() == "these are not ratings\n" * 50
-    assert arena_main(["tournament", str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))), "--db", str(tmp_path)]) == 2
+    assert (
+        arena_main(
+            [
+                "tournament",
+                str(write(tmp_path, dict(cfg, format="round_robin", format_options={}))),
+                "--db",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "is a folder, not a tournament database file" in capsys.readouterr().err
 
 
@@ -164,12 +273,20 @@ def test_checkpoint_players_may_not_shadow_another_player(tmp_path):
 
     (tmp_path / "run" / "best").mkdir(parents=True)
     (tmp_path / "run" / "best" / "model.safetensors").write_bytes(b"")
-    cfg = {"name": "x", "format": "round_robin", "games": ["tic_tac_toe"],
-           "players": {"a@best": "random", "a": {"checkpoints": str(tmp_path / "run")}}}
+    cfg = {
+        "name": "x",
+        "format": "round_robin",
+        "games": ["tic_tac_toe"],
+        "players": {"a@best": "random", "a": {"checkpoints": str(tmp_path / "run")}},
+    }
     with pytest.raises(ValueError, match="two players named 'a@best' \\(from a's checkpoints\\)"):
         load_config(cfg)
     cfg["players"] = {"a": {"checkpoints": str(tmp_path / "run"), "temperature": 0}, "b": "random"}
-    assert load_config(cfg).players["a@best"] == {"type": "llm", "model": str(tmp_path / "run" / "best"), "temperature": 0}
+    assert load_config(cfg).players["a@best"] == {
+        "type": "llm",
+        "model": str(tmp_path / "run" / "best"),
+        "temperature": 0,
+    }
 
 
 def test_missing_config_file(tmp_path, capsys):
@@ -182,14 +299,25 @@ def test_quickstart_config_is_valid():
     from tournaments.config import arena_options, load_config
 
     cfg = load_config(ROOT / "configs" / "quickstart.yaml")
-    assert cfg.format == "round_robin" and [g.name for g in cfg.games] == ["tic_tac_toe"] and cfg.games_per_pairing == 20
-    assert cfg.players["smollm2"]["model"] == "smollm2-135m" and cfg.players["smollm2"]["constrained"]
+    assert (
+        cfg.format == "round_robin"
+        and [g.name for g in cfg.games] == ["tic_tac_toe"]
+        and cfg.games_per_pairing == 20
+    )
+    assert (
+        cfg.players["smollm2"]["model"] == "smollm2-135m" and cfg.players["smollm2"]["constrained"]
+    )
     arena_options(cfg.arena)
-    for name, spec in cfg.players.items():  # bots build; LLM specs are checked without loading the model
+    for (
+        name,
+        spec,
+    ) in cfg.players.items():  # bots build; LLM specs are checked without loading the model
         if isinstance(spec, dict) and spec.get("type") == "llm":
             from agents.llm_agent import LLMAgentConfig
 
-            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model", "backend")})
+            LLMAgentConfig(
+                **{k: v for k, v in spec.items() if k not in ("type", "model", "backend")}
+            )
         else:
             build_agent(name, spec)
 
@@ -202,31 +330,68 @@ def _one_line_error(proc, command="tournament"):
 
 
 def test_a_binary_config_file_is_a_one_line_error_naming_it(tmp_path, capsys):
-    for name, data, at in [("bytes.yaml", bytes(range(256)) * 8, 128), ("latin1.yaml", "name: caf\xe9\n".encode("latin-1"), 9)]:
+    for name, data, at in [
+        ("bytes.yaml", bytes(range(256)) * 8, 128),
+        ("latin1.yaml", "name: caf\xe9\n".encode("latin-1"), 9),
+    ]:
         path = tmp_path / name
         path.write_bytes(data)
         assert arena_main(["tournament", str(path)]) == 2
-        assert capsys.readouterr().err == f"arena tournament: error: {path}: not a YAML text file (byte {at} is not UTF-8 text)\n"
+        assert (
+            capsys.readouterr().err
+            == f"arena tournament: error: {path}: not a YAML text file (byte {at} is not UTF-8 text)\n"
+        )
 
 
 def test_a_config_asking_for_too_many_matches_is_refused_at_once(tmp_path):
     import resource
 
-    cfg = {"name": "huge", "format": "round_robin", "players": {"a": "random", "b": "random", "c": "random"},
-           "games": ["tic_tac_toe"], "games_per_pairing": 100_000_000_000}
+    cfg = {
+        "name": "huge",
+        "format": "round_robin",
+        "players": {"a": "random", "b": "random", "c": "random"},
+        "games": ["tic_tac_toe"],
+        "games_per_pairing": 100_000_000_000,
+    }
 
     def cap_memory():  # the old code grew ~150 MB/s here: fail, don't take the machine down
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    proc = subprocess.run([sys.executable, "-m", "arena.cli", "tournament", str(write(tmp_path, cfg)), "--db", str(tmp_path / "h.db")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=cap_memory)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena.cli",
+            "tournament",
+            str(write(tmp_path, cfg)),
+            "--db",
+            str(tmp_path / "h.db"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=cap_memory,
+    )
     err = _one_line_error(proc)
-    assert "games_per_pairing 100000000000" in err and "300,000,000,000 matches in one round" in err and "the limit is 100,000" in err, err
+    assert (
+        "games_per_pairing 100000000000" in err
+        and "300,000,000,000 matches in one round" in err
+        and "the limit is 100,000" in err
+    ), err
     assert not (tmp_path / "h.db").exists()
 
 
 def test_a_read_only_run_folder_says_it_cannot_write_there(tmp_path, make_read_only, capsys):
-    cfg = write(tmp_path, {"name": "ro", "format": "round_robin", "players": {"a": "random", "b": "minimax:1"}, "games": ["tic_tac_toe"]})
+    cfg = write(
+        tmp_path,
+        {
+            "name": "ro",
+            "format": "round_robin",
+            "players": {"a": "random", "b": "minimax:1"},
+            "games": ["tic_tac_toe"],
+        },
+    )
     folder = tmp_path / "run"
     db = folder / "t.db"
     assert arena_main(["tournament", str(cfg), "--db", str(db)]) == 0
@@ -235,16 +400,28 @@ def test_a_read_only_run_folder_says_it_cannot_write_there(tmp_path, make_read_o
     capsys.readouterr()
     for path in (db, folder / "new.db", folder / "sub" / "new.db"):
         assert arena_main(["tournament", str(cfg), "--db", str(path)]) == 2
-        assert capsys.readouterr().err.startswith(f"arena tournament: error: cannot write to {folder} (")
+        assert capsys.readouterr().err.startswith(
+            f"arena tournament: error: cannot write to {folder} ("
+        )
     # --report-only reads the finished store all the same, shows the leaderboard, then says the report cannot be written
     assert arena_main(["tournament", str(cfg), "--db", str(db), "--report-only"]) == 2
     out, err = capsys.readouterr()
-    assert "ro: round_robin, 1 matches" in out and err.startswith(f"arena tournament: error: cannot write to {folder} (")
+    assert "ro: round_robin, 1 matches" in out and err.startswith(
+        f"arena tournament: error: cannot write to {folder} ("
+    )
 
 
 def test_a_deleted_store_is_rebuilt_from_the_trajectories(tmp_path, capsys):
-    cfg = write(tmp_path, {"name": "lost", "format": "round_robin", "players": {"a": "random", "b": "minimax:1", "c": "minimax:2"},
-                           "games": ["tic_tac_toe", "connect_four"], "games_per_pairing": 2})
+    cfg = write(
+        tmp_path,
+        {
+            "name": "lost",
+            "format": "round_robin",
+            "players": {"a": "random", "b": "minimax:1", "c": "minimax:2"},
+            "games": ["tic_tac_toe", "connect_four"],
+            "games_per_pairing": 2,
+        },
+    )
     db = tmp_path / "t.db"
     assert arena_main(["tournament", str(cfg), "--db", str(db)]) == 0
     first = capsys.readouterr().out
@@ -259,39 +436,77 @@ def test_a_deleted_store_is_rebuilt_from_the_trajectories(tmp_path, capsys):
     assert db.with_suffix(".jsonl").read_text().count("\n") == lines == 12
     with sqlite3.connect(db) as conn:
         assert sorted(conn.execute("SELECT * FROM matches")) == stored
-    board = lambda text: text[text.index("lost: round_robin"):text.index("report:")]  # noqa: E731
+    board = lambda text: text[text.index("lost: round_robin") : text.index("report:")]  # noqa: E731
     assert board(out) == board(first)
 
 
 def test_report_only_while_the_tournament_runs_shows_the_standing_so_far(tmp_path, capsys):
     n = 6
-    cfg = write(tmp_path, {"name": f"sim-round_robin-{n}", "format": "round_robin", "players": {f"p{i:02d}": {"type": "sim"} for i in range(n)},
-                           "games": ["tic_tac_toe"], "games_per_pairing": 1, "seed": 0, "format_options": {}})
+    cfg = write(
+        tmp_path,
+        {
+            "name": f"sim-round_robin-{n}",
+            "format": "round_robin",
+            "players": {f"p{i:02d}": {"type": "sim"} for i in range(n)},
+            "games": ["tic_tac_toe"],
+            "games_per_pairing": 1,
+            "seed": 0,
+            "format_options": {},
+        },
+    )
     db, jsonl = tmp_path / "t.db", tmp_path / "t.jsonl"
-    run = [sys.executable, "-m", "tournaments.sim", "--db", str(db), "--players", str(n), "--format", "round_robin", "--concurrency", "1"]
+    run = [
+        sys.executable,
+        "-m",
+        "tournaments.sim",
+        "--db",
+        str(db),
+        "--players",
+        str(n),
+        "--format",
+        "round_robin",
+        "--concurrency",
+        "1",
+    ]
     report = ["tournament", str(cfg), "--db", str(db), "--report-only"]
-    proc = subprocess.Popen([*run, "--delay", "0.3"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*run, "--delay", "0.3"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.time() + 60
-        while proc.poll() is None and not (jsonl.exists() and jsonl.read_text().count("\n") >= 2) and time.time() < deadline:
+        while (
+            proc.poll() is None
+            and not (jsonl.exists() and jsonl.read_text().count("\n") >= 2)
+            and time.time() < deadline
+        ):
             time.sleep(0.05)
         code = arena_main(report)
-        assert proc.poll() is None, "the tournament finished before --report-only looked: raise --delay"
+        assert proc.poll() is None, (
+            "the tournament finished before --report-only looked: raise --delay"
+        )
     finally:
         proc.kill()
         proc.wait()
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert f"tournament 'sim-round_robin-{n}' is running: " in out and "of the 15 matches scheduled so far are played" in out
+    assert (
+        f"tournament 'sim-round_robin-{n}' is running: " in out
+        and "of the 15 matches scheduled so far are played" in out
+    )
     assert all(f"p{i:02d}" in out for i in range(n)) and not db.with_suffix(".html").exists()
     assert arena_main(report) == 0  # killed: stopped, no longer running
     assert "stopped before its end" in capsys.readouterr().out
     assert subprocess.run(run, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
     assert arena_main(report) == 0
-    assert f"sim-round_robin-{n}: round_robin, 15 matches" in capsys.readouterr().out and db.with_suffix(".html").exists()
+    assert (
+        f"sim-round_robin-{n}: round_robin, 15 matches" in capsys.readouterr().out
+        and db.with_suffix(".html").exists()
+    )
 
 
-def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_resumes(tmp_path, monkeypatch):
+def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_resumes(
+    tmp_path, monkeypatch
+):
     """Writes that fail for want of space (a real file-size limit, RLIMIT_FSIZE, on the
     `arena tournament` process: SQLite's WAL or the trajectories hit it as they would a full
     disk) end the run with one line; the matches stored before stay, and the same command
@@ -300,20 +515,32 @@ def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_r
     import signal
 
     monkeypatch.chdir(tmp_path)
-    bots = {"name": "full disk", "format": "round_robin", "players": {"a": "random", "b": "random", "c": "random"},
-            "games": ["tic_tac_toe"], "games_per_pairing": 40}
+    bots = {
+        "name": "full disk",
+        "format": "round_robin",
+        "players": {"a": "random", "b": "random", "c": "random"},
+        "games": ["tic_tac_toe"],
+        "games_per_pairing": 40,
+    }
     cfg = write(tmp_path, bots)
 
     def small_files():  # in the child: a write past 1.5 MiB fails (EFBIG) instead of killing it
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (3 * 2**19, 3 * 2**19))
 
-    done = subprocess.run([sys.executable, "-m", "arena.cli", "tournament", str(cfg)], capture_output=True, text=True,
-                          timeout=600, preexec_fn=small_files, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "arena.cli", "tournament", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=small_files,
+        cwd=tmp_path,
+    )
     err = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(err) == 1, done.stderr
     assert err[0].startswith("arena tournament: error: ") and err[0].endswith(
-        "(the matches finished before are kept: fix this, then run the same command to go on)")
+        "(the matches finished before are kept: fix this, then run the same command to go on)"
+    )
     db = tmp_path / "runs" / "full_disk" / "tournament.db"
     with sqlite3.connect(db) as conn:
         (kept,) = conn.execute("SELECT COUNT(*) FROM matches").fetchone()
@@ -325,5 +552,9 @@ def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_r
     standings = []
     for folder in (tmp_path, tmp_path / "again"):
         with sqlite3.connect(folder / "runs" / "full_disk" / "tournament.db") as conn:
-            standings.append(conn.execute("SELECT match_id, scores, outcome FROM matches ORDER BY match_id").fetchall())
+            standings.append(
+                conn.execute(
+                    "SELECT match_id, scores, outcome FROM matches ORDER BY match_id"
+                ).fetchall()
+            )
     assert len(standings[0]) == 120 and standings[0] == standings[1]

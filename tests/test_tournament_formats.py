@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from tournaments.config import load_config
-from tournaments.core import PairResult, Pairing, drive
+from tournaments.core import Pairing, PairResult, drive
 from tournaments.formats import format_options, make_format, round_robin, swiss
 from tournaments.judge import judge_group
 from tournaments.run import match_specs
@@ -22,7 +22,9 @@ def coin_flips(seed):
     def play(pairings):
         out = []
         for p in pairings:
-            pa = float(rng.integers(0, 2 * p.games + 1)) / 2  # any split of the games, draws included
+            pa = (
+                float(rng.integers(0, 2 * p.games + 1)) / 2
+            )  # any split of the games, draws included
             out.append(PairResult(pa, p.games - pa, pa, p.games - pa, p.games))
         return out
 
@@ -32,7 +34,9 @@ def coin_flips(seed):
 def bt_judge(strengths, seed):
     """Bradley-Terry as random utility: performance = strength + Gumbel; the higher wins."""
     rng = np.random.default_rng(seed)
-    return lambda pairs: [(strengths[a] + rng.gumbel(), strengths[b] + rng.gumbel()) for a, b in pairs]
+    return lambda pairs: [
+        (strengths[a] + rng.gumbel(), strengths[b] + rng.gumbel()) for a, b in pairs
+    ]
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8])
@@ -40,14 +44,23 @@ def test_round_robin_every_pair_k_games_one_round(n):
     outcome = drive(round_robin(list(range(n)), games=3), coin_flips(n))
     assert len(outcome.rounds) == 1
     pairs = [frozenset((p.a, p.b)) for p, _ in outcome.rounds[0]]
-    assert sorted(pairs, key=sorted) == sorted((frozenset(c) for c in combinations(range(n), 2)), key=sorted)
+    assert sorted(pairs, key=sorted) == sorted(
+        (frozenset(c) for c in combinations(range(n), 2)), key=sorted
+    )
     assert all(p.games == 3 for p, _ in outcome.rounds[0])
     assert all(s["games"] == 3 * (n - 1) for s in outcome.stats.values())
 
 
 def test_round_robin_seats_alternate():
-    cfg = load_config({"name": "t", "format": "round_robin", "players": {"a": "random", "b": "random"},
-                       "games": ["tic_tac_toe", "kuhn_poker"], "games_per_pairing": 2})
+    cfg = load_config(
+        {
+            "name": "t",
+            "format": "round_robin",
+            "players": {"a": "random", "b": "random"},
+            "games": ["tic_tac_toe", "kuhn_poker"],
+            "games_per_pairing": 2,
+        }
+    )
     specs = match_specs(cfg, Pairing("a", "b", "RR", 2), 0)
     assert len(specs) == 4
     for game in ("tic_tac_toe", "kuhn_poker"):
@@ -58,14 +71,26 @@ def test_round_robin_seats_alternate():
 
 def test_round_robin_points_hand_computed():
     # a beats b and c, b and c draw: a 2, b 0.5, c 0.5 (b ahead of c on mean score)
-    results = {frozenset("ab"): ("a", 1.0), frozenset("ac"): ("a", 1.0), frozenset("bc"): ("b", 0.5)}
+    results = {
+        frozenset("ab"): ("a", 1.0),
+        frozenset("ac"): ("a", 1.0),
+        frozenset("bc"): ("b", 0.5),
+    }
 
     def play(pairings):
         out = []
         for p in pairings:
             who, pts = results[frozenset((p.a, p.b))]
             pa = pts if p.a == who else 1 - pts
-            out.append(PairResult(pa, 1 - pa, pa + (0.1 if p.a == "b" else 0), 1 - pa + (0.1 if p.b == "b" else 0), 1))
+            out.append(
+                PairResult(
+                    pa,
+                    1 - pa,
+                    pa + (0.1 if p.a == "b" else 0),
+                    1 - pa + (0.1 if p.b == "b" else 0),
+                    1,
+                )
+            )
         return out
 
     outcome = drive(round_robin(["a", "b", "c"]), play)
@@ -81,14 +106,18 @@ def test_swiss_rounds_no_rematches_and_byes(n):
     seen = set()
     for rnd in outcome.rounds:
         in_round = [x for p, _ in rnd for x in (p.a, p.b)]
-        assert len(in_round) == len(set(in_round)) == n - n % 2  # everyone plays once, one bye if odd
+        assert (
+            len(in_round) == len(set(in_round)) == n - n % 2
+        )  # everyone plays once, one bye if odd
         for p, _ in rnd:
             pair = frozenset((p.a, p.b))
             assert pair not in seen, f"rematch {sorted(pair)}"
             seen.add(pair)
     byes = {p: s["byes"] for p, s in outcome.stats.items()}
     assert sum(byes.values()) == (rounds if n % 2 else 0)
-    assert max(byes.values()) <= 1 or rounds > (n + 1) // 2  # nobody gets two byes while others have none
+    assert (
+        max(byes.values()) <= 1 or rounds > (n + 1) // 2
+    )  # nobody gets two byes while others have none
     assert len(outcome.order) == n
 
 
@@ -132,7 +161,13 @@ def test_swiss_buchholz_breaks_a_points_tie():
     outcome = drive(swiss(list(range(5)), seeding="order"), lower_wins)
     st = outcome.stats
     for p in range(5):  # Buchholz is the sum of the opponents' final points (byes included)
-        opponents = [q for rnd in outcome.rounds for pr, _ in rnd for q in (pr.a, pr.b) if p in (pr.a, pr.b) and q != p]
+        opponents = [
+            q
+            for rnd in outcome.rounds
+            for pr, _ in rnd
+            for q in (pr.a, pr.b)
+            if p in (pr.a, pr.b) and q != p
+        ]
         assert st[p]["buchholz"] == sum(st[q]["points"] for q in opponents)
     ties = [(p, q) for p, q in combinations(outcome.order, 2) if st[p]["points"] == st[q]["points"]]
     assert all(st[p]["buchholz"] >= st[q]["buchholz"] for p, q in ties)
@@ -167,7 +202,9 @@ def test_ranking_recovers_a_known_order(fmt):
     for seed in range(5):
         used = []
         judge = bt_judge(strengths, seed)
-        outcome = judge_group(n, lambda pairs: (used.append(len(pairs)), judge(pairs))[1], fmt, **opts)
+        outcome = judge_group(
+            n, lambda pairs: (used.append(len(pairs)), judge(pairs))[1], fmt, **opts
+        )
         ranks = outcome.ranks()
         taus.append(kendalltau(range(n), [ranks[i] for i in range(n)]).statistic)
         if cost is not None:

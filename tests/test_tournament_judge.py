@@ -13,7 +13,9 @@ def test_ranks_to_advantages_hand_computed():
     np.testing.assert_allclose(ranks_to_advantages([0, 1, 2]), [1.0, 0.0, -1.0], atol=1e-5)
     # N = 4, ranks 2,0,3,1 -> r = 1/3, 1, 0, 2/3; std(ddof=1) = 0.4303
     r = np.array([1 / 3, 1, 0, 2 / 3])
-    np.testing.assert_allclose(ranks_to_advantages([2, 0, 3, 1]), (r - 0.5) / (r.std(ddof=1) + 1e-6))
+    np.testing.assert_allclose(
+        ranks_to_advantages([2, 0, 3, 1]), (r - 0.5) / (r.std(ddof=1) + 1e-6)
+    )
     assert ranks_to_advantages([0]).tolist() == [0.0]
     assert ranks_to_advantages([1, 1]).tolist() == [0.0, 0.0]
 
@@ -50,21 +52,40 @@ class BiasedJudgeBackend:
             a = text.split("[Response A]\n")[1].split("\n[End of Response A]")[0]
             b = text.split("[Response B]\n")[1].split("\n[End of Response B]")[0]
             sa, sb = min(10, self.quality[a] + 3), self.quality[b]
-            out.append(Generation(text=f"A: {sa}\nB: {sb}", token_ids=[], logprobs=[], prompt_token_ids=[], finish_reason="stop"))
+            out.append(
+                Generation(
+                    text=f"A: {sa}\nB: {sb}",
+                    token_ids=[],
+                    logprobs=[],
+                    prompt_token_ids=[],
+                    finish_reason="stop",
+                )
+            )
         return out
 
 
 def test_llm_judge_position_swap_cancels_bias():
     items = ["answer-0", "answer-1", "answer-2", "answer-3", "answer-4", "answer-5"]
-    quality = {"answer-0": 4, "answer-1": 6, "answer-2": 2, "answer-3": 5, "answer-4": 1, "answer-5": 3}
+    quality = {
+        "answer-0": 4,
+        "answer-1": 6,
+        "answer-2": 2,
+        "answer-3": 5,
+        "answer-4": 1,
+        "answer-5": 3,
+    }
     backend = BiasedJudgeBackend(quality)
     judge = LLMJudge(backend, items, task="Say something.")
     ranks = rank_group(len(items), judge)
-    assert [items[i] for i in sorted(range(6), key=lambda i: ranks[i])] == sorted(items, key=lambda x: -quality[x])
+    assert [items[i] for i in sorted(range(6), key=lambda i: ranks[i])] == sorted(
+        items, key=lambda x: -quality[x]
+    )
     assert judge.parse_failures == 0
     assert judge.calls == backend.calls == 4  # seeding round + 3 bracket rounds (8 slots)
     # without the swap the biased judge would just favour whoever is listed first
-    one_sided = judge_group(len(items), lambda pairs: [(quality[items[a]] + 3, quality[items[b]]) for a, b in pairs])
+    one_sided = judge_group(
+        len(items), lambda pairs: [(quality[items[a]] + 3, quality[items[b]]) for a, b in pairs]
+    )
     assert one_sided.order != sorted(range(6), key=lambda i: -quality[items[i]])
 
 
@@ -82,8 +103,12 @@ def test_llm_judge_on_a_real_tiny_model():
     from agents.backend import SamplingParams
 
     backend = backend_for("transformers", "tiny-llama")
-    judge = LLMJudge(backend, ["short", "a longer answer", "x"], task="Name a colour.",
-                     params=SamplingParams(max_new_tokens=6, temperature=0.0))
+    judge = LLMJudge(
+        backend,
+        ["short", "a longer answer", "x"],
+        task="Name a colour.",
+        params=SamplingParams(max_new_tokens=6, temperature=0.0),
+    )
     ranks = rank_group(3, judge)
     assert sorted(ranks) == [0, 1, 2]
     # a random 2-layer model writes no scores: every reply is neutral and counted

@@ -6,8 +6,15 @@ import math
 import numpy as np
 import pytest
 
-from tournaments.ratings import (ELO_SCALE, alpha_rank, bradley_terry, fit_bradley_terry, nash_average, openskill_ratings,
-                                win_rates)
+from tournaments.ratings import (
+    ELO_SCALE,
+    alpha_rank,
+    bradley_terry,
+    fit_bradley_terry,
+    nash_average,
+    openskill_ratings,
+    win_rates,
+)
 
 
 def simulate(strengths, rounds, seed=0):
@@ -30,14 +37,18 @@ def test_two_players_hand_computed():
     assert r["b"].elo == pytest.approx(1000.0)
     assert r["a"].elo - r["b"].elo == pytest.approx(400 * math.log10(3), abs=0.5)
     assert r["a"].games == r["b"].games == 4
-    assert r["b"].lo == r["b"].hi == pytest.approx(1000.0)  # the reference is pinned: a point interval
+    assert (
+        r["b"].lo == r["b"].hi == pytest.approx(1000.0)
+    )  # the reference is pinned: a point interval
 
 
 def test_draws_count_half():
     # two draws and a win each way = 2 points each: equal ratings
     games = [("a", "b", 0.5), ("b", "a", 0.5), ("a", "b", 1.0), ("b", "a", 1.0)]
     r = bradley_terry(games)
-    assert r["a"].elo == pytest.approx(1000.0, abs=1e-6) and r["b"].elo == pytest.approx(1000.0, abs=1e-6)
+    assert r["a"].elo == pytest.approx(1000.0, abs=1e-6) and r["b"].elo == pytest.approx(
+        1000.0, abs=1e-6
+    )
     # a draw is worth half a win: 1 win + 2 draws of 3 games = 2/3, i.e. ln 2 in theta
     r = bradley_terry([("a", "b", 1.0), ("a", "b", 0.5), ("a", "b", 0.5)], reference="b", l2=1e-6)
     assert r["a"].theta - r["b"].theta == pytest.approx(math.log(2), abs=1e-3)
@@ -71,7 +82,9 @@ def test_confidence_intervals_shrink_with_more_games(ci):
     strengths = {"a": 0.0, "b": 0.5, "c": 1.0}
     widths = []
     for rounds in (10, 40, 160):
-        r = bradley_terry(simulate(strengths, rounds, seed=rounds), reference="a", ci=ci, bootstrap=100)
+        r = bradley_terry(
+            simulate(strengths, rounds, seed=rounds), reference="a", ci=ci, bootstrap=100
+        )
         widths.append(np.mean([r[p].hi - r[p].lo for p in ("b", "c")]))
     assert widths[0] > widths[1] > widths[2]
     # 1/sqrt(games): four times the games, about half the width
@@ -134,8 +147,13 @@ def test_win_rates_matrix():
 def simulate_seats(strengths, rounds, seat, seed=0):
     """`rounds` games between every ordered pair (a first), P(a wins) = sigmoid(s_a - s_b + seat)."""
     rng = np.random.default_rng(seed)
-    return [(a, b, float(rng.random() < 1 / (1 + math.exp(strengths[b] - strengths[a] - seat))))
-            for _ in range(rounds) for a in strengths for b in strengths if a != b]
+    return [
+        (a, b, float(rng.random() < 1 / (1 + math.exp(strengths[b] - strengths[a] - seat))))
+        for _ in range(rounds)
+        for a in strengths
+        for b in strengths
+        if a != b
+    ]
 
 
 @pytest.mark.parametrize("seat", [0.6, -0.4, 0.0])
@@ -149,17 +167,22 @@ def test_seat_advantage_is_recovered_and_ratings_corrected(seat):
         assert (h.lo > 0) == (seat > 0) and (h.hi < 0) == (seat < 0)  # and is told apart from none
     for p, s in strengths.items():
         assert fit.ratings[p].lo <= 1000 + ELO_SCALE * s <= fit.ratings[p].hi
-    assert bradley_terry(simulate_seats(strengths, 5, seat), seat=False)["a"].games == 30  # the default fits no seat term
+    assert (
+        bradley_terry(simulate_seats(strengths, 5, seat), seat=False)["a"].games == 30
+    )  # the default fits no seat term
     assert fit_bradley_terry(simulate_seats(strengths, 5, seat)).seat == {}
 
 
 def test_seat_term_is_separated_from_strength_when_seats_are_unbalanced():
     # the strong player always moves first: without a seat term its edge absorbs the seat's
-    strengths = {"s": 1.0, "w": 0.0}
     rng = np.random.default_rng(3)
     seat = 0.8
-    games = [("s", "w", float(rng.random() < 1 / (1 + math.exp(-(1.0 + seat))))) for _ in range(1500)]
-    games += [("w", "s", float(rng.random() < 1 / (1 + math.exp(-(-1.0 + seat))))) for _ in range(500)]
+    games = [
+        ("s", "w", float(rng.random() < 1 / (1 + math.exp(-(1.0 + seat))))) for _ in range(1500)
+    ]
+    games += [
+        ("w", "s", float(rng.random() < 1 / (1 + math.exp(-(-1.0 + seat))))) for _ in range(500)
+    ]
     with_seat = fit_bradley_terry(games, reference="w", seat=True)
     without = bradley_terry(games, reference="w")
     true = 1000 + ELO_SCALE * 1.0
@@ -169,11 +192,24 @@ def test_seat_term_is_separated_from_strength_when_seats_are_unbalanced():
 
 def test_rank_intervals_single_for_a_clear_field_shared_for_equals():
     clear = bradley_terry(simulate({"a": 3.0, "b": 1.5, "c": 0.0, "d": -1.5}, 60, seed=1))
-    assert sorted((r.rank_lo, r.rank_hi) for r in clear.values()) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    assert sorted((r.rank_lo, r.rank_hi) for r in clear.values()) == [
+        (1, 1),
+        (2, 2),
+        (3, 3),
+        (4, 4),
+    ]
     assert [clear[p].rank_lo for p in "abcd"] == [1, 2, 3, 4]
-    equals = bradley_terry(simulate({"a": 2.0, "b": 2.0, "c": 0.0, "d": -2.0}, 40, seed=2), reference="c")
-    assert (equals["a"].rank_lo, equals["a"].rank_hi) == (1, 2) and (equals["b"].rank_lo, equals["b"].rank_hi) == (1, 2)
-    assert (equals["c"].rank_lo, equals["c"].rank_hi) == (3, 3) and (equals["d"].rank_lo, equals["d"].rank_hi) == (4, 4)
+    equals = bradley_terry(
+        simulate({"a": 2.0, "b": 2.0, "c": 0.0, "d": -2.0}, 40, seed=2), reference="c"
+    )
+    assert (equals["a"].rank_lo, equals["a"].rank_hi) == (1, 2) and (
+        equals["b"].rank_lo,
+        equals["b"].rank_hi,
+    ) == (1, 2)
+    assert (equals["c"].rank_lo, equals["c"].rank_hi) == (3, 3) and (
+        equals["d"].rank_lo,
+        equals["d"].rank_hi,
+    ) == (4, 4)
     # few games: nobody can be told apart
     few = bradley_terry(simulate({"a": 0.3, "b": 0.0, "c": -0.3}, 1, seed=3))
     assert all((r.rank_lo, r.rank_hi) == (1, 3) for r in few.values())
@@ -188,7 +224,11 @@ def test_undefeated_player_interval_starts_above_the_field():
     assert r["b"].lo == r["b"].hi == 1000
     # a round robin whose player "top" won all its games: the field's mean is 1000 and top's interval stays above it
     strengths = {"b": 0.2, "c": 0.0, "d": -0.2}
-    games = simulate(strengths, 3, seed=5) + [("top", p, 1.0) for p in strengths] * 2 + [(p, "top", 0.0) for p in strengths] * 2
+    games = (
+        simulate(strengths, 3, seed=5)
+        + [("top", p, 1.0) for p in strengths] * 2
+        + [(p, "top", 0.0) for p in strengths] * 2
+    )
     for ci in ("sandwich", "bootstrap"):
         r = bradley_terry(games, ci=ci, bootstrap=50)
         assert r["top"].lo > 1000 and r["top"].hi == math.inf and r["top"].elo > r["top"].lo
@@ -203,8 +243,13 @@ def test_undefeated_player_interval_starts_above_the_field():
 def test_one_seat_term_per_game():
     # first move worth +0.8 in "go_first", -0.5 in "go_second": one term per game recovers both
     strengths = {"a": 0.5, "b": 0.0, "c": -0.5}
-    first, second = simulate_seats(strengths, 200, 0.8, seed=1), simulate_seats(strengths, 200, -0.5, seed=2)
-    fit = fit_bradley_terry(first + second, seat=["go_first"] * len(first) + ["go_second"] * len(second))
+    first, second = (
+        simulate_seats(strengths, 200, 0.8, seed=1),
+        simulate_seats(strengths, 200, -0.5, seed=2),
+    )
+    fit = fit_bradley_terry(
+        first + second, seat=["go_first"] * len(first) + ["go_second"] * len(second)
+    )
     assert list(fit.seat) == ["go_first", "go_second"] and fit.seat["go_first"].games == len(first)
     for label, h in (("go_first", 0.8), ("go_second", -0.5)):
         assert fit.seat[label].lo <= ELO_SCALE * h <= fit.seat[label].hi
@@ -219,7 +264,10 @@ def test_rank_ranges_can_be_skipped():
     games = simulate({"a": 1.0, "b": 0.0, "c": -1.0}, 5)
     full, quick = fit_bradley_terry(games), fit_bradley_terry(games, ranks=False)
     assert all(r.rank_lo == r.rank_hi == 0 for r in quick.ratings.values())
-    assert all(full.ratings[p].rank_lo >= 1 and full.ratings[p].lo == quick.ratings[p].lo for p in full.ratings)
+    assert all(
+        full.ratings[p].rank_lo >= 1 and full.ratings[p].lo == quick.ratings[p].lo
+        for p in full.ratings
+    )
 
 
 def test_no_field_falls_back_to_the_mean():
@@ -227,7 +275,12 @@ def test_no_field_falls_back_to_the_mean():
     # each side is unbounded the way its record points
     r = bradley_terry([("a", "b", 1.0)])
     assert r["a"].elo + r["b"].elo == pytest.approx(2000)
-    assert r["a"].hi == math.inf and math.isfinite(r["a"].lo) and r["b"].lo == -math.inf and math.isfinite(r["b"].hi)
+    assert (
+        r["a"].hi == math.inf
+        and math.isfinite(r["a"].lo)
+        and r["b"].lo == -math.inf
+        and math.isfinite(r["b"].hi)
+    )
     # two separate pairs that split their games: two fields of the same size, neither pinned alone
     r = bradley_terry([("a", "b", 1.0), ("b", "a", 1.0), ("c", "d", 1.0), ("d", "c", 1.0)])
     assert np.mean([x.elo for x in r.values()]) == pytest.approx(1000)

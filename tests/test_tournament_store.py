@@ -39,8 +39,23 @@ def test_kill_9_at_random_points_then_resume(tmp_path, fmt, n, k):
     total = len(ref.schedule)
     db = tmp_path / "t.db"
     jsonl = jsonl_beside(db)
-    cmd = [sys.executable, "-m", "tournaments.sim", "--db", str(db), "--players", str(n), "--format", fmt,
-           "--k", str(k), "--delay", "0.03", "--concurrency", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tournaments.sim",
+        "--db",
+        str(db),
+        "--players",
+        str(n),
+        "--format",
+        fmt,
+        "--k",
+        str(k),
+        "--delay",
+        "0.03",
+        "--concurrency",
+        "2",
+    ]
     rng = random.Random(f"{fmt}-{n}")
     kills = 0
     for _ in range(4):
@@ -71,11 +86,15 @@ def test_kill_9_at_random_points_then_resume(tmp_path, fmt, n, k):
         stored = [m for (m,) in conn.execute("SELECT match_id FROM matches")]
         sched = [m for (m,) in conn.execute("SELECT match_id FROM schedule")]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert sorted(stored) == sorted(sched) == sorted(ids) == sorted(s.match_id for s in ref.schedule)
+    assert (
+        sorted(stored) == sorted(sched) == sorted(ids) == sorted(s.match_id for s in ref.schedule)
+    )
     # and the same tournament as an uninterrupted run
     resumed = load_tournament(db)
     assert resumed.outcome.order == ref.outcome.order
-    assert {m: r.outcome for m, r in resumed.results.items()} == {m: r.outcome for m, r in ref.results.items()}
+    assert {m: r.outcome for m, r in resumed.results.items()} == {
+        m: r.outcome for m, r in ref.results.items()
+    }
 
 
 def test_matches_in_the_jsonl_but_not_the_store_are_recovered_not_replayed(tmp_path):
@@ -132,11 +151,17 @@ def test_a_player_whose_checkpoint_moved_on_is_refused_once_matches_are_stored(t
     with Store(db) as store:  # nothing stored yet: a new pin is taken
         store.pin_checkpoints({"p00": "run/checkpoints/step_1 (step 1)"})
         store.pin_checkpoints({"p00": "run/checkpoints/step_2 (step 2)"})
-    run_tournament(config, bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db))), db)
+    run_tournament(
+        config, bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db))), db
+    )
     with Store(db) as store:
-        assert json.loads(store.meta("checkpoints")) == {p: None for p in config.players}  # bots play no checkpoint
+        assert json.loads(store.meta("checkpoints")) == {
+            p: None for p in config.players
+        }  # bots play no checkpoint
         store.pin_checkpoints({p: None for p in config.players})  # unchanged: resumes
-        with pytest.raises(ValueError, match="holds matches of p00 = None; it now plays run/x \\(step 3\\)"):
+        with pytest.raises(
+            ValueError, match="holds matches of p00 = None; it now plays run/x \\(step 3\\)"
+        ):
             store.pin_checkpoints({"p00": "run/x (step 3)"})
 
 
@@ -189,18 +214,35 @@ def test_seeds_from_an_earlier_tournaments_ratings(tmp_path):
     done = run_tournament(first, bt_play_matches(strengths, str(jsonl_beside(db))), db)
     players = {p: spec for p, spec in list(first.players.items())[1:]}  # one player dropped
     players["newcomer"] = dict(players["p01"])
-    spec = {"name": "second", "format": "single_elimination", "players": players, "games": ["tic_tac_toe"],
-            "format_options": {"seeding": "ratings", "ratings": str(db)}}
+    spec = {
+        "name": "second",
+        "format": "single_elimination",
+        "players": players,
+        "games": ["tic_tac_toe"],
+        "format_options": {"seeding": "ratings", "ratings": str(db)},
+    }
     second = load_config(spec, check_games=False)
     prior = second.format_options["ratings"]
     assert set(prior) == set(players) - {"newcomer"}  # the dropped player's rating is left out
     for p in prior:
         assert prior[p] == pytest.approx(done.ratings[p].elo)
-    result = run_tournament(second, bt_play_matches({**strengths, "newcomer": 0.0}, str(tmp_path / "second.jsonl")), tmp_path / "second.db")
+    result = run_tournament(
+        second,
+        bt_play_matches({**strengths, "newcomer": 0.0}, str(tmp_path / "second.jsonl")),
+        tmp_path / "second.db",
+    )
     seeds = {p: st["seed"] for p, st in result.outcome.stats.items()}
-    assert sorted(prior, key=lambda p: seeds[p]) == sorted(prior, key=lambda p: -prior[p]) and seeds["newcomer"] == len(players)
+    assert sorted(prior, key=lambda p: seeds[p]) == sorted(
+        prior, key=lambda p: -prior[p]
+    ) and seeds["newcomer"] == len(players)
     with pytest.raises(ValueError, match="no tournament database at"):
-        load_config({**spec, "format_options": {"seeding": "ratings", "ratings": str(tmp_path / "nope.db")}}, check_games=False)
+        load_config(
+            {
+                **spec,
+                "format_options": {"seeding": "ratings", "ratings": str(tmp_path / "nope.db")},
+            },
+            check_games=False,
+        )
     strangers = {"x": players["p01"], "y": players["p02"]}
     with pytest.raises(ValueError, match="rated none of these players"):
         load_config({**spec, "players": strangers}, check_games=False)
@@ -212,7 +254,9 @@ def _interrupted_round_robin(tmp_path, stored: int):
     strengths = strengths_of(list(config.players))
     db = tmp_path / "t.db"
     with pytest.raises(KeyboardInterrupt):
-        run_tournament(config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), stored), db)
+        run_tournament(
+            config, _interrupt_after(bt_play_matches(strengths, str(jsonl_beside(db))), stored), db
+        )
     return config, strengths, db
 
 
@@ -261,10 +305,15 @@ def test_store_rejects_bad_results(tmp_path):
 
 def _rows(db: Path) -> tuple:
     with sqlite3.connect(db) as conn:
-        return tuple(tuple(conn.execute(f"SELECT * FROM {t} ORDER BY rowid")) for t in ("meta", "players", "schedule", "matches"))
+        return tuple(
+            tuple(conn.execute(f"SELECT * FROM {t} ORDER BY rowid"))
+            for t in ("meta", "players", "schedule", "matches")
+        )
 
 
-@pytest.mark.parametrize("fmt,n,k", [("round_robin", 6, 2), ("swiss", 7, 2), ("double_elimination", 6, 3)])
+@pytest.mark.parametrize(
+    "fmt,n,k", [("round_robin", 6, 2), ("swiss", 7, 2), ("double_elimination", 6, 3)]
+)
 def test_a_deleted_store_is_rebuilt_from_the_jsonl_to_the_same_results(tmp_path, fmt, n, k):
     ref = reference(tmp_path, fmt, n, k)
     db = tmp_path / f"ref-{fmt}.db"
@@ -278,7 +327,9 @@ def test_a_deleted_store_is_rebuilt_from_the_jsonl_to_the_same_results(tmp_path,
     assert jsonl_lines(jsonl) == lines
     assert _rows(db) == before  # the same store, row for row
     assert rebuilt.outcome.order == ref.outcome.order and rebuilt.results == ref.results
-    assert {p: r.elo for p, r in rebuilt.ratings.items()} == {p: r.elo for p, r in ref.ratings.items()}
+    assert {p: r.elo for p, r in rebuilt.ratings.items()} == {
+        p: r.elo for p, r in ref.ratings.items()
+    }
 
 
 def test_a_jsonl_of_another_config_is_not_taken_for_this_one(tmp_path):
@@ -286,7 +337,9 @@ def test_a_jsonl_of_another_config_is_not_taken_for_this_one(tmp_path):
     for f in tmp_path.glob("t.db*"):
         f.unlink()
     other = sim_config(4, "round_robin", seed=5)  # same match ids, other seeds
-    with pytest.raises(ValueError, match="t.jsonl holds match .* played as tic_tac_toe seed .*another config"):
+    with pytest.raises(
+        ValueError, match="t.jsonl holds match .* played as tic_tac_toe seed .*another config"
+    ):
         run_tournament(other, bt_play_matches(strengths, str(jsonl_beside(db))), db)
 
 
@@ -294,13 +347,19 @@ def test_junk_lines_in_the_jsonl_are_set_aside_not_a_lockout(tmp_path, capsys):
     config, strengths, db = _interrupted_round_robin(tmp_path, 2)
     jsonl = jsonl_beside(db)
     good = jsonl.read_bytes().splitlines(keepends=True)
-    jsonl.write_bytes(good[0] + b"\x00\xffjunk in the middle\n" + b"".join(good[1:]) + b'{"not": "a match"}\n')
+    jsonl.write_bytes(
+        good[0] + b"\x00\xffjunk in the middle\n" + b"".join(good[1:]) + b'{"not": "a match"}\n'
+    )
     result = run_tournament(config, bt_play_matches(strengths, str(jsonl)), db)
     assert result.played + result.recovered == 4 and len(result.results) == 6
     (aside,) = tmp_path.glob("t.jsonl.corrupt-*")
     assert aside.read_bytes() == b"\x00\xffjunk in the middle\n" + b'{"not": "a match"}\n'
-    assert f"2 unreadable line(s) (2, {len(good) + 2}) set aside in {aside}" in capsys.readouterr().err
-    ids = [r.match_id for r in read_jsonl(jsonl)]  # a clean log: every later run and report reads it
+    assert (
+        f"2 unreadable line(s) (2, {len(good) + 2}) set aside in {aside}" in capsys.readouterr().err
+    )
+    ids = [
+        r.match_id for r in read_jsonl(jsonl)
+    ]  # a clean log: every later run and report reads it
     assert sorted(ids) == sorted(result.results)
     assert load_tournament(db).outcome.order == result.outcome.order
     assert len(list(tmp_path.glob("t.jsonl.corrupt-*"))) == 1  # nothing more to set aside
@@ -320,9 +379,19 @@ def test_max_turns_is_part_of_the_config_and_defaults_written_out_are_not_a_chan
     swiss = sim_config(5, "swiss", 1)
     sdb = tmp_path / "s.db"
     with pytest.raises(KeyboardInterrupt):
-        run_tournament(swiss, _interrupt_after(bt_play_matches(strengths_of(list(swiss.players)), str(jsonl_beside(sdb))), 1), sdb)
-    written = sim_config(5, "swiss", 1, rounds=3, seeding="random", seed=0)  # ceil(log2 5) = 3: the defaults, written out
-    result = run_tournament(written, bt_play_matches(strengths_of(list(swiss.players)), str(jsonl_beside(sdb))), sdb)
+        run_tournament(
+            swiss,
+            _interrupt_after(
+                bt_play_matches(strengths_of(list(swiss.players)), str(jsonl_beside(sdb))), 1
+            ),
+            sdb,
+        )
+    written = sim_config(
+        5, "swiss", 1, rounds=3, seeding="random", seed=0
+    )  # ceil(log2 5) = 3: the defaults, written out
+    result = run_tournament(
+        written, bt_play_matches(strengths_of(list(swiss.players)), str(jsonl_beside(sdb))), sdb
+    )
     assert len(result.results) == 6
     with pytest.raises(ValueError, match=r"differs in: format_options\.rounds\)"):
         run_tournament(sim_config(5, "swiss", 1, rounds=4), None, sdb)
@@ -344,14 +413,22 @@ def test_the_standing_so_far_is_read_without_writing(tmp_path):
     done = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(db))), db)
     assert not Store.running(db)
     final = tournament_so_far(config, db)
-    assert final.finished and final.outcome.order == done.outcome.order and final.results == done.results
+    assert (
+        final.finished
+        and final.outcome.order == done.outcome.order
+        and final.results == done.results
+    )
 
 
 def test_a_finished_tournament_loads_from_its_db_with_players_out_of_alphabetical_order(tmp_path):
     config = sim_config(3, "round_robin")
     config.players = {p: config.players[p] for p in ("p02", "p00", "p01")}
     db = tmp_path / "t.db"
-    done = run_tournament(config, bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db))), db)
+    done = run_tournament(
+        config, bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db))), db
+    )
     loaded = load_tournament(db)
     assert list(loaded.config.players) == ["p02", "p00", "p01"] and loaded.played == 0
-    assert {p: r.elo for p, r in loaded.ratings.items()} == pytest.approx({p: r.elo for p, r in done.ratings.items()})
+    assert {p: r.elo for p, r in loaded.ratings.items()} == pytest.approx(
+        {p: r.elo for p, r in done.ratings.items()}
+    )

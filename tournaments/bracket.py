@@ -33,10 +33,21 @@ played at once, so a match between two players who had byes joins the first roun
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from tournaments.core import FormatGen, Outcome, PairResult, Pairing, Player, Tally, check_players, play, sort_players
+from tournaments.core import (
+    FormatGen,
+    Outcome,
+    Pairing,
+    PairResult,
+    Player,
+    Tally,
+    check_players,
+    play,
+    sort_players,
+)
 from tournaments.seeding import _check_games, seed_order
 
 CHAMPION = 10_000  # exit stage of the champion; the runner-up of the last final gets CHAMPION - 1
@@ -102,18 +113,40 @@ def double_elimination_matches(size: int, grand_final_reset: bool = True) -> lis
         lb_champion = ("lose", "W1-0")
     else:
         for i in range(size >> 2):
-            matches.append(BracketMatch(f"L1-{i}", "L", 1, "L1", ("lose", f"W1-{2 * i}"), ("lose", f"W1-{2 * i + 1}")))
+            matches.append(
+                BracketMatch(
+                    f"L1-{i}", "L", 1, "L1", ("lose", f"W1-{2 * i}"), ("lose", f"W1-{2 * i + 1}")
+                )
+            )
         prev = 1
         for k in range(2, m + 1):
             count = size >> k
             j = 2 * k - 2  # drop-in round: survivors vs losers of winners' round k
             for i in range(count):
-                matches.append(BracketMatch(f"L{j}-{i}", "L", j, f"L{j}", ("win", f"L{prev}-{i}"), ("lose", f"W{k}-{count - 1 - i}")))
+                matches.append(
+                    BracketMatch(
+                        f"L{j}-{i}",
+                        "L",
+                        j,
+                        f"L{j}",
+                        ("win", f"L{prev}-{i}"),
+                        ("lose", f"W{k}-{count - 1 - i}"),
+                    )
+                )
             prev = j
             if k < m:  # halving round
                 j += 1
                 for i in range(count // 2):
-                    matches.append(BracketMatch(f"L{j}-{i}", "L", j, f"L{j}", ("win", f"L{prev}-{2 * i}"), ("win", f"L{prev}-{2 * i + 1}")))
+                    matches.append(
+                        BracketMatch(
+                            f"L{j}-{i}",
+                            "L",
+                            j,
+                            f"L{j}",
+                            ("win", f"L{prev}-{2 * i}"),
+                            ("win", f"L{prev}-{2 * i + 1}"),
+                        )
+                    )
                 prev = j
         lb_champion = ("win", f"L{prev}-0")
     matches.append(BracketMatch("GF", "F", 1, "GF", ("win", f"W{m}-0"), lb_champion))
@@ -138,7 +171,11 @@ def single_elimination(
     "anchor" first plays everyone vs `anchor` (default the first player) `seed_games` times.
     `tiebreak` orders players out in the same round (see the module doc).
     """
-    return (yield from _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double=False))
+    return (
+        yield from _elimination(
+            players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double=False
+        )
+    )
 
 
 def double_elimination(
@@ -153,13 +190,28 @@ def double_elimination(
     grand_final_reset: bool = True,
 ) -> FormatGen:
     """Double elimination: out after two lost series; ~2N-2 series. Options as single_elimination."""
-    return (yield from _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double=True, reset=grand_final_reset))
+    return (
+        yield from _elimination(
+            players,
+            best_of,
+            seeding,
+            ratings,
+            anchor,
+            seed_games,
+            seed,
+            tiebreak,
+            double=True,
+            reset=grand_final_reset,
+        )
+    )
 
 
 TIEBREAKS = ("auto", "score", "seed")
 
 
-def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double, reset=True) -> FormatGen:
+def _elimination(
+    players, best_of, seeding, ratings, anchor, seed_games, seed, tiebreak, double, reset=True
+) -> FormatGen:
     players = check_players(players)
     if tiebreak not in TIEBREAKS:
         raise ValueError(f"unknown tiebreak {tiebreak!r} (choose from {', '.join(TIEBREAKS)})")
@@ -171,7 +223,9 @@ def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, t
     order = yield from seed_order(players, tally, seeding, ratings, anchor, seed_games, seed)
     slots = [order[s] if s is not None else None for s in seeded_bracket(len(order))]
     size = len(slots)
-    matches = double_elimination_matches(size, reset) if double else single_elimination_matches(size)
+    matches = (
+        double_elimination_matches(size, reset) if double else single_elimination_matches(size)
+    )
     seed_rank = {p: i for i, p in enumerate(order)}
     yield from _run_bracket(tally, matches, slots, best_of, seed_rank)
 
@@ -192,7 +246,9 @@ def _elimination(players, best_of, seeding, ratings, anchor, seed_games, seed, t
     return Outcome(ranked, stats, tally.rounds, matches)
 
 
-def _run_bracket(tally: Tally, matches: list[BracketMatch], slots: list, best_of: int, seed_rank: dict) -> FormatGen:
+def _run_bracket(
+    tally: Tally, matches: list[BracketMatch], slots: list, best_of: int, seed_rank: dict
+) -> FormatGen:
     by_id = {m.id: m for m in matches}
 
     def entrant(src):
@@ -218,7 +274,12 @@ def _run_bracket(tally: Tally, matches: list[BracketMatch], slots: list, best_of
                     m.a = m.b = None
                     m.winner, m.done, changed = None, True, True
                 elif a is None or b is None:
-                    m.winner, m.loser, m.done, changed = (a if a is not None else b), None, True, True
+                    m.winner, m.loser, m.done, changed = (
+                        (a if a is not None else b),
+                        None,
+                        True,
+                        True,
+                    )
         ready = [m for m in matches if not m.done and entrant(m.a_src)[0] and entrant(m.b_src)[0]]
         if not ready and all(m.done for m in matches):
             break
@@ -229,7 +290,9 @@ def _run_bracket(tally: Tally, matches: list[BracketMatch], slots: list, best_of
             m.winner, m.loser, m.result, m.done = winner, loser, result, True
 
 
-def series(tally: Tally, pairs: list[tuple], best_of: int, seed_rank: dict | None = None) -> FormatGen:
+def series(
+    tally: Tally, pairs: list[tuple], best_of: int, seed_rank: dict | None = None
+) -> FormatGen:
     """Play best-of-`best_of` series for all `pairs` (a, b, label) at once, in waves.
 
     A series level after `best_of` games goes to the higher total score, then to the

@@ -51,9 +51,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -91,7 +92,9 @@ class TournamentConfig:
 
     name: str  # shown in reports
     format: str  # a key of tournaments.formats.FORMATS
-    players: dict[str, str | dict]  # player name -> agent spec (`agents.make_agent`) or {by_game: {...}}
+    players: dict[
+        str, str | dict
+    ]  # player name -> agent spec (`agents.make_agent`) or {by_game: {...}}
     games: list[GameSpec]  # each pairing plays every game in this list
     games_per_pairing: int = 1  # k per game (best-of-k series in elimination formats)
     seed: int = 0  # match seeds and random seeding derive from it
@@ -108,7 +111,7 @@ class TournamentConfig:
         return json.dumps(d, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "TournamentConfig":
+    def from_json(cls, text: str) -> TournamentConfig:
         return load_config(json.loads(text), check_games=False)
 
     def resume_key(self) -> dict:
@@ -120,7 +123,9 @@ class TournamentConfig:
         del d["rating"]
         d["arena"] = {k: v for k, v in arena_options(self.arena).items() if k != "concurrency"}
         opts = resolved_options(self.format, list(self.players), self.format_kwargs())
-        d["format_options"] = {k: v for k, v in opts.items() if k not in ("games", "best_of")}  # = games_per_pairing
+        d["format_options"] = {
+            k: v for k, v in opts.items() if k not in ("games", "best_of")
+        }  # = games_per_pairing
         return d
 
     def format_kwargs(self) -> dict:
@@ -151,7 +156,9 @@ def load_config(source: str | Path | Mapping, check_games: bool = True) -> Tourn
         try:
             source = yaml.safe_load(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as e:
-            raise ValueError(f"{where}not a YAML text file (byte {e.start} is not UTF-8 text)") from None
+            raise ValueError(
+                f"{where}not a YAML text file (byte {e.start} is not UTF-8 text)"
+            ) from None
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             at = f" at line {mark.line + 1}" if mark else ""
@@ -167,7 +174,9 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         raise ValueError(f"a tournament config must be a mapping, got {type(d).__name__}")
     unknown = sorted(set(d) - TOP_KEYS)
     if unknown:
-        raise ValueError(f"unknown key {', '.join(map(repr, unknown))} (known: {', '.join(sorted(TOP_KEYS))})")
+        raise ValueError(
+            f"unknown key {', '.join(map(repr, unknown))} (known: {', '.join(sorted(TOP_KEYS))})"
+        )
     for key in ("name", "format", "players", "games"):
         if key not in d:
             raise ValueError(f"missing key {key!r}")
@@ -180,15 +189,26 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
 
     players = d["players"]
     if not isinstance(players, Mapping) or len(players) < 2:
-        raise ValueError("players must map at least two player names to agent specs, e.g. {random: random, mcts: mcts:50}")
+        raise ValueError(
+            "players must map at least two player names to agent specs, e.g. {random: random, mcts: mcts:50}"
+        )
     specs = {}
     for pname, spec in players.items():
         if not isinstance(pname, str) or not NAME_OK.match(pname):
-            raise ValueError(f"player name {pname!r} must be a non-empty string without '|' or surrounding spaces")
-        expanded = _checkpoint_players(pname, spec) if isinstance(spec, Mapping) and "checkpoints" in spec else {pname: _check_spec(pname, spec)}
+            raise ValueError(
+                f"player name {pname!r} must be a non-empty string without '|' or surrounding spaces"
+            )
+        expanded = (
+            _checkpoint_players(pname, spec)
+            if isinstance(spec, Mapping) and "checkpoints" in spec
+            else {pname: _check_spec(pname, spec)}
+        )
         for player, agent_spec in expanded.items():
             if player in specs:
-                raise ValueError(f"two players named {player!r}" + (f" (from {pname}'s checkpoints)" if player != pname else ""))
+                raise ValueError(
+                    f"two players named {player!r}"
+                    + (f" (from {pname}'s checkpoints)" if player != pname else "")
+                )
             specs[player] = agent_spec
 
     games_in = d["games"]
@@ -201,16 +221,22 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         if isinstance(g, str):
             g = {"name": g}
         if not isinstance(g, Mapping) or not isinstance(g.get("name"), str):
-            raise ValueError(f"games[{i}] must be a game name or a mapping with a 'name', got {g!r}")
+            raise ValueError(
+                f"games[{i}] must be a game name or a mapping with a 'name', got {g!r}"
+            )
         extra = sorted(set(g) - {"name", "params", "opening"})
         if extra:
-            raise ValueError(f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: name, params, opening)")
+            raise ValueError(
+                f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: name, params, opening)"
+            )
         params = g.get("params") or {}
         if not isinstance(params, Mapping):
             raise ValueError(f"games[{i}].params must be a mapping, got {type(params).__name__}")
         opening = g.get("opening", 0)
         if not isinstance(opening, int) or isinstance(opening, bool) or opening < 0:
-            raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening each match), got {opening!r}")
+            raise ValueError(
+                f"games[{i}].opening must be an integer >= 0 (random moves opening each match), got {opening!r}"
+            )
         game_specs.append(GameSpec(g["name"], dict(params), opening))
     if check_games:
         _check_games(game_specs)
@@ -220,11 +246,23 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
             stray = [g for g in spec["by_game"] if g != "default" and g not in game_names]
             if stray:
                 close = difflib.get_close_matches(stray[0], game_names, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else f" (the games: {', '.join(game_names)}, or 'default')"
-                raise ValueError(f"player {pname!r}: by_game names {stray[0]!r}, which this tournament does not play{hint}")
-            missing = [g for g in game_names if g not in spec["by_game"] and "default" not in spec["by_game"]]
+                hint = (
+                    f" (did you mean {close[0]!r}?)"
+                    if close
+                    else f" (the games: {', '.join(game_names)}, or 'default')"
+                )
+                raise ValueError(
+                    f"player {pname!r}: by_game names {stray[0]!r}, which this tournament does not play{hint}"
+                )
+            missing = [
+                g
+                for g in game_names
+                if g not in spec["by_game"] and "default" not in spec["by_game"]
+            ]
             if missing:
-                raise ValueError(f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')")
+                raise ValueError(
+                    f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')"
+                )
 
     k = d.get("games_per_pairing", 1)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -240,12 +278,18 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     bad = [o for o in opts if o not in known]
     if bad:
         hint = " (set games_per_pairing instead)" if set(bad) & {"games", "best_of"} else ""
-        raise ValueError(f"unknown format option {', '.join(map(repr, bad))} for {fmt}{hint} (known: {', '.join(known)})")
+        raise ValueError(
+            f"unknown format option {', '.join(map(repr, bad))} for {fmt}{hint} (known: {', '.join(known)})"
+        )
     opts = dict(opts)
     for key in ("anchor",):
         if key in opts and opts[key] not in specs:
-            raise ValueError(f"format_options.{key} {opts[key]!r} is not a player (players: {', '.join(specs)})")
-    if isinstance(opts.get("ratings"), str):  # an earlier tournament's DB: its Bradley-Terry Elo of the players here
+            raise ValueError(
+                f"format_options.{key} {opts[key]!r} is not a player (players: {', '.join(specs)})"
+            )
+    if isinstance(
+        opts.get("ratings"), str
+    ):  # an earlier tournament's DB: its Bradley-Terry Elo of the players here
         from tournaments.run import stored_ratings
 
         source = opts["ratings"]
@@ -254,19 +298,38 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         except ValueError as e:
             raise ValueError(f"format_options.ratings: {e}") from None
         if not opts["ratings"]:
-            raise ValueError(f"format_options.ratings: the tournament in {source} rated none of these players")
+            raise ValueError(
+                f"format_options.ratings: the tournament in {source} rated none of these players"
+            )
     if "ratings" in opts and opts.get("seeding") != "ratings":
-        raise ValueError("format_options.ratings is used only with seeding: ratings (add it, or drop the ratings)")
-    for key, kind in (("seed", int), ("seed_games", int), ("rounds", int), ("grand_final_reset", bool), ("seeding", str), ("tiebreak", str)):
-        if key in opts and (not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))):
-            raise ValueError(f"format_options.{key} must be {'an integer' if kind is int else 'true or false' if kind is bool else 'a string'}, got {opts[key]!r}")
+        raise ValueError(
+            "format_options.ratings is used only with seeding: ratings (add it, or drop the ratings)"
+        )
+    for key, kind in (
+        ("seed", int),
+        ("seed_games", int),
+        ("rounds", int),
+        ("grand_final_reset", bool),
+        ("seeding", str),
+        ("tiebreak", str),
+    ):
+        if key in opts and (
+            not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))
+        ):
+            raise ValueError(
+                f"format_options.{key} must be {'an integer' if kind is int else 'true or false' if kind is bool else 'a string'}, got {opts[key]!r}"
+            )
     if "ratings" in opts:
         r = opts["ratings"]
         if not isinstance(r, Mapping) or not all(isinstance(v, (int, float)) for v in r.values()):
-            raise ValueError("format_options.ratings must map player names to numbers, or name an earlier tournament's .db")
+            raise ValueError(
+                "format_options.ratings must map player names to numbers, or name an earlier tournament's .db"
+            )
         unknown_p = [p for p in r if p not in specs]
         if unknown_p:
-            raise ValueError(f"format_options.ratings names unknown players: {', '.join(map(repr, unknown_p))}")
+            raise ValueError(
+                f"format_options.ratings names unknown players: {', '.join(map(repr, unknown_p))}"
+            )
         opts["ratings"] = dict(r)
 
     rating_in = d.get("rating") or {}
@@ -274,13 +337,23 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         raise ValueError(f"rating must be a mapping, got {type(rating_in).__name__}")
     bad = sorted(set(rating_in) - set(RatingOptions.__dataclass_fields__))
     if bad:
-        raise ValueError(f"unknown rating option {', '.join(map(repr, bad))} (known: {', '.join(RatingOptions.__dataclass_fields__)})")
+        raise ValueError(
+            f"unknown rating option {', '.join(map(repr, bad))} (known: {', '.join(RatingOptions.__dataclass_fields__)})"
+        )
     rating = RatingOptions(**rating_in)
-    if rating.reference is not None and (not isinstance(rating.reference, str) or rating.reference not in specs):
-        raise ValueError(f"rating.reference {rating.reference!r} is not a player (players: {', '.join(specs)})")
+    if rating.reference is not None and (
+        not isinstance(rating.reference, str) or rating.reference not in specs
+    ):
+        raise ValueError(
+            f"rating.reference {rating.reference!r} is not a player (players: {', '.join(specs)})"
+        )
     if rating.ci not in ("sandwich", "bootstrap"):
         raise ValueError(f"rating.ci must be 'sandwich' or 'bootstrap', got {rating.ci!r}")
-    if isinstance(rating.level, bool) or not isinstance(rating.level, (int, float)) or not 0 < rating.level < 1:
+    if (
+        isinstance(rating.level, bool)
+        or not isinstance(rating.level, (int, float))
+        or not 0 < rating.level < 1
+    ):
         raise ValueError(f"rating.level must be a number in (0, 1), got {rating.level!r}")
     if not isinstance(rating.bootstrap, int) or rating.bootstrap < 10:
         raise ValueError(f"rating.bootstrap must be an integer >= 10, got {rating.bootstrap!r}")
@@ -298,7 +371,9 @@ def arena_options(options: Mapping) -> dict:
     """The config's `arena:` mapping with defaults; unknown keys and bad values are an error."""
     bad = sorted(set(options) - set(ARENA_OPTIONS))
     if bad:
-        raise ValueError(f"unknown arena option {', '.join(map(repr, bad))} (known: {', '.join(ARENA_OPTIONS)})")
+        raise ValueError(
+            f"unknown arena option {', '.join(map(repr, bad))} (known: {', '.join(ARENA_OPTIONS)})"
+        )
     out = {**ARENA_OPTIONS, **options}
     for k, v in out.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -312,11 +387,15 @@ def _check_round_size(config: TournamentConfig) -> None:
     games_per_pairing games each (every later round of the other formats)."""
     players = list(config.players)
     first = next(make_format(config.format, players, **config.format_kwargs()))
-    largest = max(sum(p.games for p in first), len(players) // 2 * config.games_per_pairing) * len(config.games)
+    largest = max(sum(p.games for p in first), len(players) // 2 * config.games_per_pairing) * len(
+        config.games
+    )
     if largest > MAX_ROUND_MATCHES:
-        raise ValueError(f"this tournament asks for up to {largest:,} matches in one round (games_per_pairing {config.games_per_pairing}, "
-                         f"{len(players)} players, {len(config.games)} game(s)); the limit is {MAX_ROUND_MATCHES:,} matches a round "
-                         f"(lower games_per_pairing, or format_options.seed_games)")
+        raise ValueError(
+            f"this tournament asks for up to {largest:,} matches in one round (games_per_pairing {config.games_per_pairing}, "
+            f"{len(players)} players, {len(config.games)} game(s)); the limit is {MAX_ROUND_MATCHES:,} matches a round "
+            f"(lower games_per_pairing, or format_options.seed_games)"
+        )
 
 
 def _check_spec(pname: str, spec: Any) -> str | dict:
@@ -327,13 +406,19 @@ def _check_spec(pname: str, spec: Any) -> str | dict:
         extra = sorted(set(spec) - {"by_game"})
         per = spec["by_game"]
         if extra or not isinstance(per, Mapping) or not per:
-            raise ValueError(f"player {pname!r}: by_game must be the only key and map game names to agent specs")
+            raise ValueError(
+                f"player {pname!r}: by_game must be the only key and map game names to agent specs"
+            )
         return {"by_game": {g: _check_spec(f"{pname}.by_game.{g}", s) for g, s in per.items()}}
     if isinstance(spec, Mapping):
         if not isinstance(spec.get("type"), str):
-            raise ValueError(f"player {pname!r}: agent spec {dict(spec)} needs a 'type' (random, mcts, cfr, llm, tit_for_tat, ...)")
+            raise ValueError(
+                f"player {pname!r}: agent spec {dict(spec)} needs a 'type' (random, mcts, cfr, llm, tit_for_tat, ...)"
+            )
         return dict(spec)
-    raise ValueError(f"player {pname!r}: agent spec must be a name like 'mcts:50' or a mapping with a 'type', got {spec!r}")
+    raise ValueError(
+        f"player {pname!r}: agent spec must be a name like 'mcts:50' or a mapping with a 'type', got {spec!r}"
+    )
 
 
 def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
@@ -341,16 +426,26 @@ def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
     NAME@STEP for each RUN_DIR/checkpoints/step_N, and NAME@best for RUN_DIR/best.
     """
     if "type" in spec or "model" in spec:
-        raise ValueError(f"player {pname!r}: a 'checkpoints' entry names a training run; its players are LLMs of its checkpoints (no 'type' or 'model')")
+        raise ValueError(
+            f"player {pname!r}: a 'checkpoints' entry names a training run; its players are LLMs of its checkpoints (no 'type' or 'model')"
+        )
     if not isinstance(spec["checkpoints"], str) or not spec["checkpoints"].strip():
-        raise ValueError(f"player {pname!r}: checkpoints must name a training run's folder, got {spec['checkpoints']!r}")
+        raise ValueError(
+            f"player {pname!r}: checkpoints must name a training run's folder, got {spec['checkpoints']!r}"
+        )
     run = Path(spec["checkpoints"])
-    found = sorted((int(d.name[5:]), d) for d in (run / "checkpoints").glob("step_*") if d.is_dir() and d.name[5:].isdigit())
+    found = sorted(
+        (int(d.name[5:]), d)
+        for d in (run / "checkpoints").glob("step_*")
+        if d.is_dir() and d.name[5:].isdigit()
+    )
     players = {f"{pname}@{step}": d for step, d in found}
     if (run / "best" / "model.safetensors").is_file():
         players[f"{pname}@best"] = run / "best"
     if not players:
-        raise ValueError(f"player {pname!r}: no checkpoints under {run} (expected {run}/checkpoints/step_N or {run}/best)")
+        raise ValueError(
+            f"player {pname!r}: no checkpoints under {run} (expected {run}/checkpoints/step_N or {run}/best)"
+        )
     options = {k: v for k, v in spec.items() if k != "checkpoints"}
     return {name: {"type": "llm", "model": str(d), **options} for name, d in players.items()}
 
@@ -364,7 +459,9 @@ def _check_games(specs: list[GameSpec]) -> None:
             continue  # seat count known only once built; the arena checks it
         info = games.info(g.name)  # ValueError with did-you-mean for unknown names
         if info.num_players != 2:
-            raise ValueError(f"game {g.name!r} has {info.num_players} players; tournament formats are pairwise (2 players)")
+            raise ValueError(
+                f"game {g.name!r} has {info.num_players} players; tournament formats are pairwise (2 players)"
+            )
         try:
             games.make(g.name, **g.params)  # bad parameters fail here, before any store exists
         except ValueError as e:

@@ -23,8 +23,9 @@ behind it (a return, a judge score), used to break ties.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Generator, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Hashable, Iterable, Sequence
+from typing import Any
 
 Player = Hashable
 
@@ -51,7 +52,7 @@ class PairResult:
     games: int = 1
 
     @classmethod
-    def from_scores(cls, scores: Iterable[tuple[float, float]]) -> "PairResult":
+    def from_scores(cls, scores: Iterable[tuple[float, float]]) -> PairResult:
         """One game per (score_a, score_b): the higher score wins, equal scores draw."""
         r = cls(0.0, 0.0, 0.0, 0.0, 0)
         for sa, sb in scores:
@@ -135,7 +136,9 @@ class Tally:
         return out
 
 
-def play(tally: Tally, pairings: list[Pairing]) -> Generator[list[Pairing], list[PairResult], list[PairResult]]:
+def play(
+    tally: Tally, pairings: list[Pairing]
+) -> Generator[list[Pairing], list[PairResult], list[PairResult]]:
     """Yield one round, check and record its results, return them (use with `yield from`)."""
     if not pairings:
         return []
@@ -145,8 +148,10 @@ def play(tally: Tally, pairings: list[Pairing]) -> Generator[list[Pairing], list
         raise ValueError(f"round of {len(pairings)} pairings got {got} results")
     for p, r in zip(pairings, results):
         if abs(r.points_a + r.points_b - r.games) > 1e-9 or r.games != p.games:
-            raise ValueError(f"result for {p.a!r} vs {p.b!r} ({p.label}) has {r.games} games and "
-                             f"{r.points_a}+{r.points_b} points; expected {p.games} games and points summing to it")
+            raise ValueError(
+                f"result for {p.a!r} vs {p.b!r} ({p.label}) has {r.games} games and "
+                f"{r.points_a}+{r.points_b} points; expected {p.games} games and points summing to it"
+            )
         tally.add(p, r)
     tally.rounds.append(list(zip(pairings, results)))
     return list(results)

@@ -18,14 +18,23 @@ from __future__ import annotations
 import inspect
 import math
 from collections import Counter
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Sequence
 
 import networkx as nx
 
 from tournaments.adaptive import adaptive, default_budget
 from tournaments.bracket import double_elimination, single_elimination
-from tournaments.core import FormatGen, Outcome, Pairing, Player, Tally, check_players, play, sort_players
+from tournaments.core import (
+    FormatGen,
+    Outcome,
+    Pairing,
+    Player,
+    Tally,
+    check_players,
+    play,
+    sort_players,
+)
 from tournaments.seeding import _check_games, anchor, seed_order
 
 
@@ -39,7 +48,10 @@ def round_robin(players: Sequence[Player], games: int = 1) -> FormatGen:
     _check_games(games, "games")
     tally = Tally(players)
     idx = {p: i for i, p in enumerate(players)}
-    pairings = [Pairing(a, b, "RR", games) if (idx[a] + idx[b]) % 2 else Pairing(b, a, "RR", games) for a, b in combinations(players, 2)]
+    pairings = [
+        Pairing(a, b, "RR", games) if (idx[a] + idx[b]) % 2 else Pairing(b, a, "RR", games)
+        for a, b in combinations(players, 2)
+    ]
     yield from play(tally, pairings)
     order = sort_players(players, lambda p: (tally.points[p], tally.mean_score(p)))
     return Outcome(order, tally.stats(), tally.rounds)
@@ -71,8 +83,12 @@ def swiss(
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     tally = Tally(players)
-    seeding_tally = Tally(players)  # a seeding phase orders the first round; its games earn no Swiss points
-    order = yield from seed_order(players, seeding_tally, seeding, ratings, anchor, seed_games, seed)
+    seeding_tally = Tally(
+        players
+    )  # a seeding phase orders the first round; its games earn no Swiss points
+    order = yield from seed_order(
+        players, seeding_tally, seeding, ratings, anchor, seed_games, seed
+    )
     tally.rounds.extend(seeding_tally.rounds)
     initial = {p: i for i, p in enumerate(order)}
     bye_points: dict = {p: 0.0 for p in players}
@@ -87,7 +103,9 @@ def swiss(
         rank = {p: i for i, p in enumerate(standing)}
         bye = None
         if n % 2:
-            candidates = [p for p in reversed(standing) if not bye_points[p]] or list(reversed(standing))
+            candidates = [p for p in reversed(standing) if not bye_points[p]] or list(
+                reversed(standing)
+            )
             bye = next((p for p in candidates if _perfect(standing, p, met)), candidates[0])
         pool = [p for p in standing if p != bye]
         pairs = _pair(pool, rank, points, met)
@@ -104,7 +122,11 @@ def swiss(
 
     buchholz = {p: sum(points(o) for o in tally.opponents[p]) for p in players}
     final = sort_players(order, lambda p: (points(p), buchholz[p], tally.mean_score(p)))
-    stats = tally.stats(buchholz=buchholz, byes={p: int(v / games) for p, v in bye_points.items()}, seed={p: i + 1 for p, i in initial.items()})
+    stats = tally.stats(
+        buchholz=buchholz,
+        byes={p: int(v / games) for p, v in bye_points.items()},
+        seed={p: i + 1 for p, i in initial.items()},
+    )
     for p in players:
         stats[p]["points"] = points(p)
     return Outcome(final, stats, tally.rounds)
@@ -147,7 +169,11 @@ def _perfect(standing: list, bye: Player, met: set) -> bool:
     pool = [p for p in standing if p != bye]
     graph = nx.Graph()
     graph.add_nodes_from(range(len(pool)))
-    graph.add_edges_from((i, j) for i, j in combinations(range(len(pool)), 2) if frozenset((pool[i], pool[j])) not in met)
+    graph.add_edges_from(
+        (i, j)
+        for i, j in combinations(range(len(pool)), 2)
+        if frozenset((pool[i], pool[j])) not in met
+    )
     return 2 * len(nx.max_weight_matching(graph, maxcardinality=True)) == len(pool)
 
 
@@ -165,7 +191,11 @@ def format_options(name: str) -> list[str]:
     """The option names a format accepts (besides `players`)."""
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r} (choose from {', '.join(FORMATS)})")
-    return [p for p in inspect.signature(FORMATS[name]).parameters if p != "players" and not p.startswith("_")]
+    return [
+        p
+        for p in inspect.signature(FORMATS[name]).parameters
+        if p != "players" and not p.startswith("_")
+    ]
 
 
 def resolved_options(name: str, players: Sequence[Player], options: dict) -> dict:
@@ -193,5 +223,7 @@ def make_format(name: str, players: Sequence[Player], **options) -> FormatGen:
     known = format_options(name)
     bad = [k for k in options if k not in known]
     if bad:
-        raise ValueError(f"unknown option {', '.join(map(repr, bad))} for format {name} (known: {', '.join(known)})")
+        raise ValueError(
+            f"unknown option {', '.join(map(repr, bad))} for format {name} (known: {', '.join(known)})"
+        )
     return FORMATS[name](players, **options)

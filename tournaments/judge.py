@@ -17,18 +17,20 @@ items' scores twice, once with the positions swapped, and sums, cancelling posit
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
 from agents.backend import Backend, SamplingParams
-from tournaments.core import Outcome, PairResult, Pairing, drive
+from tournaments.core import Outcome, Pairing, PairResult, drive
 from tournaments.formats import make_format
 
 Compare = Callable[[list[tuple[int, int]]], list[tuple[float, float]]]
 
-JUDGE_SYSTEM = "You are an impartial judge. You compare two responses to the same task and score each one."
+JUDGE_SYSTEM = (
+    "You are an impartial judge. You compare two responses to the same task and score each one."
+)
 JUDGE_PROMPT = """Task:
 {task}
 
@@ -65,7 +67,9 @@ class LLMJudge:
     items: Sequence[str]  # the rendered trajectories / answers, by index
     task: str  # the prompt they answer
     max_score: int = 10
-    params: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=16, temperature=0.0))
+    params: SamplingParams = field(
+        default_factory=lambda: SamplingParams(max_new_tokens=16, temperature=0.0)
+    )
     calls: int = 0  # backend calls made
     parse_failures: int = 0  # replies without a score
 
@@ -77,7 +81,9 @@ class LLMJudge:
         gens = self.backend.generate(convs, self.params)
         self.calls += 1
         if len(gens) != len(convs):
-            raise RuntimeError(f"judge backend returned {len(gens)} generations for {len(convs)} conversations")
+            raise RuntimeError(
+                f"judge backend returned {len(gens)} generations for {len(convs)} conversations"
+            )
         out = []
         for k in range(len(pairs)):
             a_first, a_second = self.parse(gens[2 * k].text)
@@ -86,7 +92,9 @@ class LLMJudge:
         return out
 
     def conversation(self, a: int, b: int) -> list[dict]:
-        text = JUDGE_PROMPT.format(task=self.task, a=self.items[a], b=self.items[b], max_score=self.max_score)
+        text = JUDGE_PROMPT.format(
+            task=self.task, a=self.items[a], b=self.items[b], max_score=self.max_score
+        )
         return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": text}]
 
     def parse(self, reply: str) -> tuple[float, float]:
@@ -128,7 +136,9 @@ def judge_group(n: int, compare: Compare, format: str = "single_elimination", **
     return drive(make_format(format, list(range(n)), **options), play_round)
 
 
-def rank_group(n: int, compare: Compare, format: str = "single_elimination", **options) -> list[int]:
+def rank_group(
+    n: int, compare: Compare, format: str = "single_elimination", **options
+) -> list[int]:
     """0-based rank of each item 0..n-1 (0 = best) under `format` with `compare`."""
     ranks = judge_group(n, compare, format, **options).ranks()
     return [ranks[i] for i in range(n)]

@@ -31,8 +31,9 @@ antisymmetric game P - P^T and each player's payoff against it.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
@@ -52,7 +53,9 @@ class Rating:
     hi: float  # upper end (+inf for a player nobody outside the players it beat took points from)
     theta: float  # the fitted log-strength, before pinning
     games: int  # games the player took part in
-    rank_lo: int = 0  # best rank the data allow (1 = top), see `fit_bradley_terry`; 0 without intervals
+    rank_lo: int = (
+        0  # best rank the data allow (1 = top), see `fit_bradley_terry`; 0 without intervals
+    )
     rank_hi: int = 0  # worst rank
 
 
@@ -80,7 +83,9 @@ def elo(theta: float | np.ndarray, ref: float = 0.0) -> float | np.ndarray:
     return ELO_SCALE * (np.asarray(theta) - ref) + ELO_BASE
 
 
-def bradley_terry(games: Iterable[tuple[Hashable, Hashable, float]], *args, **kwargs) -> dict[Hashable, Rating]:
+def bradley_terry(
+    games: Iterable[tuple[Hashable, Hashable, float]], *args, **kwargs
+) -> dict[Hashable, Rating]:
     """{player: Rating} of `fit_bradley_terry` (the same arguments)."""
     return fit_bradley_terry(games, *args, **kwargs).ratings
 
@@ -171,7 +176,10 @@ def fit_bradley_terry(
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     rank_lo, rank_hi = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     counts = {g: labels.count(g) for g in groups}
-    seats = {g: SeatAdvantage(float(ELO_SCALE * x[n + k]), math.nan, math.nan, counts[g]) for k, g in enumerate(groups)}
+    seats = {
+        g: SeatAdvantage(float(ELO_SCALE * x[n + k]), math.nan, math.nan, counts[g])
+        for k, g in enumerate(groups)
+    }
     if ci is not None and len(games):
         robust, model = _sandwich_design(x, X, y, l2)
         var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
@@ -197,14 +205,23 @@ def fit_bradley_terry(
     if reference is not None and ci is not None and len(games):
         lo[index[reference]] = hi[index[reference]] = ELO_BASE
     ratings = {
-        p: Rating(float(shown[i]), float(lo[i]) if played[i] else math.nan, float(hi[i]) if played[i] else math.nan, float(x[i]),
-                  int(played[i]), int(rank_lo[i]), int(rank_hi[i]))
+        p: Rating(
+            float(shown[i]),
+            float(lo[i]) if played[i] else math.nan,
+            float(hi[i]) if played[i] else math.nan,
+            float(x[i]),
+            int(played[i]),
+            int(rank_lo[i]),
+            int(rank_hi[i]),
+        )
         for i, p in enumerate(players)
     }
     return Fit(ratings, seats)
 
 
-def _rank_ranges(x, X, y, l2, T, robust, model, graph, played, level) -> tuple[np.ndarray, np.ndarray]:
+def _rank_ranges(
+    x, X, y, l2, T, robust, model, graph, played, level
+) -> tuple[np.ndarray, np.ndarray]:
     """(best, worst) rank per player: 1 + #{j surely above i}, n - #{j surely below i}.
 
     "Surely above": the difference of the two ratings is positive at level
@@ -221,25 +238,39 @@ def _rank_ranges(x, X, y, l2, T, robust, model, graph, played, level) -> tuple[n
     z = norm.ppf(1 - (1 - level) / (2 * (m - 1)))
     cut = chi2.ppf(1 - (1 - level) / (m - 1), 1)
     d = T @ x
-    var = np.maximum.reduce([np.diag(V)[:, None] + np.diag(V)[None, :] - 2 * V for V in (T @ robust @ T.T, T @ model @ T.T)])
-    above = d[:, None] - d[None, :] > z * np.sqrt(np.clip(var, 0.0, None))  # above[i, j]: i surely above j
+    var = np.maximum.reduce(
+        [
+            np.diag(V)[:, None] + np.diag(V)[None, :] - 2 * V
+            for V in (T @ robust @ T.T, T @ model @ T.T)
+        ]
+    )
+    above = d[:, None] - d[None, :] > z * np.sqrt(
+        np.clip(var, 0.0, None)
+    )  # above[i, j]: i surely above j
     f_min = _penalised_nll(x, X, y, l2)[0]
     for i in np.flatnonzero(played):
         up, down = nx.ancestors(graph, i) | {i}, nx.descendants(graph, i) | {i}
         for j in np.flatnonzero(played):
             if j == i or (j in up and j in down):
                 continue
-            if j in down:  # i - j unbounded above only: i above j unless equal ratings fit well enough
+            if (
+                j in down
+            ):  # i - j unbounded above only: i above j unless equal ratings fit well enough
                 a = T[i] - T[j]
                 # a quick upper bound on the refit's deviance first: most pairs stop there
-                above[i, j] = 2 * (_equal_ratings_bound(x, X, y, l2, a) - f_min) > cut and _profile_deviance(x, X, y, l2, a)(0.0) > cut
+                above[i, j] = (
+                    2 * (_equal_ratings_bound(x, X, y, l2, a) - f_min) > cut
+                    and _profile_deviance(x, X, y, l2, a)(0.0) > cut
+                )
             else:
                 above[i, j] = False
     above &= played[:, None] & played[None, :]
     return 1 + above.sum(axis=0), n - above.sum(axis=1)
 
 
-def _equal_ratings_bound(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray) -> float:
+def _equal_ratings_bound(
+    x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray
+) -> float:
     """The penalised log-loss at a point with a @ x = 0 (i's and j's ratings met halfway,
     then one Newton step within a @ x = 0, kept only if it lowers the loss): at least the
     constrained minimum, so a deviance from it below the cut settles the test."""
@@ -254,7 +285,9 @@ def _equal_ratings_bound(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float,
     return f0
 
 
-def _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played) -> tuple[np.ndarray, np.ndarray]:
+def _interval_ends(
+    shown, se, level, free_up, free_down, x, X, y, l2, T, played
+) -> tuple[np.ndarray, np.ndarray]:
     """Wald ends at `level`; for a record unbounded on one side, +-inf there and the profile
     likelihood end on the other."""
     z = norm.ppf(0.5 + level / 2)
@@ -311,7 +344,15 @@ def _unbounded(graph, anchor: set[int]) -> tuple[np.ndarray, np.ndarray]:
     return up, down
 
 
-def _profile_end(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray, direction: float, cut: float) -> float:
+def _profile_end(
+    x: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    l2: float,
+    a: np.ndarray,
+    direction: float,
+    cut: float,
+) -> float:
     """Where the profile penalised deviance of the shown value a @ x, walked from the fit
     in `direction`, reaches `cut`; on the Elo scale (the end of a profile-likelihood interval)."""
     from scipy.optimize import brentq
@@ -345,13 +386,17 @@ def _profile_deviance(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a:
         def hess(u):
             return N.T @ _penalised_hessian(c * base + N @ u, X, l2) @ N
 
-        warm[0] = minimize(loss, warm[0], jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}).x
+        warm[0] = minimize(
+            loss, warm[0], jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}
+        ).x
         return 2 * (loss(warm[0])[0] - f_min)
 
     return deviance
 
 
-def _penalised_nll(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
+def _penalised_nll(
+    x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float
+) -> tuple[float, np.ndarray]:
     """The fit's objective (log-loss plus the Gaussian prior) and its gradient."""
     d = X @ x
     # -[y log p + (1-y) log(1-p)] written stably with logaddexp
@@ -364,19 +409,32 @@ def _penalised_hessian(x: np.ndarray, X: np.ndarray, l2: float) -> np.ndarray:
     return (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(X.shape[1])
 
 
-def _fit(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float, x0: np.ndarray | None = None) -> np.ndarray:
+def _fit(
+    ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float, x0: np.ndarray | None = None
+) -> np.ndarray:
     """Penalised maximum likelihood of theta (no seat term)."""
     return _fit_design(_design(ia, ib, n), y, l2, x0)
 
 
-def _fit_design(X: np.ndarray, y: np.ndarray, l2: float, x0: np.ndarray | None = None) -> np.ndarray:
+def _fit_design(
+    X: np.ndarray, y: np.ndarray, l2: float, x0: np.ndarray | None = None
+) -> np.ndarray:
     """Penalised maximum likelihood: Newton steps with the exact Hessian (scipy trust-exact)."""
     x0 = np.zeros(X.shape[1]) if x0 is None else x0
-    return minimize(_penalised_nll, x0, args=(X, y, l2), jac=True, hess=lambda x, *_: _penalised_hessian(x, X, l2),
-                    method="trust-exact", options={"gtol": 1e-8}).x
+    return minimize(
+        _penalised_nll,
+        x0,
+        args=(X, y, l2),
+        jac=True,
+        hess=lambda x, *_: _penalised_hessian(x, X, l2),
+        method="trust-exact",
+        options={"gtol": 1e-8},
+    ).x
 
 
-def _design(ia: np.ndarray, ib: np.ndarray, n: int, seat_group: Sequence[int] = (), groups: int = 0) -> np.ndarray:
+def _design(
+    ia: np.ndarray, ib: np.ndarray, n: int, seat_group: Sequence[int] = (), groups: int = 0
+) -> np.ndarray:
     """(games, players + seat groups) matrix with +1 for a, -1 for b and 1 in the game's
     seat-group column: theta_a - theta_b [+ h_group] = X @ x."""
     X = np.zeros((len(ia), n + groups))
@@ -387,12 +445,16 @@ def _design(ia: np.ndarray, ib: np.ndarray, n: int, seat_group: Sequence[int] = 
     return X
 
 
-def _sandwich(theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
+def _sandwich(
+    theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(robust covariance H^-1 B H^-1, model-based covariance H^-1) of theta (no seat term)"""
     return _sandwich_design(theta, _design(ia, ib, n), y, l2)
 
 
-def _sandwich_design(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray]:
+def _sandwich_design(
+    x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float
+) -> tuple[np.ndarray, np.ndarray]:
     H = _penalised_hessian(x, X, l2)
     G = X * (y - expit(X @ x))[:, None]  # per-game score
     B = G.T @ G
@@ -410,7 +472,9 @@ class SkillRating:
     matches: int  # matches rated
 
 
-def openskill_ratings(results: Iterable[Mapping[Any, float]], model: str = "PlackettLuce") -> dict[Hashable, SkillRating]:
+def openskill_ratings(
+    results: Iterable[Mapping[Any, float]], model: str = "PlackettLuce"
+) -> dict[Hashable, SkillRating]:
     """OpenSkill ratings from matches of any size, in order.
 
     Each result maps a side to its score (higher is better); a side is a player or a tuple
@@ -420,7 +484,9 @@ def openskill_ratings(results: Iterable[Mapping[Any, float]], model: str = "Plac
     import openskill.models as om
 
     if model not in om.MODELS and not hasattr(om, model):
-        raise ValueError(f"unknown openskill model {model!r} (choose from {', '.join(sorted(m.__name__ for m in om.MODELS))})")
+        raise ValueError(
+            f"unknown openskill model {model!r} (choose from {', '.join(sorted(m.__name__ for m in om.MODELS))})"
+        )
     rater = getattr(om, model)()
     current: dict = {}
     counts: dict = {}
@@ -437,7 +503,9 @@ def openskill_ratings(results: Iterable[Mapping[Any, float]], model: str = "Plac
     return {p: SkillRating(r.mu, r.sigma, r.ordinal(), counts[p]) for p, r in current.items()}
 
 
-def win_matrix(games: Iterable[tuple[Hashable, Hashable, float]], players: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+def win_matrix(
+    games: Iterable[tuple[Hashable, Hashable, float]], players: Sequence[Hashable]
+) -> tuple[np.ndarray, np.ndarray]:
     """(points, games) matrices: points[i, j] = points i took from j, games[i, j] = games played."""
     index = {p: i for i, p in enumerate(players)}
     n = len(players)
@@ -451,7 +519,9 @@ def win_matrix(games: Iterable[tuple[Hashable, Hashable, float]], players: Seque
     return pts, cnt
 
 
-def win_rates(games: Iterable[tuple[Hashable, Hashable, float]], players: Sequence[Hashable]) -> np.ndarray:
+def win_rates(
+    games: Iterable[tuple[Hashable, Hashable, float]], players: Sequence[Hashable]
+) -> np.ndarray:
     """P[i, j] = share of points i took from j; 0.5 on the diagonal and for unplayed pairs."""
     pts, cnt = win_matrix(games, players)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -485,7 +555,9 @@ def nash_average(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import pyspiel
         from open_spiel.python.algorithms import nash_averaging
     except ImportError as e:  # cvxpy is an optional dependency of OpenSpiel's nash_averaging
-        raise ImportError(f"Nash averaging needs OpenSpiel with cvxpy ({e}); pip install cvxpy") from e
+        raise ImportError(
+            f"Nash averaging needs OpenSpiel with cvxpy ({e}); pip install cvxpy"
+        ) from e
     P = np.asarray(P, dtype=float)
     _check_square(P)
     A = P - P.T
@@ -502,4 +574,6 @@ def _simplex(x) -> np.ndarray:
 
 def _check_square(P: np.ndarray) -> None:
     if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] < 2:
-        raise ValueError(f"need a square win-rate matrix over at least 2 players, got shape {P.shape}")
+        raise ValueError(
+            f"need a square win-rate matrix over at least 2 players, got shape {P.shape}"
+        )

@@ -75,10 +75,28 @@ def leaderboard(result: TournamentResult) -> list[Row]:
         w, d, l_ = wdl[p]
         mean = {g: float(np.mean(returns[p, g])) for g in games if returns[p, g]}
         stats = result.outcome.stats.get(p, {})
-        played = stats.get("games", (w + d + l_) / len(result.config.games))  # a tournament so far: its matches
+        played = stats.get(
+            "games", (w + d + l_) / len(result.config.games)
+        )  # a tournament so far: its matches
         most = played + stats.get("byes", 0) * result.config.games_per_pairing
-        rows.append(Row(i + 1, p, rt.elo, rt.lo, rt.hi, w, d, l_, w + d + l_, float(stats.get("points", 0.0)), mean, float(most),
-                        rt.rank_lo, rt.rank_hi))
+        rows.append(
+            Row(
+                i + 1,
+                p,
+                rt.elo,
+                rt.lo,
+                rt.hi,
+                w,
+                d,
+                l_,
+                w + d + l_,
+                float(stats.get("points", 0.0)),
+                mean,
+                float(most),
+                rt.rank_lo,
+                rt.rank_hi,
+            )
+        )
     return rows
 
 
@@ -86,7 +104,11 @@ def points_note(result: TournamentResult, rows: list[Row] | None = None) -> str:
     """What the points column counts, in one sentence with this tournament's numbers."""
     cfg = result.config
     n = len(cfg.games)
-    per = "" if n == 1 else f", divided by the config's {n} games (each repeat of a pairing plays every game once)"
+    per = (
+        ""
+        if n == 1
+        else f", divided by the config's {n} games (each repeat of a pairing plays every game once)"
+    )
     by = "" if n == 1 else f" / {n}"
     text = f"points: win 1, draw ½, loss 0 per match{per}: (W + D/2){by}, of the most its matches could make"
     if cfg.format == "swiss":
@@ -128,7 +150,10 @@ def seat_note(result: TournamentResult) -> str:
     """The first mover's advantage per game, as fitted with the ratings."""
     if not result.seat:
         return ""
-    terms = [f"{g} {h.elo:+.0f}" + ("" if math.isnan(h.lo) else f" [{h.lo:+.0f}, {h.hi:+.0f}]") for g, h in result.seat.items()]
+    terms = [
+        f"{g} {h.elo:+.0f}" + ("" if math.isnan(h.lo) else f" [{h.lo:+.0f}, {h.hi:+.0f}]")
+        for g, h in result.seat.items()
+    ]
     return f"first mover's advantage (fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
 
 
@@ -140,15 +165,18 @@ def rating_note(result: TournamentResult) -> str:
     if result.seat:
         text += f"; {seat_note(result)}"
     if ro.ci:
-        text += (f"; rating rank: the ranks the rating differences allow ({int(ro.level * 100)}% confidence for each player's range); "
-                 "an unbeaten player's interval has no upper end")
+        text += (
+            f"; rating rank: the ranks the rating differences allow ({int(ro.level * 100)}% confidence for each player's range); "
+            "an unbeaten player's interval has no upper end"
+        )
     return text + "."
 
 
 def print_leaderboard(result: TournamentResult, console=None) -> None:
     """The leaderboard as a rich table."""
-    from arena.console import make_console
     from rich.table import Table
+
+    from arena.console import make_console
 
     console = console or make_console(120)
     cfg = result.config
@@ -160,8 +188,17 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
     for col in ("rank", "player", "rating [CI]", "rating rank", "W", "D", "L", "games", "points"):
         table.add_column(col, justify="left" if col == "player" else "right")
     for r in rows:
-        table.add_row(str(r.rank), r.player, _ci(r, ro.reference), _rank_range(r), str(r.wins), str(r.draws), str(r.losses), str(r.games),
-                      _points(r))
+        table.add_row(
+            str(r.rank),
+            r.player,
+            _ci(r, ro.reference),
+            _rank_range(r),
+            str(r.wins),
+            str(r.draws),
+            str(r.losses),
+            str(r.games),
+            _points(r),
+        )
     console.print(table)
 
 
@@ -199,7 +236,14 @@ def winrate_figure(result: TournamentResult) -> str:
         for i in range(n):
             for j in range(n):
                 if cnt[i, j]:
-                    ax.text(j, i, f"{P[i, j]:.2f}\n({int(cnt[i, j])})", ha="center", va="center", fontsize=7)
+                    ax.text(
+                        j,
+                        i,
+                        f"{P[i, j]:.2f}\n({int(cnt[i, j])})",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                    )
     ax.set_xlabel("opponent")
     ax.set_title("win rate of row vs column (draw = 1/2; games)")
     fig.colorbar(im, ax=ax, fraction=0.046)
@@ -221,8 +265,13 @@ def rating_figure(result: TournamentResult) -> str:
     hi = np.array([r.hi if not math.isnan(r.hi) else r.elo for r in rows])
     finite = np.concatenate([elo, lo[np.isfinite(lo)], hi[np.isfinite(hi)]])
     margin = 0.15 * (finite.max() - finite.min()) + 50
-    left, right = finite.min() - margin, finite.max() + margin  # an unbounded end: drawn to the edge, with an arrow
-    ax.errorbar(elo, y, xerr=[elo - np.maximum(lo, left), np.minimum(hi, right) - elo], fmt="o", capsize=3)
+    left, right = (
+        finite.min() - margin,
+        finite.max() + margin,
+    )  # an unbounded end: drawn to the edge, with an arrow
+    ax.errorbar(
+        elo, y, xerr=[elo - np.maximum(lo, left), np.minimum(hi, right) - elo], fmt="o", capsize=3
+    )
     ax.plot(np.full(np.isinf(hi).sum(), right), y[np.isinf(hi)], ">", color="C0")
     ax.plot(np.full(np.isinf(lo).sum(), left), y[np.isinf(lo)], "<", color="C0")
     ax.set_yticks(y, [r.player for r in rows])
@@ -353,20 +402,35 @@ def _leaderboard_html(result: TournamentResult, records: dict) -> str:
     invalid = _invalid_replies(records)
     games = list(dict.fromkeys(s.game for s in result.schedule))
     head = "".join(f"<th>{_e(h)}</th>" for h in ("rank",)) + '<th class="l">player</th>'
-    head += "".join(f"<th>{_e(h)}</th>" for h in ("rating", "CI", "rating rank", "W", "D", "L", "games", "points"))
+    head += "".join(
+        f"<th>{_e(h)}</th>"
+        for h in ("rating", "CI", "rating rank", "W", "D", "L", "games", "points")
+    )
     head += "".join(f"<th>mean return: {_e(g)}</th>" for g in games)
     head += "<th>invalid first replies</th>" if invalid else ""
     body = []
     for r in rows:
         ci = "reference" if r.player == result.config.rating.reference else _interval(r)
-        cells = [f"<td>{r.rank}</td>", f'<td class="l player">{_e(r.player)}</td>', f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
-                 f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{_e(ci)}</td>',
-                 f'<td class="rank-range" data-v="{r.rank_lo + r.rank_hi / 1000}">{_rank_range(r)}</td>',
-                 *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)), f'<td data-v="{r.points:.6g}">{_points(r)}</td>']
-        cells += [f"<td>{r.mean_return[g]:+.2f}</td>" if g in r.mean_return else "<td></td>" for g in games]
+        cells = [
+            f"<td>{r.rank}</td>",
+            f'<td class="l player">{_e(r.player)}</td>',
+            f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
+            f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{_e(ci)}</td>',
+            f'<td class="rank-range" data-v="{r.rank_lo + r.rank_hi / 1000}">{_rank_range(r)}</td>',
+            *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)),
+            f'<td data-v="{r.points:.6g}">{_points(r)}</td>',
+        ]
+        cells += [
+            f"<td>{r.mean_return[g]:+.2f}</td>" if g in r.mean_return else "<td></td>"
+            for g in games
+        ]
         if invalid:
             bad, n = invalid.get(r.player, (0, 0))
-            cells.append(f'<td data-v="{bad / n if n else -1}">{bad}/{n} ({100 * bad / n:.0f}%)</td>' if n else "<td></td>")
+            cells.append(
+                f'<td data-v="{bad / n if n else -1}">{bad}/{n} ({100 * bad / n:.0f}%)</td>'
+                if n
+                else "<td></td>"
+            )
         body.append(f"<tr>{''.join(cells)}</tr>")
     return f'<table id="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -376,10 +440,18 @@ def _bracket_html(result: TournamentResult) -> str:
     matches = result.outcome.bracket or []
     seeds = {p: s.get("seed") for p, s in result.outcome.stats.items()}
     double = any(m.side == "L" for m in matches)
-    sides = [("W", "Winners' bracket" if double else ""), ("L", "Losers' bracket"), ("F", "Grand final")]
+    sides = [
+        ("W", "Winners' bracket" if double else ""),
+        ("L", "Losers' bracket"),
+        ("F", "Grand final"),
+    ]
     out = []
     for side, title in sides:
-        ms = [m for m in matches if m.side == side and not (m.id == "GF2" and m.a is None and m.b is None)]
+        ms = [
+            m
+            for m in matches
+            if m.side == side and not (m.id == "GF2" and m.a is None and m.b is None)
+        ]
         if not ms:
             continue
         cols = []
@@ -387,21 +459,30 @@ def _bracket_html(result: TournamentResult) -> str:
             boxes = []
             for m in (m for m in ms if m.label == label):
                 lines = []
-                for who, pts in ((m.a, m.result.points_a if m.result else None), (m.b, m.result.points_b if m.result else None)):
+                for who, pts in (
+                    (m.a, m.result.points_a if m.result else None),
+                    (m.b, m.result.points_b if m.result else None),
+                ):
                     if who is None:
                         lines.append('<div class="bye">bye</div>')
                         continue
                     seed = f"<span class=k>{seeds.get(who)}</span> " if seeds.get(who) else ""
                     score = "" if pts is None else f"{pts:.3g}"
                     cls = ' class="w"' if who == m.winner else ""
-                    lines.append(f"<div{cls}><span>{seed}{_e(who)}</span><span>{score}</span></div>")
+                    lines.append(
+                        f"<div{cls}><span>{seed}{_e(who)}</span><span>{score}</span></div>"
+                    )
                 boxes.append(f'<div class="m" data-match="{_e(m.id)}">{"".join(lines)}</div>')
             cols.append(f'<div class="col"><h4>{_e(label)}</h4>{"".join(boxes)}</div>')
         heading = f"<h3>{_e(title)}</h3>" if title else ""
-        out.append(f"{heading}<div class=\"bracket\">{''.join(cols)}</div>")
+        out.append(f'{heading}<div class="bracket">{"".join(cols)}</div>')
     seeding = [rnd for rnd in result.outcome.rounds if rnd and all(p.label == "A" for p, _ in rnd)]
     if seeding:
-        out.insert(0, "<h3>Seeding phase (vs the anchor)</h3>" + _rounds_html(result, seeding, "seeding-rounds"))
+        out.insert(
+            0,
+            "<h3>Seeding phase (vs the anchor)</h3>"
+            + _rounds_html(result, seeding, "seeding-rounds"),
+        )
     return f'<div id="bracket">{"".join(out)}</div>'
 
 
@@ -415,8 +496,10 @@ def _rounds_html(result: TournamentResult, rounds: list | None = None, id_: str 
             f'<tr><td class="l">{_e(p.label)}</td><td class="l">{_e(p.a)}</td><td>{r.points_a:.3g} : {r.points_b:.3g}</td><td class="l">{_e(p.b)}</td><td>{r.games}</td></tr>'
             for p, r in rnd
         )
-        parts.append(f"<details{' open' if len(rounds) <= 3 else ''}><summary>round {k + 1} ({len(rnd)} pairings)</summary>"
-                     f"<table><tr><th class=l>round</th><th class=l>player</th><th>points</th><th class=l>opponent</th><th>games</th></tr>{rows}</table></details>")
+        parts.append(
+            f"<details{' open' if len(rounds) <= 3 else ''}><summary>round {k + 1} ({len(rnd)} pairings)</summary>"
+            f"<table><tr><th class=l>round</th><th class=l>player</th><th>points</th><th class=l>opponent</th><th>games</th></tr>{rows}</table></details>"
+        )
     return f'<div id="{id_}">{"".join(parts)}</div>'
 
 
@@ -440,18 +523,28 @@ def _other_ratings_html(result: TournamentResult) -> str:
     rows = []
     for i, p in enumerate(players):
         s = skill.get(p)
-        cells = [f'<td class="l">{_e(p)}</td>',
-                 f"<td>{s.mu:.1f} ± {s.sigma:.1f}</td><td>{s.ordinal:.1f}</td>" if s else "<td></td><td></td>",
-                 f"<td>{mass[i]:.3f}</td>" if mass is not None else "<td></td>",
-                 f"<td>{mix[i]:.3f}</td><td>{payoff[i]:+.3f}</td>" if mix is not None else "<td></td><td></td>"]
+        cells = [
+            f'<td class="l">{_e(p)}</td>',
+            f"<td>{s.mu:.1f} ± {s.sigma:.1f}</td><td>{s.ordinal:.1f}</td>"
+            if s
+            else "<td></td><td></td>",
+            f"<td>{mass[i]:.3f}</td>" if mass is not None else "<td></td>",
+            f"<td>{mix[i]:.3f}</td><td>{payoff[i]:+.3f}</td>"
+            if mix is not None
+            else "<td></td><td></td>",
+        ]
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    head = ("<tr><th class=l>player</th><th>OpenSkill μ ± σ</th><th>ordinal μ-3σ</th><th>alpha-rank mass</th>"
-            "<th>Nash mixture</th><th>payoff vs Nash</th></tr>")
+    head = (
+        "<tr><th class=l>player</th><th>OpenSkill μ ± σ</th><th>ordinal μ-3σ</th><th>alpha-rank mass</th>"
+        "<th>Nash mixture</th><th>payoff vs Nash</th></tr>"
+    )
     note = "".join(f"<p class=k>{n}</p>" for n in notes)
-    return (f"<table id=\"other-ratings\">{head}{''.join(rows)}</table>{note}"
-            "<p class=k>OpenSkill (Plackett-Luce, matches in order); alpha-rank (OpenSpiel, alpha=10) and Nash averaging "
-            "(OpenSpiel) on the win-rate matrix, unplayed pairs at 1/2: a cycle among players shows as mass or Nash "
-            "support spread over them, where a single rating would order them.</p>")
+    return (
+        f'<table id="other-ratings">{head}{"".join(rows)}</table>{note}'
+        "<p class=k>OpenSkill (Plackett-Luce, matches in order); alpha-rank (OpenSpiel, alpha=10) and Nash averaging "
+        "(OpenSpiel) on the win-rate matrix, unplayed pairs at 1/2: a cycle among players shows as mass or Nash "
+        "support spread over them, where a single rating would order them.</p>"
+    )
 
 
 def _records(result: TournamentResult) -> dict:
@@ -481,7 +574,21 @@ def _match_rows(result: TournamentResult) -> list[list]:
         res = result.results.get(spec.match_id)
         if res is not None:
             a, b = spec.seats
-            rows.append([spec.match_id, spec.game, a, b, res.scores[a], res.scores[b], res.outcome[a], res.outcome[b], spec.label, spec.seed, 0])
+            rows.append(
+                [
+                    spec.match_id,
+                    spec.game,
+                    a,
+                    b,
+                    res.scores[a],
+                    res.scores[b],
+                    res.outcome[a],
+                    res.outcome[b],
+                    spec.label,
+                    spec.seed,
+                    0,
+                ]
+            )
     return rows
 
 
@@ -511,19 +618,32 @@ def _turn_data(t) -> dict:
 def _replay_pages(rows: list[list], records: dict, inline_limit: int) -> list[dict]:
     """Replays grouped into pages (setting each row's page): one page if they fit in
     `inline_limit` bytes of JSON, else REPLAY_PAGE matches a page."""
-    replays = {rec.match_id: {"turns": [_turn_data(t) for t in rec.turns], **({"error": rec.error} if rec.error else {})}
-               for rec in records.values()}
+    replays = {
+        rec.match_id: {
+            "turns": [_turn_data(t) for t in rec.turns],
+            **({"error": rec.error} if rec.error else {}),
+        }
+        for rec in records.values()
+    }
     if len(_script_json(replays)) <= inline_limit:
         return [replays]
     pages = []
     for start in range(0, len(rows), REPLAY_PAGE):
-        for row in rows[start:start + REPLAY_PAGE]:
+        for row in rows[start : start + REPLAY_PAGE]:
             row[10] = len(pages)
-        pages.append({row[0]: replays[row[0]] for row in rows[start:start + REPLAY_PAGE] if row[0] in replays})
+        pages.append(
+            {
+                row[0]: replays[row[0]]
+                for row in rows[start : start + REPLAY_PAGE]
+                if row[0] in replays
+            }
+        )
     return pages
 
 
-def write_html(result: TournamentResult, path: str | Path, inline_replays: int = INLINE_REPLAYS) -> Path:
+def write_html(
+    result: TournamentResult, path: str | Path, inline_replays: int = INLINE_REPLAYS
+) -> Path:
     """Write the report page; returns its path.
 
     The replays go inside the page while their JSON is at most `inline_replays` bytes;
@@ -534,8 +654,10 @@ def write_html(result: TournamentResult, path: str | Path, inline_replays: int =
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     games = ", ".join(g.name + (f" {json.dumps(g.params)}" if g.params else "") for g in cfg.games)
-    specs = "".join(f"<tr><td class=l>{_e(p)}</td><td class=l><code>{_e(json.dumps(s) if not isinstance(s, str) else s)}</code></td></tr>"
-                    for p, s in cfg.players.items())
+    specs = "".join(
+        f"<tr><td class=l>{_e(p)}</td><td class=l><code>{_e(json.dumps(s) if not isinstance(s, str) else s)}</code></td></tr>"
+        for p, s in cfg.players.items()
+    )
     records = _records(result)
     rows = _match_rows(result)
     pages = _replay_pages(rows, records, inline_replays)
@@ -545,10 +667,14 @@ def write_html(result: TournamentResult, path: str | Path, inline_replays: int =
     if len(pages) > 1:
         replay_dir.mkdir(exist_ok=True)
         for k, page in enumerate(pages):
-            (replay_dir / f"{k:04d}.js").write_text(f"replayPage({k},{_script_json(page)});\n", encoding="utf-8")
+            (replay_dir / f"{k:04d}.js").write_text(
+                f"replayPage({k},{_script_json(page)});\n", encoding="utf-8"
+            )
         inline = ""
-        where = (f"{len(rows)} matches; open one to see its replay, read from the {len(pages)} files in {replay_dir.name}/ beside "
-                 "this page (keep them together)")
+        where = (
+            f"{len(rows)} matches; open one to see its replay, read from the {len(pages)} files in {replay_dir.name}/ beside "
+            "this page (keep them together)"
+        )
     else:
         if replay_dir.is_dir() and not any(replay_dir.iterdir()):
             replay_dir.rmdir()
@@ -570,7 +696,7 @@ invalid first replies: LLM turns whose first reply named no legal move (retries 
 Click a column to sort.</p>
 <p class=k id="rating-note">{_e(rating_note(result))}</p>
 <p class=k id="points-note">{_e(points_note(result))}</p>
-<h2>{'Bracket' if elim else 'Rounds'}</h2>
+<h2>{"Bracket" if elim else "Rounds"}</h2>
 {structure}
 <h2>Win rates</h2>
 <img id="winrate" alt="win-rate matrix" src="data:image/png;base64,{winrate_figure(result)}">

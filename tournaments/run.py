@@ -36,19 +36,32 @@ import itertools
 import os
 import time
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from tournaments.config import TournamentConfig
-from tournaments.core import Outcome, PairResult, Pairing, drive, sort_players
+from tournaments.core import Outcome, Pairing, PairResult, drive, sort_players
 from tournaments.formats import make_format
 from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside, read_log
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
-__all__ = ["MatchSpec", "MatchResult", "TournamentResult", "run_tournament", "tournament_so_far", "load_tournament", "stored_config",
-           "stored_ratings", "rated_games", "rate", "match_specs", "match_seed", "jsonl_beside"]
+__all__ = [
+    "MatchSpec",
+    "MatchResult",
+    "TournamentResult",
+    "run_tournament",
+    "tournament_so_far",
+    "load_tournament",
+    "stored_config",
+    "stored_ratings",
+    "rated_games",
+    "rate",
+    "match_specs",
+    "match_seed",
+    "jsonl_beside",
+]
 
 
 @dataclass
@@ -64,17 +77,27 @@ class TournamentResult:
     jsonl_path: str
     recovered: int = 0  # matches taken from the JSONL on resume instead of replayed
     played: int = 0  # matches played by this call
-    finished: bool = True  # False: the standing so far, players ordered by rating (`tournament_so_far`)
-    seat: dict = field(default_factory=dict)  # game -> tournaments.ratings.SeatAdvantage, fitted with the ratings
+    finished: bool = (
+        True  # False: the standing so far, players ordered by rating (`tournament_so_far`)
+    )
+    seat: dict = field(
+        default_factory=dict
+    )  # game -> tournaments.ratings.SeatAdvantage, fitted with the ratings
 
     def games(self) -> list[tuple[str, str, float]]:
         """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
         return rated_games(self.schedule, self.results)
 
 
-def rated_games(schedule: list[MatchSpec], results: dict[str, MatchResult]) -> list[tuple[str, str, float]]:
+def rated_games(
+    schedule: list[MatchSpec], results: dict[str, MatchResult]
+) -> list[tuple[str, str, float]]:
     """(seat-0 player, seat-1 player, points of seat 0) of each scheduled match that has a result."""
-    return [(s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0])) for s in schedule if s.match_id in results]
+    return [
+        (s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0]))
+        for s in schedule
+        if s.match_id in results
+    ]
 
 
 def match_seed(tournament_seed: int, match_id: str) -> int:
@@ -91,15 +114,28 @@ def match_specs(config: TournamentConfig, pairing: Pairing, round_no: int) -> li
             base = f"{pairing.label}|{pairing.a}|{pairing.b}|{j}.{game.name}"
             mid = f"{base}|{g}"
             seed_key = f"{base}|pair{g // 2}" if game.opening else mid
-            specs.append(MatchSpec(mid, game.name, dict(game.params), match_seed(config.seed, seed_key), seats, round_no, pairing.label, game.opening))
+            specs.append(
+                MatchSpec(
+                    mid,
+                    game.name,
+                    dict(game.params),
+                    match_seed(config.seed, seed_key),
+                    seats,
+                    round_no,
+                    pairing.label,
+                    game.opening,
+                )
+            )
     return specs
 
 
-def pair_result(config: TournamentConfig, pairing: Pairing, results: dict[str, MatchResult], round_no: int) -> PairResult:
+def pair_result(
+    config: TournamentConfig, pairing: Pairing, results: dict[str, MatchResult], round_no: int
+) -> PairResult:
     """Sum a pairing's matches into the format's PairResult (mean points over the games)."""
     total = PairResult(0.0, 0.0, 0.0, 0.0, pairing.games)
     per_game = len(config.games)
-    for k, spec in enumerate(match_specs(config, pairing, round_no)):
+    for _k, spec in enumerate(match_specs(config, pairing, round_no)):
         r = results[spec.match_id]
         total.points_a += r.points(pairing.a) / per_game
         total.points_b += r.points(pairing.b) / per_game
@@ -135,12 +171,19 @@ def run_tournament(
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with Store(db_path) as store:
         store.lock()
-        if store.init(config.to_json(), config.players, key=_resume_key) == "restarted" and jsonl.exists():
-            jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))  # the old config's trajectories, kept aside
+        if (
+            store.init(config.to_json(), config.players, key=_resume_key) == "restarted"
+            and jsonl.exists()
+        ):
+            jsonl.rename(
+                jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}")
+            )  # the old config's trajectories, kept aside
         store.pin_checkpoints({name: checkpoint_of(spec) for name, spec in config.players.items()})
         check_writable(jsonl)
         results = store.results()
-        logged = read_log(jsonl, skip=set(results))  # matches played but not stored (all of them if the DB was lost)
+        logged = read_log(
+            jsonl, skip=set(results)
+        )  # matches played but not stored (all of them if the DB was lost)
         played = recovered = 0
         rounds = itertools.count()
 
@@ -157,13 +200,17 @@ def run_tournament(
             todo = [s for s in specs if s.match_id not in results]
             if todo:
                 if play_matches is None:
-                    raise RuntimeError(f"tournament {config.name!r} in {db_path} is not finished ({len(todo)} matches of round {round_no} missing)")
+                    raise RuntimeError(
+                        f"tournament {config.name!r} in {db_path} is not finished ({len(todo)} matches of round {round_no} missing)"
+                    )
                 if on_schedule is not None:
                     on_schedule(todo)
                 wanted = {s.match_id for s in todo}
                 for r in play_matches(todo):
                     if r.match_id not in wanted:
-                        raise ValueError(f"play_matches returned match {r.match_id!r}, which was not asked for (or twice)")
+                        raise ValueError(
+                            f"play_matches returned match {r.match_id!r}, which was not asked for (or twice)"
+                        )
                     wanted.discard(r.match_id)
                     store.add_result(r)
                     results[r.match_id] = r
@@ -171,14 +218,20 @@ def run_tournament(
                     if on_result is not None:
                         on_result(r)
                 if wanted:
-                    raise RuntimeError(f"play_matches finished without {len(wanted)} of the {len(todo)} matches asked for, e.g. {sorted(wanted)[0]!r}")
+                    raise RuntimeError(
+                        f"play_matches finished without {len(wanted)} of the {len(todo)} matches asked for, e.g. {sorted(wanted)[0]!r}"
+                    )
             return [pair_result(config, p, results, round_no) for p in pairings]
 
-        outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), play_round)
+        outcome = drive(
+            make_format(config.format, list(config.players), **config.format_kwargs()), play_round
+        )
         store.set_meta("status", "finished")
         schedule = store.schedule()
         results = store.results()
-    result = TournamentResult(config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played)
+    result = TournamentResult(
+        config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played
+    )
     rate(config, result)
     return result
 
@@ -187,7 +240,11 @@ class _Unfinished(Exception):
     """A round of the replay has matches the store does not hold (yet)."""
 
 
-def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None) -> TournamentResult:
+def tournament_so_far(
+    config: TournamentConfig,
+    db_path: str | os.PathLike,
+    jsonl_path: str | os.PathLike | None = None,
+) -> TournamentResult:
     """The tournament in `db_path` as far as it is stored, read without writing anything
     (another process may be running it, the folder may be read-only).
 
@@ -202,25 +259,35 @@ def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, json
             raise ValueError(f"{db_path} holds no tournament yet")
         diff = store.config_diff(config.to_json(), config.players, key=_resume_key)
         if diff:
-            raise ValueError(f"{db_path} holds a tournament with a different config (differs in: {diff})")
+            raise ValueError(
+                f"{db_path} holds a tournament with a different config (differs in: {diff})"
+            )
         schedule, results = store.schedule(), store.results()
     rounds = itertools.count()
 
     def replay_round(pairings: list[Pairing]) -> list[PairResult]:
         round_no = next(rounds)
-        if any(s.match_id not in results for p in pairings for s in match_specs(config, p, round_no)):
+        if any(
+            s.match_id not in results for p in pairings for s in match_specs(config, p, round_no)
+        ):
             raise _Unfinished
         return [pair_result(config, p, results, round_no) for p in pairings]
 
     result = TournamentResult(config, None, schedule, results, {}, str(db_path), str(jsonl))
     try:
-        result.outcome = drive(make_format(config.format, list(config.players), **config.format_kwargs()), replay_round)
+        result.outcome = drive(
+            make_format(config.format, list(config.players), **config.format_kwargs()), replay_round
+        )
     except _Unfinished:
         result.finished = False
     rate(config, result)
     if not result.finished:
         points = {p: 0.0 for p in config.players}
-        for a, b, points_a in result.games():  # a pairing's games count one game in all, as the formats count them
+        for (
+            a,
+            b,
+            points_a,
+        ) in result.games():  # a pairing's games count one game in all, as the formats count them
             points[a] += points_a / len(config.games)
             points[b] += (1 - points_a) / len(config.games)
         order = sort_players(list(config.players), lambda p: result.ratings[p].elo)
@@ -230,11 +297,24 @@ def tournament_so_far(config: TournamentConfig, db_path: str | os.PathLike, json
 
 def rate(config: TournamentConfig, result: TournamentResult) -> None:
     """Bradley-Terry over every match, with one first-mover term per game fitted jointly."""
-    from tournaments.ratings import fit_bradley_terry  # scipy: imported only once there is something to rate
+    from tournaments.ratings import (
+        fit_bradley_terry,  # scipy: imported only once there is something to rate
+    )
 
     ro = config.rating
-    seat_games = [s.game for s in result.schedule if s.match_id in result.results]  # the order of result.games()
-    fit = fit_bradley_terry(result.games(), list(config.players), ro.reference, ro.ci, ro.level, ro.bootstrap, config.seed, seat=seat_games)
+    seat_games = [
+        s.game for s in result.schedule if s.match_id in result.results
+    ]  # the order of result.games()
+    fit = fit_bradley_terry(
+        result.games(),
+        list(config.players),
+        ro.reference,
+        ro.ci,
+        ro.level,
+        ro.bootstrap,
+        config.seed,
+        seat=seat_games,
+    )
     result.ratings, result.seat = fit.ratings, fit.seat
 
 
@@ -242,7 +322,9 @@ def _resume_key(config_json: str) -> dict:
     return TournamentConfig.from_json(config_json).resume_key()
 
 
-def load_tournament(db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None) -> TournamentResult:
+def load_tournament(
+    db_path: str | os.PathLike, jsonl_path: str | os.PathLike | None = None
+) -> TournamentResult:
     """A finished tournament from its DB alone (the config is stored in it)."""
     return run_tournament(stored_config(db_path), None, db_path, jsonl_path)
 
@@ -257,7 +339,9 @@ def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
     if text is None:
         raise ValueError(f"{db_path} is not a tournament database (no config stored)")
     config = TournamentConfig.from_json(text)
-    if set(order) == set(config.players):  # the canonical JSON sorts the players; the store keeps their order
+    if set(order) == set(
+        config.players
+    ):  # the canonical JSON sorts the players; the store keeps their order
         config.players = {p: config.players[p] for p in order}
     return config
 
@@ -276,5 +360,7 @@ def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
     if not games:
         raise ValueError(f"{db_path} has no finished match to rate its players by")
     seat_games = [s.game for s in schedule if s.match_id in results]
-    ratings = bradley_terry(games, list(config.players), config.rating.reference, ci=None, seat=seat_games)
+    ratings = bradley_terry(
+        games, list(config.players), config.rating.reference, ci=None, seat=seat_games
+    )
     return {p: r.elo for p, r in ratings.items()}

@@ -15,14 +15,28 @@ order, best first:
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
-from tournaments.core import FormatGen, Outcome, Pairing, Player, Tally, check_players, play, sort_players
+from tournaments.core import (
+    FormatGen,
+    Outcome,
+    Pairing,
+    Player,
+    Tally,
+    check_players,
+    play,
+    sort_players,
+)
 
 SEEDINGS = ("order", "ratings", "random", "anchor")
 
 
-def anchor(players: Sequence[Player], anchor: Player | None = None, games: int = 1, _tally: Tally | None = None) -> FormatGen:
+def anchor(
+    players: Sequence[Player],
+    anchor: Player | None = None,
+    games: int = 1,
+    _tally: Tally | None = None,
+) -> FormatGen:
     """Everyone vs `anchor` (default: the first player), `games` games each, in one round.
 
     Ranked by mean points, then mean score; the anchor by its own mean over its games.

@@ -15,7 +15,7 @@ import argparse
 import json
 import math
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -42,25 +42,50 @@ def bt_record(spec: MatchSpec, strengths: dict, draw: float = 0.0) -> MatchRecor
     turns = []
     for i, (agent, name) in enumerate([("player_0", a), ("player_1", b)]):
         move = str((spec.seed >> (4 * i)) % 3)
-        turns.append(TurnRecord(
-            index=i, player=agent, agent=name, move=move, action=int(move),
-            messages=[{"role": "system", "content": "You play a simulated game."},
-                      {"role": "user", "content": f"{spec.game}: you are {name} as {agent}. Choose a move from [0, 1, 2]."}],
-            completion=f"I choose <answer>{move}</answer>", legal_moves=["0", "1", "2"], reward=returns[agent],
-        ))
+        turns.append(
+            TurnRecord(
+                index=i,
+                player=agent,
+                agent=name,
+                move=move,
+                action=int(move),
+                messages=[
+                    {"role": "system", "content": "You play a simulated game."},
+                    {
+                        "role": "user",
+                        "content": f"{spec.game}: you are {name} as {agent}. Choose a move from [0, 1, 2].",
+                    },
+                ],
+                completion=f"I choose <answer>{move}</answer>",
+                legal_moves=["0", "1", "2"],
+                reward=returns[agent],
+            )
+        )
     now = time.time()
-    return MatchRecord(spec.match_id, spec.game, dict(spec.params), spec.seed, {"player_0": a, "player_1": b}, turns,
-                       returns, outcomes(returns), now, now)
+    return MatchRecord(
+        spec.match_id,
+        spec.game,
+        dict(spec.params),
+        spec.seed,
+        {"player_0": a, "player_1": b},
+        turns,
+        returns,
+        outcomes(returns),
+        now,
+        now,
+    )
 
 
-def bt_play_matches(strengths: dict, jsonl: str, delay: float = 0.0, draw: float = 0.0, concurrency: int = 4):
+def bt_play_matches(
+    strengths: dict, jsonl: str, delay: float = 0.0, draw: float = 0.0, concurrency: int = 4
+):
     """A play_matches function for simulated players (see the module doc)."""
 
     def play(specs: list[MatchSpec]) -> Iterator[MatchResult]:
         for start in range(0, len(specs), concurrency):
             if delay:
                 time.sleep(delay)
-            records = [bt_record(s, strengths, draw) for s in specs[start:start + concurrency]]
+            records = [bt_record(s, strengths, draw) for s in specs[start : start + concurrency]]
             for rec in records:
                 append_jsonl(jsonl, rec)
             for rec in records:
@@ -69,14 +94,29 @@ def bt_play_matches(strengths: dict, jsonl: str, delay: float = 0.0, draw: float
     return play
 
 
-def sim_config(n: int, fmt: str, k: int = 1, seed: int = 0, games: tuple[str, ...] = ("tic_tac_toe",), **format_options):
+def sim_config(
+    n: int,
+    fmt: str,
+    k: int = 1,
+    seed: int = 0,
+    games: tuple[str, ...] = ("tic_tac_toe",),
+    **format_options,
+):
     """A TournamentConfig of `n` simulated players p00.. with strengths in `strengths_of`."""
     from tournaments.config import load_config
 
-    return load_config({
-        "name": f"sim-{fmt}-{n}", "format": fmt, "players": {f"p{i:02d}": {"type": "sim"} for i in range(n)},
-        "games": list(games), "games_per_pairing": k, "seed": seed, "format_options": format_options,
-    }, check_games=False)
+    return load_config(
+        {
+            "name": f"sim-{fmt}-{n}",
+            "format": fmt,
+            "players": {f"p{i:02d}": {"type": "sim"} for i in range(n)},
+            "games": list(games),
+            "games_per_pairing": k,
+            "seed": seed,
+            "format_options": format_options,
+        },
+        check_games=False,
+    )
 
 
 def strengths_of(names: list[str], spread: float = 3.0, seed: int = 0) -> dict:
@@ -104,10 +144,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--option", action="append", default=[], help="format option key=json value")
     args = ap.parse_args(argv)
     opts = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
-    config = sim_config(args.players, args.format, args.k, args.seed, tuple(args.games.split(",")), **opts)
+    config = sim_config(
+        args.players, args.format, args.k, args.seed, tuple(args.games.split(",")), **opts
+    )
     strengths = strengths_of(list(config.players), seed=args.seed)
-    result = run_tournament(config, bt_play_matches(strengths, str(jsonl_beside(args.db)), args.delay, args.draw, args.concurrency), args.db)
-    print(json.dumps({"order": result.outcome.order, "matches": len(result.results), "recovered": result.recovered, "played": result.played}))
+    result = run_tournament(
+        config,
+        bt_play_matches(
+            strengths, str(jsonl_beside(args.db)), args.delay, args.draw, args.concurrency
+        ),
+        args.db,
+    )
+    print(
+        json.dumps(
+            {
+                "order": result.outcome.order,
+                "matches": len(result.results),
+                "recovered": result.recovered,
+                "played": result.played,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

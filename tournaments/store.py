@@ -29,9 +29,9 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,11 +76,13 @@ class MatchResult:
         return {"win": 1.0, "draw": 0.5, "loss": 0.0}[self.outcome[player]]
 
     @classmethod
-    def from_record(cls, record, trajectory: str | os.PathLike | None = None) -> "MatchResult":
+    def from_record(cls, record, trajectory: str | os.PathLike | None = None) -> MatchResult:
         """From an `arena.records.MatchRecord` (seats map env agents to player names)."""
         names = record.seats
         if len(set(names.values())) != len(names):
-            raise ValueError(f"match {record.match_id}: one player in several seats; tournament matches are between distinct players")
+            raise ValueError(
+                f"match {record.match_id}: one player in several seats; tournament matches are between distinct players"
+            )
         return cls(
             match_id=record.match_id,
             scores={names[a]: float(r) for a, r in record.returns.items()},
@@ -131,7 +133,7 @@ class Store:
             self._lock.close()
             self._lock = None
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -179,11 +181,15 @@ class Store:
         moved = [n for n in playing if n in played and played[n] != playing[n]]
         if self.count()[0] and moved:
             n = moved[0]
-            raise ValueError(f"{self.path} holds matches of {n} = {played[n]}; it now plays {playing[n]}: "
-                             "use another output path (or delete it) to play the new policy")
+            raise ValueError(
+                f"{self.path} holds matches of {n} = {played[n]}; it now plays {playing[n]}: "
+                "use another output path (or delete it) to play the new policy"
+            )
         self.set_meta("checkpoints", json.dumps(playing))
 
-    def config_diff(self, config_json: str, players: dict, key: Callable[[str], dict] = json.loads) -> str:
+    def config_diff(
+        self, config_json: str, players: dict, key: Callable[[str], dict] = json.loads
+    ) -> str:
         """How `config_json` differs from the stored config ("" when it does not, or none is
         stored): the keys whose values differ under `key` (which maps a config's JSON to
         what must stay the same), or the players' order (it sets seats and seeding)."""
@@ -210,7 +216,9 @@ class Store:
             if not diff:
                 return "resumed"
             if self.count()[0]:
-                raise ValueError(f"{self.path} holds a tournament with a different config (differs in: {diff}); use another DB path or delete it")
+                raise ValueError(
+                    f"{self.path} holds a tournament with a different config (differs in: {diff}); use another DB path or delete it"
+                )
             with self.conn:  # nothing played yet: start over with the new config
                 self.conn.execute("DELETE FROM schedule")
                 self.conn.execute("DELETE FROM players")
@@ -218,11 +226,17 @@ class Store:
         with self.conn:
             self.conn.execute("INSERT INTO meta VALUES ('config', ?)", (config_json,))
             self.conn.execute("INSERT INTO meta VALUES ('status', 'running')")
-            self.conn.executemany("INSERT INTO players VALUES (?, ?)", [(n, json.dumps(s, sort_keys=True)) for n, s in players.items()])
+            self.conn.executemany(
+                "INSERT INTO players VALUES (?, ?)",
+                [(n, json.dumps(s, sort_keys=True)) for n, s in players.items()],
+            )
         return "new" if stored is None else "restarted"
 
     def players(self) -> dict:
-        return {n: json.loads(s) for n, s in self.conn.execute("SELECT name, spec FROM players ORDER BY rowid")}
+        return {
+            n: json.loads(s)
+            for n, s in self.conn.execute("SELECT name, spec FROM players ORDER BY rowid")
+        }
 
     # -- schedule ----------------------------------------------------------------------
 
@@ -232,44 +246,84 @@ class Store:
         new = [s for s in specs if s.match_id not in known]
         for s in specs:
             old = known.get(s.match_id)
-            if old is not None and (old.game, old.params, old.seed, old.seats, old.opening) != (s.game, s.params, s.seed, s.seats, s.opening):
-                raise RuntimeError(f"match {s.match_id} was scheduled differently before (non-deterministic format?)")
+            if old is not None and (old.game, old.params, old.seed, old.seats, old.opening) != (
+                s.game,
+                s.params,
+                s.seed,
+                s.seats,
+                s.opening,
+            ):
+                raise RuntimeError(
+                    f"match {s.match_id} was scheduled differently before (non-deterministic format?)"
+                )
         if not new:
             return
         with self.conn:
-            start = self.conn.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM schedule").fetchone()[0]
+            start = self.conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM schedule"
+            ).fetchone()[0]
             self.conn.executemany(
                 "INSERT INTO schedule (match_id, round, label, position, game, params, seed, seats, opening) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(s.match_id, s.round, s.label, start + i, s.game, json.dumps(s.params, sort_keys=True), s.seed, json.dumps(s.seats), s.opening)
-                 for i, s in enumerate(new)],
+                [
+                    (
+                        s.match_id,
+                        s.round,
+                        s.label,
+                        start + i,
+                        s.game,
+                        json.dumps(s.params, sort_keys=True),
+                        s.seed,
+                        json.dumps(s.seats),
+                        s.opening,
+                    )
+                    for i, s in enumerate(new)
+                ],
             )
 
     def schedule(self, ids: list[str] | None = None) -> list[MatchSpec]:
         """Scheduled matches in order (only `ids` when given)."""
-        rows = self.conn.execute("SELECT match_id, game, params, seed, seats, round, label, opening FROM schedule ORDER BY position").fetchall()
+        rows = self.conn.execute(
+            "SELECT match_id, game, params, seed, seats, round, label, opening FROM schedule ORDER BY position"
+        ).fetchall()
         if ids is not None:
             wanted = set(ids)
             rows = [r for r in rows if r[0] in wanted]
-        return [MatchSpec(m, g, json.loads(p), s, json.loads(seats), r, lab, o) for m, g, p, s, seats, r, lab, o in rows]
+        return [
+            MatchSpec(m, g, json.loads(p), s, json.loads(seats), r, lab, o)
+            for m, g, p, s, seats, r, lab, o in rows
+        ]
 
     # -- results -----------------------------------------------------------------------
 
     def add_result(self, result: MatchResult) -> None:
         """Store one finished match in one transaction (it must be scheduled, and new)."""
-        row = self.conn.execute("SELECT seats FROM schedule WHERE match_id = ?", (result.match_id,)).fetchone()
+        row = self.conn.execute(
+            "SELECT seats FROM schedule WHERE match_id = ?", (result.match_id,)
+        ).fetchone()
         if row is None:
             raise ValueError(f"result for unscheduled match {result.match_id!r}")
         seats = json.loads(row[0])
         if set(result.outcome) != set(seats) or set(result.scores) != set(seats):
-            raise ValueError(f"result for {result.match_id!r} names {sorted(result.outcome)}, the match is between {seats}")
+            raise ValueError(
+                f"result for {result.match_id!r} names {sorted(result.outcome)}, the match is between {seats}"
+            )
         bad = [o for o in result.outcome.values() if o not in ("win", "loss", "draw")]
         if bad:
-            raise ValueError(f"result for {result.match_id!r} has outcome {bad[0]!r} (expected win, loss or draw)")
+            raise ValueError(
+                f"result for {result.match_id!r} has outcome {bad[0]!r} (expected win, loss or draw)"
+            )
         try:
             with self.conn:
                 self.conn.execute(
                     "INSERT INTO matches VALUES (?, ?, ?, ?, ?, ?)",
-                    (result.match_id, json.dumps(result.scores), json.dumps(result.outcome), result.trajectory, result.error, result.finished_at),
+                    (
+                        result.match_id,
+                        json.dumps(result.scores),
+                        json.dumps(result.outcome),
+                        result.trajectory,
+                        result.error,
+                        result.finished_at,
+                    ),
                 )
         except sqlite3.IntegrityError:
             raise ValueError(f"match {result.match_id!r} is already stored") from None
@@ -279,7 +333,9 @@ class Store:
         rows = self.conn.execute(
             "SELECT m.match_id, m.scores, m.outcome, m.trajectory, m.error, m.finished_at FROM matches m JOIN schedule s USING (match_id) ORDER BY s.position"
         ).fetchall()
-        return {m: MatchResult(m, json.loads(sc), json.loads(o), t, e, f) for m, sc, o, t, e, f in rows}
+        return {
+            m: MatchResult(m, json.loads(sc), json.loads(o), t, e, f) for m, sc, o, t, e, f in rows
+        }
 
     def count(self) -> tuple[int, int]:
         """(matches stored, matches scheduled)."""
@@ -298,9 +354,11 @@ class Logged:
     def check(self, spec: MatchSpec, jsonl: Path) -> MatchResult:
         """The result, if the scheduled `spec` is the match that was played."""
         if self.spec != (spec.game, spec.params, spec.seed, spec.seats):
-            raise ValueError(f"{jsonl} holds match {spec.match_id!r} played as {self.spec[0]} seed {self.spec[2]} seats {self.spec[3]}, "
-                             f"but this config schedules it as {spec.game} seed {spec.seed} seats {spec.seats} (a trajectory file of "
-                             f"another config?); move {jsonl.name} aside to start over")
+            raise ValueError(
+                f"{jsonl} holds match {spec.match_id!r} played as {self.spec[0]} seed {self.spec[2]} seats {self.spec[3]}, "
+                f"but this config schedules it as {spec.game} seed {spec.seed} seats {spec.seats} (a trajectory file of "
+                f"another config?); move {jsonl.name} aside to start over"
+            )
         return self.result
 
 
@@ -332,9 +390,13 @@ def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str
                 continue
             try:
                 result = MatchResult.from_record(rec, path)
-            except ValueError:  # a readable record, but no tournament match (one player in two seats)
+            except (
+                ValueError
+            ):  # a readable record, but no tournament match (one player in two seats)
                 continue
-            out[rec.match_id] = Logged(result, (rec.game, rec.params, rec.seed, list(rec.seats.values())))
+            out[rec.match_id] = Logged(
+                result, (rec.game, rec.params, rec.seed, list(rec.seats.values()))
+            )
     if bad:
         _set_aside(path, bad)
     return out
@@ -353,7 +415,10 @@ def _set_aside(path: Path, bad: list[int]) -> None:
             os.fsync(f.fileno())
     os.replace(tmp, path)  # the junk is safe in `aside` before the log loses it
     lines = ", ".join(str(n + 1) for n in bad[:5]) + (", ..." if len(bad) > 5 else "")
-    print(f"warning: {path}: {len(bad)} unreadable line(s) ({lines}) set aside in {aside}", file=sys.stderr)
+    print(
+        f"warning: {path}: {len(bad)} unreadable line(s) ({lines}) set aside in {aside}",
+        file=sys.stderr,
+    )
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:
@@ -365,16 +430,23 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
     wal = Path(f"{path}-wal")
     modes = ["mode=ro"] if wal.exists() and wal.stat().st_size else ["mode=ro", "immutable=1"]
     for i, mode in enumerate(modes):
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, timeout=30.0, isolation_level=None)
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?{mode}", uri=True, timeout=30.0, isolation_level=None
+        )
         try:
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {
+                name
+                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
             break
         except sqlite3.DatabaseError as e:
             conn.close()
             if "unable to open" not in str(e):
                 raise ValueError(f"{path} is not a tournament database ({e})") from None
             if i + 1 == len(modes):
-                raise ValueError(f"cannot read {path} ({e}; its write-ahead log needs {path.parent} writable)") from None
+                raise ValueError(
+                    f"cannot read {path} ({e}; its write-ahead log needs {path.parent} writable)"
+                ) from None
     if not {"meta", "players", "schedule", "matches"} <= tables:
         conn.close()
         raise ValueError(f"{path} is not a tournament database (no tournament tables)")

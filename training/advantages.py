@@ -71,8 +71,8 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -208,10 +208,24 @@ def _flatten(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[_Turn]:
             continue
         group = (match.game, json.dumps(match.params, sort_keys=True, default=str), match.seed)
         decision = defaultdict(int)
-        opponents = {p: tuple(sorted(a for seat, a in match.seats.items() if seat != p)) for p in match.seats}
+        opponents = {
+            p: tuple(sorted(a for seat, a in match.seats.items() if seat != p)) for p in match.seats
+        }
         for k, (turn, r) in enumerate(zip(match.turns, turn_rewards(match, cfg))):
-            out.append(_Turn(m, k, decision[turn.player], match.game, turn.player, group, opponents.get(turn.player, tuple(sorted(match.seats.values()))), r,
-                             max(1, len(turn.token_ids)), _learns(turn, cfg)))
+            out.append(
+                _Turn(
+                    m,
+                    k,
+                    decision[turn.player],
+                    match.game,
+                    turn.player,
+                    group,
+                    opponents.get(turn.player, tuple(sorted(match.seats.values()))),
+                    r,
+                    max(1, len(turn.token_ids)),
+                    _learns(turn, cfg),
+                )
+            )
             decision[turn.player] += 1
     return out
 
@@ -285,7 +299,9 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     def opp(x: _Turn) -> tuple:  # who the player faced, when the baselines are per opponent
         return x.opponents if cfg.norm_by_opponent else ()
 
-    def seat(x: _Turn) -> str | None:  # one baseline per player, or one shared by all (the ablation)
+    def seat(
+        x: _Turn,
+    ) -> str | None:  # one baseline per player, or one shared by all (the ablation)
         return x.player if cfg.agent_specific_norm else None
 
     if cfg.player_reward_norm:
@@ -314,11 +330,16 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     return _samples(matches, turns, {(x.m, x.k): a for x, a in zip(learn, A)})
 
 
-def _anchor_key(match: MatchRecord, turn: TurnRecord, opponents: tuple, cfg: AdvantageConfig) -> str:
+def _anchor_key(
+    match: MatchRecord, turn: TurnRecord, opponents: tuple, cfg: AdvantageConfig
+) -> str:
     """What the mover's policy saw: the prompt (its token ids where the messages are absent)."""
     seen = turn.messages or turn.prompt_token_ids
-    return json.dumps([match.game, match.params, opponents if cfg.norm_by_opponent else None, seen],
-                      sort_keys=True, default=str)
+    return json.dumps(
+        [match.game, match.params, opponents if cfg.norm_by_opponent else None, seen],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def gigpo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
@@ -340,7 +361,9 @@ def gigpo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list
     return episode
 
 
-def _group_baseline(matches, cfg: AdvantageConfig, centre: Callable[[np.ndarray], float]) -> list[TurnSample]:
+def _group_baseline(
+    matches, cfg: AdvantageConfig, centre: Callable[[np.ndarray], float]
+) -> list[TurnSample]:
     turns = _flatten(matches, cfg)
     R = _returns(turns)
     seats = _learning_seats(turns)
@@ -422,12 +445,16 @@ def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[T
     return _samples(matches, turns, {(x.m, x.k): A[(x.m, x.player, x.t)] for x in turns if x.learn})
 
 
-def advantage_alignment(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+def advantage_alignment(
+    matches: list[MatchRecord], cfg: AdvantageConfig, state: dict
+) -> list[TurnSample]:
     turns = _flatten(matches, cfg)
     seats = _seats_by_match(matches, turns)
     for m, players in seats.items():
         if len(players) != 2:
-            raise ValueError(f"advantage_alignment needs two-player matches; match {matches[m].match_id!r} has {len(players)} players")
+            raise ValueError(
+                f"advantage_alignment needs two-player matches; match {matches[m].match_id!r} has {len(players)} players"
+            )
     A1 = _loo_by_decision(turns, cfg)
     if cfg.aa_normalize and len(A1) > 1:
         vals = np.array(list(A1.values()))
@@ -456,13 +483,24 @@ def advevo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> lis
     for seat, r in R.items():
         members[(game_of[seat], fg.get(seat[1], seat[1]))].append(r)
     b = {key: float(np.mean(v)) for key, v in members.items()}
-    adv = {(x.m, x.k): R[(x.m, x.player)] - b[(x.game, fg.get(x.player, x.player))] for x in turns if x.learn}
+    adv = {
+        (x.m, x.k): R[(x.m, x.player)] - b[(x.game, fg.get(x.player, x.player))]
+        for x in turns
+        if x.learn
+    }
     return _samples(matches, turns, adv)
 
 
-def arena_ranks(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict, ranks: list[dict[str, int]] | None = None) -> list[TurnSample]:
+def arena_ranks(
+    matches: list[MatchRecord],
+    cfg: AdvantageConfig,
+    state: dict,
+    ranks: list[dict[str, int]] | None = None,
+) -> list[TurnSample]:
     if ranks is not None and len(ranks) != len(matches):
-        raise ValueError(f"ranks has {len(ranks)} entries for {len(matches)} matches (one seat->rank dict per match)")
+        raise ValueError(
+            f"ranks has {len(ranks)} entries for {len(matches)} matches (one seat->rank dict per match)"
+        )
     turns = _flatten(matches, cfg)
     R = _returns(turns)
     seats = _learning_seats(turns)
@@ -484,9 +522,16 @@ def arena_ranks(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict, r
     return _samples(matches, turns, {(x.m, x.k): A_seat[(x.m, x.player)] for x in turns if x.learn})
 
 
-def critic(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict, values: dict[tuple[int, int], float] | None = None) -> list[TurnSample]:
+def critic(
+    matches: list[MatchRecord],
+    cfg: AdvantageConfig,
+    state: dict,
+    values: dict[tuple[int, int], float] | None = None,
+) -> list[TurnSample]:
     if values is None:
-        raise ValueError("the critic estimator needs the value head's estimates (values=; set learner.value_coef > 0)")
+        raise ValueError(
+            "the critic estimator needs the value head's estimates (values=; set learner.value_coef > 0)"
+        )
     turns = _flatten(matches, cfg)
     learn = [x for x in turns if x.learn]
     by_seat: dict[tuple[int, str], list[_Turn]] = defaultdict(list)
@@ -535,10 +580,14 @@ ESTIMATORS: dict[str, Callable[..., list[TurnSample]]] = {
 }
 
 
-def compute_advantages(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict | None = None, **kwargs) -> list[TurnSample]:
+def compute_advantages(
+    matches: list[MatchRecord], cfg: AdvantageConfig, state: dict | None = None, **kwargs
+) -> list[TurnSample]:
     """One `TurnSample` per learning turn. `state` carries estimator state across batches
     (rae's baselines); keep it in the checkpoint. Extra kwargs go to the estimator
     (`ranks=` for arena_ranks, `values=` for critic)."""
     if cfg.estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {cfg.estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+        raise ValueError(
+            f"unknown advantage estimator {cfg.estimator!r}; choose one of {', '.join(ESTIMATORS)}"
+        )
     return ESTIMATORS[cfg.estimator](matches, cfg, {} if state is None else state, **kwargs)

@@ -128,11 +128,20 @@ def save(
             "generator": rng.bit_generator.state if rng is not None else None,
         }
         torch.save(rngs, tmp / "rng.pt")
-        meta = {"step": step, "learner_step": learner.step_count, "entropy_coef": learner.entropy_coef, "config": config, "league": league, "state": state}
+        meta = {
+            "step": step,
+            "learner_step": learner.step_count,
+            "entropy_coef": learner.entropy_coef,
+            "config": config,
+            "league": league,
+            "state": state,
+        }
         try:
             text = json.dumps(meta, indent=1)
         except TypeError as e:
-            raise ValueError(f"checkpoint config/league/state must be JSON-serialisable: {e}") from None
+            raise ValueError(
+                f"checkpoint config/league/state must be JSON-serialisable: {e}"
+            ) from None
         _fsync_write(tmp / "meta.json", text.encode())
         replace_dir(tmp, final)
     except BaseException:
@@ -179,10 +188,20 @@ def run_state(meta: dict, folder: Path) -> tuple:
 
     try:
         s = meta["state"]
-        return (meta["step"], League.from_state_dict(meta["league"]), dict(s["advantage"]), float(s["elapsed"]),
-                int(s["games"]), float(s.get("best", -1.0)), budget_elapsed(meta), list(s.get("restarts", [])))
+        return (
+            meta["step"],
+            League.from_state_dict(meta["league"]),
+            dict(s["advantage"]),
+            float(s["elapsed"]),
+            int(s["games"]),
+            float(s.get("best", -1.0)),
+            budget_elapsed(meta),
+            list(s.get("restarts", [])),
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise DamagedCheckpoint(f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})") from None
+        raise DamagedCheckpoint(
+            f"checkpoint file {folder / 'meta.json'} is damaged (its run state: {type(e).__name__} {e})"
+        ) from None
 
 
 def resume_point(ckpt_dir: Path) -> tuple[Path | None, list[tuple[Path, DamagedCheckpoint]]]:
@@ -266,7 +285,10 @@ def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, 
     tmp.mkdir()
     try:
         _save_weights(learner.model, tmp / "model.safetensors")
-        _fsync_write(tmp / "meta.json", json.dumps({"step": step, "config": config, **info}, indent=1).encode())
+        _fsync_write(
+            tmp / "meta.json",
+            json.dumps({"step": step, "config": config, **info}, indent=1).encode(),
+        )
         replace_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -282,7 +304,9 @@ def _read(path: Path, reader):
         return reader(path)
     except Exception as e:  # truncated or junk: whatever the parser raised
         reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise DamagedCheckpoint(f"checkpoint file {path} is damaged ({type(e).__name__}{': ' + reason if reason else ''})") from None
+        raise DamagedCheckpoint(
+            f"checkpoint file {path} is damaged ({type(e).__name__}{': ' + reason if reason else ''})"
+        ) from None
 
 
 def read_meta(folder: str | os.PathLike) -> dict:
@@ -290,12 +314,16 @@ def read_meta(folder: str | os.PathLike) -> dict:
     path = Path(folder) / "meta.json"
     meta = _read(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
     if not isinstance(meta, dict) or type(meta.get("step")) is not int:
-        raise DamagedCheckpoint(f"checkpoint file {path} is damaged (not a checkpoint's meta: no step)")
+        raise DamagedCheckpoint(
+            f"checkpoint file {path} is damaged (not a checkpoint's meta: no step)"
+        )
     return meta
 
 
 def _safetensors(path: Path) -> None:
-    with safe_open(str(path), "pt") as f:  # reads the header and checks the file covers every tensor
+    with safe_open(
+        str(path), "pt"
+    ) as f:  # reads the header and checks the file covers every tensor
         f.keys()
 
 
@@ -305,7 +333,9 @@ def check_weights(path: str | os.PathLike) -> None:
 
 
 def _rng_states(path: Path) -> dict:
-    rngs = torch.load(path, weights_only=False)  # our own file: python/numpy states are pickled tuples
+    rngs = torch.load(
+        path, weights_only=False
+    )  # our own file: python/numpy states are pickled tuples
     random.Random().setstate(rngs["python"])  # checked on throwaway generators first
     np.random.RandomState().set_state(rngs["numpy"])
     torch.Generator().set_state(rngs["torch"])
@@ -321,15 +351,24 @@ def read_files(path: str | os.PathLike, device="cpu", mmap: bool = False) -> dic
     path = Path(path)
     meta = read_meta(path)
     if type(meta.get("learner_step")) is not int:
-        raise DamagedCheckpoint(f"checkpoint file {path / 'meta.json'} is damaged (no learner_step)")
+        raise DamagedCheckpoint(
+            f"checkpoint file {path / 'meta.json'} is damaged (no learner_step)"
+        )
     check_weights(path / "model.safetensors")
 
     def tensors(p: Path):
         return torch.load(p, map_location="cpu" if mmap else device, weights_only=True, mmap=mmap)
 
-    value_head = _read(path / "value_head.pt", tensors) if (path / "value_head.pt").exists() else None
+    value_head = (
+        _read(path / "value_head.pt", tensors) if (path / "value_head.pt").exists() else None
+    )
     optimizer = _read(path / "optimizer.pt", tensors)
-    return {"meta": meta, "optimizer": optimizer, "rng": _read(path / "rng.pt", _rng_states), "value_head": value_head}
+    return {
+        "meta": meta,
+        "optimizer": optimizer,
+        "rng": _read(path / "rng.pt", _rng_states),
+        "value_head": value_head,
+    }
 
 
 def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = None) -> dict:
@@ -345,23 +384,37 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
     if not (path / "meta.json").exists():
         found = latest(path)
         if found is None:
-            raise FileNotFoundError(f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)")
+            raise FileNotFoundError(
+                f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)"
+            )
         path = found
     files = read_files(path, learner.device)
     meta, optimizer, rngs = files["meta"], files["optimizer"], files["rng"]
     needs_head = getattr(learner, "value_head", None) is not None
     value_head = files["value_head"] if needs_head else None
     if needs_head and value_head is None:
-        raise ValueError(f"checkpoint {path} has no value head (value_head.pt) and this learner needs one (learner.value_coef > 0)")
-    reference = path.parent / REFERENCE if getattr(learner, "ref_model", None) is not None and (path.parent / REFERENCE).exists() else None
+        raise ValueError(
+            f"checkpoint {path} has no value head (value_head.pt) and this learner needs one (learner.value_coef > 0)"
+        )
+    reference = (
+        path.parent / REFERENCE
+        if getattr(learner, "ref_model", None) is not None and (path.parent / REFERENCE).exists()
+        else None
+    )
     if reference is not None:
         check_weights(reference)
     try:
-        missing, unexpected = load_model(learner.model, str(path / "model.safetensors"), strict=False, device=str(learner.device))
+        missing, unexpected = load_model(
+            learner.model, str(path / "model.safetensors"), strict=False, device=str(learner.device)
+        )
     except RuntimeError as e:  # shape mismatch
-        raise ValueError(f"checkpoint {path} does not fit this model: {str(e).splitlines()[0]}") from None
+        raise ValueError(
+            f"checkpoint {path} does not fit this model: {str(e).splitlines()[0]}"
+        ) from None
     if missing or unexpected:
-        raise ValueError(f"checkpoint {path} does not fit this model: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}")
+        raise ValueError(
+            f"checkpoint {path} does not fit this model: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
+        )
     if reference is not None:
         load_model(learner.ref_model, str(reference), device=str(learner.device))
     try:
@@ -369,11 +422,15 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
             learner.value_head.load_state_dict(value_head)
         learner.optimizer.load_state_dict(optimizer)
     except (RuntimeError, ValueError, KeyError) as e:
-        raise ValueError(f"checkpoint {path} does not fit this learner: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+        raise ValueError(
+            f"checkpoint {path} does not fit this learner: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+        ) from None
     learner.step_count = meta["learner_step"]
     if hasattr(learner, "sync_policy"):
         learner.sync_policy()  # a bf16 learner computes with a copy of the loaded masters (rounded as at that step)
-    learner.entropy_coef = float(meta.get("entropy_coef", learner.cfg.loss.entropy_coef))  # adaptive (loss.entropy_target)
+    learner.entropy_coef = float(
+        meta.get("entropy_coef", learner.cfg.loss.entropy_coef)
+    )  # adaptive (loss.entropy_target)
     random.setstate(rngs["python"])
     np.random.set_state(rngs["numpy"])
     torch.set_rng_state(rngs["torch"])

@@ -14,21 +14,22 @@ import json
 import math
 import os
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
 from agents.models import seeded
-from arena.overrides import merge
-from training.advantages import ESTIMATORS, AdvantageConfig
 from arena.machine import PRECISIONS
+from arena.overrides import merge
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
-from training.learner import BF16_ROUNDINGS, LearnerConfig
-from training.league import WEIGHTINGS
 from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
+from training.advantages import ESTIMATORS, AdvantageConfig
+from training.league import WEIGHTINGS
+from training.learner import BF16_ROUNDINGS, LearnerConfig
 from training.loss import AGGREGATIONS
 
 POLICY = "policy"  # the learning agent's name in every match
@@ -204,7 +205,9 @@ class TrainConfig:
     """checkpoints kept on disk"""
     log_every: int = 1
     """console line every N steps (TensorBoard and metrics.jsonl get every step)"""
-    agent: LLMAgentConfig = field(default_factory=lambda: LLMAgentConfig(temperature=1.0, max_retries=0))
+    agent: LLMAgentConfig = field(
+        default_factory=lambda: LLMAgentConfig(temperature=1.0, max_retries=0)
+    )
     """how the policy prompts and samples (agents.llm_agent.LLMAgentConfig)"""
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
     """advantage estimator (training.advantages.AdvantageConfig); learners is set to the policy"""
@@ -262,12 +265,18 @@ def _strings(v) -> bool:
 
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what the value must be)
     "model": (lambda v: bool(v.strip()), "a model name"),
-    "device": (lambda v: v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()), "auto, cpu, cuda or cuda:N"),
+    "device": (
+        lambda v: v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()),
+        "auto, cpu, cuda or cuda:N",
+    ),
     "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32)"),
     "steps": _ge(1),
     "max_minutes": _ge(0),
     "threads": _ge(0),
-    "matches_per_step": (lambda v: v >= 2 and v % 2 == 0, "even (matches come in pairs, one per seat order) and >= 2"),
+    "matches_per_step": (
+        lambda v: v >= 2 and v % 2 == 0,
+        "even (matches come in pairs, one per seat order) and >= 2",
+    ),
     "concurrency": _ge(1),
     "epochs": _ge(1),
     "minibatches": _ge(1),
@@ -275,7 +284,10 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "checkpoint_every": _ge(0),
     "keep_checkpoints": _ge(0),
     "log_every": _ge(1),
-    "agent.temperature": (lambda v: v > 0, "> 0: training rollouts sample (greedy evaluation is eval.temperature: 0)"),
+    "agent.temperature": (
+        lambda v: v > 0,
+        "> 0: training rollouts sample (greedy evaluation is eval.temperature: 0)",
+    ),
     "advantage.reward_scale": _gt(0),
     "advantage.length_penalty_coef": _ge(0),
     "advantage.length_max": _ge(1),
@@ -284,11 +296,16 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "advantage.aa_beta": _ge(0),
     "advantage.gigpo_weight": _ge(0),
     "advantage.aa_gamma": _within(0, 1),
-    "advantage.functional_groups": (lambda v: v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items()),
-                                    "a mapping seat -> group name"),
+    "advantage.functional_groups": (
+        lambda v: v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items()),
+        "a mapping seat -> group name",
+    ),
     "learner.lr": _gt(0),
     "learner.weight_decay": _ge(0),
-    "learner.betas": (lambda v: len(v) == 2 and all(type(b) in (int, float) and 0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+    "learner.betas": (
+        lambda v: len(v) == 2 and all(type(b) in (int, float) and 0 <= b < 1 for b in v),
+        "two numbers in [0, 1)",
+    ),
     "learner.max_grad_norm": _ge(0),
     "learner.warmup_steps": _ge(0),
     "learner.total_steps": _ge(0),
@@ -296,11 +313,17 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "learner.lora_rank": _ge(0),
     "learner.lora_alpha": _gt(0),
     "learner.lora_dropout": _within(0, 1, closed_high=False),
-    "learner.lora_targets": (lambda v: (isinstance(v, str) and bool(v)) or _strings(v), "a module pattern or a list of module names"),
+    "learner.lora_targets": (
+        lambda v: (isinstance(v, str) and bool(v)) or _strings(v),
+        "a module pattern or a list of module names",
+    ),
     "learner.loss.kl_coef": _ge(0),
     "learner.loss.norm_constant": _gt(0),
     "league.self_play": _within(0, 1),
-    "league.bots": (lambda v: all(isinstance(s, str) and s for s in v), "a list of agent spec strings"),
+    "league.bots": (
+        lambda v: all(isinstance(s, str) and s for s in v),
+        "a list of agent spec strings",
+    ),
     "league.snapshot_every": _ge(0),
     "league.max_checkpoints": _ge(1),
     "league.max_loaded": _ge(1),
@@ -309,14 +332,20 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what t
     "league.tournament.games_per_pairing": _ge(1),
     "eval.every": _ge(0),
     "eval.games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0"),
-    "eval.select_games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0 (0: as many as eval.games)"),
+    "eval.select_games": (
+        lambda v: v >= 0 and v % 2 == 0,
+        "even (half in each seat) and >= 0 (0: as many as eval.games)",
+    ),
     "eval.temperature": _ge(0),
     "eval.seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
     "eval.select_seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
     "ray.rollout_workers": _ge(1),
     "ray.cpus": _gt(0),
     "ray.gpus": _ge(0),
-    "ray.max_staleness": (lambda v: v in (0, 1), "0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented)"),
+    "ray.max_staleness": (
+        lambda v: v in (0, 1),
+        "0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented)",
+    ),
 }
 
 
@@ -363,7 +392,9 @@ def _build(cls, d: Any, where: str, base=None):
     if unknown:
         name = f"{where}." if where else ""
         hint = _did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
-        raise ValueError(f"unknown key {', '.join(repr(name + str(k)) for k in unknown)}{hint} (known in {where or 'the config'}: {', '.join(known)})")
+        raise ValueError(
+            f"unknown key {', '.join(repr(name + str(k)) for k in unknown)}{hint} (known in {where or 'the config'}: {', '.join(known)})"
+        )
     hints = typing.get_type_hints(cls)
     base = base if base is not None else cls()
     kwargs = {}
@@ -386,7 +417,9 @@ def _build(cls, d: Any, where: str, base=None):
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{path} must be a finite number, got {value}")
         if path in CHOICES and value not in CHOICES[path]:
-            raise ValueError(f"{path} must be one of {', '.join(CHOICES[path])}, got {value!r}{_did_you_mean(value, CHOICES[path])}")
+            raise ValueError(
+                f"{path} must be one of {', '.join(CHOICES[path])}, got {value!r}{_did_you_mean(value, CHOICES[path])}"
+            )
         kwargs[key] = value
     try:
         return replace(base, **kwargs)
@@ -400,7 +433,9 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
         raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
     missing = [k for k in REQUIRED if k not in d]
     if missing:
-        raise ValueError(f"a train config needs {', '.join(REQUIRED)}; missing: {', '.join(missing)} (see {EXAMPLE})")
+        raise ValueError(
+            f"a train config needs {', '.join(REQUIRED)}; missing: {', '.join(missing)} (see {EXAMPLE})"
+        )
     d = dict(d)
     games_in = d.pop("games")
     cfg = _build(TrainConfig, d, "")
@@ -408,7 +443,9 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     _validate(cfg)
     # derived values
     cfg.run_dir = cfg.run_dir or default_run_dir
-    cfg.model = seeded(cfg.model, cfg.seed)  # a seed sweep of tiny-llama runs starts from as many networks
+    cfg.model = seeded(
+        cfg.model, cfg.seed
+    )  # a seed sweep of tiny-llama runs starts from as many networks
     cfg.learner.temperature = cfg.agent.temperature
     cfg.advantage.learners = [POLICY]
     if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
@@ -422,7 +459,9 @@ def _games(games_in: Any) -> list[GameEntry]:
     if isinstance(games_in, (str, Mapping)):
         games_in = [games_in]
     if not isinstance(games_in, list) or not games_in:
-        raise ValueError("games must be a non-empty list of game names or {name, weight, params} mappings")
+        raise ValueError(
+            "games must be a non-empty list of game names or {name, weight, params} mappings"
+        )
     out = []
     for i, g in enumerate(games_in):
         if isinstance(g, str):
@@ -433,17 +472,29 @@ def _games(games_in: Any) -> list[GameEntry]:
         if entry.weight <= 0:
             raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
         if not isinstance(entry.branch, int) or entry.branch < 1:
-            raise ValueError(f"games[{i}].branch must be an integer >= 1 (match pairs sharing one deal and opening), got {entry.branch!r}")
+            raise ValueError(
+                f"games[{i}].branch must be an integer >= 1 (match pairs sharing one deal and opening), got {entry.branch!r}"
+            )
         if not 0.0 <= entry.restarts <= 1.0:
-            raise ValueError(f"games[{i}].restarts must be in [0, 1] (share of self-play pairs restarting from a lost position), got {entry.restarts!r}")
+            raise ValueError(
+                f"games[{i}].restarts must be in [0, 1] (share of self-play pairs restarting from a lost position), got {entry.restarts!r}"
+            )
         if not isinstance(entry.restart_buffer, int) or entry.restart_buffer < 1:
-            raise ValueError(f"games[{i}].restart_buffer must be an integer >= 1, got {entry.restart_buffer!r}")
+            raise ValueError(
+                f"games[{i}].restart_buffer must be an integer >= 1, got {entry.restart_buffer!r}"
+            )
         if entry.restart_from not in ("all", "league"):
-            raise ValueError(f"games[{i}].restart_from must be one of all, league, got {entry.restart_from!r}")
+            raise ValueError(
+                f"games[{i}].restart_from must be one of all, league, got {entry.restart_from!r}"
+            )
         if entry.opening < 0:
-            raise ValueError(f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}")
+            raise ValueError(
+                f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}"
+            )
         try:
-            games.make(entry.name, **entry.params)  # unknown game (with suggestions) or params: ValueError
+            games.make(
+                entry.name, **entry.params
+            )  # unknown game (with suggestions) or params: ValueError
         except ValueError as e:
             raise ValueError(f"games[{i}]: {e}") from None
         out.append(entry)
@@ -465,31 +516,53 @@ def _validate(cfg: TrainConfig) -> None:
     _check_backend_kwargs(cfg)
     adv = cfg.advantage
     if adv.length_min < 0 or adv.length_min >= adv.length_max:
-        raise ValueError(f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})")
+        raise ValueError(
+            f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})"
+        )
     for i, g in enumerate(cfg.games):
         if g.symmetries:
             import games
 
             module = games.symmetry_module(g.name)
             if module is None:
-                raise ValueError(f"games[{i}].symmetries: {g.name} declares no board symmetries (tic_tac_toe does)")
+                raise ValueError(
+                    f"games[{i}].symmetries: {g.name} declares no board symmetries (tic_tac_toe does)"
+                )
             if not isinstance(g.symmetries, int) or not 0 <= g.symmetries < len(module.SYMMETRIES):
-                raise ValueError(f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}")
+                raise ValueError(
+                    f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}"
+                )
             if not cfg.agent.constrained or cfg.agent.mode != "fresh":
-                raise ValueError(f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)")
+                raise ValueError(
+                    f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)"
+                )
         if g.symmetry_advantages not in ("all", "positive"):
-            raise ValueError(f"games[{i}].symmetry_advantages must be one of all, positive, got {g.symmetry_advantages!r}")
-        for key in ("symmetries", "symmetry_advantages", "restart_buffer"):  # kept per game name, not per entry
+            raise ValueError(
+                f"games[{i}].symmetry_advantages must be one of all, positive, got {g.symmetry_advantages!r}"
+            )
+        for key in (
+            "symmetries",
+            "symmetry_advantages",
+            "restart_buffer",
+        ):  # kept per game name, not per entry
             if any(h.name == g.name and getattr(h, key) != getattr(g, key) for h in cfg.games):
-                raise ValueError(f"games[{i}].{key}: every entry of {g.name} must set the same {key} (it is kept per game)")
+                raise ValueError(
+                    f"games[{i}].{key}: every entry of {g.name} must set the same {key} (it is kept per game)"
+                )
         if g.restart_explore and not (g.restarts and cfg.agent.constrained):
-            raise ValueError(f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
-                             "(the exploring move is a constrained reply held to one drawn legal move)")
+            raise ValueError(
+                f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
+                "(the exploring move is a constrained reply held to one drawn legal move)"
+            )
     if (adv.estimator == "critic") != (cfg.learner.value_coef > 0):
-        raise ValueError("advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)")
+        raise ValueError(
+            "advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)"
+        )
     lg = cfg.league
     if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
-        raise ValueError("league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every")
+        raise ValueError(
+            "league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every"
+        )
     if not 0.0 < lg.decay <= 1.0:
         raise ValueError(f"league.decay must be in (0, 1], got {lg.decay}")
     if len(set(lg.bots)) < len(lg.bots):
@@ -502,7 +575,9 @@ def _validate(cfg: TrainConfig) -> None:
     if isinstance(opp, Mapping):
         for game, specs in opp.items():
             if game not in names:
-                raise ValueError(f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})")
+                raise ValueError(
+                    f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})"
+                )
             if not isinstance(specs, list):
                 raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
             for s in specs:
@@ -514,7 +589,9 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
     _check_ray(cfg)
     if cfg.eval.select_seed == cfg.eval.seed:
-        raise ValueError(f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones")
+        raise ValueError(
+            f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
+        )
     eval_games(cfg)
 
 
@@ -525,7 +602,12 @@ def eval_games(cfg: TrainConfig) -> tuple[list, list]:
     from evaluation.suites import GameSpec, game_spec, plans
 
     opp = cfg.eval.opponents
-    train = [GameSpec(g.name, list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp), dict(g.params)) for g in cfg.games]
+    train = [
+        GameSpec(
+            g.name, list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp), dict(g.params)
+        )
+        for g in cfg.games
+    ]
     train = [g for g in train if g.opponents]
     held = []
     for i, entry in enumerate(cfg.eval.held_out):
@@ -536,7 +618,9 @@ def eval_games(cfg: TrainConfig) -> tuple[list, list]:
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
         if any(g.name == t.name for t in cfg.games):
-            raise ValueError(f"{where}: {g.name} is a training game; held-out games are games the policy does not train on")
+            raise ValueError(
+                f"{where}: {g.name} is a training game; held-out games are games the policy does not train on"
+            )
         for s in g.opponents:
             _check_spec(s, f"{where}.opponents")
         held.append(g)
@@ -563,9 +647,18 @@ def _check_league_ratings(lg: LeagueConfig) -> None:
             raise ValueError(f"league.ratings: {lg.ratings}: {e}") from None
     t = lg.tournament
     if t.every and not (lg.snapshot_every or lg.bots):
-        raise ValueError("league.tournament rates the league's snapshots and bots: set league.snapshot_every or list league.bots")
-    if t.every and t.max_matches and t.format != "swiss" and "max_matches" not in format_options(t.format):
-        raise ValueError(f"league.tournament.max_matches: format {t.format} plays its whole schedule; use swiss (fewer rounds) or a format with a budget, or max_matches: 0")
+        raise ValueError(
+            "league.tournament rates the league's snapshots and bots: set league.snapshot_every or list league.bots"
+        )
+    if (
+        t.every
+        and t.max_matches
+        and t.format != "swiss"
+        and "max_matches" not in format_options(t.format)
+    ):
+        raise ValueError(
+            f"league.tournament.max_matches: format {t.format} plays its whole schedule; use swiss (fewer rounds) or a format with a budget, or max_matches: 0"
+        )
 
 
 def _check_ray(cfg: TrainConfig) -> None:
@@ -573,17 +666,25 @@ def _check_ray(cfg: TrainConfig) -> None:
     r = cfg.ray
     if not r.address:
         return
-    if r.address != r.address.strip() or ":" not in r.address and r.address not in ("local", "auto"):
+    if (
+        r.address != r.address.strip()
+        or ":" not in r.address
+        and r.address not in ("local", "auto")
+    ):
         raise ValueError(f"ray.address must be local, auto or HOST:PORT, got {r.address!r}")
     try:
         import ray  # noqa: F401
     except ImportError:
         raise ValueError("ray.address needs Ray installed: pip install -e '.[ray]'") from None
     if cfg.backend != "transformers":
-        raise ValueError(f"ray.address: rollout workers sample with the transformers backend; backend {cfg.backend} is not supported on Ray yet")
+        raise ValueError(
+            f"ray.address: rollout workers sample with the transformers backend; backend {cfg.backend} is not supported on Ray yet"
+        )
     if r.max_staleness and cfg.league.snapshot_every:
-        raise ValueError("ray.max_staleness 1 with league.snapshot_every is not supported: a snapshot retired after step t "
-                         "could be deleted while step t+1's matches still play it; use max_staleness 0")
+        raise ValueError(
+            "ray.max_staleness 1 with league.snapshot_every is not supported: a snapshot retired after step t "
+            "could be deleted while step t+1's matches still play it; use max_staleness 0"
+        )
 
 
 def _check_backend_kwargs(cfg: TrainConfig) -> None:
@@ -592,22 +693,38 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
     kwargs = cfg.backend_kwargs
     if not all(isinstance(k, str) for k in kwargs):
         raise ValueError(f"backend_kwargs must map option names to values, got {kwargs!r}")
-    if "max_batch_size" in kwargs and not (type(kwargs["max_batch_size"]) is int and kwargs["max_batch_size"] >= 1):
-        raise ValueError(f"backend_kwargs.max_batch_size must be an integer >= 1, got {kwargs['max_batch_size']!r}")
-    if cfg.backend == "vllm":  # vLLM takes its engine's many options and checks them itself; these two fail late
+    if "max_batch_size" in kwargs and not (
+        type(kwargs["max_batch_size"]) is int and kwargs["max_batch_size"] >= 1
+    ):
+        raise ValueError(
+            f"backend_kwargs.max_batch_size must be an integer >= 1, got {kwargs['max_batch_size']!r}"
+        )
+    if (
+        cfg.backend == "vllm"
+    ):  # vLLM takes its engine's many options and checks them itself; these two fail late
         if cfg.model.lower().startswith(TINY):
-            raise ValueError("backend vllm: tiny-llama has no folder for vLLM to load; save it with save_pretrained and set model to the folder")
+            raise ValueError(
+                "backend vllm: tiny-llama has no folder for vLLM to load; save it with save_pretrained and set model to the folder"
+            )
         if "dtype" in kwargs and kwargs["dtype"] not in VLLM_DTYPES:
-            raise ValueError(f"backend_kwargs.dtype must be one of {', '.join(VLLM_DTYPES)} (default: the learner's), got {kwargs['dtype']!r}")
+            raise ValueError(
+                f"backend_kwargs.dtype must be one of {', '.join(VLLM_DTYPES)} (default: the learner's), got {kwargs['dtype']!r}"
+            )
     if cfg.backend == "transformers":
         import inspect
 
         from agents.transformers_backend import TransformersBackend
 
-        known = [p for p in inspect.signature(TransformersBackend).parameters if p not in ("model", "name")]
+        known = [
+            p
+            for p in inspect.signature(TransformersBackend).parameters
+            if p not in ("model", "name")
+        ]
         for k in kwargs:
             if k not in known:
-                raise ValueError(f"backend_kwargs: unknown option {k!r} for the transformers backend{_did_you_mean(k, known)} (known: {', '.join(known)})")
+                raise ValueError(
+                    f"backend_kwargs: unknown option {k!r} for the transformers backend{_did_you_mean(k, known)} (known: {', '.join(known)})"
+                )
 
 
 def _check_spec(spec: Any, where: str) -> None:
@@ -631,7 +748,13 @@ def _check_spec(spec: Any, where: str) -> None:
                 tiny_llama_args(model)
             except ValueError as e:
                 raise ValueError(f"{where}: {e}") from None
-        options = set(LLMAgentConfig.__dataclass_fields__) | {"model", "backend", "base_url", "backend_kwargs", "name"}
+        options = set(LLMAgentConfig.__dataclass_fields__) | {
+            "model",
+            "backend",
+            "base_url",
+            "backend_kwargs",
+            "name",
+        }
         unknown = sorted(set(d) - options)
         if unknown:
             raise ValueError(f"{where}: agent {spec!r}: unknown option(s) {', '.join(unknown)}")
@@ -660,13 +783,19 @@ def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> Tr
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ValueError(f"{path}: invalid YAML{f' at line {mark.line + 1}' if mark else ''}: {problem}") from None
+        raise ValueError(
+            f"{path}: invalid YAML{f' at line {mark.line + 1}' if mark else ''}: {problem}"
+        ) from None
     if d is None or d == {}:
-        raise ValueError(f"{path} is empty: a train config needs at least {', '.join(REQUIRED)} (see {EXAMPLE})")
+        raise ValueError(
+            f"{path} is empty: a train config needs at least {', '.join(REQUIRED)} (see {EXAMPLE})"
+        )
     try:
         if not isinstance(d, Mapping):
             raise ValueError(f"a train config must be a mapping, got {type(d).__name__}")
-        return parse_config(merge(d, dict(overrides or {})), default_run_dir=str(Path("runs") / path.stem))
+        return parse_config(
+            merge(d, dict(overrides or {})), default_run_dir=str(Path("runs") / path.stem)
+        )
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

@@ -24,8 +24,8 @@ keep their record. `tournament_names` maps a tournament's players to league name
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
 
 import numpy as np
 
@@ -63,7 +63,9 @@ class League:
 
     def __post_init__(self):
         if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"unknown PFSP weighting {self.weighting!r}; choose one of {', '.join(WEIGHTINGS)}")
+            raise ValueError(
+                f"unknown PFSP weighting {self.weighting!r}; choose one of {', '.join(WEIGHTINGS)}"
+            )
         if not 0.0 < self.decay <= 1.0:
             raise ValueError(f"decay must be in (0, 1], got {self.decay}")
 
@@ -85,7 +87,9 @@ class League:
         for o in self.opponents:
             if o.name == name:
                 return o
-        raise KeyError(f"no opponent {name!r} in the league (have: {', '.join(o.name for o in self.opponents) or 'none'})")
+        raise KeyError(
+            f"no opponent {name!r} in the league (have: {', '.join(o.name for o in self.opponents) or 'none'})"
+        )
 
     def win_rate(self, name: str) -> float:
         """The learner's expected score against `name`: from the ratings if they name it, else
@@ -99,7 +103,9 @@ class League:
         """Rate opponents by `elo` (league names -> Elo) from now on, `learner` standing for the
         learner; replaces earlier ratings (opponents `elo` does not name go back to their record)."""
         if learner not in elo:
-            raise ValueError(f"the ratings have no player {learner!r} to stand for the learner (rated: {', '.join(sorted(elo)) or 'none'})")
+            raise ValueError(
+                f"the ratings have no player {learner!r} to stand for the learner (rated: {', '.join(sorted(elo)) or 'none'})"
+            )
         self.ratings = {n: float(r) for n, r in elo.items()}
         self.learner_rating = float(elo[learner])
 
@@ -127,7 +133,9 @@ class League:
         p = w / w.sum()
         return {o.name: float(q) for o, q in zip(self.opponents, p)}
 
-    def sample(self, rng: np.random.Generator, n: int = 1, max_checkpoints: int | None = None) -> list[str]:
+    def sample(
+        self, rng: np.random.Generator, n: int = 1, max_checkpoints: int | None = None
+    ) -> list[str]:
         """`n` opponent names drawn independently by PFSP.
 
         `max_checkpoints` caps how many distinct checkpoints one call may return (each is a
@@ -143,25 +151,37 @@ class League:
         if max_checkpoints is None or len(ckpts) <= max_checkpoints:
             return draws
         w = p[ckpts] / p[ckpts].sum()
-        kept = [names[ckpts[i]] for i in rng.choice(len(ckpts), size=max_checkpoints, replace=False, p=w)]
+        kept = [
+            names[ckpts[i]]
+            for i in rng.choice(len(ckpts), size=max_checkpoints, replace=False, p=w)
+        ]
         kept_p = np.array([probs[k] for k in kept])
         is_ckpt = {names[i] for i in ckpts}
-        return [d if d not in is_ckpt or d in kept else kept[rng.choice(len(kept), p=kept_p / kept_p.sum())] for d in draws]
+        return [
+            d
+            if d not in is_ckpt or d in kept
+            else kept[rng.choice(len(kept), p=kept_p / kept_p.sum())]
+            for d in draws
+        ]
 
     def state_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_state_dict(cls, d: dict) -> "League":
+    def from_state_dict(cls, d: dict) -> League:
         d = dict(d)
         d["opponents"] = [Opponent(**o) for o in d.get("opponents", [])]
         return cls(**d)
 
 
-CHECKPOINT_PLAYER = re.compile(r"^.+@(\d+)$")  # a tournament's `{checkpoints: RUN_DIR}` player NAME@STEP
+CHECKPOINT_PLAYER = re.compile(
+    r"^.+@(\d+)$"
+)  # a tournament's `{checkpoints: RUN_DIR}` player NAME@STEP
 
 
-def tournament_names(elo: Mapping[str, float], learner: str | None = None) -> tuple[dict[str, float], str]:
+def tournament_names(
+    elo: Mapping[str, float], learner: str | None = None
+) -> tuple[dict[str, float], str]:
     """A tournament's ratings under league names, and the league name standing for the learner.
 
     Players keep their names (bots by spec, a training run's own `ckpt-N` and `policy`);
@@ -180,5 +200,7 @@ def tournament_names(elo: Mapping[str, float], learner: str | None = None) -> tu
         steps = [int(n[5:]) for n in out if n.startswith("ckpt-") and n[5:].isdigit()]
         learner = "policy" if "policy" in out else f"ckpt-{max(steps)}" if steps else ""
     if learner not in out:
-        raise ValueError(f"no rated player stands for the learner: rate `policy` or the run's checkpoints (rated: {', '.join(sorted(elo)) or 'none'})")
+        raise ValueError(
+            f"no rated player stands for the learner: rate `policy` or the run's checkpoints (rated: {', '.join(sorted(elo)) or 'none'})"
+        )
     return out, learner

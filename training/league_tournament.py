@@ -34,27 +34,37 @@ def tournament_config(cfg: TrainConfig, league: League, step: int):
 
     t = cfg.league.tournament
     players = {POLICY: f"the training policy at step {step}"}
-    players.update({o.name: o.spec if o.kind == "bot" else f"snapshot {o.spec}" for o in league.opponents})
-    players = dict(sorted(players.items()))  # the order a stored config reads back in (`load_tournament`)
+    players.update(
+        {o.name: o.spec if o.kind == "bot" else f"snapshot {o.spec}" for o in league.opponents}
+    )
+    players = dict(
+        sorted(players.items())
+    )  # the order a stored config reads back in (`load_tournament`)
     options: dict = {}
     if t.max_matches and "max_matches" in format_options(t.format):
         options["max_matches"] = t.max_matches
     elif t.max_matches:  # Swiss (config-checked): as many rounds as the budget holds
         per_round = len(players) // 2 * t.games_per_pairing * len(cfg.games)
         options["rounds"] = max(1, min(swiss_rounds(len(players)), t.max_matches // per_round))
-    return load_config({
-        "name": f"{Path(cfg.run_dir).name} league at step {step}",
-        "format": t.format,
-        "players": players,
-        "games": [{"name": g.name, "params": dict(g.params), "opening": g.opening} for g in cfg.games],
-        "games_per_pairing": t.games_per_pairing,
-        "seed": cfg.seed + step,
-        "format_options": options,
-        "arena": {"concurrency": cfg.concurrency, "max_turns": cfg.max_turns},
-    })
+    return load_config(
+        {
+            "name": f"{Path(cfg.run_dir).name} league at step {step}",
+            "format": t.format,
+            "players": players,
+            "games": [
+                {"name": g.name, "params": dict(g.params), "opening": g.opening} for g in cfg.games
+            ],
+            "games_per_pairing": t.games_per_pairing,
+            "seed": cfg.seed + step,
+            "format_options": options,
+            "arena": {"concurrency": cfg.concurrency, "max_turns": cfg.max_turns},
+        }
+    )
 
 
-def play_league_tournament(cfg: TrainConfig, league: League, step: int, backend, opponents) -> dict[str, float] | None:
+def play_league_tournament(
+    cfg: TrainConfig, league: League, step: int, backend, opponents
+) -> dict[str, float] | None:
     """Play step `step`'s tournament (policy on `backend`, league agents from `opponents`, a
     `training.selfplay.Opponents`); the players' Elo, or None with no opponent to rate."""
     from arena.tournament import arena_play_matches
@@ -64,7 +74,9 @@ def play_league_tournament(cfg: TrainConfig, league: League, step: int, backend,
     if not league.opponents:
         return None
     config = tournament_config(cfg, league, step)
-    seeds = np.random.default_rng([cfg.seed, step, 20]).integers(0, 2**31 - 1, size=len(config.players))
+    seeds = np.random.default_rng([cfg.seed, step, 20]).integers(
+        0, 2**31 - 1, size=len(config.players)
+    )
     agents = {POLICY: LLMAgent(POLICY, backend, replace(cfg.agent, seed=int(seeds[0])))}
     for o, seed in zip(league.opponents, seeds[1:]):
         agents[o.name] = opponents.agent(o.name, o.spec, o.kind, seed=int(seed))

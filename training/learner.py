@@ -54,7 +54,6 @@ from agents.constrained import allowed_token_ids
 from arena.machine import compute_dtype
 from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
 
-
 BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
 
 
@@ -110,19 +109,30 @@ class LearnerConfig:
         if isinstance(self.loss, dict):
             self.loss = LossConfig(**self.loss)
         if self.lr_schedule not in ("constant", "cosine"):
-            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+            raise ValueError(
+                f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}"
+            )
         if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 (greedy rollouts have no usable logprobs), got {self.temperature}")
+            raise ValueError(
+                f"temperature must be > 0 (greedy rollouts have no usable logprobs), got {self.temperature}"
+            )
         if self.value_coef < 0:
             raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
         if self.bf16_rounding not in BF16_ROUNDINGS:
-            raise ValueError(f"bf16_rounding must be 'nearest' or 'stochastic', got {self.bf16_rounding!r}")
+            raise ValueError(
+                f"bf16_rounding must be 'nearest' or 'stochastic', got {self.bf16_rounding!r}"
+            )
 
 
-def stochastic_round(x: torch.Tensor, dtype: torch.dtype, generator: torch.Generator, out: torch.Tensor | None = None,
-                     scratch: torch.Tensor | None = None) -> torch.Tensor:
+def stochastic_round(
+    x: torch.Tensor,
+    dtype: torch.dtype,
+    generator: torch.Generator,
+    out: torch.Tensor | None = None,
+    scratch: torch.Tensor | None = None,
+) -> torch.Tensor:
     """fp32 `x` rounded to bf16 up or down at random, with odds by distance, so the result's
     expectation is `x`: 16 random low bits added to its bit pattern, then cut off (sign and
     magnitude: a negative value's magnitude rounds the same way). Other dtypes: plain cast.
@@ -132,9 +142,15 @@ def stochastic_round(x: torch.Tensor, dtype: torch.dtype, generator: torch.Gener
     out = torch.empty_like(x, dtype=dtype) if out is None else out
     if dtype != torch.bfloat16 or x.dtype != torch.float32:
         return out.copy_(x)
-    bits = torch.empty(x.shape, dtype=torch.int32, device=x.device) if scratch is None else scratch[: x.numel()].view(x.shape)
+    bits = (
+        torch.empty(x.shape, dtype=torch.int32, device=x.device)
+        if scratch is None
+        else scratch[: x.numel()].view(x.shape)
+    )
     bits.random_(0, 1 << 16, generator=generator)
-    bits.add_(x.contiguous().view(torch.int32)).bitwise_and_(-65536)  # the low 16 bits zero: exact in bf16
+    bits.add_(x.contiguous().view(torch.int32)).bitwise_and_(
+        -65536
+    )  # the low 16 bits zero: exact in bf16
     return out.copy_(bits.view(torch.float32))
 
 
@@ -153,7 +169,9 @@ class Sequence:
     """what the value head should predict for the prompt (critic); None: no value loss"""
 
 
-def sequences_from_samples(samples, tokenizer=None, recompute: str = "constrained") -> list[Sequence]:
+def sequences_from_samples(
+    samples, tokenizer=None, recompute: str = "constrained"
+) -> list[Sequence]:
     """`Sequence`s from `training.advantages.TurnSample`s.
 
     `recompute` says whose recorded behaviour logprobs to drop (then the current policy's
@@ -172,20 +190,34 @@ def sequences_from_samples(samples, tokenizer=None, recompute: str = "constraine
         prompt = list(t.prompt_token_ids)
         if not prompt:
             if not t.messages or tokenizer is None:
-                raise ValueError(f"turn {s.turn_index} of match {s.match_index} has no prompt_token_ids and no messages to render")
+                raise ValueError(
+                    f"turn {s.turn_index} of match {s.match_index} has no prompt_token_ids and no messages to render"
+                )
             prompt = _render(tokenizer, t.messages)
         logprobs = list(t.logprobs) if t.logprobs else None
         if logprobs is not None and len(logprobs) != len(t.token_ids):
-            raise ValueError(f"turn {s.turn_index} of match {s.match_index}: {len(logprobs)} logprobs for {len(t.token_ids)} tokens")
+            raise ValueError(
+                f"turn {s.turn_index} of match {s.match_index}: {len(logprobs)} logprobs for {len(t.token_ids)} tokens"
+            )
         if recompute == "all" or (recompute == "constrained" and t.constrained):
             logprobs = None
-        out.append(Sequence(prompt, list(t.token_ids), float(s.advantage), logprobs, list(t.legal_moves) if t.constrained else None,
-                            getattr(s, "value_target", None)))
+        out.append(
+            Sequence(
+                prompt,
+                list(t.token_ids),
+                float(s.advantage),
+                logprobs,
+                list(t.legal_moves) if t.constrained else None,
+                getattr(s, "value_target", None),
+            )
+        )
     return out
 
 
 def _render(tokenizer, messages) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     return list(ids)
 
 
@@ -245,8 +277,12 @@ def _plain_lm_head(model) -> bool:
     except (AttributeError, NotImplementedError):
         return False
     cfg = getattr(model, "config", None)
-    return (isinstance(head, torch.nn.Linear) and getattr(cfg, "final_logit_softcapping", None) is None
-            and getattr(cfg, "logit_scale", None) is None and getattr(cfg, "logits_scaling", None) is None)
+    return (
+        isinstance(head, torch.nn.Linear)
+        and getattr(cfg, "final_logit_softcapping", None) is None
+        and getattr(cfg, "logit_scale", None) is None
+        and getattr(cfg, "logits_scaling", None) is None
+    )
 
 
 BF16_ATTENTION = "learner_bf16_eager"
@@ -259,12 +295,18 @@ def bf16_eager_attention(module, query, key, value, attention_mask, scaling, dro
     flash kernel (sdpa), which is no faster in bf16 than in fp32 and held ~30% of a bf16
     learner step (bench/learner_throughput.py)."""
     groups = query.shape[1] // key.shape[1]
-    if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads (transformers' repeat_kv)
+    if (
+        groups > 1
+    ):  # grouped-query attention: each key/value head serves `groups` query heads (transformers' repeat_kv)
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
-    scores = torch.matmul(query * scaling, key.transpose(2, 3))  # the matmul keeps its inputs, not this output
+    scores = torch.matmul(
+        query * scaling, key.transpose(2, 3)
+    )  # the matmul keeps its inputs, not this output
     if attention_mask is not None:
         scores.add_(attention_mask)
-    weights = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=dropout, training=module.training)
+    weights = torch.nn.functional.dropout(
+        torch.softmax(scores, dim=-1), p=dropout, training=module.training
+    )
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
@@ -299,23 +341,36 @@ class Learner:
     def __init__(self, model, tokenizer, cfg: LearnerConfig | None = None):
         self.cfg = cfg or LearnerConfig()
         self.tokenizer = tokenizer
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
         self.device = next(model.parameters()).device
         self.compute_dtype = compute_dtype(self.cfg.precision, self.device.type)
         model.float()  # the master weights
         if self.cfg.lora_rank > 0:
             from peft import LoraConfig, get_peft_model
 
-            lora = LoraConfig(r=self.cfg.lora_rank, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
-                              target_modules=self.cfg.lora_targets, task_type="CAUSAL_LM")
+            lora = LoraConfig(
+                r=self.cfg.lora_rank,
+                lora_alpha=self.cfg.lora_alpha,
+                lora_dropout=self.cfg.lora_dropout,
+                target_modules=self.cfg.lora_targets,
+                task_type="CAUSAL_LM",
+            )
             model = get_peft_model(model, lora)
         self.model = model
         self.policy = model  # what computes: the master module itself, or its bf16 copy
-        self._rounding_scratch: torch.Tensor | None = None  # stochastic rounding's random bits, reused every step
+        self._rounding_scratch: torch.Tensor | None = (
+            None  # stochastic rounding's random bits, reused every step
+        )
         if self.compute_dtype != "float32":
             self.policy = copy.deepcopy(model).to(getattr(torch, self.compute_dtype))
         # the learner's own forward passes (not the rollouts that share `policy`)
-        self.attention = register_bf16_attention() if self.compute_dtype == "bfloat16" and self.device.type == "cpu" else None
+        self.attention = (
+            register_bf16_attention()
+            if self.compute_dtype == "bfloat16" and self.device.type == "cpu"
+            else None
+        )
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
@@ -327,10 +382,17 @@ class Learner:
         params = self.parameters()
         # fused: one kernel over all tensors; on CPU 8x faster than the default per-tensor loop,
         # which dominated a tiny model's step (its 6M-entry embedding)
-        self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, betas=self.cfg.betas, weight_decay=self.cfg.weight_decay,
-                                           fused=self.device.type in ("cpu", "cuda"))
+        self.optimizer = torch.optim.AdamW(
+            params,
+            lr=self.cfg.lr,
+            betas=self.cfg.betas,
+            weight_decay=self.cfg.weight_decay,
+            fused=self.device.type in ("cpu", "cuda"),
+        )
         self.step_count = 0
-        self.entropy_coef = self.cfg.loss.entropy_coef  # moves each step when loss.entropy_target > 0
+        self.entropy_coef = (
+            self.cfg.loss.entropy_coef
+        )  # moves each step when loss.entropy_target > 0
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """What the optimizer trains: the policy's trainable weights, then the value head's."""
@@ -368,12 +430,18 @@ class Learner:
         if self._rounding_scratch is None or self._rounding_scratch.numel() < largest:
             self._rounding_scratch = torch.empty(largest, dtype=torch.int32, device=self.device)
         for master, copied in pairs:
-            stochastic_round(master, copied.dtype, generator, out=copied, scratch=self._rounding_scratch)
+            stochastic_round(
+                master, copied.dtype, generator, out=copied, scratch=self._rounding_scratch
+            )
 
     # --- batching ---------------------------------------------------------------------
 
     def _micro_batches(self, seqs: list[Sequence]) -> list[_Micro]:
-        order = sorted(range(len(seqs)), key=lambda i: (len(seqs[i].prompt_ids) + len(seqs[i].completion_ids), i), reverse=True)
+        order = sorted(
+            range(len(seqs)),
+            key=lambda i: (len(seqs[i].prompt_ids) + len(seqs[i].completion_ids), i),
+            reverse=True,
+        )
         groups, cur, P, C = [], [], 0, 0
         for i in order:
             p, c = len(seqs[i].prompt_ids), len(seqs[i].completion_ids)
@@ -414,7 +482,9 @@ class Learner:
                         )
                     constrained.append((b, j, allowed))
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        mask = (torch.arange(C)[None, :] < torch.tensor([len(s.completion_ids) for s in rows])[:, None]).float()
+        mask = (
+            torch.arange(C)[None, :] < torch.tensor([len(s.completion_ids) for s in rows])[:, None]
+        ).float()
         dev = self.device
         return _Micro(
             input_ids=ids[:, :-1].to(dev),  # the last token predicts nothing
@@ -423,8 +493,12 @@ class Learner:
             targets=ids[:, P:].to(dev),
             mask=mask.to(dev),
             advantages=torch.tensor([s.advantage for s in rows], dtype=torch.float32).to(dev),
-            value_targets=torch.tensor([s.value_target or 0.0 for s in rows], dtype=torch.float32).to(dev),
-            has_value=torch.tensor([s.value_target is not None for s in rows], dtype=torch.bool).to(dev),
+            value_targets=torch.tensor(
+                [s.value_target or 0.0 for s in rows], dtype=torch.float32
+            ).to(dev),
+            has_value=torch.tensor([s.value_target is not None for s in rows], dtype=torch.bool).to(
+                dev
+            ),
             old_logp=old.to(dev),
             has_old=has_old.to(dev),
             constrained=constrained,
@@ -446,9 +520,17 @@ class Learner:
         # went through a (B, hidden, vocab) temporary (0.6 s of a 1000-token bf16 step)
         keep = torch.arange(L - C, L, device=mb.input_ids.device)
         with attention_implementation(model, self.attention):
-            out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                        logits_to_keep=keep, use_cache=False, output_hidden_states=hidden)
-        state = out.hidden_states[-1][:, -C].float() if hidden else None  # the final norm is applied
+            out = model(
+                input_ids=mb.input_ids,
+                attention_mask=mb.attention_mask,
+                position_ids=mb.position_ids,
+                logits_to_keep=keep,
+                use_cache=False,
+                output_hidden_states=hidden,
+            )
+        state = (
+            out.hidden_states[-1][:, -C].float() if hidden else None
+        )  # the final norm is applied
         logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
         taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
@@ -464,11 +546,18 @@ class Learner:
             if entropy is not None:
                 with torch.set_grad_enabled(entropy.requires_grad):
                     entropy = entropy.index_put((rows, cols), _masked_entropy(sub, sub_lse, valid))
-                    floor = torch.zeros_like(lse).index_put((rows, cols), _uniform_kl(sub, sub_lse, valid)) * mb.mask
+                    floor = (
+                        torch.zeros_like(lse).index_put(
+                            (rows, cols), _uniform_kl(sub, sub_lse, valid)
+                        )
+                        * mb.mask
+                    )
         logp = (taken - lse) * mb.mask
         if entropy is not None:
             entropy = entropy * mb.mask
-            floor = floor if floor is not None else torch.zeros_like(logp)  # free-text turns: no floor
+            floor = (
+                floor if floor is not None else torch.zeros_like(logp)
+            )  # free-text turns: no floor
         return logp, entropy, state, floor
 
     def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
@@ -477,8 +566,12 @@ class Learner:
         model's step was mostly a 49k-wide softmax and its backward)."""
         B, C = mb.targets.shape
         with attention_implementation(model, self.attention):
-            hidden = model.get_decoder()(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                                         position_ids=mb.position_ids, use_cache=False).last_hidden_state[:, -C:]
+            hidden = model.get_decoder()(
+                input_ids=mb.input_ids,
+                attention_mask=mb.attention_mask,
+                position_ids=mb.position_ids,
+                use_cache=False,
+            ).last_hidden_state[:, -C:]
         head = model.get_output_embeddings()
         dev = hidden.device
         rows, cols, idx, valid = _allowed_index(mb.constrained, dev)
@@ -502,7 +595,12 @@ class Learner:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 h = _masked_entropy(sub, sub_lse, valid)
                 entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h) * mb.mask
-                floor = torch.zeros((B, C), device=dev).index_put((rows, cols), _uniform_kl(sub, sub_lse, valid)) * mb.mask
+                floor = (
+                    torch.zeros((B, C), device=dev).index_put(
+                        (rows, cols), _uniform_kl(sub, sub_lse, valid)
+                    )
+                    * mb.mask
+                )
         return logp * mb.mask, entropy, hidden[:, 0].float(), floor
 
     @torch.no_grad()
@@ -536,7 +634,11 @@ class Learner:
             raise ValueError("this learner has no value head (set learner.value_coef > 0)")
         out = [0.0] * len(seqs)
         for mb in self._micro_batches(seqs):
-            v = self.value_head(self._logprobs(self.policy, mb, None, hidden=True)[2]).squeeze(-1).tolist()
+            v = (
+                self.value_head(self._logprobs(self.policy, mb, None, hidden=True)[2])
+                .squeeze(-1)
+                .tolist()
+            )
             for b, i in enumerate(mb.index):
                 out[i] = v[b]
         return out
@@ -555,7 +657,9 @@ class Learner:
             return c.lr * (step + 1) / c.warmup_steps
         if c.lr_schedule == "cosine" and c.total_steps > c.warmup_steps:
             frac = min(1.0, (step - c.warmup_steps) / (c.total_steps - c.warmup_steps))
-            return c.lr * (c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+            return c.lr * (
+                c.min_lr_ratio + (1 - c.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
+            )
         return c.lr
 
     def step(self, seqs: list[Sequence]) -> dict[str, float]:
@@ -565,12 +669,20 @@ class Learner:
             raise ValueError("no sequences with completion tokens to train on")
         for s in seqs:
             if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
-                raise ValueError(f"a sequence has {len(s.logprobs)} logprobs for {len(s.completion_ids)} completion tokens")
+                raise ValueError(
+                    f"a sequence has {len(s.logprobs)} logprobs for {len(s.completion_ids)} completion tokens"
+                )
         self.policy.train()
-        lcfg = replace(self.cfg.loss, entropy_coef=self.entropy_coef, floor_coef=floor_coef_at(self.step_count, self.cfg.loss))
+        lcfg = replace(
+            self.cfg.loss,
+            entropy_coef=self.entropy_coef,
+            floor_coef=floor_coef_at(self.step_count, self.cfg.loss),
+        )
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
-        num_values = sum(s.value_target is not None for s in seqs) if self.value_head is not None else 0
+        num_values = (
+            sum(s.value_target is not None for s in seqs) if self.value_head is not None else 0
+        )
         lr = self.lr_at(self.step_count)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -580,35 +692,67 @@ class Learner:
         ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
         for mb in self._micro_batches(seqs):
             ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
-            want = "grad" if lcfg.entropy_coef > 0 or lcfg.floor_coef > 0 else "metric" if self.cfg.log_entropy or lcfg.entropy_target > 0 else None
-            logp, entropy, state, floor = self._logprobs(self.policy, mb, want, hidden=num_values > 0)
+            want = (
+                "grad"
+                if lcfg.entropy_coef > 0 or lcfg.floor_coef > 0
+                else "metric"
+                if self.cfg.log_entropy or lcfg.entropy_target > 0
+                else None
+            )
+            logp, entropy, state, floor = self._logprobs(
+                self.policy, mb, want, hidden=num_values > 0
+            )
             old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
-            loss, m = policy_loss(logp, old, mb.advantages, mb.mask, lcfg, ref_logp=ref, entropy=entropy,
-                                  num_tokens=num_tokens, num_seqs=num_seqs, floor=floor)
+            loss, m = policy_loss(
+                logp,
+                old,
+                mb.advantages,
+                mb.mask,
+                lcfg,
+                ref_logp=ref,
+                entropy=entropy,
+                num_tokens=num_tokens,
+                num_seqs=num_seqs,
+                floor=floor,
+            )
             if num_values:
                 err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
                 value_loss = 0.5 * (err**2).sum() / num_values
                 loss = loss + self.cfg.value_coef * value_loss
-                value_total += float(value_loss.detach())  # each micro-batch's share of the batch's value loss
+                value_total += float(
+                    value_loss.detach()
+                )  # each micro-batch's share of the batch's value loss
             loss.backward()
             loss_total += float(loss.detach())
             n = m.pop("tokens")
-            ratio_min, ratio_max = min(ratio_min, m.pop("ratio_min")), max(ratio_max, m.pop("ratio_max"))
+            ratio_min, ratio_max = (
+                min(ratio_min, m.pop("ratio_min")),
+                max(ratio_max, m.pop("ratio_max")),
+            )
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n
         for master, copied in self._pairs():  # bf16 gradients onto the fp32 masters
             master.grad = None if copied.grad is None else copied.grad.float()
             copied.grad = None
         params = self.parameters()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf
+        )
         self.optimizer.step()
         self.step_count += 1
         self._round_masters_into_policy()
         metrics = {k: v / num_tokens for k, v in sums.items()}
         if num_values:
             metrics["value_loss"] = value_total
-        metrics.update(loss=loss_total, grad_norm=float(grad_norm), lr=lr, ratio_min=ratio_min, ratio_max=ratio_max,
-                       tokens=float(num_tokens), sequences=float(num_seqs))
+        metrics.update(
+            loss=loss_total,
+            grad_norm=float(grad_norm),
+            lr=lr,
+            ratio_min=ratio_min,
+            ratio_max=ratio_max,
+            tokens=float(num_tokens),
+            sequences=float(num_seqs),
+        )
         if self.cfg.loss.floor_decay_steps > 0:
             metrics["floor_coef"] = lcfg.floor_coef
         if lcfg.entropy_target > 0:
@@ -624,7 +768,11 @@ class Learner:
             return {k: v.detach() for k, v in self.model.state_dict().items()}
         # W + delta computed aside: merge_adapter/unmerge_adapter would leave rounding drift in W
         base = self.model.get_base_model()
-        sd = {k.replace(".base_layer.", "."): v.detach() for k, v in base.state_dict().items() if "lora_" not in k}
+        sd = {
+            k.replace(".base_layer.", "."): v.detach()
+            for k, v in base.state_dict().items()
+            if "lora_" not in k
+        }
         with torch.no_grad():
             for name, module in base.named_modules():
                 if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):

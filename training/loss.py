@@ -76,15 +76,31 @@ class LossConfig:
 
     def __post_init__(self):
         if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"unknown loss aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+            raise ValueError(
+                f"unknown loss aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}"
+            )
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:
-            raise ValueError(f"clip ranges must be clip_low in [0, 1), clip_high >= 0; got {self.clip_low}, {self.clip_high}")
-        if min(self.entropy_coef, self.entropy_target, self.entropy_coef_step, self.entropy_coef_max, self.floor_coef,
-               self.floor_decay_steps, self.floor_coef_final) < 0:
-            raise ValueError("entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps "
-                             "and floor_coef_final must be >= 0")
+            raise ValueError(
+                f"clip ranges must be clip_low in [0, 1), clip_high >= 0; got {self.clip_low}, {self.clip_high}"
+            )
+        if (
+            min(
+                self.entropy_coef,
+                self.entropy_target,
+                self.entropy_coef_step,
+                self.entropy_coef_max,
+                self.floor_coef,
+                self.floor_decay_steps,
+                self.floor_coef_final,
+            )
+            < 0
+        ):
+            raise ValueError(
+                "entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps "
+                "and floor_coef_final must be >= 0"
+            )
 
 
 def floor_coef_at(step: int, cfg: LossConfig) -> float:

@@ -17,12 +17,18 @@ from pathlib import Path
 def read_eval(run_dir: Path) -> list[dict]:
     path = Path(run_dir) / "eval.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: is {run_dir} a training run dir with at least one evaluation?")
+        raise FileNotFoundError(
+            f"{path} not found: is {run_dir} a training run dir with at least one evaluation?"
+        )
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels: list[str] | None = None,
-              target: float | None = None) -> Path:
+def plot_eval(
+    run_dirs: Path | str | list,
+    out: Path | str | None = None,
+    labels: list[str] | None = None,
+    target: float | None = None,
+) -> Path:
     """Draw the evaluation curves of one or more runs into `out` (default `<run_dir>/eval.png`
     for one run; required for several); `target`: a dotted line at that rate."""
     import matplotlib
@@ -49,7 +55,12 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
         for key, rows in by_key.items():
             series[key].append((label, rows))
     gnames = sorted({g for g, _ in series})
-    held_out = {g for (g, _), curves in series.items() for _, rs in curves if rs[-1].get("split") == "held_out"}
+    held_out = {
+        g
+        for (g, _), curves in series.items()
+        for _, rs in curves
+        if rs[-1].get("split") == "held_out"
+    }
     fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
     for i, game in enumerate(gnames):
         per_point = 0
@@ -62,10 +73,27 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
                 for j, x_key in enumerate(("step", "minutes")):
                     ax = axes[i][j]
                     x = [r[x_key] for r in rs]
-                    ax.plot(x, [r["non_losing"] for r in rs], marker="o", ms=3 if single else 2, label=name)
-                    ax.fill_between(x, [r["ci_low"] for r in rs], [r["ci_high"] for r in rs], alpha=0.2 if single else 0.1)
+                    ax.plot(
+                        x,
+                        [r["non_losing"] for r in rs],
+                        marker="o",
+                        ms=3 if single else 2,
+                        label=name,
+                    )
+                    ax.fill_between(
+                        x,
+                        [r["ci_low"] for r in rs],
+                        [r["ci_high"] for r in rs],
+                        alpha=0.2 if single else 0.1,
+                    )
                     if single:
-                        ax.plot(x, [1 - r["invalid_rate"] for r in rs], ls="--", color=ax.lines[-1].get_color(), label=f"legal moves vs {opp}")
+                        ax.plot(
+                            x,
+                            [1 - r["invalid_rate"] for r in rs],
+                            ls="--",
+                            color=ax.lines[-1].get_color(),
+                            label=f"legal moves vs {opp}",
+                        )
         for j, x_key in enumerate(("step", "minutes")):
             ax = axes[i][j]
             if target is not None:
@@ -74,7 +102,9 @@ def plot_eval(run_dirs: Path | str | list, out: Path | str | None = None, labels
             ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
             ax.set_ylim(0, 1.02)
             ax.grid(alpha=0.3)
-            ax.set_title(f"{game}{' (held out)' if game in held_out else ''} (95% Wilson CI, {per_point} games per point)")
+            ax.set_title(
+                f"{game}{' (held out)' if game in held_out else ''} (95% Wilson CI, {per_point} games per point)"
+            )
             ax.legend(loc="lower right", fontsize="small" if not single else None)
     fig.tight_layout()
     out = Path(out)

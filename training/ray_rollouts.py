@@ -63,7 +63,9 @@ def worker_device(device: str, cuda_available: bool) -> str:
         return "cuda" if cuda_available else "cpu"
     if device.startswith("cuda"):
         if not cuda_available:
-            raise ValueError(f"device {device}: this Ray rollout worker sees no GPU (give it one with ray.gpus, or set device: cpu)")
+            raise ValueError(
+                f"device {device}: this Ray rollout worker sees no GPU (give it one with ray.gpus, or set device: cpu)"
+            )
         return "cuda"
     return device
 
@@ -82,11 +84,19 @@ class RolloutWorker(MatchWorker):
         self.cfg = cfg
         device = worker_device(cfg.device, torch.cuda.is_available())
         # the learner's compute copy is what samples in process: the same dtype here
-        self.backend = frozen_backend(cfg, device, dtype=cfg.learner.precision, name=POLICY, **{"max_batch_size": 256, **cfg.backend_kwargs})
+        self.backend = frozen_backend(
+            cfg,
+            device,
+            dtype=cfg.learner.precision,
+            name=POLICY,
+            **{"max_batch_size": 256, **cfg.backend_kwargs},
+        )
         self.opponents = Opponents(cfg, self.backend.device, opponents_dtype)
         self.version: int | None = None
 
-    def play(self, plans: list[MatchPlan], concurrency: int, max_turns: int, step: RolloutStep) -> list[MatchRecord]:
+    def play(
+        self, plans: list[MatchPlan], concurrency: int, max_turns: int, step: RolloutStep
+    ) -> list[MatchRecord]:
         import ray
 
         from arena.runner import play
@@ -108,7 +118,9 @@ class RolloutWorker(MatchWorker):
         with torch.no_grad():
             result = self.backend.model.load_state_dict(weights, strict=False)
         if result.unexpected_keys:
-            raise ValueError(f"published weights do not fit {self.cfg.model}: unexpected {result.unexpected_keys[:3]}")
+            raise ValueError(
+                f"published weights do not fit {self.cfg.model}: unexpected {result.unexpected_keys[:3]}"
+            )
 
 
 class RayRollouts:
@@ -119,10 +131,12 @@ class RayRollouts:
         self.version = -1
         self.weights: list = []
         self.sync_bytes = 0  # bytes of the last published version
-        self.ahead: tuple[int, list, threading.Thread, dict] | None = None  # (step, planned, thread, its result)
+        self.ahead: tuple[int, list, threading.Thread, dict] | None = (
+            None  # (step, planned, thread, its result)
+        )
 
     @classmethod
-    def start(cls, cfg: TrainConfig, learner, version: int) -> "RayRollouts":
+    def start(cls, cfg: TrainConfig, learner, version: int) -> RayRollouts:
         """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
         from arena.machine import compute_dtype
 
@@ -131,8 +145,12 @@ class RayRollouts:
         # again on a worker, under other load, could pick another and change the numerics
         on_workers = replace(cfg, learner=replace(cfg.learner, precision=learner.compute_dtype))
         setup = (on_workers, compute_dtype("auto", learner.device.type))
-        pool = RayPool.start(r.address, setup, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker)
-        pool.in_flight = 1  # one chunk per worker: an LLM's batches are its whole share of the step's matches
+        pool = RayPool.start(
+            r.address, setup, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker
+        )
+        pool.in_flight = (
+            1  # one chunk per worker: an LLM's batches are its whole share of the step's matches
+        )
         out = cls(cfg, pool)
         out.publish(learner, version)
         return out
@@ -148,7 +166,9 @@ class RayRollouts:
         self.weights = [ray.put(state)]
         self.version = version
 
-    def collect(self, step: int, league, rng: np.random.Generator, restarts=None) -> tuple[list[tuple[MatchPlan, str | None]], list[MatchRecord]]:
+    def collect(
+        self, step: int, league, rng: np.random.Generator, restarts=None
+    ) -> tuple[list[tuple[MatchPlan, str | None]], list[MatchRecord]]:
         """Step `step`'s (planned matches, records sorted by match id): the ones started ahead, or played now."""
         if self.ahead is None:
             self.start_step(step, league, rng, restarts)
@@ -174,7 +194,11 @@ class RayRollouts:
 
         def run():
             try:
-                result["records"] = list(self.pool.play([p for p, _ in planned], self.cfg.concurrency, self.cfg.max_turns, args=args))
+                result["records"] = list(
+                    self.pool.play(
+                        [p for p, _ in planned], self.cfg.concurrency, self.cfg.max_turns, args=args
+                    )
+                )
             except BaseException as e:  # noqa: BLE001 (re-raised in the loop's thread by collect)
                 result["error"] = e
 

@@ -106,7 +106,9 @@ def memory1_state(history: list) -> str:
     return "first" if not history else ("C" if all(history[-1][1]) else "D")
 
 
-def state_gradients(p: dict[str, float], opponent: str, configs: dict, matches: int = 400, seed: int = 0) -> dict[str, dict[str, float]]:
+def state_gradients(
+    p: dict[str, float], opponent: str, configs: dict, matches: int = 400, seed: int = 0
+) -> dict[str, dict[str, float]]:
     """Per estimator config (name -> AdvantageConfig), per state: mean of A (1[C] - p[state])
     over the `Memory1(p)` learner's turns, in matches against `opponent` (`self`: a second
     Memory1(p) that learns too, as in self-play; else a social bot). Two matches per seed,
@@ -118,26 +120,53 @@ def state_gradients(p: dict[str, float], opponent: str, configs: dict, matches: 
 
     learner = Memory1(p, seed=seed)
     other = learner if opponent == "self" else make_agent(opponent)
-    plans = [MatchPlan(f"{s}-{order}", "prisoners_dilemma", [learner.name, other.name][::1 - 2 * order], seed + s)
-             for s in range(matches // 2) for order in (0, 1)]
-    records = sorted(play(plans, {learner.name: learner, other.name: other}, concurrency=64), key=lambda r: r.match_id)
-    states, cooperated = [], []  # per match, per turn: the mover's state (turn k is in round k // 2), its move
+    plans = [
+        MatchPlan(
+            f"{s}-{order}",
+            "prisoners_dilemma",
+            [learner.name, other.name][:: 1 - 2 * order],
+            seed + s,
+        )
+        for s in range(matches // 2)
+        for order in (0, 1)
+    ]
+    records = sorted(
+        play(plans, {learner.name: learner, other.name: other}, concurrency=64),
+        key=lambda r: r.match_id,
+    )
+    states, cooperated = (
+        [],
+        [],
+    )  # per match, per turn: the mover's state (turn k is in round k // 2), its move
     for r in records:
         env = replay(r)
-        states.append([memory1_state(env.cooperation_history(t.player)[: k // 2]) for k, t in enumerate(r.turns)])
+        states.append(
+            [
+                memory1_state(env.cooperation_history(t.player)[: k // 2])
+                for k, t in enumerate(r.turns)
+            ]
+        )
         cooperated.append([t.action == env.cooperate_action for t in r.turns])
     out = {}
     for name, cfg in configs.items():
         by_state: dict[str, list[float]] = {}
         for x in compute_advantages(records, replace(cfg, learners=[learner.name])):
             state = states[x.match_index][x.turn_index]
-            by_state.setdefault(state, []).append(x.advantage * (cooperated[x.match_index][x.turn_index] - p[state]))
+            by_state.setdefault(state, []).append(
+                x.advantage * (cooperated[x.match_index][x.turn_index] - p[state])
+            )
         out[name] = {s: float(sum(v) / len(v)) for s, v in sorted(by_state.items())}
     return out
 
 
-def tabular_learning(adv, opponent: str = "self", iterations: int = 30, matches: int = 200, lr: float = 0.5,
-                     seed: int = 0) -> list[dict[str, float]]:
+def tabular_learning(
+    adv,
+    opponent: str = "self",
+    iterations: int = 30,
+    matches: int = 200,
+    lr: float = 0.5,
+    seed: int = 0,
+) -> list[dict[str, float]]:
     """A tabular memory-1 policy (one logit per state, all 0: p = 0.5) trained by `adv`'s estimator:
     each iteration plays `matches` matches against `opponent` (`self`: the policy itself, both
     seats learning), takes `state_gradients` and moves every state's logit by lr x g[s] / max |g|
@@ -160,15 +189,23 @@ def tabular_learning(adv, opponent: str = "self", iterations: int = 30, matches:
 def tabular_table(config: str, iterations: int = 30, matches: int = 200, seed: int = 0) -> str:
     """`tabular_learning` in self-play for the config's advantage_alignment and for mars: p per state every 5 iterations."""
     adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
-    lines = ["| estimator | iteration | p(C) first | p(C) after C | p(C) after D |", "|---|---|---|---|---|"]
-    for name, cfg in ((f"advantage_alignment (beta {adv.aa_beta:g})", adv), ("mars", replace(adv, estimator="mars"))):
+    lines = [
+        "| estimator | iteration | p(C) first | p(C) after C | p(C) after D |",
+        "|---|---|---|---|---|",
+    ]
+    for name, cfg in (
+        (f"advantage_alignment (beta {adv.aa_beta:g})", adv),
+        ("mars", replace(adv, estimator="mars")),
+    ):
         for it, p in enumerate(tabular_learning(cfg, "self", iterations, matches, seed=seed)):
             if it % 5 == 0 or it == iterations:
                 lines.append(f"| {name} | {it} | {p['first']:.2f} | {p['C']:.2f} | {p['D']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
-def tit_for_tat_examples(agent, tokenizer, params: dict, matches: int, seed: int) -> list[tuple[str, object]]:
+def tit_for_tat_examples(
+    agent, tokenizer, params: dict, matches: int, seed: int
+) -> list[tuple[str, object]]:
     """(state, `Sequence`) for every turn of the first seat in `matches` matches of two memory-1 players
     with random cooperation rates (0.1-0.9): the agent's prompt, tit-for-tat's reply as the target."""
     import games
@@ -192,8 +229,21 @@ def tit_for_tat_examples(agent, tokenizer, params: dict, matches: int, seed: int
                 turn = PendingTurn(f"tft{m}", env, player, rng)
                 view = env.view(player)
                 target = "Defect" if state == "D" else "Cooperate"
-                reply = tokenizer(agent.reply_for(target), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-                out.append((state, Sequence(_render(tokenizer, agent.prompt_messages(turn)), reply, 1.0, None, list(view.legal_moves))))
+                reply = tokenizer(agent.reply_for(target), add_special_tokens=False)[
+                    "input_ids"
+                ] + [tokenizer.eos_token_id]
+                out.append(
+                    (
+                        state,
+                        Sequence(
+                            _render(tokenizer, agent.prompt_messages(turn)),
+                            reply,
+                            1.0,
+                            None,
+                            list(view.legal_moves),
+                        ),
+                    )
+                )
             action = int(rng.random() >= p[player])  # 0 = Cooperate
             if player == second:
                 state = "D" if action else "C"
@@ -201,7 +251,9 @@ def tit_for_tat_examples(agent, tokenizer, params: dict, matches: int, seed: int
     return out
 
 
-def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every: int = 10, seed: int = 0) -> list[dict]:
+def supervised_tit_for_tat(
+    config: str, steps: int = 40, batch: int = 64, every: int = 10, seed: int = 0
+) -> list[dict]:
     """Can the config's model (freshly initialised for its seed) read the other's last move from its
     prompt? Cross-entropy on tit-for-tat's replies (`tit_for_tat_examples`: 50 matches to train on,
     10 held out), Adam at the config's `learner.lr`, fp32; every `every` steps the mean probability of
@@ -213,7 +265,10 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
     cfg = train_config(config, "mars", seed, Path("unused"))
     model, tok, learner, agent = fresh_policy(cfg)
     params = cfg.games[0].params
-    train, held = tit_for_tat_examples(agent, tok, params, 50, seed), tit_for_tat_examples(agent, tok, params, 10, seed + 1000)
+    train, held = (
+        tit_for_tat_examples(agent, tok, params, 50, seed),
+        tit_for_tat_examples(agent, tok, params, 10, seed + 1000),
+    )
     by_state: dict[str, list] = {}
     for state, seq in held:
         by_state.setdefault(state, []).append(seq)
@@ -221,8 +276,11 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
     def p_target() -> dict[str, float]:
         model.eval()
         with torch.no_grad():
-            out = {s: sum(float(logp.exp().sum()) for logp, _ in learner.completion_logprobs(seqs)) / len(seqs)
-                   for s, seqs in sorted(by_state.items())}
+            out = {
+                s: sum(float(logp.exp().sum()) for logp, _ in learner.completion_logprobs(seqs))
+                / len(seqs)
+                for s, seqs in sorted(by_state.items())
+            }
         model.train()
         return out
 
@@ -230,19 +288,37 @@ def supervised_tit_for_tat(config: str, steps: int = 40, batch: int = 64, every:
     optimizer = torch.optim.Adam(learner.parameters(), lr=cfg.learner.lr)
     rows, losses = [{"step": 0, "loss": float("nan"), "p": p_target()}], []
     for step in range(1, steps + 1):
-        losses.append(fit_step(learner, optimizer, [train[i][1] for i in rng.choice(len(train), batch, replace=False)],
-                               cfg.learner.max_grad_norm))
+        losses.append(
+            fit_step(
+                learner,
+                optimizer,
+                [train[i][1] for i in rng.choice(len(train), batch, replace=False)],
+                cfg.learner.max_grad_norm,
+            )
+        )
         if step % every == 0 or step == steps:
             rows.append({"step": step, "loss": float(np.mean(losses[-every:])), "p": p_target()})
     return rows
 
 
-def train_config(config: str, estimator: str, seed: int, run_dir: Path, steps: int | None = None, overrides: dict | None = None):
+def train_config(
+    config: str,
+    estimator: str,
+    seed: int,
+    run_dir: Path,
+    steps: int | None = None,
+    overrides: dict | None = None,
+):
     """The study's training config: CONFIG with `overrides` (`--set`) merged in and the estimator,
     seed and run folder replaced (`training.config.load_config`: a bad file or key is one ValueError line)."""
     from training.config import load_config
 
-    study = {"advantage": {"estimator": estimator}, "seed": seed, "run_dir": str(run_dir), **({"steps": steps} if steps else {})}
+    study = {
+        "advantage": {"estimator": estimator},
+        "seed": seed,
+        "run_dir": str(run_dir),
+        **({"steps": steps} if steps else {}),
+    }
     return load_config(config, merge(overrides or {}, study))
 
 
@@ -252,12 +328,20 @@ def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency
     from evaluation.run import run_eval
     from evaluation.suites import EvalConfig, GameSpec
 
-    cfg = EvalConfig(agent=f"llm:{run_dir}", games=[GameSpec(game["name"], list(OPPONENTS), dict(game.get("params", {})))],
-                     matches=matches, seed=seed, concurrency=concurrency, out=str(run_dir / f"eval_step{step}"))
+    cfg = EvalConfig(
+        agent=f"llm:{run_dir}",
+        games=[GameSpec(game["name"], list(OPPONENTS), dict(game.get("params", {})))],
+        matches=matches,
+        seed=seed,
+        concurrency=concurrency,
+        out=str(run_dir / f"eval_step{step}"),
+    )
     return run_eval(cfg).records
 
 
-def summarise(records, estimator: str, seed: int, minutes: float, steps: int, load: float = 0.0) -> RunResult:
+def summarise(
+    records, estimator: str, seed: int, minutes: float, steps: int, load: float = 0.0
+) -> RunResult:
     from evaluation.metrics import cells
     from evaluation.run import AGENT
     from evaluation.social import SocialRow, dilemma_metrics, replay, social_rows
@@ -267,17 +351,31 @@ def summarise(records, estimator: str, seed: int, minutes: float, steps: int, lo
     dilemma_metrics(pooled_social, records, AGENT)
     pooled = {c.opponent: c for c in cells(records, AGENT) if c.seat == "all"}
     # mutual defection's points over the matches against always_defect (a random horizon draws each one's length)
-    ad_envs = [replay(r) for r in records if AGENT in r.seats.values() and "always_defect" in r.seats.values()]
+    ad_envs = [
+        replay(r)
+        for r in records
+        if AGENT in r.seats.values() and "always_defect" in r.seats.values()
+    ]
     env = ad_envs[0]
     mutual_defection = env.P * float(np.mean([e.num_rounds for e in ad_envs]))
     ad = pooled["always_defect"]
     return RunResult(
-        estimator, seed, minutes, steps,
-        social["tit_for_tat"].cooperation, tuple(social["tit_for_tat"].cooperation_ci),
-        social["self"].cooperation, tuple(social["self"].cooperation_ci), pooled_social.reciprocity,
-        pooled["tit_for_tat"].mean_return, tuple(pooled["tit_for_tat"].return_ci),
-        ad.mean_return, tuple(ad.return_ci), mutual_defection,
-        bool(ad.mean_return >= mutual_defection - (env.P - env.S)), load,
+        estimator,
+        seed,
+        minutes,
+        steps,
+        social["tit_for_tat"].cooperation,
+        tuple(social["tit_for_tat"].cooperation_ci),
+        social["self"].cooperation,
+        tuple(social["self"].cooperation_ci),
+        pooled_social.reciprocity,
+        pooled["tit_for_tat"].mean_return,
+        tuple(pooled["tit_for_tat"].return_ci),
+        ad.mean_return,
+        tuple(ad.return_ci),
+        mutual_defection,
+        bool(ad.mean_return >= mutual_defection - (env.P - env.S)),
+        load,
     )
 
 
@@ -290,21 +388,30 @@ def markdown(results: list[RunResult]) -> str:
     def opt(v):
         return "-" if v is None else f"{v:+.2f}"
 
-    lines = ["| estimator | seed | coop. with tit_for_tat | coop. in self-play | reciprocity | points vs tit_for_tat | points vs always_defect | not exploited | steps | train min (load) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| estimator | seed | coop. with tit_for_tat | coop. in self-play | reciprocity | points vs tit_for_tat | points vs always_defect | not exploited | steps | train min (load) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r.estimator} | {r.seed} | {ci(r.coop_tft, r.coop_tft_ci)} | {ci(r.coop_self, r.coop_self_ci)} | {opt(r.reciprocity)} | "
-                     f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {ci(r.payoff_ad, r.payoff_ad_ci, 1)} (mutual defection {r.mutual_defection:g}) | "
-                     f"{'yes' if r.not_exploited else 'no'} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |")
+        lines.append(
+            f"| {r.estimator} | {r.seed} | {ci(r.coop_tft, r.coop_tft_ci)} | {ci(r.coop_self, r.coop_self_ci)} | {opt(r.reciprocity)} | "
+            f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {ci(r.payoff_ad, r.payoff_ad_ci, 1)} (mutual defection {r.mutual_defection:g}) | "
+            f"{'yes' if r.not_exploited else 'no'} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |"
+        )
     for est in dict.fromkeys(r.estimator for r in results):
         rs = [r for r in results if r.estimator == est]
-        cols = [mean_ci([getattr(r, k) for r in rs]) for k in ("coop_tft", "coop_self", "payoff_tft", "payoff_ad")]
+        cols = [
+            mean_ci([getattr(r, k) for r in rs])
+            for k in ("coop_tft", "coop_self", "payoff_tft", "payoff_ad")
+        ]
         rec = [r.reciprocity for r in rs if r.reciprocity is not None]
         m = mean_ci(rec) if rec else None
         rec_text = ci(m[0], m[1:]) if m else "-"
-        lines.append(f"| **{est}** | mean of {len(rs)} | {ci(cols[0][0], cols[0][1:])} | {ci(cols[1][0], cols[1][1:])} | {rec_text} | "
-                     f"{ci(cols[2][0], cols[2][1:], 1)} | {ci(cols[3][0], cols[3][1:], 1)} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
-                     f"{sum(r.steps for r in rs) / len(rs):g} | {sum(r.train_minutes for r in rs) / len(rs):.1f} |")
+        lines.append(
+            f"| **{est}** | mean of {len(rs)} | {ci(cols[0][0], cols[0][1:])} | {ci(cols[1][0], cols[1][1:])} | {rec_text} | "
+            f"{ci(cols[2][0], cols[2][1:], 1)} | {ci(cols[3][0], cols[3][1:], 1)} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
+            f"{sum(r.steps for r in rs) / len(rs):g} | {sum(r.train_minutes for r in rs) / len(rs):.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -318,19 +425,32 @@ def figure(results: list[RunResult], path: Path) -> None:
 
     from evaluation.stats import mean_ci
 
-    panels = [("coop_tft", "cooperation with tit_for_tat", (0, 1)), ("coop_self", "cooperation in self-play", (0, 1)),
-              ("reciprocity", "reciprocity: P(C|C) - P(C|D)", (-1, 1)),
-              ("payoff_ad", "points vs always_defect", None)]
+    panels = [
+        ("coop_tft", "cooperation with tit_for_tat", (0, 1)),
+        ("coop_self", "cooperation in self-play", (0, 1)),
+        ("reciprocity", "reciprocity: P(C|C) - P(C|D)", (-1, 1)),
+        ("payoff_ad", "points vs always_defect", None),
+    ]
     estimators = list(dict.fromkeys(r.estimator for r in results))
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
     for ax, (key, title, ylim) in zip(axes, panels):
         for i, est in enumerate(estimators):
-            vals = [getattr(r, key) for r in results if r.estimator == est and getattr(r, key) is not None]
+            vals = [
+                getattr(r, key)
+                for r in results
+                if r.estimator == est and getattr(r, key) is not None
+            ]
             if not vals:
                 continue
             m, lo, hi = mean_ci(vals)
             ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
-            ax.scatter(np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)), vals, color="k", s=12, zorder=3)
+            ax.scatter(
+                np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)),
+                vals,
+                color="k",
+                s=12,
+                zorder=3,
+            )
         if key == "payoff_ad":
             ref = results[0].mutual_defection
             ax.axhline(ref, color="gray", ls="--", lw=1, label="mutual defection")
@@ -341,15 +461,27 @@ def figure(results: list[RunResult], path: Path) -> None:
         if ylim:
             ax.set_ylim(*ylim)
     seeds = sorted({r.seed for r in results})
-    fig.suptitle(f"iterated prisoner's dilemma, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)", fontsize=9)
+    fig.suptitle(
+        f"iterated prisoner's dilemma, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)",
+        fontsize=9,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None, matches: int, eval_seed: int, concurrency: int,
-            overrides: dict | None = None) -> RunResult:
+def run_one(
+    config: str,
+    estimator: str,
+    seed: int,
+    out: Path,
+    steps: int | None,
+    matches: int,
+    eval_seed: int,
+    concurrency: int,
+    overrides: dict | None = None,
+) -> RunResult:
     from training.selfplay import train
 
     run_dir = out / f"{estimator}_s{seed}"
@@ -357,31 +489,53 @@ def run_one(config: str, estimator: str, seed: int, out: Path, steps: int | None
     cfg = train_config(config, estimator, seed, run_dir, steps, overrides)
     trained = json.loads(done.read_text()) if done.exists() else None
     if trained and trained["steps"] > cfg.steps:
-        raise ValueError(f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out")
-    if not trained or trained["steps"] < cfg.steps:  # a fresh run, a killed one, or one asked to train further: resume
+        raise ValueError(
+            f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out"
+        )
+    if (
+        not trained or trained["steps"] < cfg.steps
+    ):  # a fresh run, a killed one, or one asked to train further: resume
         result = train(cfg, resume=True)
-        trained = {"minutes": result["elapsed"] / 60, "steps": result["step"], "load": os.getloadavg()[0]}
+        trained = {
+            "minutes": result["elapsed"] / 60,
+            "steps": result["step"],
+            "load": os.getloadavg()[0],
+        }
         done.write_text(json.dumps(trained))
     game = {"name": cfg.games[0].name, "params": cfg.games[0].params}
     records = evaluate_run(run_dir, game, matches, eval_seed, concurrency, trained["steps"])
-    return summarise(records, estimator, seed, trained["minutes"], trained["steps"], trained["load"])
+    return summarise(
+        records, estimator, seed, trained["minutes"], trained["steps"], trained["load"]
+    )
 
 
 def state_gradient_table(config: str, matches: int = 1000, seed: int = 0) -> str:
     """`state_gradients` of the config's estimator, its raw form, mars and loo, for two
     unconditional memory-1 policies against itself, the random bot and tit_for_tat."""
     adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
-    configs = {f"advantage_alignment (beta {adv.aa_beta:g})": adv,
-               f"advantage_alignment raw (beta {adv.aa_beta:g})": replace(adv, aa_normalize=False),
-               "mars": replace(adv, estimator="mars"), "loo": replace(adv, estimator="loo")}
-    lines = ["| estimator | p(C) | opponent | first | after C | after D | C - D |", "|---|---|---|---|---|---|---|"]
+    configs = {
+        f"advantage_alignment (beta {adv.aa_beta:g})": adv,
+        f"advantage_alignment raw (beta {adv.aa_beta:g})": replace(adv, aa_normalize=False),
+        "mars": replace(adv, estimator="mars"),
+        "loo": replace(adv, estimator="loo"),
+    }
+    lines = [
+        "| estimator | p(C) | opponent | first | after C | after D | C - D |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for pc in (0.6, 0.9):
         for opponent in ("self", "random", "tit_for_tat"):
-            grads = state_gradients({"first": pc, "C": pc, "D": pc}, opponent, configs, matches, seed)
+            grads = state_gradients(
+                {"first": pc, "C": pc, "D": pc}, opponent, configs, matches, seed
+            )
             for name, g in grads.items():
                 row = [g.get(s) for s in ("first", "C", "D")]
                 gap = g["C"] - g["D"] if "C" in g and "D" in g else None
-                lines.append(f"| {name} | {pc:g} | {opponent} | " + " | ".join("-" if v is None else f"{v:+.3f}" for v in row + [gap]) + " |")
+                lines.append(
+                    f"| {name} | {pc:g} | {opponent} | "
+                    + " | ".join("-" if v is None else f"{v:+.3f}" for v in row + [gap])
+                    + " |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -391,17 +545,37 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     p.add_argument("--seeds", nargs="+", type=int, default=[10, 11, 12, 13, 14])
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, dotted for sections (e.g. --set learner.loss.floor_decay_steps=0); repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, dotted for sections (e.g. --set learner.loss.floor_decay_steps=0); repeatable",
+    )
     p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
     p.add_argument("--eval-seed", type=int, default=7)
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--out", default="runs/reciprocity")
-    p.add_argument("--figure", default=None, help="figure path (default OUT/reciprocity.png; the README's is docs/figures/reciprocity.png)")
-    p.add_argument("--state-gradients", action="store_true", help="print what each estimator teaches memory-1 policies (no training)")
-    p.add_argument("--tabular", action="store_true", help="train tabular memory-1 policies in self-play with each estimator (no network)")
-    p.add_argument("--supervised", action="store_true",
-                   help="fit the config's model to tit-for-tat's replies by cross-entropy: can it read the other's last move?")
+    p.add_argument(
+        "--figure",
+        default=None,
+        help="figure path (default OUT/reciprocity.png; the README's is docs/figures/reciprocity.png)",
+    )
+    p.add_argument(
+        "--state-gradients",
+        action="store_true",
+        help="print what each estimator teaches memory-1 policies (no training)",
+    )
+    p.add_argument(
+        "--tabular",
+        action="store_true",
+        help="train tabular memory-1 policies in self-play with each estimator (no network)",
+    )
+    p.add_argument(
+        "--supervised",
+        action="store_true",
+        help="fit the config's model to tit-for-tat's replies by cross-entropy: can it read the other's last move?",
+    )
     args = p.parse_args(argv)
     if args.state_gradients:
         print(state_gradient_table(args.config, seed=args.eval_seed))
@@ -411,8 +585,11 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         return []
     if args.supervised:
         for row in supervised_tit_for_tat(args.config, steps=args.steps or 40):
-            print(f"step {row['step']:3d}  loss {row['loss']:.3f}  P(tit-for-tat's move) by the other's last move: "
-                  + "  ".join(f"{s} {v:.3f}" for s, v in row["p"].items()), flush=True)
+            print(
+                f"step {row['step']:3d}  loss {row['loss']:.3f}  P(tit-for-tat's move) by the other's last move: "
+                + "  ".join(f"{s} {v:.3f}" for s, v in row["p"].items()),
+                flush=True,
+            )
         return []
     try:
         overrides = parse_overrides(args.set)
@@ -423,13 +600,30 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for seed in args.seeds:  # seed-major: a cut-short study still has both estimators on its first seeds
+    for (
+        seed
+    ) in args.seeds:  # seed-major: a cut-short study still has both estimators on its first seeds
         for est in args.estimators:
-            r = run_one(args.config, est, seed, out, args.steps, args.matches, args.eval_seed, args.concurrency, overrides)
-            print(f"{est} seed {seed}: coop with tit_for_tat {r.coop_tft:.2f}, in self-play {r.coop_self:.2f}, "
-                  f"points vs always_defect {r.payoff_ad:.2f} (mutual defection {r.mutual_defection:g})", flush=True)
+            r = run_one(
+                args.config,
+                est,
+                seed,
+                out,
+                args.steps,
+                args.matches,
+                args.eval_seed,
+                args.concurrency,
+                overrides,
+            )
+            print(
+                f"{est} seed {seed}: coop with tit_for_tat {r.coop_tft:.2f}, in self-play {r.coop_self:.2f}, "
+                f"points vs always_defect {r.payoff_ad:.2f} (mutual defection {r.mutual_defection:g})",
+                flush=True,
+            )
             results.append(r)
-            (out / "reciprocity.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
+            (out / "reciprocity.json").write_text(
+                json.dumps([asdict(x) for x in results], indent=1)
+            )
     table = markdown(results)
     (out / "reciprocity.md").write_text(table)
     figure(results, Path(args.figure) if args.figure else out / "reciprocity.png")

@@ -58,10 +58,20 @@ def lost_positions(records: list[MatchRecord], agent: str) -> list[Position]:
         for player, name in rec.seats.items():
             if name != agent or rec.outcome.get(player) != "loss":
                 continue
-            last = max((k for k, t in enumerate(rec.turns) if t.player == player and t.agent == agent), default=None)
+            last = max(
+                (k for k, t in enumerate(rec.turns) if t.player == player and t.agent == agent),
+                default=None,
+            )
             if last is None or any(t.action is None for t in rec.turns[:last]):
                 continue
-            out.append(Position(rec.game, dict(rec.params), rec.seed, tuple(int(t.action) for t in rec.turns[:last])))
+            out.append(
+                Position(
+                    rec.game,
+                    dict(rec.params),
+                    rec.seed,
+                    tuple(int(t.action) for t in rec.turns[:last]),
+                )
+            )
     return out
 
 
@@ -80,7 +90,9 @@ class RestartBuffer:
 
     def add(self, positions: list[Position]) -> None:
         for p in positions:
-            held = self.positions.setdefault(_key(p.game, p.params), deque(maxlen=self.sizes.get(p.game, self.default)))
+            held = self.positions.setdefault(
+                _key(p.game, p.params), deque(maxlen=self.sizes.get(p.game, self.default))
+            )
             held.append(p)
 
     def sample(self, game: str, params: dict, rng: np.random.Generator) -> Position | None:
@@ -95,8 +107,17 @@ class RestartBuffer:
 
     def state_dict(self) -> list:
         """The positions, oldest first per game (sizes come from the config)."""
-        return [[p.game, p.params, p.seed, list(p.actions)] for held in self.positions.values() for p in held]
+        return [
+            [p.game, p.params, p.seed, list(p.actions)]
+            for held in self.positions.values()
+            for p in held
+        ]
 
     def load_state_dict(self, state: list) -> None:
         self.positions = {}
-        self.add([Position(g, dict(params), int(seed), tuple(int(a) for a in actions)) for g, params, seed, actions in state])
+        self.add(
+            [
+                Position(g, dict(params), int(seed), tuple(int(a) for a in actions))
+                for g, params, seed, actions in state
+            ]
+        )

@@ -39,7 +39,7 @@ import yaml
 
 
 def parse_seeds(text: str) -> list[int]:
-    """"10-19" or "10,12,15" (or a mix: "10-12,15") -> the seeds, in order."""
+    """ "10-19" or "10,12,15" (or a mix: "10-12,15") -> the seeds, in order."""
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -69,11 +69,15 @@ def contention_warning(parallel: int, threads: int, cpus: int) -> str | None:
     against 1.5 s with 1 thread each and 0.95 s for one run alone with 2)."""
     if threads <= 0 or parallel * threads <= cpus:
         return None
-    return (f"warning: {parallel} runs x {threads} torch threads on {cpus} CPUs contend and slow every run several-fold; "
-            f"use --parallel {max(1, cpus // threads)} or --threads {max(1, cpus // parallel)}")
+    return (
+        f"warning: {parallel} runs x {threads} torch threads on {cpus} CPUs contend and slow every run several-fold; "
+        f"use --parallel {max(1, cpus // threads)} or --threads {max(1, cpus // parallel)}"
+    )
 
 
-def train_all(config: dict, seeds: list[int], out: Path, parallel: int, threads: int | None) -> None:
+def train_all(
+    config: dict, seeds: list[int], out: Path, parallel: int, threads: int | None
+) -> None:
     """Run `arena train` for every seed not yet finished, `parallel` at a time; logs in OUT/seed_N.log."""
     from training.checkpoint import finished
 
@@ -89,7 +93,9 @@ def train_all(config: dict, seeds: list[int], out: Path, parallel: int, threads:
     while todo or running:
         while todo and len(running) < parallel:
             seed, path, resume = todo.pop(0)
-            cmd = [sys.executable, "-m", "arena.cli", "train", str(path)] + (["--resume"] if resume else [])
+            cmd = [sys.executable, "-m", "arena.cli", "train", str(path)] + (
+                ["--resume"] if resume else []
+            )
             log = open(out / f"seed_{seed}.log", "a")
             print(f"seed {seed}: {' '.join(cmd[2:])}", flush=True)
             running.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
@@ -97,7 +103,10 @@ def train_all(config: dict, seeds: list[int], out: Path, parallel: int, threads:
         proc.wait()
         running.pop(0)
         if proc.returncode != 0:
-            print(f"seed {seed}: arena train exited with {proc.returncode}; see {out / f'seed_{seed}.log'}", flush=True)
+            print(
+                f"seed {seed}: arena train exited with {proc.returncode}; see {out / f'seed_{seed}.log'}",
+                flush=True,
+            )
 
 
 def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dict:
@@ -109,19 +118,43 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
     from training.checkpoint import read_meta, resume_point
 
     run_dir = out / f"seed_{seed}"
-    last, skipped = resume_point(run_dir / "checkpoints")  # the checkpoint a resume would continue from
+    last, skipped = resume_point(
+        run_dir / "checkpoints"
+    )  # the checkpoint a resume would continue from
     if last is None:
-        raise ValueError(f"seed {seed}: no intact checkpoint in {run_dir / 'checkpoints'}" + "".join(f"; {e}" for _, e in skipped))
+        raise ValueError(
+            f"seed {seed}: no intact checkpoint in {run_dir / 'checkpoints'}"
+            + "".join(f"; {e}" for _, e in skipped)
+        )
     for bad, e in skipped:
         print(f"seed {seed}: scoring {last.name}, not {bad.name}: {e}", flush=True)
     meta = read_meta(last)
     agent = make_agent(f"llm:{last},temperature=0", "policy")
-    row = {"seed": seed, "step": int(meta["step"]), "minutes": float(meta.get("state", {}).get("elapsed", 0)) / 60}
+    row = {
+        "seed": seed,
+        "step": int(meta["step"]),
+        "minutes": float(meta.get("state", {}).get("elapsed", 0)) / 60,
+    }
     for g in config["games"]:
         spec = GameSpec(g["name"], ["random"], dict(g.get("params") or {}))
-        r = summary(evaluate(agent, [spec], games, eval_seed, name="policy", concurrency=int(config.get("concurrency", 64))))[0]
-        row.update({k: r[k] for k in ("games", "wins", "draws", "losses", "non_losing", "ci_low", "ci_high")},
-                   by_seat=r["non_losing_by_seat"], game=g["name"])
+        r = summary(
+            evaluate(
+                agent,
+                [spec],
+                games,
+                eval_seed,
+                name="policy",
+                concurrency=int(config.get("concurrency", 64)),
+            )
+        )[0]
+        row.update(
+            {
+                k: r[k]
+                for k in ("games", "wins", "draws", "losses", "non_losing", "ci_low", "ci_high")
+            },
+            by_seat=r["non_losing_by_seat"],
+            game=g["name"],
+        )
         if g["name"] == "tic_tac_toe":
             from evaluation.exact_vs_random import PolicyTable, exact_vs_random
 
@@ -138,8 +171,15 @@ def _score_in_worker(args: tuple) -> dict:
     return score(config, seed, out, games, eval_seed)
 
 
-def score_all(config: dict, seeds: list[int], out: Path, games: int, eval_seed: int, parallel: int = 1,
-              threads: int = 0) -> list[dict]:
+def score_all(
+    config: dict,
+    seeds: list[int],
+    out: Path,
+    games: int,
+    eval_seed: int,
+    parallel: int = 1,
+    threads: int = 0,
+) -> list[dict]:
     """`score` for every seed, `parallel` processes at a time, each with `threads` torch
     threads (0: chosen from the load, as `arena train` does); rows in seed order, each
     seed's line printed as its turn comes."""
@@ -147,26 +187,41 @@ def score_all(config: dict, seeds: list[int], out: Path, games: int, eval_seed: 
     rows: list[dict] = []
     with contextlib.ExitStack() as stack:
         if parallel > 1:  # spawned, not forked: this process has torch loaded
-            pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")))
+            pool = stack.enter_context(
+                ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn"))
+            )
             results = pool.map(_score_in_worker, jobs)
         else:
             results = map(_score_in_worker, jobs)
         for r in results:
             rows.append(r)
-            print(f"seed {r['seed']}: step {r['step']}, non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
-                  f"on {r['games']} games ({len(rows)}/{len(jobs)} scored)", flush=True)
+            print(
+                f"seed {r['seed']}: step {r['step']}, non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
+                f"on {r['games']} games ({len(rows)}/{len(jobs)} scored)",
+                flush=True,
+            )
     return rows
 
 
 def write_table(rows: list[dict], path: Path, title: str) -> str:
-    lines = [f"{title}", "", "| seed | steps | minutes | W / D / L | non-losing [95% CI] | X | O | exact |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{title}",
+        "",
+        "| seed | steps | minutes | W / D / L | non-losing [95% CI] | X | O | exact |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         seats = [f"{v:.3f}" for _, v in sorted(r["by_seat"].items())]
         exact = f"{r['exact']:.3f}" if "exact" in r else ""
-        lines.append(f"| {r['seed']} | {r['step']} | {r['minutes']:.1f} | {r['wins']} / {r['draws']} / {r['losses']} | "
-                     f"{r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | {' | '.join(seats)} | {exact} |")
+        lines.append(
+            f"| {r['seed']} | {r['step']} | {r['minutes']:.1f} | {r['wins']} / {r['draws']} / {r['losses']} | "
+            f"{r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | {' | '.join(seats)} | {exact} |"
+        )
     nl = np.array([r["non_losing"] for r in rows])
-    lines += ["", f"median {np.median(nl):.3f}; >= 0.90 for {int((nl >= 0.90).sum())} of {len(nl)} seeds"]
+    lines += [
+        "",
+        f"median {np.median(nl):.3f}; >= 0.90 for {int((nl >= 0.90).sum())} of {len(nl)} seeds",
+    ]
     text = "\n".join(lines) + "\n"
     path.write_text(text)
     return text
@@ -180,7 +235,12 @@ def plot(rows: list[dict], path: Path, title: str, target: float = 0.9) -> None:
 
     x = np.arange(len(rows))
     nl = np.array([r["non_losing"] for r in rows])
-    err = np.array([[r["non_losing"] - r["ci_low"] for r in rows], [r["ci_high"] - r["non_losing"] for r in rows]])
+    err = np.array(
+        [
+            [r["non_losing"] - r["ci_low"] for r in rows],
+            [r["ci_high"] - r["non_losing"] for r in rows],
+        ]
+    )
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.errorbar(x, nl, yerr=err, fmt="o", capsize=3, label="final policy, fresh games (95% CI)")
     if all("exact" in r for r in rows):
@@ -197,20 +257,30 @@ def plot(rows: list[dict], path: Path, title: str, target: float = 0.9) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    path.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")  # the data beside it: run folders do not last
+    path.with_suffix(".json").write_text(
+        json.dumps(rows, indent=1) + "\n"
+    )  # the data beside it: run folders do not last
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
     ap.add_argument("--seeds", required=True, help="e.g. 10-19 or 10,11")
-    ap.add_argument("--out", required=True, help="folder for the runs (seed_N/), logs, sweep.md and sweep.json")
-    ap.add_argument("--parallel", type=int, default=1, help="training runs (and scoring processes) at a time")
+    ap.add_argument(
+        "--out", required=True, help="folder for the runs (seed_N/), logs, sweep.md and sweep.json"
+    )
+    ap.add_argument(
+        "--parallel", type=int, default=1, help="training runs (and scoring processes) at a time"
+    )
     ap.add_argument("--threads", type=int, default=None, help="override the config's threads")
-    ap.add_argument("--games", type=int, default=2000, help="fresh evaluation matches per seed (both seats)")
+    ap.add_argument(
+        "--games", type=int, default=2000, help="fresh evaluation matches per seed (both seats)"
+    )
     ap.add_argument("--eval-seed", type=int, default=777, help="seed of the evaluation matches")
     ap.add_argument("--figure", default=None, help="write the plot here (png)")
-    ap.add_argument("--score-only", action="store_true", help="do not train; score the runs already in --out")
+    ap.add_argument(
+        "--score-only", action="store_true", help="do not train; score the runs already in --out"
+    )
     args = ap.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     config = yaml.safe_load(Path(args.config).read_text())

@@ -89,21 +89,28 @@ import torch
 import yaml
 
 from agents.llm_agent import LLMAgent
-from arena.progress import Progress
 from arena.machine import announce_threads, set_threads
 from arena.overrides import merge, parse_overrides
+from arena.progress import Progress
 from arena.records import MatchRecord, check_writable, read_json_lines
 from arena.runner import MatchPlan, plan_matches, play
 from training import checkpoint
 from training.advantages import compute_advantages, learning_samples
-from training.config import POLICY, SELF, TrainConfig, config_dict, eval_games, load_config, parse_config  # noqa: F401 (SELF, parse_config: the loop's callers)
+from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
+    POLICY,
+    SELF,
+    TrainConfig,
+    config_dict,
+    eval_games,
+    load_config,
+    parse_config,
+)
 from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
 from training.restarts import Position, RestartBuffer, lost_positions
 from training.symmetry import symmetric_sequences
-
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -155,7 +162,9 @@ def sync_weights(learner: Learner, backend) -> None:
     if getattr(backend, "model", None) is learner.policy:
         return  # in-process transformers: the same module, already updated in place
     if not hasattr(backend, "load_weights"):
-        raise RuntimeError(f"backend {getattr(backend, 'name', type(backend).__name__)} neither shares the learner's module nor has load_weights")
+        raise RuntimeError(
+            f"backend {getattr(backend, 'name', type(backend).__name__)} neither shares the learner's module nor has load_weights"
+        )
     backend.load_weights(learner.policy_state_dict())
 
 
@@ -184,7 +193,9 @@ class Opponents:
             if name not in self._bots:
                 self._bots[name] = make_agent(spec, name)
             return self._bots[name]
-        return LLMAgent(name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed))
+        return LLMAgent(
+            name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed)
+        )
 
     def forget(self, keep: set[str]) -> None:
         """Drop the snapshots (by file) that left the league."""
@@ -207,7 +218,12 @@ class Opponents:
         return self._backend
 
     def _build(self):
-        return frozen_backend(self.cfg, str(self.device), self.dtype, max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256))
+        return frozen_backend(
+            self.cfg,
+            str(self.device),
+            self.dtype,
+            max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256),
+        )
 
     def _read(self, path: str, model) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
@@ -215,15 +231,24 @@ class Opponents:
         own = model.state_dict()
         loaded = load_file(path, device=str(self.device))
         unexpected = sorted(set(loaded) - set(own))
-        expected = {k for k in own if ("lora_" in k) == (self.cfg.learner.lora_rank > 0) and not k.endswith("lm_head.weight")}
+        expected = {
+            k
+            for k in own
+            if ("lora_" in k) == (self.cfg.learner.lora_rank > 0)
+            and not k.endswith("lm_head.weight")
+        }
         missing = sorted(expected - set(loaded))
         if unexpected or missing:
             what = "LoRA adapters" if self.cfg.learner.lora_rank > 0 else "full weights"
-            raise ValueError(f"league snapshot {path} does not fit {self.cfg.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}")
+            raise ValueError(
+                f"league snapshot {path} does not fit {self.cfg.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}"
+            )
         return {k: v.to(own[k].dtype) for k, v in loaded.items()}
 
 
-def frozen_backend(cfg: TrainConfig, device: str, dtype: str = "auto", name: str | None = None, **kwargs):
+def frozen_backend(
+    cfg: TrainConfig, device: str, dtype: str = "auto", name: str | None = None, **kwargs
+):
     """A TransformersBackend on a fresh, frozen copy of the policy's model (LoRA-wrapped like the
     learner's) for weights loaded into it later: the league snapshots' module, a Ray rollout worker's policy."""
     from agents.models import load_model
@@ -234,8 +259,15 @@ def frozen_backend(cfg: TrainConfig, device: str, dtype: str = "auto", name: str
     if lcfg.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=lcfg.lora_rank, lora_alpha=lcfg.lora_alpha, target_modules=lcfg.lora_targets,
-                                                 task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=lcfg.lora_rank,
+                lora_alpha=lcfg.lora_alpha,
+                target_modules=lcfg.lora_targets,
+                task_type="CAUSAL_LM",
+            ),
+        )
     model.eval()  # a frozen lm_head is fine: the backend takes last-token logits by index (one mm)
     return TransformersBackend((model, tok), name=name, **kwargs)
 
@@ -250,7 +282,9 @@ class _SnapshotBackend:
         return self.pool._activate(self.path).generate(conversations, params, allowed)
 
     def move_distributions(self, conversations, allowed, temperature):
-        return self.pool._activate(self.path).move_distributions(conversations, allowed, temperature)
+        return self.pool._activate(self.path).move_distributions(
+            conversations, allowed, temperature
+        )
 
 
 def save_snapshot(learner: Learner, path: Path) -> None:
@@ -285,26 +319,46 @@ def trainable_state(model, lora: bool) -> dict[str, torch.Tensor]:
 
 def start_league(cfg: TrainConfig) -> League:
     """The league a fresh run starts with: the config's bots (snapshots join as the run takes them)."""
-    league = League(weighting=cfg.league.weighting, decay=cfg.league.decay, max_checkpoints=cfg.league.max_checkpoints)
+    league = League(
+        weighting=cfg.league.weighting,
+        decay=cfg.league.decay,
+        max_checkpoints=cfg.league.max_checkpoints,
+    )
     for spec in cfg.league.bots:
         league.add(spec, "bot", spec)
     return league
 
 
-def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: int,
-              restarts: RestartBuffer | None = None) -> list[tuple[MatchPlan, str | None]]:
+def plan_step(
+    cfg: TrainConfig,
+    league: League,
+    rng: np.random.Generator,
+    step: int,
+    restarts: RestartBuffer | None = None,
+) -> list[tuple[MatchPlan, str | None]]:
     """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders;
     a `games[i].restarts` share of the self-play pairs start from a position in `restarts`."""
     pairs = cfg.matches_per_step // 2
     n_self = round(cfg.league.self_play * pairs) if league.opponents else pairs
     weights = np.array([g.weight for g in cfg.games], dtype=float)
     game_idx = rng.choice(len(cfg.games), size=pairs, p=weights / weights.sum())
-    opponents = [None] * n_self + (league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded) if pairs > n_self else [])
+    opponents = [None] * n_self + (
+        league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded)
+        if pairs > n_self
+        else []
+    )
     seeds = rng.integers(0, 2**31 - 1, size=pairs)
-    starts: dict[int, Position] = {}  # branch head -> its restart position (draws only when a game restarts)
+    starts: dict[
+        int, Position
+    ] = {}  # branch head -> its restart position (draws only when a game restarts)
     for j in range(n_self):
         g = cfg.games[game_idx[j]]
-        if g.restarts and restarts is not None and _branch_head(j, n_self, g.branch) == j and rng.random() < g.restarts:
+        if (
+            g.restarts
+            and restarts is not None
+            and _branch_head(j, n_self, g.branch) == j
+            and rng.random() < g.restarts
+        ):
             pos = restarts.sample(g.name, g.params, rng)
             if pos is not None:
                 starts[j] = pos
@@ -314,11 +368,25 @@ def plan_step(cfg: TrainConfig, league: League, rng: np.random.Generator, step: 
         gi, opp = game_idx[h], opponents[h]
         g = cfg.games[gi]
         names = [POLICY] if opp is None else [POLICY, opp]
-        for plan in plan_matches(g.name, names, 2, seed=int(seeds[j]), params=g.params, prefix=f"s{step}p{j}m",
-                                 opening=g.opening if opp is None else 0):
-            plan.seed = int(seeds[h])  # both seat orders of a pair (and its branch group) play the same deal and opening
+        for plan in plan_matches(
+            g.name,
+            names,
+            2,
+            seed=int(seeds[j]),
+            params=g.params,
+            prefix=f"s{step}p{j}m",
+            opening=g.opening if opp is None else 0,
+        ):
+            plan.seed = int(
+                seeds[h]
+            )  # both seat orders of a pair (and its branch group) play the same deal and opening
             if h in starts:  # the lost match's deal and moves
-                plan.seed, plan.start, plan.opening, plan.explore = starts[h].seed, starts[h].actions, 0, g.restart_explore
+                plan.seed, plan.start, plan.opening, plan.explore = (
+                    starts[h].seed,
+                    starts[h].actions,
+                    0,
+                    g.restart_explore,
+                )
             out.append((plan, opp))
     return out
 
@@ -330,7 +398,9 @@ def _branch_head(j: int, n_self: int, branch: int) -> int:
     return j - (j - start) % max(1, branch)
 
 
-def step_lineup(league: League, planned: list[tuple[MatchPlan, str | None]], rng: np.random.Generator) -> list[tuple[str, str, str, int]]:
+def step_lineup(
+    league: League, planned: list[tuple[MatchPlan, str | None]], rng: np.random.Generator
+) -> list[tuple[str, str, str, int]]:
     """The step's agents as (name, spec, kind, sampling seed): the policy, then its opponents by name."""
     lineup = [(POLICY, "", "policy", int(rng.integers(2**31 - 1)))]
     for name in sorted({opp for _, opp in planned if opp is not None}):
@@ -339,10 +409,16 @@ def step_lineup(league: League, planned: list[tuple[MatchPlan, str | None]], rng
     return lineup
 
 
-def step_agents(cfg: TrainConfig, backend, opponents: "Opponents", lineup: list[tuple[str, str, str, int]]) -> dict[str, Any]:
+def step_agents(
+    cfg: TrainConfig, backend, opponents: Opponents, lineup: list[tuple[str, str, str, int]]
+) -> dict[str, Any]:
     """Agents by name for a `step_lineup`: the policy samples from `backend`."""
-    return {name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed)) if kind == "policy" else opponents.agent(name, spec, kind, seed)
-            for name, spec, kind, seed in lineup}
+    return {
+        name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed))
+        if kind == "policy"
+        else opponents.agent(name, spec, kind, seed)
+        for name, spec, kind, seed in lineup
+    }
 
 
 def _score(rec: MatchRecord, agent: str) -> list[str]:
@@ -365,12 +441,19 @@ def rollout_metrics(records: list[MatchRecord], opponents: list[str | None]) -> 
                 turns += 1
                 invalid += not t.valid
                 tokens += len(t.token_ids)
-    m = {"reward": float(np.mean(returns)) if returns else 0.0,
-         "invalid_rate": invalid / max(1, turns), "response_length": tokens / max(1, turns),
-         "policy_turns": float(turns), "aborted": float(sum(r.error is not None for r in records))}
+    m = {
+        "reward": float(np.mean(returns)) if returns else 0.0,
+        "invalid_rate": invalid / max(1, turns),
+        "response_length": tokens / max(1, turns),
+        "policy_turns": float(turns),
+        "aborted": float(sum(r.error is not None for r in records)),
+    }
     if results:
-        m.update(win_rate=results.count("win") / len(results), draw_rate=results.count("draw") / len(results),
-                 loss_rate=results.count("loss") / len(results))
+        m.update(
+            win_rate=results.count("win") / len(results),
+            draw_rate=results.count("draw") / len(results),
+            loss_rate=results.count("loss") / len(results),
+        )
     return m
 
 
@@ -386,16 +469,40 @@ def evaluate(cfg: TrainConfig, backend, step: int) -> tuple[list[dict], float]:
     train_games, held_out = eval_games(cfg)
 
     def cells(games_, matches: int, seed: int, what: str):
-        policy = LLMAgent(POLICY, backend, replace(cfg.agent, temperature=cfg.eval.temperature, seed=seed))
-        with Progress(total=len(plans(POLICY, games_, matches, seed)), desc=f"eval step {step} ({what})", leave=False) as bar:
-            return play_and_score(policy, games_, matches, seed, name=POLICY, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar)
+        policy = LLMAgent(
+            POLICY, backend, replace(cfg.agent, temperature=cfg.eval.temperature, seed=seed)
+        )
+        with Progress(
+            total=len(plans(POLICY, games_, matches, seed)),
+            desc=f"eval step {step} ({what})",
+            leave=False,
+        ) as bar:
+            return play_and_score(
+                policy,
+                games_,
+                matches,
+                seed,
+                name=POLICY,
+                concurrency=cfg.concurrency,
+                max_turns=cfg.max_turns,
+                progress=bar,
+            )
 
     held = {g.name for g in held_out}
-    rows = [{"step": step, "split": "held_out" if r["game"] in held else "train", **r}
-            for r in summary(cells(train_games + held_out, cfg.eval.games, cfg.eval.seed, "report"))]
+    rows = [
+        {"step": step, "split": "held_out" if r["game"] in held else "train", **r}
+        for r in summary(cells(train_games + held_out, cfg.eval.games, cfg.eval.seed, "report"))
+    ]
     score = -1.0
     if cfg.eval.keep_best and train_games:
-        chosen = summary(cells(train_games, cfg.eval.select_games or cfg.eval.games, cfg.eval.select_seed, "selection"))
+        chosen = summary(
+            cells(
+                train_games,
+                cfg.eval.select_games or cfg.eval.games,
+                cfg.eval.select_seed,
+                "selection",
+            )
+        )
         score = float(np.mean([r["non_losing"] for r in chosen]))
     return rows, score
 
@@ -416,8 +523,18 @@ def _truncate_after(path: Path, step: int) -> None:
 
 # --- the run folder -------------------------------------------------------------------------
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "eval.png", "tb", "league", "tournaments", "best", "best-pending",
-             "checkpoints")  # what a run writes
+RUN_FILES = (
+    "config.yaml",
+    "metrics.jsonl",
+    "eval.jsonl",
+    "eval.png",
+    "tb",
+    "league",
+    "tournaments",
+    "best",
+    "best-pending",
+    "checkpoints",
+)  # what a run writes
 
 
 def _free(path: Path) -> Path:
@@ -448,7 +565,9 @@ def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
         checkpoint.clean_tmp(folder)
     if checkpoint.checkpoints(run_dir / "checkpoints"):
         if not resume:
-            raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)")
+            raise ValueError(
+                f"{run_dir} already holds checkpoints: pass --resume to continue, or choose another run_dir (--out)"
+            )
         return True
     if resume:
         say(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; starting fresh")
@@ -458,11 +577,15 @@ def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
         aside.mkdir()
         for p in present:
             os.replace(p, aside / p.name)
-        say(f"{run_dir} held the files of a run that never reached a checkpoint: moved them to {aside}")
+        say(
+            f"{run_dir} held the files of a run that never reached a checkpoint: moved them to {aside}"
+        )
     return False
 
 
-def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say) -> tuple[int, League, dict, float, int, float, float, list]:
+def resume_from(
+    ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say
+) -> tuple[int, League, dict, float, int, float, float, list]:
     """Load the newest intact checkpoint (`checkpoint.resume_point`): its `checkpoint.run_state`.
 
     A checkpoint with a damaged file is skipped (and moved to damaged-step_N, saying why);
@@ -470,11 +593,16 @@ def resume_from(ckpt_dir: Path, learner: Learner, rng: np.random.Generator, say)
     """
     folder, skipped = checkpoint.resume_point(ckpt_dir)
     if folder is None:
-        raise ValueError(f"--resume: no intact checkpoint in {ckpt_dir}: " + "; ".join(str(e) for _, e in skipped))
+        raise ValueError(
+            f"--resume: no intact checkpoint in {ckpt_dir}: "
+            + "; ".join(str(e) for _, e in skipped)
+        )
     for bad, e in skipped:
         aside = _free(bad.with_name(f"damaged-{bad.name}"))
         os.replace(bad, aside)
-        say(f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}")
+        say(
+            f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}"
+        )
     return checkpoint.run_state(checkpoint.load(folder, learner, rng=rng), folder)
 
 
@@ -498,19 +626,34 @@ def settle_best(run_dir: Path, step: int, say) -> None:
         checkpoint.replace_dir(pending, run_dir / "best")
         return
     shutil.rmtree(pending)
-    say(f"dropped {pending.name}/ " + (f"from step {at}, after checkpoint {step}: those steps are replayed" if at is not None else "(damaged)"))
+    say(
+        f"dropped {pending.name}/ "
+        + (
+            f"from step {at}, after checkpoint {step}: those steps are replayed"
+            if at is not None
+            else "(damaged)"
+        )
+    )
 
 
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
     parts = [f"step {step:>4}", f"reward {m['reward']:+.3f}"]
     if "win_rate" in m:
         parts.append(f"win {m['win_rate']:.2f}")
-    parts += [f"invalid {m['invalid_rate']:.2f}", f"len {m['response_length']:.1f}", f"kl {m.get('approx_kl_behaviour', 0):.4f}",
-              f"ent {m.get('entropy', float('nan')):.3f}", f"clip {m.get('clip_frac', 0):.3f}",
-              f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}", f"{m['step_seconds']:.1f}s"]
+    parts += [
+        f"invalid {m['invalid_rate']:.2f}",
+        f"len {m['response_length']:.1f}",
+        f"kl {m.get('approx_kl_behaviour', 0):.4f}",
+        f"ent {m.get('entropy', float('nan')):.3f}",
+        f"clip {m.get('clip_frac', 0):.3f}",
+        f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}",
+        f"{m['step_seconds']:.1f}s",
+    ]
     for r in ev:
         held = " (held out)" if r.get("split") == "held_out" else ""
-        parts.append(f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]")
+        parts.append(
+            f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        )
     if ev and ev[0].get("selection_score", -1) >= 0:
         parts.append(f"| selection {ev[0]['selection_score']:.3f}")
     return "  ".join(parts)
@@ -521,10 +664,10 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
 
 def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     """Run (or resume) training; returns {"step", "elapsed", "games", "eval": last eval rows}."""
-    from arena.console import make_console
     from torch.utils.tensorboard import SummaryWriter
 
     from agents.models import load_model
+    from arena.console import make_console
 
     console = console or make_console(240, highlight=False)
     run_dir = Path(cfg.run_dir)
@@ -540,44 +683,73 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     model, tokenizer = load_model(cfg.model, dtype="float32", device=cfg.device)
     learner = Learner(model, tokenizer, cfg.learner)
     backend = make_backend(cfg, learner, tokenizer)
-    rng = seed_everything(cfg.seed)  # again: an in-process vLLM engine reseeds the global RNGs at start-up
+    rng = seed_everything(
+        cfg.seed
+    )  # again: an in-process vLLM engine reseeds the global RNGs at start-up
     league = start_league(cfg)
     adv_state: dict = {}
     restarts = RestartBuffer({g.name: g.restart_buffer for g in cfg.games})
-    images = {g.name: g.symmetries for g in cfg.games if g.symmetries}  # symmetric images per learning turn, by game
+    images = {
+        g.name: g.symmetries for g in cfg.games if g.symmetries
+    }  # symmetric images per learning turn, by game
     positive_images = frozenset(g.name for g in cfg.games if g.symmetry_advantages == "positive")
     start_step, elapsed, games_played, best = 0, 0.0, 0, -1.0
-    budget_elapsed = 0.0  # the elapsed time the time rule checked at the last step (before its evaluation)
+    budget_elapsed = (
+        0.0  # the elapsed time the time rule checked at the last step (before its evaluation)
+    )
     if resume:
-        start_step, league, adv_state, elapsed, games_played, best, budget_elapsed, restart_state = resume_from(ckpt_dir, learner, rng, console.print)
+        (
+            start_step,
+            league,
+            adv_state,
+            elapsed,
+            games_played,
+            best,
+            budget_elapsed,
+            restart_state,
+        ) = resume_from(ckpt_dir, learner, rng, console.print)
         restarts.load_state_dict(restart_state)
         sync_weights(learner, backend)
         for name in ("metrics.jsonl", "eval.jsonl"):
             _truncate_after(run_dir / name, start_step)
         settle_best(run_dir, start_step, console.print)
-        console.print(f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min)")
-    spent = resume and checkpoint.over_budget(budget_elapsed, cfg.max_minutes)  # the run stopped on it: no step more
+        console.print(
+            f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min)"
+        )
+    spent = resume and checkpoint.over_budget(
+        budget_elapsed, cfg.max_minutes
+    )  # the run stopped on it: no step more
     if spent and start_step < cfg.steps:
-        console.print(f"time budget spent: max_minutes {cfg.max_minutes:g} was reached at step {start_step}; no step trained "
-                      "(raise max_minutes to train on)")
-    if cfg.league.ratings:  # read at every start and resume: a tournament played meanwhile informs the rest of the run
+        console.print(
+            f"time budget spent: max_minutes {cfg.max_minutes:g} was reached at step {start_step}; no step trained "
+            "(raise max_minutes to train on)"
+        )
+    if (
+        cfg.league.ratings
+    ):  # read at every start and resume: a tournament played meanwhile informs the rest of the run
         from tournaments.run import stored_ratings
 
         elo, stands_for = tournament_names(stored_ratings(cfg.league.ratings))
         league.use_ratings(elo, stands_for)
-        console.print(f"league: PFSP from the ratings in {cfg.league.ratings} ({len(elo)} players, {stands_for} stands for the policy)")
+        console.print(
+            f"league: PFSP from the ratings in {cfg.league.ratings} ({len(elo)} players, {stands_for} stands for the policy)"
+        )
     opponents = Opponents(cfg, learner.device)
     rollouts = None
     if cfg.ray.address:
         from training.ray_rollouts import RayRollouts
 
         rollouts = RayRollouts.start(cfg, learner, start_step)
-        console.print(f"ray: {len(rollouts.pool.workers)} rollout worker(s) at {cfg.ray.address}, max_staleness {cfg.ray.max_staleness}; "
-                      f"weight sync {rollouts.sync_bytes / 1e6:.1f} MB per step")
+        console.print(
+            f"ray: {len(rollouts.pool.workers)} rollout worker(s) at {cfg.ray.address}, max_staleness {cfg.ray.max_staleness}; "
+            f"weight sync {rollouts.sync_bytes / 1e6:.1f} MB per step"
+        )
     writer = SummaryWriter(str(run_dir / "tb"), purge_step=start_step + 1 if resume else None)
     n_params = sum(p.numel() for p in learner.model.parameters() if p.requires_grad)
-    console.print(f"training {cfg.model} ({n_params / 1e6:.1f}M trainable) on {', '.join(g.name for g in cfg.games)}; "
-                  f"run dir {run_dir}; steps {start_step}->{cfg.steps}")
+    console.print(
+        f"training {cfg.model} ({n_params / 1e6:.1f}M trainable) on {', '.join(g.name for g in cfg.games)}; "
+        f"run dir {run_dir}; steps {start_step}->{cfg.steps}"
+    )
 
     def run_eval(step: int) -> list[dict]:
         nonlocal best
@@ -586,11 +758,22 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         rows, score = evaluate(cfg, backend, step)
         if score > best:
             best = score
-            checkpoint.save_policy(run_dir / "best-pending", learner, step, config=config_dict(cfg), selection_score=score, eval=rows)
+            checkpoint.save_policy(
+                run_dir / "best-pending",
+                learner,
+                step,
+                config=config_dict(cfg),
+                selection_score=score,
+                eval=rows,
+            )
         for r in rows:
             r.update(minutes=elapsed / 60, train_games=games_played, selection_score=score)
             _append(run_dir / "eval.jsonl", r)
-            tag = f"eval/{r['game']}/{r['opponent']}" if r["split"] == "train" else f"eval_held_out/{r['game']}/{r['opponent']}"
+            tag = (
+                f"eval/{r['game']}/{r['opponent']}"
+                if r["split"] == "train"
+                else f"eval_held_out/{r['game']}/{r['opponent']}"
+            )
             writer.add_scalar(f"{tag}/non_losing", r["non_losing"], step)
             writer.add_scalar(f"{tag}/mean_return", r["mean_return"], step)
         if score >= 0:
@@ -600,10 +783,24 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         return rows
 
     def save(step: int) -> None:
-        state = {"advantage": adv_state, "elapsed": elapsed, "games": games_played, "best": best, "budget_elapsed": budget_elapsed,
-                 "restarts": restarts.state_dict()}
-        checkpoint.save(ckpt_dir, learner, step, config=config_dict(cfg), league=league.state_dict(), state=state,
-                        rng=rng, keep=cfg.keep_checkpoints)
+        state = {
+            "advantage": adv_state,
+            "elapsed": elapsed,
+            "games": games_played,
+            "best": best,
+            "budget_elapsed": budget_elapsed,
+            "restarts": restarts.state_dict(),
+        }
+        checkpoint.save(
+            ckpt_dir,
+            learner,
+            step,
+            config=config_dict(cfg),
+            league=league.state_dict(),
+            state=state,
+            rng=rng,
+            keep=cfg.keep_checkpoints,
+        )
         settle_best(run_dir, step, console.print)
 
     last_eval: list[dict] = []
@@ -611,8 +808,20 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         t0 = time.perf_counter()
         last_eval = run_eval(0)
         elapsed += time.perf_counter() - t0
-        console.print(_console_line(0, {"reward": 0.0, "invalid_rate": 0.0, "response_length": 0.0, "rollout_tokens_per_s": 0.0,
-                                        "learn_tokens_per_s": 0.0, "step_seconds": 0.0}, last_eval))
+        console.print(
+            _console_line(
+                0,
+                {
+                    "reward": 0.0,
+                    "invalid_rate": 0.0,
+                    "response_length": 0.0,
+                    "rollout_tokens_per_s": 0.0,
+                    "learn_tokens_per_s": 0.0,
+                    "step_seconds": 0.0,
+                },
+                last_eval,
+            )
+        )
 
     step = start_step
     for step in range(start_step + 1, cfg.steps + 1 if not spent else 0):
@@ -621,9 +830,19 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
         if rollouts is None:
             planned = plan_step(cfg, league, rng, step, restarts)
             agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
-            with Progress(total=len(planned), desc=f"step {step} rollout", leave=False) as bar:  # the step's line follows
-                records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns, progress=bar),
-                                 key=lambda r: r.match_id)  # completion order varies with timing; the batch must not
+            with Progress(
+                total=len(planned), desc=f"step {step} rollout", leave=False
+            ) as bar:  # the step's line follows
+                records = sorted(
+                    play(
+                        [p for p, _ in planned],
+                        agents,
+                        concurrency=cfg.concurrency,
+                        max_turns=cfg.max_turns,
+                        progress=bar,
+                    ),
+                    key=lambda r: r.match_id,
+                )  # completion order varies with timing; the batch must not
             for rec in records:
                 rec.policy_version = step - 1
         else:  # Ray workers; with max_staleness 1 this step's matches were started during the last update
@@ -636,22 +855,42 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
                     league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
         if any(g.restarts for g in cfg.games):
             league_only = {g.name for g in cfg.games if g.restart_from == "league"}
-            restarts.add(lost_positions([r for r, o in zip(records, match_opps) if o is not None or r.game not in league_only], POLICY))
+            restarts.add(
+                lost_positions(
+                    [
+                        r
+                        for r, o in zip(records, match_opps)
+                        if o is not None or r.game not in league_only
+                    ],
+                    POLICY,
+                )
+            )
         if rollouts is not None and cfg.ray.max_staleness and step < cfg.steps:
-            rollouts.start_step(step + 1, league, rng, restarts)  # on the current weights, while the learner updates
+            rollouts.start_step(
+                step + 1, league, rng, restarts
+            )  # on the current weights, while the learner updates
         t_roll = time.perf_counter() - t0
-        rollout_tokens = sum(len(t.prompt_token_ids) + len(t.token_ids) for r in records for t in r.turns if t.agent == POLICY)
+        rollout_tokens = sum(
+            len(t.prompt_token_ids) + len(t.token_ids)
+            for r in records
+            for t in r.turns
+            if t.agent == POLICY
+        )
         games_played += len(records)
 
         # 2. advantages -> sequences -> PPO updates
         t1 = time.perf_counter()
         extra = {}
-        if cfg.advantage.estimator == "critic":  # the value head's estimates of every learning turn first
+        if (
+            cfg.advantage.estimator == "critic"
+        ):  # the value head's estimates of every learning turn first
             turns = learning_samples(records, cfg.advantage)
             values = learner.values(sequences_from_samples(turns, tokenizer)) if turns else []
             extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
         samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
-        seqs = sequences_from_samples(samples, tokenizer, recompute=behaviour_recompute(cfg, learner))
+        seqs = sequences_from_samples(
+            samples, tokenizer, recompute=behaviour_recompute(cfg, learner)
+        )
         if images:
             seqs += symmetric_sequences(samples, images, tokenizer, rng, positive_images)
         m = rollout_metrics(records, match_opps)
@@ -670,18 +909,32 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             # the on-policy check: the first minibatch is scored by the policy that played, so its ratio is 1
             # and nothing clips (to fp rounding); the figures above also hold the later minibatches, which
             # follow updates (step 1's first Adam update, lr x sign(gradient) on every weight, is the largest)
-            m.update({f"first_{k}": stats[k][0] for k in ("ratio_min", "ratio_max", "approx_kl_behaviour", "clip_frac")})
+            m.update(
+                {
+                    f"first_{k}": stats[k][0]
+                    for k in ("ratio_min", "ratio_max", "approx_kl_behaviour", "clip_frac")
+                }
+            )
             sync_weights(learner, backend)
         else:
-            console.print(f"step {step}: no policy turns to learn from (all matches aborted?); no update")
+            console.print(
+                f"step {step}: no policy turns to learn from (all matches aborted?); no update"
+            )
         if rollouts is not None:
             rollouts.publish(learner, step)  # version `step`: what the workers play next
         t_learn = time.perf_counter() - t1
         learn_tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in seqs) * cfg.epochs
         elapsed += time.perf_counter() - t0
-        m.update(rollout_seconds=t_roll, learn_seconds=t_learn, step_seconds=t_roll + t_learn,
-                 rollout_tokens_per_s=rollout_tokens / max(t_roll, 1e-9), learn_tokens_per_s=learn_tokens / max(t_learn, 1e-9),
-                 games=float(games_played), minutes=elapsed / 60, samples=float(len(seqs)))
+        m.update(
+            rollout_seconds=t_roll,
+            learn_seconds=t_learn,
+            step_seconds=t_roll + t_learn,
+            rollout_tokens_per_s=rollout_tokens / max(t_roll, 1e-9),
+            learn_tokens_per_s=learn_tokens / max(t_learn, 1e-9),
+            games=float(games_played),
+            minutes=elapsed / 60,
+            samples=float(len(seqs)),
+        )
         for name, p in league.probabilities().items() if league.opponents else []:
             writer.add_scalar(f"league/p/{name}", p, step)
             writer.add_scalar(f"league/win_rate/{name}", league.win_rate(name), step)
@@ -710,8 +963,14 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
                 league.use_ratings(elo, POLICY)
                 for name, r in elo.items():
                     writer.add_scalar(f"league/elo/{name}", r, step)
-                console.print(f"step {step:>4}  league tournament ({cfg.league.tournament.format}, {len(elo)} players): policy {elo[POLICY]:.0f} Elo; "
-                              + ", ".join(f"{n} {r:.0f}" for n, r in sorted(elo.items(), key=lambda kv: -kv[1]) if n != POLICY))
+                console.print(
+                    f"step {step:>4}  league tournament ({cfg.league.tournament.format}, {len(elo)} players): policy {elo[POLICY]:.0f} Elo; "
+                    + ", ".join(
+                        f"{n} {r:.0f}"
+                        for n, r in sorted(elo.items(), key=lambda kv: -kv[1])
+                        if n != POLICY
+                    )
+                )
             elapsed += time.perf_counter() - t3
         _append(run_dir / "metrics.jsonl", {"step": step, **m})
         for k, v in m.items():
@@ -728,8 +987,16 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     if hasattr(backend, "close"):  # a vLLM engine holds its KV cache (a share of RAM) until closed
         backend.close()
     if best >= 0 and cfg.eval.keep_best:
-        console.print(f"best selection score (mean non-losing on the selection matches): {best:.3f}, policy in {run_dir / 'best'}")
-    return {"step": step, "elapsed": elapsed, "games": games_played, "eval": last_eval, "best": best}
+        console.print(
+            f"best selection score (mean non-losing on the selection matches): {best:.3f}, policy in {run_dir / 'best'}"
+        )
+    return {
+        "step": step,
+        "elapsed": elapsed,
+        "games": games_played,
+        "eval": last_eval,
+        "best": best,
+    }
 
 
 def main(args: argparse.Namespace) -> None:
@@ -753,6 +1020,10 @@ def main(args: argparse.Namespace) -> None:
         raise ValueError(f"cannot write to {Path(e.filename).parent} ({e.strerror})") from None
     for r in result["eval"]:
         held = " (held out)" if r.get("split") == "held_out" else ""
-        print(f"final eval {r['game']}{held} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
-              f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})")
-    print(f"{result['games']} training games in {result['elapsed'] / 60:.1f} min; run dir {cfg.run_dir}")
+        print(
+            f"final eval {r['game']}{held} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
+            f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})"
+        )
+    print(
+        f"{result['games']} training games in {result['elapsed'] / 60:.1f} min; run dir {cfg.run_dir}"
+    )

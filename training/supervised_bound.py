@@ -67,7 +67,9 @@ def target_pairs(agent, tokenizer, params: dict, states: list, rng: np.random.Ge
         best = optimal_moves(s)
         text = dict(zip(view.actions, view.legal_moves))
         for a in best:
-            reply = tokenizer(text[a], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            reply = tokenizer(text[a], add_special_tokens=False)["input_ids"] + [
+                tokenizer.eos_token_id
+            ]
             pairs.append(Sequence(prompt, reply, 1.0 / len(best), None, list(view.legal_moves)))
     return pairs
 
@@ -77,7 +79,9 @@ def batch_loss(learner, batch: list) -> torch.Tensor:
     backpropagated micro-batch by micro-batch when grad is enabled (the returned value is detached)."""
     total = torch.zeros(())
     for logp, index in learner.completion_logprobs(batch):
-        weights = torch.tensor([batch[i].advantage for i in index], dtype=logp.dtype, device=logp.device)
+        weights = torch.tensor(
+            [batch[i].advantage for i in index], dtype=logp.dtype, device=logp.device
+        )
         loss = -(logp * weights).sum() / len(batch)
         if loss.requires_grad:
             loss.backward()
@@ -108,8 +112,11 @@ def fresh_policy(cfg):
     torch.manual_seed(cfg.seed)
     model, tok = load_model(cfg.model, dtype="float32", device="cpu")
     learner = Learner(model, tok, replace(cfg.learner, precision="float32"))
-    agent = LLMAgent("policy", TransformersBackend((learner.policy, tok), name="policy", max_batch_size=256),
-                     replace(cfg.agent, temperature=0.0))
+    agent = LLMAgent(
+        "policy",
+        TransformersBackend((learner.policy, tok), name="policy", max_batch_size=256),
+        replace(cfg.agent, temperature=0.0),
+    )
     return model, tok, learner, agent
 
 
@@ -121,11 +128,20 @@ def main(argv: list[str] | None = None) -> None:
     from training.config import load_config
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("config", help="a tic-tac-toe training config (its model, seed, agent prompt, game params, learner.lr)")
+    ap.add_argument(
+        "config",
+        help="a tic-tac-toe training config (its model, seed, agent prompt, game params, learner.lr)",
+    )
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--every", type=int, default=100, help="evaluate every N steps")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, dotted; repeatable")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, dotted; repeatable",
+    )
     args = ap.parse_args(argv)
     cfg = load_config(args.config, parse_overrides(args.set))
     games = [g for g in cfg.games if g.name == GAME]
@@ -136,7 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     states = positions(pyspiel.load_game(GAME))
     rng = np.random.default_rng(cfg.seed)
     pairs = target_pairs(agent, tok, params, states, rng)
-    print(f"{len(states)} positions, {len(pairs)} (position, optimal move) pairs; a perfect fit's loss {label_floor(states):.3f}")
+    print(
+        f"{len(states)} positions, {len(pairs)} (position, optimal move) pairs; a perfect fit's loss {label_floor(states):.3f}"
+    )
     optimizer = torch.optim.Adam(learner.parameters(), lr=cfg.learner.lr)
 
     def report(step: int, loss: float, t0: float) -> None:
@@ -145,8 +163,11 @@ def main(argv: list[str] | None = None) -> None:
         x, o = exact_vs_random(table)
         tac = tactics(table, seat=1)
         model.train()
-        print(f"step {step:5d}  loss {loss:.3f}  X {x.win + x.draw:.3f}  O {o.win + o.draw:.3f}  "
-              f"O wins taken {tac.wins_taken:.2f}  O blocks {tac.blocks_made:.2f}  {time.perf_counter() - t0:.0f}s", flush=True)
+        print(
+            f"step {step:5d}  loss {loss:.3f}  X {x.win + x.draw:.3f}  O {o.win + o.draw:.3f}  "
+            f"O wins taken {tac.wins_taken:.2f}  O blocks {tac.blocks_made:.2f}  {time.perf_counter() - t0:.0f}s",
+            flush=True,
+        )
 
     t0, losses = time.perf_counter(), []
     report(0, float("nan"), t0)
@@ -154,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         batch = [pairs[i] for i in rng.choice(len(pairs), size=args.batch, replace=False)]
         losses.append(fit_step(learner, optimizer, batch, cfg.learner.max_grad_norm))
         if step % args.every == 0 or step == args.steps:
-            report(step, float(np.mean(losses[-args.every:])), t0)
+            report(step, float(np.mean(losses[-args.every :])), t0)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,13 @@ from training.advantages import TurnSample
 from training.learner import Sequence, _render
 
 
-def symmetric_sequences(samples: list[TurnSample], images: dict[str, int], tokenizer, rng: np.random.Generator,
-                        positive: frozenset[str] = frozenset()) -> list[Sequence]:
+def symmetric_sequences(
+    samples: list[TurnSample],
+    images: dict[str, int],
+    tokenizer,
+    rng: np.random.Generator,
+    positive: frozenset[str] = frozenset(),
+) -> list[Sequence]:
     """`images[game]` images of every sample of that game, as training sequences (the originals not included);
     for the games in `positive`, of the samples with an advantage > 0 only."""
     out: list[Sequence] = []
@@ -57,12 +62,29 @@ def symmetric_sequences(samples: list[TurnSample], images: dict[str, int], token
         module = modules[s.game]
         move_ids = tokenizer.encode(t.completion, add_special_tokens=False)
         if t.token_ids[: len(move_ids)] != move_ids:
-            raise ValueError(f"game {s.game}: the reply's tokens do not start with its move {t.completion!r}; symmetries need constrained replies")
-        tail = list(t.token_ids[len(move_ids):])
+            raise ValueError(
+                f"game {s.game}: the reply's tokens do not start with its move {t.completion!r}; symmetries need constrained replies"
+            )
+        tail = list(t.token_ids[len(move_ids) :])
         for g in rng.choice(np.arange(1, len(module.SYMMETRIES)), size=k, replace=False):
             to = module.SYMMETRIES[int(g)]
-            messages = [{**m, "content": module.symmetric_text(m["content"], to)} if m["role"] == "user" else dict(m) for m in t.messages]
+            messages = [
+                {**m, "content": module.symmetric_text(m["content"], to)}
+                if m["role"] == "user"
+                else dict(m)
+                for m in t.messages
+            ]
             move = module.symmetric_move(t.completion, to)
-            out.append(Sequence(_render(tokenizer, messages), tokenizer.encode(move, add_special_tokens=False) + tail, float(s.advantage),
-                                None, [module.symmetric_move(m, to) for m in t.legal_moves] if t.constrained else None, s.value_target))
+            out.append(
+                Sequence(
+                    _render(tokenizer, messages),
+                    tokenizer.encode(move, add_special_tokens=False) + tail,
+                    float(s.advantage),
+                    None,
+                    [module.symmetric_move(m, to) for m in t.legal_moves]
+                    if t.constrained
+                    else None,
+                    s.value_target,
+                )
+            )
     return out

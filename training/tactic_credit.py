@@ -27,7 +27,7 @@ from training.advantages import TurnSample, compute_advantages
 
 
 def tactic(record: MatchRecord, turn_index: int) -> str:
-    """"win taken", "win missed", "block made", "block missed" or "other" for the turn's move."""
+    """ "win taken", "win missed", "block made", "block missed" or "other" for the turn's move."""
     history = [int(t.action) for t in record.turns[:turn_index]]
     mover = len(history) % 2
     move = int(record.turns[turn_index].action)
@@ -39,7 +39,9 @@ def tactic(record: MatchRecord, turn_index: int) -> str:
     return "other"
 
 
-def credit_table(records: list[MatchRecord], samples: list[TurnSample], opponents: list[str | None]) -> dict[tuple[str, str], list[float]]:
+def credit_table(
+    records: list[MatchRecord], samples: list[TurnSample], opponents: list[str | None]
+) -> dict[tuple[str, str], list[float]]:
     """(tactic, "self" or the opponent) -> the advantages of those turns."""
     out: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in samples:
@@ -55,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
-    ap.add_argument("checkpoint", help="a checkpoint or policy folder (runs/x/checkpoints/step_N, runs/x/best)")
+    ap.add_argument(
+        "checkpoint", help="a checkpoint or policy folder (runs/x/checkpoints/step_N, runs/x/best)"
+    )
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--estimators", default="", help="comma-separated; default: the config's")
     ap.add_argument("--seed", type=int, default=1234)
@@ -70,18 +74,30 @@ def main(argv: list[str] | None = None) -> None:
         planned = plan_step(cfg, league, rng, b + 1)
         agents = {POLICY: policy, **{spec: make_agent(spec, spec) for spec in cfg.league.bots}}
         by_id = {p.match_id: opp for p, opp in planned}
-        records = sorted(play([p for p, _ in planned], agents, concurrency=cfg.concurrency, max_turns=cfg.max_turns), key=lambda r: r.match_id)
+        records = sorted(
+            play(
+                [p for p, _ in planned],
+                agents,
+                concurrency=cfg.concurrency,
+                max_turns=cfg.max_turns,
+            ),
+            key=lambda r: r.match_id,
+        )
         opps = [by_id[r.match_id] for r in records]
         for e in estimators:
             samples = compute_advantages(records, replace(cfg.advantage, estimator=e), {})
             for key, adv in credit_table(records, samples, opps).items():
                 tables[e][key] += adv
     for e, table in tables.items():
-        print(f"\n{e}: {args.batches} batches of {cfg.matches_per_step} matches, checkpoint {args.checkpoint}")
+        print(
+            f"\n{e}: {args.batches} batches of {cfg.matches_per_step} matches, checkpoint {args.checkpoint}"
+        )
         print(f"{'tactic':<14} {'opponent':<10} {'turns/batch':>11} {'mean A':>8} {'A > 0':>6}")
         for (t, opp), adv in sorted(table.items()):
             a = np.array(adv)
-            print(f"{t:<14} {opp:<10} {len(a) / args.batches:11.1f} {a.mean():+8.3f} {(a > 0).mean():6.2f}")
+            print(
+                f"{t:<14} {opp:<10} {len(a) / args.batches:11.1f} {a.mean():+8.3f} {(a > 0).mean():6.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -46,13 +46,19 @@ from training.config import TrainConfig, parse_config
 RECIPE = "configs/train_mars_smollm2.yaml"
 VARIANTS: dict[str, dict] = {  # name -> overrides of the recipe (nested mappings are merged)
     "mars": {},
-    "mars_shared_norm": {"advantage": {"agent_specific_norm": False}},  # MARS's ablation: one normalisation for all seats
+    "mars_shared_norm": {
+        "advantage": {"agent_specific_norm": False}
+    },  # MARS's ablation: one normalisation for all seats
     "grpo": {"advantage": {"estimator": "grpo"}},
 }
-EXPLOITABILITY_GAMES = ("kuhn_poker",)  # Leduc's 936 information states take hours sampled on this CPU
+EXPLOITABILITY_GAMES = (
+    "kuhn_poker",
+)  # Leduc's 936 information states take hours sampled on this CPU
 
 
-def variant_config(recipe: dict, variant: str, out: Path, overrides: dict | None = None) -> TrainConfig:
+def variant_config(
+    recipe: dict, variant: str, out: Path, overrides: dict | None = None
+) -> TrainConfig:
     """The recipe with the variant's and the caller's overrides, run dir OUT/VARIANT/run."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
@@ -67,22 +73,45 @@ def variant_config(recipe: dict, variant: str, out: Path, overrides: dict | None
 def agent_spec(model: str, cfg: TrainConfig) -> dict:
     """An LLM agent spec that prompts and samples as the training's evaluation does."""
     settings = {k: v for k, v in asdict(cfg.agent).items() if k != "seed"}
-    return {"type": "llm", "model": model, **settings, "temperature": cfg.eval.temperature or cfg.agent.temperature}
+    return {
+        "type": "llm",
+        "model": model,
+        **settings,
+        "temperature": cfg.eval.temperature or cfg.agent.temperature,
+    }
 
 
 def eval_games(cfg: TrainConfig) -> list[GameSpec]:
     """The held-out suite, then the training games that have fixed opponents, with their training params."""
-    trained = [GameSpec(g.name, list(s.opponents), dict(g.params)) for g in cfg.games for s in suite("train") if s.name == g.name]
+    trained = [
+        GameSpec(g.name, list(s.opponents), dict(g.params))
+        for g in cfg.games
+        for s in suite("train")
+        if s.name == g.name
+    ]
     return suite("held_out") + trained
 
 
-def eval_config(cfg: TrainConfig, policy: str, out: Path, matches: int, seed: int, samples: int) -> EvalConfig:
+def eval_config(
+    cfg: TrainConfig, policy: str, out: Path, matches: int, seed: int, samples: int
+) -> EvalConfig:
     """The paired evaluation of the run's policy against the base model. The final policy is named by its
     checkpoint folder, so a run trained further is a new evaluation (the store restarts), never a resumed one."""
-    trained = str(Path(cfg.run_dir) / "best") if policy == "best" else str(checkpoint.resume_point(Path(cfg.run_dir) / "checkpoints")[0] or cfg.run_dir)
-    return EvalConfig(agent=agent_spec(trained, cfg),
-                      baseline=agent_spec(cfg.model, cfg), games=eval_games(cfg), matches=matches, seed=seed,
-                      samples=samples, concurrency=cfg.concurrency, out=str(out))
+    trained = (
+        str(Path(cfg.run_dir) / "best")
+        if policy == "best"
+        else str(checkpoint.resume_point(Path(cfg.run_dir) / "checkpoints")[0] or cfg.run_dir)
+    )
+    return EvalConfig(
+        agent=agent_spec(trained, cfg),
+        baseline=agent_spec(cfg.model, cfg),
+        games=eval_games(cfg),
+        matches=matches,
+        seed=seed,
+        samples=samples,
+        concurrency=cfg.concurrency,
+        out=str(out),
+    )
 
 
 def reuse_baseline(src: Path, dst: Path, samples: int) -> int:
@@ -95,7 +124,11 @@ def reuse_baseline(src: Path, dst: Path, samples: int) -> int:
     if not src_log.exists() or dst_log.exists():
         return 0
     dst.mkdir(parents=True, exist_ok=True)
-    lines = [ln for ln in src_log.read_text().splitlines() if ln.strip() and json.loads(ln)["match_id"].startswith(f"{BASELINE}|")]
+    lines = [
+        ln
+        for ln in src_log.read_text().splitlines()
+        if ln.strip() and json.loads(ln)["match_id"].startswith(f"{BASELINE}|")
+    ]
     dst_log.write_text("".join(ln + "\n" for ln in lines))
     with Store(src_db, readonly=True) as s, Store(dst_db) as d:
         for game in EXPLOITABILITY_GAMES:
@@ -114,11 +147,19 @@ def paired_table(records, seed: int) -> list[dict]:
 def run_summary(run_dir: Path) -> dict:
     """Wall time, steps, training matches and mean rollout tokens/s of a finished run (metrics.jsonl)."""
     path = run_dir / "metrics.jsonl"
-    m = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+    m = (
+        [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+        if path.exists()
+        else []
+    )
     if not m:
         return {"steps": 0, "minutes": 0.0, "games": 0, "rollout_tokens_per_s": 0.0}
-    return {"steps": m[-1]["step"], "minutes": m[-1]["minutes"], "games": int(m[-1]["games"]),
-            "rollout_tokens_per_s": float(np.mean([r["rollout_tokens_per_s"] for r in m]))}
+    return {
+        "steps": m[-1]["step"],
+        "minutes": m[-1]["minutes"],
+        "games": int(m[-1]["games"]),
+        "rollout_tokens_per_s": float(np.mean([r["rollout_tokens_per_s"] for r in m])),
+    }
 
 
 def _ci(x: dict, fmt: str) -> str:
@@ -127,31 +168,70 @@ def _ci(x: dict, fmt: str) -> str:
 
 def markdown(study: dict) -> str:
     held = set(study["held_out_games"])
-    out = [f"# Transfer study ({study['matches']} matches per game and opponent, eval seed {study['seed']})", ""]
-    out += ["| variant | steps | minutes | training matches | rollout tokens/s |", "|---|---|---|---|---|"]
-    out += [f"| {v} | {s['run']['steps']} | {s['run']['minutes']:.1f} | {s['run']['games']} | {s['run']['rollout_tokens_per_s']:.0f} |"
-            for v, s in study["variants"].items()]
+    out = [
+        f"# Transfer study ({study['matches']} matches per game and opponent, eval seed {study['seed']})",
+        "",
+    ]
+    out += [
+        "| variant | steps | minutes | training matches | rollout tokens/s |",
+        "|---|---|---|---|---|",
+    ]
+    out += [
+        f"| {v} | {s['run']['steps']} | {s['run']['minutes']:.1f} | {s['run']['games']} | {s['run']['rollout_tokens_per_s']:.0f} |"
+        for v, s in study["variants"].items()
+    ]
     for v, s in study["variants"].items():
-        out += ["", f"## {v}: trained minus base, paired (95% bootstrap CI)", "",
-                "| game | opponent | pairs | non-losing base -> trained | diff | mean return base -> trained | diff | legal moves base -> trained | diff |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## {v}: trained minus base, paired (95% bootstrap CI)",
+            "",
+            "| game | opponent | pairs | non-losing base -> trained | diff | mean return base -> trained | diff | legal moves base -> trained | diff |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in s["paired"]:
             name = f"{r['game']} (held out)" if r["game"] in held else r["game"]
             nl, ret, lg = r["non_losing"], r["mean_return"], r["legal_move_rate"]
-            out.append(f"| {name} | {r['opponent']} | {r['pairs']} | {nl['baseline']:.2f} -> {nl['agent']:.2f} | {_ci(nl, '+.2f')} "
-                       f"| {ret['baseline']:+.2f} -> {ret['agent']:+.2f} | {_ci(ret, '+.2f')} | {lg['baseline']:.2f} -> {lg['agent']:.2f} | {_ci(lg, '+.2f')} |")
+            out.append(
+                f"| {name} | {r['opponent']} | {r['pairs']} | {nl['baseline']:.2f} -> {nl['agent']:.2f} | {_ci(nl, '+.2f')} "
+                f"| {ret['baseline']:+.2f} -> {ret['agent']:+.2f} | {_ci(ret, '+.2f')} | {lg['baseline']:.2f} -> {lg['agent']:.2f} | {_ci(lg, '+.2f')} |"
+            )
     variants = list(study["variants"])
-    out += ["", "## Ablation: held-out differences (trained minus base, 95% CI)", "",
-            "| game | opponent | " + " | ".join(f"{v} non-losing | {v} return" for v in variants) + " |",
-            "|---|---|" + "---|---|" * len(variants)]
-    cells = [(r["game"], r["opponent"]) for r in study["variants"][variants[0]]["paired"] if r["game"] in held]
+    out += [
+        "",
+        "## Ablation: held-out differences (trained minus base, 95% CI)",
+        "",
+        "| game | opponent | "
+        + " | ".join(f"{v} non-losing | {v} return" for v in variants)
+        + " |",
+        "|---|---|" + "---|---|" * len(variants),
+    ]
+    cells = [
+        (r["game"], r["opponent"])
+        for r in study["variants"][variants[0]]["paired"]
+        if r["game"] in held
+    ]
     for game, opp in cells:
         row = []
         for v in variants:
-            r = next((x for x in study["variants"][v]["paired"] if (x["game"], x["opponent"]) == (game, opp)), None)
-            row += [_ci(r["non_losing"], "+.2f"), _ci(r["mean_return"], "+.2f")] if r else ["-", "-"]
+            r = next(
+                (
+                    x
+                    for x in study["variants"][v]["paired"]
+                    if (x["game"], x["opponent"]) == (game, opp)
+                ),
+                None,
+            )
+            row += (
+                [_ci(r["non_losing"], "+.2f"), _ci(r["mean_return"], "+.2f")] if r else ["-", "-"]
+            )
         out.append(f"| {game} | {opp} | " + " | ".join(row) + " |")
-    out += ["", "## Exploitability (exact best response to the sampled policy)", "", "| game | policy | exploitability | method |", "|---|---|---|---|"]
+    out += [
+        "",
+        "## Exploitability (exact best response to the sampled policy)",
+        "",
+        "| game | policy | exploitability | method |",
+        "|---|---|---|---|",
+    ]
     for v, s in study["variants"].items():
         for r in s["exploitability"]:
             who = "base" if r["agent"] == BASELINE else v
@@ -161,8 +241,19 @@ def markdown(study: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: int, samples: int, policy: str,
-          overrides: dict | None = None, console=None, train_only: bool = False, baseline_from: Path | None = None) -> dict:
+def study(
+    recipe_path: str,
+    variants: list[str],
+    out: Path,
+    matches: int,
+    seed: int,
+    samples: int,
+    policy: str,
+    overrides: dict | None = None,
+    console=None,
+    train_only: bool = False,
+    baseline_from: Path | None = None,
+) -> dict:
     """Train, evaluate and tabulate every variant; returns the study (also in OUT/study.json).
     `train_only` stops after training (two variants can then train side by side, one process each).
     `baseline_from`: an earlier study's evaluation folder (VARIANT/eval) whose base-model matches are taken
@@ -175,9 +266,17 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
     if not Path(recipe_path).is_file():
         raise ValueError(f"training recipe {recipe_path} not found")
     recipe = yaml.safe_load(Path(recipe_path).read_text())
-    configs = {v: variant_config(recipe, v, out, overrides) for v in variants}  # all checked before anything runs
-    result = {"recipe": recipe_path, "matches": matches, "seed": seed, "policy": policy,
-              "held_out_games": [g.name for g in suite("held_out")], "variants": {}}
+    configs = {
+        v: variant_config(recipe, v, out, overrides) for v in variants
+    }  # all checked before anything runs
+    result = {
+        "recipe": recipe_path,
+        "matches": matches,
+        "seed": seed,
+        "policy": policy,
+        "held_out_games": [g.name for g in suite("held_out")],
+        "variants": {},
+    }
     if baseline_from is not None and not (log := store_paths(baseline_from)[1]).exists():
         raise ValueError(f"--baseline-from {baseline_from}: no evaluation there (expected {log})")
     first_eval: Path | None = baseline_from
@@ -196,9 +295,16 @@ def study(recipe_path: str, variants: list[str], out: Path, matches: int, seed: 
         say(f"== {v}: evaluating {config.agent['model']} against the base model in {ev_dir}")
         run = run_eval(config)
         first_eval = first_eval or ev_dir
-        expl = exploitability_rows(replace(config, games=[GameSpec(g, ["random"]) for g in EXPLOITABILITY_GAMES]), {})
-        result["variants"][v] = {"run": run_summary(Path(cfg.run_dir)), "paired": paired_table(run.records, seed),
-                                 "exploitability": expl, "eval_dir": str(ev_dir), "policy": config.agent["model"]}
+        expl = exploitability_rows(
+            replace(config, games=[GameSpec(g, ["random"]) for g in EXPLOITABILITY_GAMES]), {}
+        )
+        result["variants"][v] = {
+            "run": run_summary(Path(cfg.run_dir)),
+            "paired": paired_table(run.records, seed),
+            "exploitability": expl,
+            "eval_dir": str(ev_dir),
+            "policy": config.agent["model"],
+        }
     if train_only:
         return result
     out.mkdir(parents=True, exist_ok=True)
@@ -214,20 +320,51 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--config", default=RECIPE, help=f"training recipe (default {RECIPE})")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--out", default="runs/transfer", help="study folder (default runs/transfer)")
-    p.add_argument("--matches", type=int, default=100, help="evaluation matches per game and opponent (default 100)")
-    p.add_argument("--seed", type=int, default=7, help="evaluation seed (default 7; the training's own eval uses eval.seed)")
-    p.add_argument("--samples", type=int, default=8, help="exploitability: replies sampled per information state (default 8)")
-    p.add_argument("--policy", choices=["final", "best"], default="final",
-                   help="evaluate the final checkpoint, or best/ (picked on the training games' selection matches)")
-    p.add_argument("--train-only", action="store_true",
-                   help="train the variants and stop (run again without it to evaluate: the base model is played once)")
+    p.add_argument(
+        "--matches",
+        type=int,
+        default=100,
+        help="evaluation matches per game and opponent (default 100)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=7,
+        help="evaluation seed (default 7; the training's own eval uses eval.seed)",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=8,
+        help="exploitability: replies sampled per information state (default 8)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=["final", "best"],
+        default="final",
+        help="evaluate the final checkpoint, or best/ (picked on the training games' selection matches)",
+    )
+    p.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train the variants and stop (run again without it to evaluate: the base model is played once)",
+    )
     p.add_argument("--steps", type=int, help="override the recipe's steps")
     p.add_argument("--threads", type=int, help="override the recipe's threads")
-    p.add_argument("--baseline-from", type=Path, metavar="EVAL_DIR",
-                   help="take the base model's matches from this earlier evaluation (e.g. runs/transfer/mars/eval of "
-                        "another training seed; same --seed and --matches) instead of playing them again")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any recipe key, dotted for sections (e.g. --set learner.lora_rank=16); repeatable")
+    p.add_argument(
+        "--baseline-from",
+        type=Path,
+        metavar="EVAL_DIR",
+        help="take the base model's matches from this earlier evaluation (e.g. runs/transfer/mars/eval of "
+        "another training seed; same --seed and --matches) instead of playing them again",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any recipe key, dotted for sections (e.g. --set learner.lora_rank=16); repeatable",
+    )
     args = p.parse_args(argv)
     for name in ("matches", "samples"):
         if getattr(args, name) < 1:
@@ -241,8 +378,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads is not None:
         overrides["threads"] = args.threads
     try:
-        study(args.config, args.variants, Path(args.out), args.matches, args.seed, args.samples, args.policy, overrides,
-              train_only=args.train_only, baseline_from=args.baseline_from)
+        study(
+            args.config,
+            args.variants,
+            Path(args.out),
+            args.matches,
+            args.seed,
+            args.samples,
+            args.policy,
+            overrides,
+            train_only=args.train_only,
+            baseline_from=args.baseline_from,
+        )
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
 
