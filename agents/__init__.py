@@ -77,7 +77,7 @@ def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
     (another dtype) get their own."""
     key = (kind, model, base_url, repr(sorted(kwargs.items())))
     if kind in ("transformers", "vllm"):  # a local model runs on the threads chosen at start
-        from arena.machine import announce_threads
+        from core.machine import announce_threads
 
         announce_threads()
     if key not in _BACKENDS:
@@ -106,8 +106,8 @@ def checkpoint_of(spec: str | dict) -> str | None:
     """The training checkpoint an llm spec plays, as "FOLDER (step N)", else None (a bot, a hub model, a
     server): what a resumed evaluation must still be playing (`llm:RUN` moves on as RUN trains, `best/` as a
     better policy replaces it)."""
+    from agents.checkpoint import read_meta
     from agents.models import find_checkpoint
-    from training.checkpoint import read_meta
 
     try:
         d = _parse(spec)

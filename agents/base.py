@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from arena.records import TurnRecord
+from core.records import TurnRecord
 from games.core import TextEnv
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from agents.base import PendingTurn, WrongGame, decision
 from agents.models import cache_dir
-from arena.records import Attempt, TurnRecord
+from core.records import Attempt, TurnRecord
 from games.parsing import ParseError
 
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from agents.backend import Backend, Generation, SamplingParams
 from agents.base import PendingTurn, decision
-from arena.records import Attempt, TurnRecord
+from core.records import Attempt, TurnRecord
 from games.core import TextView
 from games.parsing import ParseError
 

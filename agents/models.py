@@ -14,7 +14,7 @@
   run seeds a tiny-llama that names no seed with its own `seed` (`seeded`).
 - A training checkpoint (`arena train` writes them): a checkpoint folder
   (`runs/x/checkpoints/step_00000200`), a `checkpoints/` folder or a run directory (both:
-  the checkpoint a resume takes, `training.checkpoint.resume_point`: the newest intact one,
+  the checkpoint a resume takes, `agents.checkpoint.resume_point`: the newest intact one,
   whatever the `latest` pointer names). The base model named in the checkpoint's config is built and
   the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
   tournaments and evaluations like any model; `agents.make_agent` also takes the agent
@@ -254,10 +254,10 @@ def seeded(name: str, seed: int) -> str:
 
 def find_checkpoint(name: str) -> Path | None:
     """The training checkpoint `name` points at, else None: a checkpoint (or best/) folder as it is; for a
-    checkpoints/ folder or a run directory, the one a resume takes (`training.checkpoint.resume_point`: the
+    checkpoints/ folder or a run directory, the one a resume takes (`agents.checkpoint.resume_point`: the
     newest intact checkpoint, whatever the `latest` pointer names), with a warning line per newer damaged one
     it skips; DamagedCheckpoint when there are checkpoints and none is intact."""
-    from training.checkpoint import DamagedCheckpoint, resume_point
+    from agents.checkpoint import DamagedCheckpoint, resume_point
 
     path = Path(name).expanduser()
     if not path.is_dir():
@@ -286,7 +286,7 @@ _warned: set[Path] = (
 
 def checkpoint_config(folder: Path) -> dict:
     """The run config stored in a training checkpoint (it names the base model)."""
-    from training.checkpoint import read_meta
+    from agents.checkpoint import read_meta
 
     config = read_meta(folder).get("config") or {}
     if not isinstance(config, dict):
@@ -302,7 +302,7 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
     from safetensors.torch import load_model as load_weights
 
-    from training.checkpoint import check_weights
+    from agents.checkpoint import check_weights
 
     config = checkpoint_config(folder)
     check_weights(folder / "model.safetensors")  # before building the base model
@@ -344,12 +344,12 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from arena.machine import announce_threads
+    from core.machine import announce_threads
 
     announce_threads()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    from arena.machine import compute_dtype
+    from core.machine import compute_dtype
 
     dtype = compute_dtype(dtype, device)  # checks the name; "auto" measures once per process
     if name.lower().startswith(TINY):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from agents.base import PendingTurn, WrongGame, decision
-from arena.records import TurnRecord
+from core.records import TurnRecord
 
 History = list[
     tuple[bool, tuple[bool, ...]]

@@ -80,7 +80,7 @@ class TransformersBackend:
         device: "auto" (CUDA if available, else CPU; for a given model: where it already is),
             or a torch device string.
         dtype: weights dtype when loading by name: "float32", "bfloat16" or "auto" (bf16 on
-            a GPU; on a CPU the faster of the two by `arena.machine.fastest_dtype`). Pure bf16
+            a GPU; on a CPU the faster of the two by `core.machine.fastest_dtype`). Pure bf16
             weights, not autocast over fp32 ones: autocast re-casts every weight on every call,
             and CPU decoding ran no faster than fp32 that way (bench/rollout_throughput.py).
         max_batch_size: conversations per forward batch; larger requests are split.

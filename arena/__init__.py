@@ -1,1 +1,1 @@
-"""Runs matches between agents, records trajectories, and hosts the `arena` command line."""
+"""Plays many matches at once, batching LLM turns across matches, and records every turn."""

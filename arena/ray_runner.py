@@ -36,8 +36,8 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from arena.records import MatchRecord, check_jsonl_out
 from arena.runner import MatchPlan
+from core.records import MatchRecord, check_jsonl_out
 
 MAX_ATTEMPTS = 4  # a chunk whose workers die this many times stops the run
 
@@ -82,7 +82,7 @@ class MatchWorker:
     """A Ray actor that holds its agents and plays chunks of matches."""
 
     def __init__(self, build: Callable[[], dict], threads: int):
-        from arena.machine import set_threads
+        from core.machine import set_threads
 
         set_threads(threads, verbose=False)
         self.agents = build()
@@ -275,7 +275,7 @@ class RayPool:
 
 
 def append_records(path: str, records: list[MatchRecord]) -> None:
-    """Append a chunk's records with one fsync (`arena.records.append_jsonl` syncs each:
+    """Append a chunk's records with one fsync (`core.records.append_jsonl` syncs each:
     on this VM 174-529 records/s one at a time, 2,600-4,000 in chunks of 16, bench/ray_overhead.py)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(rec.to_json() + "\n" for rec in records))
@@ -303,6 +303,6 @@ def pool_from_args(args, build: Callable[[], dict]) -> RayPool:
 
 def build_players(players: dict) -> dict:
     """Agents by player name from specs (a tournament's `players:`), built on a worker."""
-    from arena.tournament import build_agent
+    from agents.by_game import build_agent
 
     return {name: build_agent(name, spec) for name, spec in players.items()}

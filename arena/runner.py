@@ -39,7 +39,7 @@ import numpy as np
 
 import games
 from agents.base import Agent, PendingTurn
-from arena.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out, outcomes
+from core.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out, outcomes
 
 
 @dataclass
@@ -114,7 +114,7 @@ def play(
     """Play `plans` with at most `concurrency` matches live at once; yield each finished match.
 
     `agents` maps the names used in `MatchPlan.seats` to agents. `out`: JSONL path that
-    every finished match is appended to. `progress`: an `arena.progress.Progress` (or any
+    every finished match is appended to. `progress`: an `core.progress.Progress` (or any
     tqdm-like object): `update(1)` per finished match and, if it has one, `turns(n, tokens)`
     after every batched agent call (turns played, tokens generated), so a long match shows
     as it is played.

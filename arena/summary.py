@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from arena.records import MatchRecord
 from arena.runner import generated_tokens
+from core.records import MatchRecord
 
 
 @dataclass
@@ -70,7 +70,7 @@ def print_summary(
     """The summary table, one row per agent in `order` (see `summarize`)."""
     from rich.table import Table
 
-    from arena.console import make_console
+    from core.console import make_console
 
     console = console or make_console(120)
     heads = ("games", "W", "D", "L", "mean\nreturn", "invalid\nmoves", "fall-\nbacks", "tok/s")

@@ -20,7 +20,7 @@ import torch
 from agents.backend import SamplingParams
 from agents.models import load_model
 from agents.transformers_backend import LAST_TOKEN, TransformersBackend
-from arena.machine import set_threads
+from core.machine import set_threads
 
 
 def seconds(fn, repeats: int) -> float:

@@ -80,8 +80,8 @@ def prepare(args, run: Path) -> None:
     import numpy as np
     import torch
 
+    from agents import checkpoint
     from agents.models import load_model
-    from training import checkpoint
     from training.config import config_dict, parse_config
     from training.league import League
     from training.learner import Learner

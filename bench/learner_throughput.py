@@ -155,7 +155,7 @@ def run_path(
     import torch
 
     from agents.models import load_model
-    from arena.machine import matmul_flops, set_threads
+    from core.machine import matmul_flops, set_threads
 
     set_threads(threads, verbose=False)
     torch.manual_seed(0)
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from machine_limit import model_config, utilisation
 
-    from arena.machine import set_threads
+    from core.machine import set_threads
 
     threads = set_threads(args.threads)  # chosen once here, so every path runs on the same count
     passed = [a for a in (argv if argv is not None else sys.argv[1:])]

@@ -5,11 +5,11 @@
 
 Prints, at the thread count in use:
 - the FLOP/s of a square matmul (2048, smaller where a dtype is very slow) in fp32 and bf16, and their ratio;
-- the model's forward FLOPs per token at the given context (`arena.machine.flops_per_token`);
+- the model's forward FLOPs per token at the given context (`core.machine.flops_per_token`);
 - the ceilings: generated tokens/s if every FLOP were a useful matmul at that rate, and
   trained tokens/s (forward + backward = 3x the forward FLOPs).
 Other benches print their throughput as model FLOPs utilisation (`utilisation`: the FLOPs
-the model needed, `arena.machine.model_flops`, per second over the matmul FLOP/s).
+the model needed, `core.machine.model_flops`, per second over the matmul FLOP/s).
 It prints the CPU's model and its matrix flags first: without native bf16 (AVX-512 BF16 or
 AMX) bf16 comes out hundreds of times slower than fp32; that is why `dtype: auto` measures
 before choosing.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 
-from arena.machine import flops_per_token, matmul_flops, model_flops, set_threads, weight_matmuls
+from core.machine import flops_per_token, matmul_flops, model_flops, set_threads, weight_matmuls
 
 
 def model_config(name: str):
@@ -69,7 +69,7 @@ def utilisation(
     flops: float,
     passes: int = 1,
 ) -> float:
-    """Model FLOPs utilisation: the FLOPs the model needed (`arena.machine.model_flops`,
+    """Model FLOPs utilisation: the FLOPs the model needed (`core.machine.model_flops`,
     times `passes`: 3 for a training step) per second, over the machine's matmul FLOP/s."""
     return passes * model_flops(config, prompt_tokens, completion_tokens, context) / seconds / flops
 
@@ -77,7 +77,7 @@ def utilisation(
 def decode_flops(
     config, rows: int, dtype: str, seconds: float = 1.0, packed: bool = False
 ) -> float:
-    """FLOP/s of the model's own weight matmuls (`arena.machine.weight_matmuls`) at `rows` rows: what a decoding
+    """FLOP/s of the model's own weight matmuls (`core.machine.weight_matmuls`) at `rows` rows: what a decoding
     step of a batch of `rows` sequences can reach in `dtype`. Small batches sit far below the
     square-matmul rate (at 1 row plain bf16 is slower than fp32 on AVX-512 BF16), so this, not the
     square figure, bounds the arena's bf16 / fp32 ratio at its batch size. `packed`: bf16 weights

@@ -29,9 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agents.by_game import build_agent
 from arena.ray_runner import RayPool, append_records, build_players  # noqa: E402
-from arena.tournament import arena_play_matches, build_agent  # noqa: E402
 from tournaments.config import load_config  # noqa: E402
+from tournaments.play import arena_play_matches  # noqa: E402
 from tournaments.run import run_tournament  # noqa: E402
 from tournaments.store import Store  # noqa: E402
 
@@ -76,7 +77,7 @@ def commit_rates(folder: Path, n: int, batch: int = 16) -> dict[str, float]:
     """Results per second a driver stores: JSONL append (fsync each), SQLite insert (one
     synchronous=FULL transaction each), both (the local path per match), and a chunk of
     `batch` records appended with one fsync (the Ray driver's JSONL; its SQLite is per match)."""
-    from arena.records import MatchRecord, append_jsonl
+    from core.records import MatchRecord, append_jsonl
     from tournaments.store import MatchResult, MatchSpec
 
     rec = MatchRecord(

@@ -8,7 +8,7 @@ local first, `--repeats` times. Timed: the loop's steps as metrics.jsonl records
 the first step of each run is left out (a worker's first weight load, the first batches'
 warm-up). Ray's start and the workers' model load happen before the loop (printed once).
 
-Then the weight sync: the bytes a step publishes (`selfplay.trainable_state` of the
+Then the weight sync: the bytes a step publishes (`rollouts.trainable_state` of the
 workers' module, in the rollout dtype) for each `--sync-models` model, full and LoRA
 (r=16, all linear layers), and the time to put them into Ray's object store and to load
 them in a worker.
@@ -71,7 +71,7 @@ def sync_sizes(models: list[str], workers) -> list[tuple[str, str, int, float, f
     """(model, what, bytes, put seconds, worker load seconds) of one published version."""
     import ray
 
-    from arena.machine import compute_dtype
+    from core.machine import compute_dtype
     from training.config import LearnerConfig, TrainConfig
     from training.selfplay import frozen_backend, trainable_state
 

@@ -53,8 +53,8 @@ from agents.backend import SamplingParams
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.packed_linear import can_pack
 from agents.transformers_backend import TransformersBackend
-from arena.machine import set_threads
 from arena.runner import plan_matches, play
+from core.machine import set_threads
 
 
 class CountingBackend:

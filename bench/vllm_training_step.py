@@ -87,7 +87,7 @@ def run_path(args, path: str) -> dict:
     """One path in this process: {"dtype": rollout dtype, "learner": learner dtype, "steps": [metrics of each timed step]}."""
     from rich.console import Console
 
-    from arena.machine import compute_dtype
+    from core.machine import compute_dtype
     from training import selfplay
     from training.config import load_config
 
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
     from machine_limit import measure as measure_machine
     from machine_limit import model_config
 
-    from arena.machine import model_flops, set_threads
+    from core.machine import model_flops, set_threads
 
     set_threads(args.threads, verbose=False)
     model = load_config_model(args.config)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import games
 from agents.base import WrongGame
 from agents.bots import MinimaxAgent
-from arena.records import MatchRecord
+from core.records import MatchRecord
 from evaluation.stats import wilson
 
 _SOLVER = MinimaxAgent("solver")  # one cache of position values per process

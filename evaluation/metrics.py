@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arena.records import MatchRecord
+from core.records import MatchRecord
 from evaluation.stats import mean_ci, paired_bootstrap, wilson
 from evaluation.suites import plan_key, unkey
 

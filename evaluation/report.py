@@ -49,7 +49,7 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     """Rich tables: cells per evaluated agent, paired differences, and the extra rows."""
     from rich.table import Table
 
-    from arena.console import make_console
+    from core.console import make_console
 
     console = console or make_console(200)
     for who in dict.fromkeys(r["agent"] for r in rows if r["kind"] == "cell"):

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.base import PendingTurn
-from arena.records import MatchRecord, read_jsonl
+from core.records import MatchRecord, read_jsonl
 from evaluation.suites import SELF, EvalConfig, GameSpec, opponent_label, plans, unkey
 
 AGENT, BASELINE = "agent", "baseline"
@@ -81,7 +81,7 @@ def opponents(games_: list[GameSpec]) -> dict[str, object]:
 
 def build_opponents(games_: list[GameSpec]) -> dict:
     """Opponent agents by seat name (the seats of one opponent share one agent)."""
-    from arena.tournament import build_agent
+    from agents.by_game import build_agent
 
     built: dict[str, object] = {}
     out = {}
@@ -168,7 +168,7 @@ def suite_agents(
 
 def build_suite_agents(specs: dict, games_: list[GameSpec], seeds: dict[str, int]) -> dict:
     """`suite_agents` from the evaluated agents' specs (built on a Ray worker)."""
-    from arena.tournament import build_agent
+    from agents.by_game import build_agent
 
     return suite_agents({n: build_agent(n, spec) for n, spec in specs.items()}, games_, seeds)
 
@@ -218,8 +218,8 @@ def run_eval(
     their agents with `build()`: the matches are played on Ray (`--ray`).
     """
     from agents import checkpoint_of
-    from arena.records import check_writable
-    from arena.tournament import build_agent
+    from agents.by_game import build_agent
+    from core.records import check_writable
     from tournaments.store import MatchResult, MatchSpec, Store, read_log
 
     db, jsonl = store_paths(config.out)
@@ -314,8 +314,8 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
     it; stored in the eval DB's meta table, so a resumed evaluation does not redo it."""
     from dataclasses import asdict
 
-    from arena.progress import Progress
-    from arena.tournament import build_agent
+    from agents.by_game import build_agent
+    from core.progress import Progress
     from evaluation.exploitability import exploitability
     from tournaments.store import Store
 
@@ -361,9 +361,9 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
 def main(args) -> None:
     """`arena eval`: play, resume, report."""
     import games
-    from arena.cli import game_params
-    from arena.console import make_console
-    from arena.progress import Progress
+    from core.console import make_console
+    from core.overrides import game_params
+    from core.progress import Progress
     from evaluation.metrics import cells, paired
     from evaluation.report import as_rows, print_report, write_html, write_json
     from evaluation.suites import game_spec, load_config, make_config, suite

@@ -41,7 +41,7 @@ from itertools import product
 import numpy as np
 
 import games
-from arena.records import MatchRecord
+from core.records import MatchRecord
 from evaluation.stats import ratio_ci
 from evaluation.suites import plan_key, unkey
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from arena.records import MatchRecord, TurnRecord, outcomes
+from core.records import MatchRecord, TurnRecord, outcomes
 from training.advantages import ESTIMATORS, AdvantageConfig, compute_advantages, turn_rewards
 
 RAW = dict(format_reward=0.0, draw_reward=0.0)  # shaping off: rewards are the env's

@@ -9,10 +9,10 @@ import pytest
 
 from agents import make_agent
 from agents.base import decision
-from arena.cli import main as arena_main
-from arena.records import read_jsonl
 from arena.runner import OPENING, MatchPlan, plan_matches, play
 from arena.summary import summarize
+from cli.main import main as arena_main
+from core.records import read_jsonl
 
 
 def _run(concurrency, seed=0, n=12, game="tic_tac_toe", specs=("random", "mcts:10")):
@@ -291,7 +291,7 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
 )
 def test_bad_input_is_one_clear_line(argv, message):
     proc = subprocess.run(
-        [sys.executable, "-m", "arena.cli", *argv], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "cli.main", *argv], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
@@ -320,7 +320,7 @@ def test_trajectories_into_a_read_only_folder_fail_before_any_match(tmp_path, ma
         [
             sys.executable,
             "-m",
-            "arena.cli",
+            "cli.main",
             "play",
             "tic_tac_toe",
             "--agents",
@@ -346,7 +346,7 @@ def test_a_human_whose_input_ends_forfeits_and_it_is_recorded(tmp_path):
         [
             sys.executable,
             "-m",
-            "arena.cli",
+            "cli.main",
             "play",
             "tic_tac_toe",
             "--agents",

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from agents import checkpoint
 from agents.models import tiny_llama
-from training import checkpoint
 from training.league import League
 from training.learner import Learner, LearnerConfig, Sequence
 from training.loss import LossConfig

@@ -17,8 +17,8 @@ import torch
 import games
 from agents import make_agent
 from agents.base import PendingTurn, decision
-from arena.cli import main as arena_main
-from arena.records import MatchRecord, TurnRecord, read_jsonl
+from cli.main import main as arena_main
+from core.records import MatchRecord, TurnRecord, read_jsonl
 from evaluation.blunders import blunder_rows, expected_blunder_rate
 from evaluation.exploitability import exploitability
 from evaluation.metrics import MEASURES, cells, paired, summary
@@ -426,7 +426,7 @@ def test_self_opponent_seats_the_evaluated_agent_everywhere():
 
 def _arena(*argv, **kw):
     return subprocess.Popen(
-        [sys.executable, "-m", "arena.cli", *argv],
+        [sys.executable, "-m", "cli.main", *argv],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -641,9 +641,8 @@ def test_a_store_refuses_to_resume_once_the_run_it_evaluated_has_a_newer_checkpo
     tmp_path, capsys
 ):
     """`llm:RUN` plays RUN's newest checkpoint: after more training a resume would mix two policies' matches."""
-    from agents import checkpoint_of
+    from agents import checkpoint, checkpoint_of
     from agents.models import tiny_llama
-    from training import checkpoint
     from training.league import League
     from training.learner import Learner, LearnerConfig
 

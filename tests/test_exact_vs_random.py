@@ -1,13 +1,13 @@
 """Exact play against the random bot (evaluation.exact_vs_random) and the tactic labels of
-training turns (training.tactic_credit)."""
+training turns (experiments.tactic_credit.tactic_credit)."""
 
 import numpy as np
 import pyspiel
 import pytest
 
 from agents import make_agent
-from arena.records import MatchRecord, TurnRecord
 from arena.runner import plan_matches, play
+from core.records import MatchRecord, TurnRecord
 from evaluation.exact_vs_random import (
     PolicyTable,
     _winning_cells,
@@ -15,8 +15,8 @@ from evaluation.exact_vs_random import (
     move_distributions_at,
     tactics,
 )
+from experiments.tactic_credit.tactic_credit import credit_table, tactic
 from training.advantages import TurnSample
-from training.tactic_credit import credit_table, tactic
 
 
 def _brute_force_random_vs_random(state, p=1.0, out=None):

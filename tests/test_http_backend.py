@@ -24,9 +24,9 @@ import torch
 
 from agents.backend import Generation, SamplingParams
 from agents.openai_backend import OpenAIBackend
-from arena.cli import main as arena_main
-from arena.records import read_jsonl
-from arena.serve import make_server
+from cli.main import main as arena_main
+from core.records import read_jsonl
+from server.serve import make_server
 
 CONV = [
     {"role": "system", "content": "Answer briefly."},
@@ -356,7 +356,7 @@ def test_arena_serve_entry_point_serves_tiny_llama():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "arena.serve", "tiny-llama", "--port", str(port)],
+        [sys.executable, "-m", "server.serve", "tiny-llama", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -153,8 +153,8 @@ def test_tournament_names_map_a_runs_checkpoint_players_to_snapshots():
 def bot_tournament(tmp_path) -> Path:
     """A real tournament store: a run's 'checkpoints' (bots standing in) and a bot, on tic-tac-toe."""
     from agents import make_agent
-    from arena.tournament import arena_play_matches
     from tournaments.config import load_config
+    from tournaments.play import arena_play_matches
     from tournaments.run import run_tournament
     from tournaments.store import jsonl_beside
 
@@ -268,8 +268,8 @@ TINY_RUN = {
 def test_a_run_rates_its_league_in_a_tournament_every_k_steps_and_pfsp_follows(tmp_path):
     from rich.console import Console
 
+    from agents import checkpoint
     from tournaments.run import load_tournament
-    from training import checkpoint
     from training.config import parse_config
     from training.selfplay import train
 

@@ -9,7 +9,7 @@ import torch
 
 from agents.constrained import allowed_token_ids
 from agents.models import tiny_llama
-from arena.records import TurnRecord
+from core.records import TurnRecord
 from training.advantages import TurnSample
 from training.learner import Learner, LearnerConfig, Sequence, sequences_from_samples
 from training.loss import LossConfig

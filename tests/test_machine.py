@@ -1,11 +1,11 @@
-"""Thread choice and the compute-ceiling arithmetic (arena/machine.py)."""
+"""Thread choice and the compute-ceiling arithmetic (core/machine.py)."""
 
 import os
 
 import pytest
 import torch
 
-from arena.machine import (
+from core.machine import (
     choose_threads,
     compute_dtype,
     flops_per_token,
@@ -77,7 +77,7 @@ def test_flops_per_token_counts_llama_matmuls():
 def test_model_flops_skips_the_lm_head_on_prompt_tokens():
     from transformers import LlamaConfig
 
-    from arena.machine import model_flops
+    from core.machine import model_flops
 
     c = LlamaConfig(
         hidden_size=8,
@@ -146,7 +146,7 @@ def test_matmul_flops_is_positive_and_bounded_in_time():
 
 
 def test_cli_prints_and_applies_the_thread_choice(capsys):
-    from arena.cli import main
+    from cli.main import main
 
     before = torch.get_num_threads()
     try:

@@ -72,7 +72,7 @@ def test_cli_typo_offline_fails_in_seconds_with_one_line_and_a_did_you_mean(tmp_
         [
             sys.executable,
             "-m",
-            "arena.cli",
+            "cli.main",
             "play",
             "tic_tac_toe",
             "--agents",

@@ -1,9 +1,8 @@
-"""arena.overrides: `--set` / `--param` KEY=VALUE flags, read as YAML, dotted keys nested, merged into a config."""
+"""core.overrides: `--set` / `--param` KEY=VALUE flags, read as YAML, dotted keys nested, merged into a config."""
 
 import pytest
 
-from arena.cli import game_params
-from arena.overrides import merge, parse_overrides
+from core.overrides import game_params, merge, parse_overrides
 
 
 def test_set_items_nest_dotted_keys_and_read_values_as_yaml():

@@ -4,9 +4,9 @@ match ends; a log that is not a terminal gets a bounded number of plain lines.""
 import io
 
 from agents import make_agent
-from arena.cli import main as arena_main
-from arena.progress import Progress
 from arena.runner import plan_matches, play
+from cli.main import main as arena_main
+from core.progress import Progress
 
 
 class Recorder:
@@ -236,7 +236,7 @@ def test_training_rollouts_and_evaluations_show_their_turns_as_they_happen(
 
 def test_the_console_prints_bot_names_as_written():
     """rich's emoji codes would print the opponent `mcts:100` as `mcts💯` (seen in a training log)."""
-    from arena.console import make_console
+    from core.console import make_console
 
     console = make_console(120, record=True, file=io.StringIO())
     console.print("eval connect_four vs mcts:100: non-losing 0.00 | cfr:thumbs_up:")

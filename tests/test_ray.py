@@ -9,11 +9,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from agents.by_game import build_agent  # noqa: E402
 from arena.ray_runner import RayPool, build_players, check_reachable  # noqa: E402
-from arena.records import read_jsonl  # noqa: E402
 from arena.runner import plan_matches, play  # noqa: E402
-from arena.tournament import arena_play_matches, build_agent  # noqa: E402
+from core.records import read_jsonl  # noqa: E402
 from tournaments.config import load_config  # noqa: E402
+from tournaments.play import arena_play_matches  # noqa: E402
 from tournaments.run import run_tournament  # noqa: E402
 from tournaments.store import Store  # noqa: E402
 
@@ -129,7 +130,7 @@ def test_an_agent_that_cannot_be_built_is_a_one_line_error(local_ray):
 def test_eval_and_play_with_ray_replay_a_sampling_llm_move_for_move(local_ray, tmp_path, capsys):
     """`arena eval --ray` / `arena play --ray`: the tiny model sampling at temperature 1 on two
     workers (other processes, other batches) plays exactly the moves it plays locally."""
-    from arena.cli import main as arena_main
+    from cli.main import main as arena_main
 
     agent = "tiny-llama,constrained=true,temperature=1.0,max_new_tokens=8"
     common = [
@@ -179,7 +180,7 @@ def test_eval_and_play_with_ray_replay_a_sampling_llm_move_for_move(local_ray, t
 def test_an_agent_error_on_a_worker_is_the_local_one_line_error(local_ray, tmp_path, capsys):
     import yaml
 
-    from arena.cli import main as arena_main
+    from cli.main import main as arena_main
 
     cfg = {
         **CONFIG,

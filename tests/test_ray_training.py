@@ -136,7 +136,7 @@ def test_a_killed_driver_resumes_from_its_checkpoint_on_the_cluster(cluster, tmp
     )
     cfg_path.write_text(yaml.safe_dump(d))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "arena.cli", "train", str(cfg_path)]
+    cmd = [sys.executable, "-m", "cli.main", "train", str(cfg_path)]
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -10,7 +10,14 @@ from rich.console import Console
 from agents import make_agent
 from evaluation.run import play_suite
 from evaluation.suites import GameSpec
-from training.reciprocity_study import OPPONENTS, figure, main, markdown, summarise, train_config
+from experiments.reciprocity.reciprocity_study import (
+    OPPONENTS,
+    figure,
+    main,
+    markdown,
+    summarise,
+    train_config,
+)
 
 
 def scripted(strategy: str):
@@ -127,7 +134,7 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
     learner's recomputation from the initial weights gives the same logprobs (to bf16 rounding),
     and the step's first minibatch has ratio 1 and clips nothing."""
     from agents.models import load_model
-    from arena.records import read_json_lines
+    from core.records import read_json_lines
     from training import selfplay
     from training.config import POLICY
     from training.learner import Learner, Sequence
@@ -320,8 +327,8 @@ def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_ma
     tabular policy would get. Advantage Alignment pushes cooperation after the other's C
     relative to after its D (raw: up after C, down after D); mars and loo are blind to the
     state (defection pays in both)."""
+    from experiments.reciprocity.reciprocity_study import state_gradients
     from training.advantages import AdvantageConfig
-    from training.reciprocity_study import state_gradients
 
     raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
     configs = {
@@ -340,8 +347,8 @@ def test_state_gradients_advantage_alignment_teaches_reciprocity_in_self_play_ma
 def test_tabular_learning_advantage_alignment_reaches_tit_for_tat_mars_defects():
     """A tabular memory-1 policy (nothing shared between states) trained in self-play: Advantage
     Alignment ends cooperating after the other's C and defecting after its D; mars defects in both."""
+    from experiments.reciprocity.reciprocity_study import tabular_learning
     from training.advantages import AdvantageConfig
-    from training.reciprocity_study import tabular_learning
 
     raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
     aa = tabular_learning(
@@ -364,7 +371,7 @@ def test_supervised_tit_for_tat_the_tiny_model_reads_the_others_last_move():
     """The IPD config's tiny Llama, fitted by cross-entropy to tit-for-tat's replies on its own
     prompts, plays tit-for-tat's move on held-out turns after 30 Adam steps, after the other's C
     (Cooperate) and after its D (Defect) alike: the policy can condition on the last move."""
-    from training.reciprocity_study import supervised_tit_for_tat
+    from experiments.reciprocity.reciprocity_study import supervised_tit_for_tat
 
     rows = supervised_tit_for_tat("configs/train_ipd_aa.yaml", steps=30, every=30)
     assert rows[0]["p"]["C"] < 0.7 and rows[0]["p"]["D"] < 0.7  # not there at initialisation

@@ -1,11 +1,17 @@
-"""training.seed_sweep: the seed list, each seed's config, the table and the figure."""
+"""experiments.tictactoe_seeds.seed_sweep: the seed list, each seed's config, the table and the figure."""
 
 import json
 
 import numpy as np
 import pytest
 
-from training.seed_sweep import contention_warning, parse_seeds, plot, seed_config, write_table
+from experiments.tictactoe_seeds.seed_sweep import (
+    contention_warning,
+    parse_seeds,
+    plot,
+    seed_config,
+    write_table,
+)
 
 
 def test_parse_seeds_ranges_and_lists():
@@ -56,11 +62,11 @@ def test_table_counts_seeds_over_the_bar_and_the_median(tmp_path):
 def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or_missing_folder(
     tmp_path, capsys
 ):
+    from agents import checkpoint
     from agents.models import tiny_llama
-    from training import checkpoint
+    from experiments.tictactoe_seeds.seed_sweep import score
     from training.config import config_dict, parse_config
     from training.learner import Learner
-    from training.seed_sweep import score
     from training.selfplay import start_league
 
     config = {
@@ -108,11 +114,11 @@ def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or
 
 
 def test_score_all_in_two_processes_scores_as_one_process_does(tmp_path, capsys):
+    from agents import checkpoint
     from agents.models import tiny_llama
-    from training import checkpoint
+    from experiments.tictactoe_seeds.seed_sweep import score_all
     from training.config import config_dict, parse_config
     from training.learner import Learner
-    from training.seed_sweep import score_all
     from training.selfplay import start_league
 
     config = {

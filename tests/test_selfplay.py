@@ -19,10 +19,11 @@ import torch
 import yaml
 from safetensors.torch import load_file, load_model
 
+from agents import checkpoint
 from agents.models import tiny_llama
-from arena.cli import main as cli_main
-from arena.records import read_jsonl
-from training import checkpoint, selfplay
+from cli.main import main as cli_main
+from core.records import read_jsonl
+from training import selfplay
 from training.config import GameEntry, TrainConfig
 from training.league import League
 from training.selfplay import POLICY, load_config, parse_config, plan_step, train
@@ -1529,7 +1530,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_checkpoints_befor
         [
             sys.executable,
             "-m",
-            "arena.cli",
+            "cli.main",
             "train",
             str(path),
             "--out",

@@ -13,7 +13,7 @@ import torch
 
 from agents.backend import Generation
 from agents.transformers_backend import TransformersBackend
-from arena.serve import make_server
+from server.serve import make_server
 
 MESSAGES = [
     {"role": "system", "content": "Answer briefly."},
@@ -222,7 +222,7 @@ def test_what_the_server_cannot_do_is_a_clear_400(served, call, kwargs, hint):
 
 
 def test_text_pieces_keep_characters_split_over_tokens_whole(served):
-    from arena.openai_api import text_pieces
+    from server.openai_api import text_pieces
 
     backend, _, _ = served
     tok = backend.tokenizer
@@ -237,8 +237,8 @@ def test_text_pieces_keep_characters_split_over_tokens_whole(served):
 def test_dtype_float32_serves_the_fp32_forward():
     """`arena serve --dtype float32` builds an fp32 model whose logprobs match the one-pass
     forward to 1e-4, where the default (auto) is bf16 on a CPU with native bf16."""
-    from arena.cli import build_parser
-    from arena.serve import build_backend
+    from cli.main import build_parser
+    from server.serve import build_backend
 
     args = build_parser().parse_args(["serve", "tiny-llama", "--dtype", "float32", "--port", "0"])
     backend = build_backend(args.model, args.backend, args.dtype)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from arena.records import read_jsonl
+from core.records import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
-ARENA = [sys.executable, "-m", "arena.cli"]
+ARENA = [sys.executable, "-m", "cli.main"]
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,9 @@ import re
 
 from rich.console import Console
 
-from arena.cli import main as arena_main
-from arena.records import MatchRecord
 from arena.summary import break_at_options, print_summary
+from cli.main import main as arena_main
+from core.records import MatchRecord
 
 
 def _agent_cells(table: str) -> list[str]:

@@ -3,7 +3,7 @@ import math
 import pyspiel
 import pytest
 
-from training import supervised_bound as sb
+from experiments.supervised_bound import supervised_bound as sb
 
 
 def _state(moves):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy.stats import kendalltau
 
-from arena.cli import main as arena_main
+from cli.main import main as arena_main
 from tournaments.adaptive import adaptive, default_budget
 from tournaments.core import PairResult, drive
 from tournaments.formats import make_format, resolved_options

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arena.cli import main as arena_main
-from arena.records import read_jsonl
+from cli.main import main as arena_main
+from core.records import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -295,7 +295,7 @@ def test_missing_config_file(tmp_path, capsys):
 
 
 def test_quickstart_config_is_valid():
-    from arena.tournament import build_agent
+    from agents.by_game import build_agent
     from tournaments.config import arena_options, load_config
 
     cfg = load_config(ROOT / "configs" / "quickstart.yaml")
@@ -361,7 +361,7 @@ def test_a_config_asking_for_too_many_matches_is_refused_at_once(tmp_path):
         [
             sys.executable,
             "-m",
-            "arena.cli",
+            "cli.main",
             "tournament",
             str(write(tmp_path, cfg)),
             "--db",
@@ -529,7 +529,7 @@ def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_r
         resource.setrlimit(resource.RLIMIT_FSIZE, (3 * 2**19, 3 * 2**19))
 
     done = subprocess.run(
-        [sys.executable, "-m", "arena.cli", "tournament", str(cfg)],
+        [sys.executable, "-m", "cli.main", "tournament", str(cfg)],
         capture_output=True,
         text=True,
         timeout=600,

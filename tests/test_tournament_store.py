@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.records import read_jsonl
+from core.records import read_jsonl
 from tournaments.run import load_tournament, run_tournament
 from tournaments.sim import bt_play_matches, bt_record, sim_config, strengths_of
 from tournaments.store import Store, jsonl_beside

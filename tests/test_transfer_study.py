@@ -1,4 +1,4 @@
-"""The transfer study driver (training/transfer_study.py): configs of the variants, the paired
+"""The transfer study driver (experiments/transfer/transfer_study.py): configs of the variants, the paired
 table on hand-made records, and one end-to-end study on the tiny model."""
 
 import functools
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arena.records import MatchRecord, TurnRecord
+from core.records import MatchRecord, TurnRecord
 from evaluation.suites import suite
-from training import transfer_study as ts
+from experiments.transfer import transfer_study as ts
 
 
 def recipe() -> dict:
@@ -234,7 +234,7 @@ def test_study_end_to_end_on_the_tiny_model(tmp_path):
 def test_the_gpu_config_is_the_same_recipe_and_resolves_on_the_cpu():
     """configs/train_mars_qwen3_4b.yaml: validates here without loading the 4B model; every
     GPU-only choice is a config value that resolves on a CPU-only machine."""
-    from arena.machine import compute_dtype
+    from core.machine import compute_dtype
     from training.config import load_config
 
     gpu, cpu = load_config("configs/train_mars_qwen3_4b.yaml"), load_config(ts.RECIPE)

@@ -243,7 +243,7 @@ def test_load_weights_refuses_bad_input_and_the_engine_survives(engine, hf):
 
 def test_served_over_http(engine):
     from agents.openai_backend import OpenAIBackend
-    from arena.serve import make_server
+    from server.serve import make_server
 
     server = make_server(engine, "127.0.0.1", 0, model_name="tiny")
     threading.Thread(

@@ -13,5 +13,5 @@
     report.py    terminal leaderboard and static HTML report
     sim.py       simulated Bradley-Terry players (tests, benchmarks)
 
-The arena front end is `arena tournament CONFIG` (`arena/tournament.py`).
+The arena front end is `arena tournament CONFIG` (`tournaments/play.py`).
 """

@@ -42,6 +42,8 @@ from tournaments.core import (
 )
 from tournaments.ratings import _fit, _sandwich
 from tournaments.seeding import _check_games
+from tournaments.swiss import swiss
+from tournaments.swiss import swiss_rounds as default_rounds
 
 L2 = 0.1  # prior precision on theta (sd 3.2 logits, 550 Elo): keeps an undefeated player finite and early pairings sane
 TOP = 2.0  # weight of the pairs that decide the winner in `kendall_weights` (tuned: top-1 0.71 -> 0.79 of trials at N = 64)
@@ -78,9 +80,6 @@ def adaptive(
       seed: the Swiss phase's random initial order.
       weights: pair weighting, a key of `WEIGHTS`.
     """
-    from tournaments.formats import swiss  # formats registers this module
-    from tournaments.formats import swiss_rounds as default_rounds
-
     players = check_players(players)
     _check_games(games, "games")
     n = len(players)

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -59,6 +60,8 @@ from typing import Any
 import yaml
 
 from tournaments.formats import FORMATS, format_options, make_format, resolved_options
+from tournaments.ratings import bradley_terry
+from tournaments.store import MatchResult, MatchSpec, Store
 
 NAME_OK = re.compile(r"^[^|\s](?:[^|]*[^|\s])?$")  # no "|" (match-id separator), no outer spaces
 
@@ -290,8 +293,6 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     if isinstance(
         opts.get("ratings"), str
     ):  # an earlier tournament's DB: its Bradley-Terry Elo of the players here
-        from tournaments.run import stored_ratings
-
         source = opts["ratings"]
         try:
             opts["ratings"] = {p: elo for p, elo in stored_ratings(source).items() if p in specs}
@@ -466,3 +467,49 @@ def _check_games(specs: list[GameSpec]) -> None:
             games.make(g.name, **g.params)  # bad parameters fail here, before any store exists
         except ValueError as e:
             raise ValueError(f"game {g.name!r} with params {g.params}: {e}") from None
+
+
+def rated_games(
+    schedule: list[MatchSpec], results: dict[str, MatchResult]
+) -> list[tuple[str, str, float]]:
+    """(seat-0 player, seat-1 player, points of seat 0) of each scheduled match that has a result."""
+    return [
+        (s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0]))
+        for s in schedule
+        if s.match_id in results
+    ]
+
+
+def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
+    """The config of the tournament in `db_path` (which must exist)."""
+    if not Path(db_path).is_file():
+        raise ValueError(f"no tournament database at {db_path}")
+    with Store(db_path, readonly=True) as store:
+        text = store.meta("config")
+        order = list(store.players())
+    if text is None:
+        raise ValueError(f"{db_path} is not a tournament database (no config stored)")
+    config = TournamentConfig.from_json(text)
+    if set(order) == set(
+        config.players
+    ):  # the canonical JSON sorts the players; the store keeps their order
+        config.players = {p: config.players[p] for p in order}
+    return config
+
+
+def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
+    """Bradley-Terry Elo of the players of the tournament in `db_path`, from every match
+    stored so far (finished or not), pinned as its config pins them, with the leaderboard's
+    per-game seat terms: prior ratings to seed another tournament with.
+    """
+    config = stored_config(db_path)
+    with Store(db_path, readonly=True) as store:
+        schedule, results = store.schedule(), store.results()
+    games = rated_games(schedule, results)
+    if not games:
+        raise ValueError(f"{db_path} has no finished match to rate its players by")
+    seat_games = [s.game for s in schedule if s.match_id in results]
+    ratings = bradley_terry(
+        games, list(config.players), config.rating.reference, ci=None, seat=seat_games
+    )
+    return {p: r.elo for p, r in ratings.items()}

@@ -9,7 +9,7 @@ JavaScript is inline): the leaderboard (sortable), the bracket drawn (eliminatio
 formats) or the rounds (others), a win-rate heat map, the ratings with their confidence
 intervals, other views of the same games (OpenSkill, alpha-rank, Nash averaging), and
 every match's replay turn by turn (prompt, reply, move), read from the trajectory JSONL
-(`arena.records.read_jsonl`). The page lists the matches 100 at a time from one short
+(`core.records.read_jsonl`). The page lists the matches 100 at a time from one short
 row each and draws a replay when it is opened; the replays sit inside the page up to
 `INLINE_REPLAYS` bytes, beyond that in script files beside it (see `write_html`), so a
 10,000-match tournament's page stays ~1 MB.
@@ -176,7 +176,7 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
     """The leaderboard as a rich table."""
     from rich.table import Table
 
-    from arena.console import make_console
+    from core.console import make_console
 
     console = console or make_console(120)
     cfg = result.config
@@ -552,7 +552,7 @@ def _records(result: TournamentResult) -> dict:
     path = Path(result.jsonl_path)
     if not path.exists():
         return {}
-    from arena.records import read_jsonl
+    from core.records import read_jsonl
 
     return {r.match_id: r for r in read_jsonl(path) if r.match_id in result.results}
 

@@ -4,7 +4,7 @@
 
 `play_matches(specs: list[MatchSpec]) -> Iterable[MatchResult]` plays a batch (a whole
 round, concurrently if it likes). Contract: it appends each finished match's MatchRecord
-to the JSONL beside the DB (`jsonl_beside(db)`, via `arena.records.append_jsonl`) and
+to the JSONL beside the DB (`jsonl_beside(db)`, via `core.records.append_jsonl`) and
 only then yields its `MatchResult` (`MatchResult.from_record(record, jsonl)`), in any
 order, as matches finish. Each yielded result is stored at once, in its own transaction.
 
@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tournaments.config import TournamentConfig
+from tournaments.config import TournamentConfig, rated_games, stored_config, stored_ratings  # noqa: F401 (stored_*: callers of this module)
 from tournaments.core import Outcome, Pairing, PairResult, drive, sort_players
 from tournaments.formats import make_format
 from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside, read_log
@@ -87,17 +87,6 @@ class TournamentResult:
     def games(self) -> list[tuple[str, str, float]]:
         """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
         return rated_games(self.schedule, self.results)
-
-
-def rated_games(
-    schedule: list[MatchSpec], results: dict[str, MatchResult]
-) -> list[tuple[str, str, float]]:
-    """(seat-0 player, seat-1 player, points of seat 0) of each scheduled match that has a result."""
-    return [
-        (s.seats[0], s.seats[1], results[s.match_id].points(s.seats[0]))
-        for s in schedule
-        if s.match_id in results
-    ]
 
 
 def match_seed(tournament_seed: int, match_id: str) -> int:
@@ -166,7 +155,7 @@ def run_tournament(
       the TournamentResult, ratings included.
     """
     from agents import checkpoint_of
-    from arena.records import check_writable
+    from core.records import check_writable
 
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with Store(db_path) as store:
@@ -327,40 +316,3 @@ def load_tournament(
 ) -> TournamentResult:
     """A finished tournament from its DB alone (the config is stored in it)."""
     return run_tournament(stored_config(db_path), None, db_path, jsonl_path)
-
-
-def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
-    """The config of the tournament in `db_path` (which must exist)."""
-    if not Path(db_path).is_file():
-        raise ValueError(f"no tournament database at {db_path}")
-    with Store(db_path, readonly=True) as store:
-        text = store.meta("config")
-        order = list(store.players())
-    if text is None:
-        raise ValueError(f"{db_path} is not a tournament database (no config stored)")
-    config = TournamentConfig.from_json(text)
-    if set(order) == set(
-        config.players
-    ):  # the canonical JSON sorts the players; the store keeps their order
-        config.players = {p: config.players[p] for p in order}
-    return config
-
-
-def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
-    """Bradley-Terry Elo of the players of the tournament in `db_path`, from every match
-    stored so far (finished or not), pinned as its config pins them, with the leaderboard's
-    per-game seat terms: prior ratings to seed another tournament with.
-    """
-    from tournaments.ratings import bradley_terry
-
-    config = stored_config(db_path)
-    with Store(db_path, readonly=True) as store:
-        schedule, results = store.schedule(), store.results()
-    games = rated_games(schedule, results)
-    if not games:
-        raise ValueError(f"{db_path} has no finished match to rate its players by")
-    seat_games = [s.game for s in schedule if s.match_id in results]
-    ratings = bradley_terry(
-        games, list(config.players), config.rating.reference, ci=None, seat=seat_games
-    )
-    return {p: r.elo for p, r in ratings.items()}

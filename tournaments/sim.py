@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from arena.records import MatchRecord, TurnRecord, append_jsonl, outcomes
+from core.records import MatchRecord, TurnRecord, append_jsonl, outcomes
 from tournaments.store import MatchResult, MatchSpec
 
 

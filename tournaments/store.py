@@ -10,7 +10,7 @@ Tables
               outcome, trajectory (the JSONL file holding its MatchRecord), error
 
 Crash safety: the arena appends a match's `MatchRecord` to the JSONL beside the DB
-(`arena.records.append_jsonl`, fsynced) *before* the result is inserted here, and each
+(`core.records.append_jsonl`, fsynced) *before* the result is inserted here, and each
 insert is one transaction. So the JSONL is the durable log: after a kill it holds every
 stored match and maybe a few more, and `read_log` gives the matches the store lacks so the
 runner inserts them instead of replaying them (a deleted DB is rebuilt from it the same
@@ -77,7 +77,7 @@ class MatchResult:
 
     @classmethod
     def from_record(cls, record, trajectory: str | os.PathLike | None = None) -> MatchResult:
-        """From an `arena.records.MatchRecord` (seats map env agents to player names)."""
+        """From an `core.records.MatchRecord` (seats map env agents to player names)."""
         names = record.seats
         if len(set(names.values())) != len(names):
             raise ValueError(
@@ -102,7 +102,7 @@ class Store:
     """A tournament's SQLite file."""
 
     def __init__(self, path: str | os.PathLike, readonly: bool = False):
-        from arena.records import check_writable
+        from core.records import check_writable
 
         self.path = Path(path)
         self._lock = None
@@ -369,7 +369,7 @@ def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str
     read back as a MatchRecord aside, into "<name>.corrupt-<time>" (said on stderr), so
     new matches are appended to a clean file. Of duplicated ids the first counts.
     """
-    from arena.records import MatchRecord
+    from core.records import MatchRecord
 
     path = Path(jsonl)
     if not path.exists():

@@ -76,7 +76,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arena.records import MatchRecord, TurnRecord, outcomes
+from core.records import MatchRecord, TurnRecord, outcomes
 from tournaments.judge import ranks_to_advantages
 
 

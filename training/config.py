@@ -23,8 +23,8 @@ import yaml
 
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
 from agents.models import seeded
-from arena.machine import PRECISIONS
-from arena.overrides import merge
+from core.machine import PRECISIONS
+from core.overrides import merge
 from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
 from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from training.advantages import ESTIMATORS, AdvantageConfig
@@ -766,7 +766,7 @@ def _check_spec(spec: Any, where: str) -> None:
 
 
 def load_config(path: str | os.PathLike, overrides: Mapping | None = None) -> TrainConfig:
-    """A `TrainConfig` from a YAML file with `overrides` (`arena.overrides.parse_overrides`) merged in
+    """A `TrainConfig` from a YAML file with `overrides` (`core.overrides.parse_overrides`) merged in
     (their keys replace the file's; a mapping updates the file's section key by key, at any depth);
     ValueError (one line, naming the file and the key) when malformed."""
     path = Path(path)

@@ -66,8 +66,8 @@ def play_league_tournament(
     cfg: TrainConfig, league: League, step: int, backend, opponents
 ) -> dict[str, float] | None:
     """Play step `step`'s tournament (policy on `backend`, league agents from `opponents`, a
-    `training.selfplay.Opponents`); the players' Elo, or None with no opponent to rate."""
-    from arena.tournament import arena_play_matches
+    `training.rollouts.Opponents`); the players' Elo, or None with no opponent to rate."""
+    from tournaments.play import arena_play_matches
     from tournaments.run import run_tournament
     from tournaments.store import jsonl_beside
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from agents.constrained import allowed_token_ids
-from arena.machine import compute_dtype
+from core.machine import compute_dtype
 from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
 
 BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy

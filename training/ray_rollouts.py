@@ -12,7 +12,7 @@ league opponents. A step:
     driver   the records, sorted by match id -> advantages -> learner -> publish version `step`
 
 Weight sync by version: after the update of step t the driver publishes version t, the
-policy's weights in the rollout dtype (`selfplay.trainable_state` of the learner's compute
+policy's weights in the rollout dtype (`rollouts.trainable_state` of the learner's compute
 copy: all weights for full fine-tuning, the adapters only under LoRA) put once into Ray's
 object store; every worker call names the version and its object, and a worker loads it
 only when it holds another version (a restarted worker: at its first call). Every record
@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from arena.ray_runner import MatchWorker, RayPool
-from arena.records import MatchRecord
 from arena.runner import MatchPlan
+from core.records import MatchRecord
 from training.config import POLICY, TrainConfig
 
 
@@ -48,7 +48,7 @@ class RolloutStep:
 
     version: int
     weights: list  # [ObjectRef of the version's state dict]: nested, so Ray passes the ref and the worker fetches it only when it changes
-    lineup: list[tuple[str, str, str, int]]  # selfplay.step_lineup: (name, spec, kind, seed)
+    lineup: list[tuple[str, str, str, int]]  # rollouts.step_lineup: (name, spec, kind, seed)
     keep: list[str]  # the league's snapshot files: a worker drops the weights of the others
 
 
@@ -76,8 +76,8 @@ class RolloutWorker(MatchWorker):
     def __init__(self, setup: tuple[TrainConfig, str], threads: int):
         import torch
 
-        from arena.machine import set_threads
-        from training.selfplay import Opponents, frozen_backend
+        from core.machine import set_threads
+        from training.rollouts import Opponents, frozen_backend
 
         set_threads(threads, verbose=False)
         cfg, opponents_dtype = setup  # dtypes as the driver resolved them (see RayRollouts.start)
@@ -100,7 +100,7 @@ class RolloutWorker(MatchWorker):
         import ray
 
         from arena.runner import play
-        from training.selfplay import step_agents
+        from training.rollouts import step_agents
 
         if step.version != self.version:
             self.load(ray.get(step.weights[0]))
@@ -138,7 +138,7 @@ class RayRollouts:
     @classmethod
     def start(cls, cfg: TrainConfig, learner, version: int) -> RayRollouts:
         """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
-        from arena.machine import compute_dtype
+        from core.machine import compute_dtype
 
         r = cfg.ray
         # the dtypes as chosen here (the learner's; "auto" for the snapshots' module): "auto" measured
@@ -159,7 +159,7 @@ class RayRollouts:
         """Put the learner's current policy weights into the object store as `version`."""
         import ray
 
-        from training.selfplay import trainable_state
+        from training.rollouts import trainable_state
 
         state = trainable_state(learner.policy, learner.cfg.lora_rank > 0)
         self.sync_bytes = sum(t.numel() * t.element_size() for t in state.values())
@@ -184,7 +184,7 @@ class RayRollouts:
     def start_step(self, step: int, league, rng: np.random.Generator, restarts=None) -> None:
         """Plan step `step` now (the loop's draws) and play it on the workers in a background thread, on the current version;
         `restarts`: the loop's `training.restarts.RestartBuffer`."""
-        from training.selfplay import plan_step, step_lineup
+        from training.rollouts import plan_step, step_lineup
 
         planned = plan_step(self.cfg, league, rng, step, restarts)
         lineup = step_lineup(league, planned, rng)

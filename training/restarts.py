@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arena.records import MatchRecord
+from core.records import MatchRecord
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ Config: `training.config` (the dataclasses, YAML loading, every check before the
 
 Run folder (`run_dir`): config.yaml, metrics.jsonl (one line per step), eval.jsonl (one
 line per evaluation, game and opponent; `split` train or held_out), eval.png (the curve), tb/ (TensorBoard events),
-checkpoints/ (`training.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
+checkpoints/ (`agents.checkpoint`), league/ (snapshot weights), best/ (the best-evaluated
 policy up to the last checkpoint; `llm:<run>/best` plays it, `llm:<run>` the latest checkpoint;
 a newer best waits in best-pending/ for the next checkpoint, so a resume never keeps a best
 from the steps it replays). One run per folder
@@ -82,19 +82,18 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import yaml
 
+from agents import checkpoint
 from agents.llm_agent import LLMAgent
-from arena.machine import announce_threads, set_threads
-from arena.overrides import merge, parse_overrides
-from arena.progress import Progress
-from arena.records import MatchRecord, check_writable, read_json_lines
-from arena.runner import MatchPlan, plan_matches, play
-from training import checkpoint
+from arena.runner import play
+from core.machine import announce_threads, set_threads
+from core.overrides import merge, parse_overrides
+from core.progress import Progress
+from core.records import MatchRecord, check_writable, read_json_lines
 from training.advantages import compute_advantages, learning_samples
 from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
     POLICY,
@@ -109,7 +108,15 @@ from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
-from training.restarts import Position, RestartBuffer, lost_positions
+from training.restarts import RestartBuffer, lost_positions
+from training.rollouts import (
+    Opponents,
+    plan_step,
+    save_snapshot,
+    start_league,
+    step_agents,
+    step_lineup,
+)
 from training.symmetry import symmetric_sequences
 
 # --- helpers ------------------------------------------------------------------------------
@@ -166,259 +173,6 @@ def sync_weights(learner: Learner, backend) -> None:
             f"backend {getattr(backend, 'name', type(backend).__name__)} neither shares the learner's module nor has load_weights"
         )
     backend.load_weights(learner.policy_state_dict())
-
-
-class Opponents:
-    """Agents for league opponents: bots by spec; snapshots share one frozen module.
-
-    Every snapshot's weights are read from disk once and kept in memory (CPU tensors in the
-    module's dtype; a LoRA run's snapshots are its adapters only, a few MB each). One
-    frozen copy of the base model plays them all: before a snapshot's batched call its
-    weights are copied into that module (`_activate`), which costs a few milliseconds where
-    building a model from disk cost a second. The values are the ones on disk, so a
-    resumed run plays its snapshots exactly as the uninterrupted one.
-    """
-
-    def __init__(self, cfg: TrainConfig, device, dtype: str = "auto"):
-        self.cfg, self.device, self.dtype = cfg, device, dtype
-        self._bots: dict[str, Any] = {}
-        self._weights: dict[str, dict[str, torch.Tensor]] = {}  # snapshot file -> its tensors
-        self._backend = None  # the shared TransformersBackend
-        self._active: str | None = None  # the snapshot whose weights the module holds
-
-    def agent(self, name: str, spec: str, kind: str, seed: int):
-        from agents import make_agent
-
-        if kind == "bot":
-            if name not in self._bots:
-                self._bots[name] = make_agent(spec, name)
-            return self._bots[name]
-        return LLMAgent(
-            name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed)
-        )
-
-    def forget(self, keep: set[str]) -> None:
-        """Drop the snapshots (by file) that left the league."""
-        for path in [p for p in self._weights if p not in keep]:
-            del self._weights[path]
-            if self._active == path:
-                self._active = None
-
-    def _activate(self, path: str):
-        """The shared backend, holding snapshot `path`'s weights."""
-        if self._backend is None:
-            self._backend = self._build()
-        if self._active != path:
-            model = self._backend.model
-            if path not in self._weights:
-                self._weights[path] = self._read(path, model)
-            with torch.no_grad():
-                model.load_state_dict(self._weights[path], strict=False)  # checked to fit in _read
-            self._active = path
-        return self._backend
-
-    def _build(self):
-        return frozen_backend(
-            self.cfg,
-            str(self.device),
-            self.dtype,
-            max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256),
-        )
-
-    def _read(self, path: str, model) -> dict[str, torch.Tensor]:
-        from safetensors.torch import load_file
-
-        own = model.state_dict()
-        loaded = load_file(path, device=str(self.device))
-        unexpected = sorted(set(loaded) - set(own))
-        expected = {
-            k
-            for k in own
-            if ("lora_" in k) == (self.cfg.learner.lora_rank > 0)
-            and not k.endswith("lm_head.weight")
-        }
-        missing = sorted(expected - set(loaded))
-        if unexpected or missing:
-            what = "LoRA adapters" if self.cfg.learner.lora_rank > 0 else "full weights"
-            raise ValueError(
-                f"league snapshot {path} does not fit {self.cfg.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}"
-            )
-        return {k: v.to(own[k].dtype) for k, v in loaded.items()}
-
-
-def frozen_backend(
-    cfg: TrainConfig, device: str, dtype: str = "auto", name: str | None = None, **kwargs
-):
-    """A TransformersBackend on a fresh, frozen copy of the policy's model (LoRA-wrapped like the
-    learner's) for weights loaded into it later: the league snapshots' module, a Ray rollout worker's policy."""
-    from agents.models import load_model
-    from agents.transformers_backend import TransformersBackend
-
-    model, tok = load_model(cfg.model, dtype=dtype, device=device)
-    lcfg = cfg.learner
-    if lcfg.lora_rank > 0:
-        from peft import LoraConfig, get_peft_model
-
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=lcfg.lora_rank,
-                lora_alpha=lcfg.lora_alpha,
-                target_modules=lcfg.lora_targets,
-                task_type="CAUSAL_LM",
-            ),
-        )
-    model.eval()  # a frozen lm_head is fine: the backend takes last-token logits by index (one mm)
-    return TransformersBackend((model, tok), name=name, **kwargs)
-
-
-class _SnapshotBackend:
-    """One snapshot's view of the shared opponent module: the backend its LLMAgent calls."""
-
-    def __init__(self, pool: Opponents, path: str, name: str):
-        self.pool, self.path, self.name = pool, path, name
-
-    def generate(self, conversations, params, allowed=None):
-        return self.pool._activate(self.path).generate(conversations, params, allowed)
-
-    def move_distributions(self, conversations, allowed, temperature):
-        return self.pool._activate(self.path).move_distributions(
-            conversations, allowed, temperature
-        )
-
-
-def save_snapshot(learner: Learner, path: Path) -> None:
-    """The policy's trainable weights as one safetensors file: a LoRA run's adapters, else the
-    whole model (tied copies dropped)."""
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint.tmp_path(path)
-    try:
-        with checkpoint.writing(path):
-            save_file(trainable_state(learner.model, learner.cfg.lora_rank > 0), str(tmp))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-
-
-def trainable_state(model, lora: bool) -> dict[str, torch.Tensor]:
-    """A module's weights as CPU tensors: a LoRA model's adapters only, else all of them (tied copies once)."""
-    state = model.state_dict()
-    if lora:
-        state = {k: v for k, v in state.items() if "lora_" in k}
-    seen, out = set(), {}
-    for k, v in state.items():
-        if v.data_ptr() in seen:
-            continue  # tied weights (lm_head = embeddings): stored once
-        seen.add(v.data_ptr())
-        out[k] = v.detach().contiguous().cpu()
-    return out
-
-
-def start_league(cfg: TrainConfig) -> League:
-    """The league a fresh run starts with: the config's bots (snapshots join as the run takes them)."""
-    league = League(
-        weighting=cfg.league.weighting,
-        decay=cfg.league.decay,
-        max_checkpoints=cfg.league.max_checkpoints,
-    )
-    for spec in cfg.league.bots:
-        league.add(spec, "bot", spec)
-    return league
-
-
-def plan_step(
-    cfg: TrainConfig,
-    league: League,
-    rng: np.random.Generator,
-    step: int,
-    restarts: RestartBuffer | None = None,
-) -> list[tuple[MatchPlan, str | None]]:
-    """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders;
-    a `games[i].restarts` share of the self-play pairs start from a position in `restarts`."""
-    pairs = cfg.matches_per_step // 2
-    n_self = round(cfg.league.self_play * pairs) if league.opponents else pairs
-    weights = np.array([g.weight for g in cfg.games], dtype=float)
-    game_idx = rng.choice(len(cfg.games), size=pairs, p=weights / weights.sum())
-    opponents = [None] * n_self + (
-        league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded)
-        if pairs > n_self
-        else []
-    )
-    seeds = rng.integers(0, 2**31 - 1, size=pairs)
-    starts: dict[
-        int, Position
-    ] = {}  # branch head -> its restart position (draws only when a game restarts)
-    for j in range(n_self):
-        g = cfg.games[game_idx[j]]
-        if (
-            g.restarts
-            and restarts is not None
-            and _branch_head(j, n_self, g.branch) == j
-            and rng.random() < g.restarts
-        ):
-            pos = restarts.sample(g.name, g.params, rng)
-            if pos is not None:
-                starts[j] = pos
-    out = []
-    for j in range(pairs):
-        h = _branch_head(j, n_self, cfg.games[game_idx[j]].branch)
-        gi, opp = game_idx[h], opponents[h]
-        g = cfg.games[gi]
-        names = [POLICY] if opp is None else [POLICY, opp]
-        for plan in plan_matches(
-            g.name,
-            names,
-            2,
-            seed=int(seeds[j]),
-            params=g.params,
-            prefix=f"s{step}p{j}m",
-            opening=g.opening if opp is None else 0,
-        ):
-            plan.seed = int(
-                seeds[h]
-            )  # both seat orders of a pair (and its branch group) play the same deal and opening
-            if h in starts:  # the lost match's deal and moves
-                plan.seed, plan.start, plan.opening, plan.explore = (
-                    starts[h].seed,
-                    starts[h].actions,
-                    0,
-                    g.restart_explore,
-                )
-            out.append((plan, opp))
-    return out
-
-
-def _branch_head(j: int, n_self: int, branch: int) -> int:
-    """The first pair of pair j's branch group: groups of `branch` consecutive pairs, self-play
-    pairs (the first n_self) and league pairs grouped apart."""
-    start = 0 if j < n_self else n_self
-    return j - (j - start) % max(1, branch)
-
-
-def step_lineup(
-    league: League, planned: list[tuple[MatchPlan, str | None]], rng: np.random.Generator
-) -> list[tuple[str, str, str, int]]:
-    """The step's agents as (name, spec, kind, sampling seed): the policy, then its opponents by name."""
-    lineup = [(POLICY, "", "policy", int(rng.integers(2**31 - 1)))]
-    for name in sorted({opp for _, opp in planned if opp is not None}):
-        o = league.get(name)
-        lineup.append((name, o.spec, o.kind, int(rng.integers(2**31 - 1))))
-    return lineup
-
-
-def step_agents(
-    cfg: TrainConfig, backend, opponents: Opponents, lineup: list[tuple[str, str, str, int]]
-) -> dict[str, Any]:
-    """Agents by name for a `step_lineup`: the policy samples from `backend`."""
-    return {
-        name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed))
-        if kind == "policy"
-        else opponents.agent(name, spec, kind, seed)
-        for name, spec, kind, seed in lineup
-    }
 
 
 def _score(rec: MatchRecord, agent: str) -> list[str]:
@@ -603,7 +357,14 @@ def resume_from(
         say(
             f"skipped checkpoint {bad.name}: {e}; moved it to {aside.name}; resuming from {folder.name}"
         )
-    return checkpoint.run_state(checkpoint.load(folder, learner, rng=rng), folder)
+    step, league, *rest = checkpoint.run_state(checkpoint.load(folder, learner, rng=rng), folder)
+    try:
+        league = League.from_state_dict(league)
+    except (KeyError, TypeError, ValueError) as e:
+        raise checkpoint.DamagedCheckpoint(
+            f"checkpoint file {folder / 'meta.json'} is damaged (its league state: {type(e).__name__} {e})"
+        ) from None
+    return (step, league, *rest)
 
 
 def settle_best(run_dir: Path, step: int, say) -> None:
@@ -667,7 +428,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     from torch.utils.tensorboard import SummaryWriter
 
     from agents.models import load_model
-    from arena.console import make_console
+    from core.console import make_console
 
     console = console or make_console(240, highlight=False)
     run_dir = Path(cfg.run_dir)

@@ -1,10 +1,10 @@
 """Does self-play on the training games transfer to held-out games? One command (issue 21).
 
-    python -m training.transfer_study                                  # the three variants, defaults below
-    python -m training.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation
-    python -m training.transfer_study --variants mars --train-only &   # two variants training side by side,
-    python -m training.transfer_study --variants grpo --train-only     # one process (and --threads 1) each; then
-    python -m training.transfer_study                                  # evaluates them, the base model once
+    python -m experiments.transfer.transfer_study                                  # the three variants, defaults below
+    python -m experiments.transfer.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation
+    python -m experiments.transfer.transfer_study --variants mars --train-only &   # two variants training side by side,
+    python -m experiments.transfer.transfer_study --variants grpo --train-only     # one process (and --threads 1) each; then
+    python -m experiments.transfer.transfer_study                                  # evaluates them, the base model once
 
 For each variant (`VARIANTS`: the recipe, the same run with one normalisation shared by all
 seats, and grpo; same budget and seeds) it
@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from arena.overrides import merge, parse_overrides
+from agents import checkpoint
+from core.overrides import merge, parse_overrides
 from evaluation.metrics import ALL, paired
 from evaluation.run import AGENT, BASELINE, exploitability_rows, run_eval, store_paths
 from evaluation.suites import EvalConfig, GameSpec, suite
-from training import checkpoint
 from training.config import TrainConfig, parse_config
 
 RECIPE = "configs/train_mars_smollm2.yaml"

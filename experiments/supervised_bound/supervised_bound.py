@@ -1,7 +1,7 @@
 """How well can the policy's model and prompt fit perfect tic-tac-toe play? A supervised bound for RL.
 
-    python -m training.supervised_bound configs/train_tictactoe_tiny.yaml --steps 500
-    python -m training.supervised_bound CONFIG --set learner.lr=3e-4 --set model=tiny-llama:hidden=128:heads=8:layers=4
+    python -m experiments.supervised_bound.supervised_bound configs/train_tictactoe_tiny.yaml --steps 500
+    python -m experiments.supervised_bound.supervised_bound CONFIG --set learner.lr=3e-4 --set model=tiny-llama:hidden=128:heads=8:layers=4
 
 The config's model (freshly initialised for its seed) and its agent's prompt are trained by
 cross-entropy on every tic-tac-toe position (4,520, either player to move) with the minimax-optimal
@@ -105,7 +105,7 @@ def fresh_policy(cfg):
     from agents.llm_agent import LLMAgent
     from agents.models import load_model
     from agents.transformers_backend import TransformersBackend
-    from arena.machine import set_threads
+    from core.machine import set_threads
     from training.learner import Learner
 
     set_threads(cfg.threads, verbose=False)
@@ -123,7 +123,7 @@ def fresh_policy(cfg):
 def main(argv: list[str] | None = None) -> None:
     import pyspiel
 
-    from arena.overrides import parse_overrides
+    from core.overrides import parse_overrides
     from evaluation.exact_vs_random import PolicyTable, exact_vs_random, tactics
     from training.config import load_config
 

@@ -18,12 +18,14 @@ import sqlite3
 import sys
 import time
 
+from core.overrides import game_params
+
 
 def cmd_games(args: argparse.Namespace) -> None:
     from rich.table import Table
 
     import games
-    from arena.console import make_console
+    from core.console import make_console
 
     console = make_console(160)
     if args.action == "show":
@@ -92,20 +94,13 @@ def _show_game(name: str, console) -> None:
             env.step(int(rng.choice(np.flatnonzero(mask))))
 
 
-def game_params(pairs: list[str] | None) -> dict:
-    """`--param KEY=VALUE` flags -> game parameters (values read as YAML: 5, -2.0, true, [1, 2])."""
-    from arena.overrides import key_values
-
-    return dict(key_values(pairs, "--param"))
-
-
 def cmd_play(args: argparse.Namespace) -> None:
     import games
     from agents import make_agent
-    from arena.progress import Progress
-    from arena.records import check_jsonl_out
     from arena.runner import plan_matches, play
     from arena.summary import print_summary
+    from core.progress import Progress
+    from core.records import check_jsonl_out
 
     games.info(args.game)  # unknown game: clear error before loading any model
     if args.opening < 0:
@@ -160,13 +155,13 @@ def _unique_names(specs: list[str]) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from arena.serve import main as serve_main
+    from server.serve import main as serve_main
 
     serve_main(args)
 
 
 def cmd_tournament(args: argparse.Namespace) -> None:
-    from arena.tournament import main as tournament_main
+    from tournaments.play import main as tournament_main
 
     tournament_main(args)
 
@@ -252,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_play)
 
     s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")
-    from arena.serve import add_arguments as serve_arguments
+    from server.serve import add_arguments as serve_arguments
 
     serve_arguments(s)
     s.add_argument(
@@ -405,7 +400,7 @@ AFTER_A_FAILED_WRITE = {  # what a failed write (a full disk) leaves, and the wa
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from arena.machine import announce_threads, set_threads
+        from core.machine import announce_threads, set_threads
 
         announce_threads(printer=lambda line: None)  # an earlier call's line is not this command's
         if args.command in (

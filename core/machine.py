@@ -1,7 +1,7 @@
 """What this machine can do: usable CPUs, the torch thread count to run with, and the
 compute ceiling (matmul FLOP/s, a model's FLOPs per token) that benchmarks compare to.
 
-    from arena.machine import set_threads
+    from core.machine import set_threads
     set_threads(None)   # auto: prints "torch threads: 1 (2 CPUs usable, load 1.4)"
 
 Why threads are chosen by load: on a busy 2-core box torch with 2 threads ran 4-5x

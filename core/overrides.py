@@ -63,3 +63,8 @@ def merge(base: dict, over: dict) -> dict:
             else copy.deepcopy(v)
         )
     return out
+
+
+def game_params(pairs: list[str] | None) -> dict:
+    """`--param KEY=VALUE` flags -> game parameters (values read as YAML: 5, -2.0, true, [1, 2])."""
+    return dict(key_values(pairs, "--param"))

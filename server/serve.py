@@ -17,7 +17,7 @@ Endpoints
                                 (needs a backend with `complete`: the transformers one)
 
 What each request may hold, and what comes back (logprobs, `n`, streaming as server-sent
-events), is in `arena.openai_api`. The `n` completions of a request are queued together,
+events), is in `server.openai_api`. The `n` completions of a request are queued together,
 so they are generated in one batch.
 
 Errors are JSON {"error": {"message", "type", "code"}}: 400 for a malformed request (or one
@@ -39,8 +39,8 @@ from dataclasses import astuple, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from agents.backend import Backend, Generation, SamplingParams
-from arena.machine import PRECISIONS
-from arena.openai_api import Request, RequestError, chunks, parse_chat, parse_completion, response
+from core.machine import PRECISIONS
+from server.openai_api import Request, RequestError, chunks, parse_chat, parse_completion, response
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ def build_backend(model: str, kind: str = "transformers", dtype: str = "auto") -
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `arena serve` (shared by arena.cli and this module's own parser)."""
+    """The options of `arena serve` (shared by cli.main and this module's own parser)."""
     p.add_argument("model", help="smollm2-135m, tiny-llama[:SEED], a local folder or a hub id")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace | list[str] | None = None) -> None:
-    """`arena serve`: takes parsed arguments (from arena.cli) or an argv list."""
+    """`arena serve`: takes parsed arguments (from cli.main) or an argv list."""
     if not isinstance(args, argparse.Namespace):
         args = build_parser().parse_args(args)
     backend = build_backend(args.model, args.backend, args.dtype)

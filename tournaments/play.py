@@ -29,49 +29,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from arena.records import TurnRecord
-
-
-class ByGameAgent:
-    """One player that is a different agent in each game (`{by_game: {GAME: SPEC}}`)."""
-
-    def __init__(self, name: str, agents: dict, default=None):
-        self.name = name
-        self.agents = agents  # game name -> Agent
-        self.default = default
-
-    def act(self, turns: list) -> list[TurnRecord]:
-        out: list = [None] * len(turns)
-        groups: dict[str, list[int]] = {}
-        for i, t in enumerate(turns):
-            groups.setdefault(t.env.info.name, []).append(i)
-        for game, idx in groups.items():
-            agent = self.agents.get(game, self.default)
-            if agent is None:
-                raise ValueError(f"player {self.name!r} has no agent for {game}")
-            for i, rec in zip(idx, agent.act([turns[i] for i in idx])):
-                out[i] = rec
-        return out
-
-    def end_match(self, match_id: str) -> None:
-        for agent in [*self.agents.values(), self.default]:
-            if agent is not None and hasattr(agent, "end_match"):
-                agent.end_match(match_id)
-
-
-def build_agent(name: str, spec):
-    """An agent for one player: `agents.make_agent(spec, name)`, or a ByGameAgent."""
-    from agents import make_agent
-
-    if isinstance(spec, dict) and "by_game" in spec:
-        per = dict(spec["by_game"])
-        default = per.pop("default", None)
-        return ByGameAgent(
-            name,
-            {g: make_agent(s, name) for g, s in per.items()},
-            make_agent(default, name) if default is not None else None,
-        )
-    return make_agent(spec, name)
+from agents.base import WrongGame
+from agents.by_game import build_agent
+from arena.runner import MatchPlan, play
+from core.progress import Progress
+from core.records import check_writable
+from tournaments.config import arena_options, load_config
+from tournaments.report import print_leaderboard, write_html
+from tournaments.run import run_tournament, tournament_so_far
+from tournaments.store import MatchResult, Store, jsonl_beside
 
 
 def arena_play_matches(
@@ -79,9 +45,6 @@ def arena_play_matches(
 ):
     """A `tournaments.run` play_matches that plays `agents` (name -> Agent) through `arena.runner.play`,
     or on the Ray workers of `pool` (`arena.ray_runner.RayPool`, which hold their own agents)."""
-    from agents.base import WrongGame
-    from arena.runner import MatchPlan, play
-    from tournaments.store import MatchResult
 
     def play_matches(specs) -> Iterator[MatchResult]:
         plans = [
@@ -112,7 +75,6 @@ def arena_play_matches(
 
 def finished(db: Path) -> bool:
     """Is there a finished tournament in `db`? (Then no agent needs to be built.)"""
-    from tournaments.store import Store
 
     if not db.is_file():
         return False
@@ -128,12 +90,6 @@ def default_db(name: str) -> Path:
 
 
 def main(args: argparse.Namespace) -> None:
-    from arena.progress import Progress
-    from arena.records import check_writable
-    from tournaments.config import arena_options, load_config
-    from tournaments.report import print_leaderboard, write_html
-    from tournaments.run import run_tournament, tournament_so_far
-    from tournaments.store import Store, jsonl_beside
 
     config = load_config(args.config)
     opts = arena_options(config.arena)

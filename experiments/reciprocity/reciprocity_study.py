@@ -1,6 +1,6 @@
 """Does Advantage Alignment learn reciprocity? Train and evaluate both estimators on several seeds.
 
-    python -m training.reciprocity_study --seeds 10 11 12 13 14 --out runs/reciprocity
+    python -m experiments.reciprocity.reciprocity_study --seeds 10 11 12 13 14 --out runs/reciprocity
 
 For every (estimator, seed): `arena train` on CONFIG (default `configs/train_ipd_aa.yaml`)
 with `advantage.estimator` and `seed` replaced (everything else, the budget included, is
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arena.overrides import merge, parse_overrides
+from core.overrides import merge, parse_overrides
 
 ESTIMATORS = ("advantage_alignment", "mars")
 OPPONENTS = ["tit_for_tat", "always_defect", "self"]
@@ -260,7 +260,7 @@ def supervised_tit_for_tat(
     tit-for-tat's move on the held-out turns per state. Returns those rows (step, loss, state -> p)."""
     import torch
 
-    from training.supervised_bound import fit_step, fresh_policy
+    from experiments.supervised_bound.supervised_bound import fit_step, fresh_policy
 
     cfg = train_config(config, "mars", seed, Path("unused"))
     model, tok, learner, agent = fresh_policy(cfg)

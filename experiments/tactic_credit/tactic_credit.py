@@ -1,6 +1,6 @@
 """Which advantage the training turns that matter get: tic-tac-toe wins and blocks in real batches.
 
-    python -m training.tactic_credit configs/train_tictactoe_tiny.yaml runs/x/checkpoints/step_00000100 \
+    python -m experiments.tactic_credit.tactic_credit configs/train_tictactoe_tiny.yaml runs/x/checkpoints/step_00000100 \
         --batches 4 --estimators mars,gigpo
 
 Plays `--batches` training batches exactly as `arena train` plans them (the config's
@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from arena.records import MatchRecord
 from arena.runner import play
+from core.records import MatchRecord
 from evaluation.exact_vs_random import _winning_cells
 from training.advantages import TurnSample, compute_advantages
 

@@ -182,15 +182,18 @@ def latest(directory: str | os.PathLike) -> Path | None:
 
 
 def run_state(meta: dict, folder: Path) -> tuple:
-    """A checkpoint's run state: (step, league, advantage state, elapsed, games, best, budget_elapsed,
-    restart positions); DamagedCheckpoint when its meta.json does not hold one."""
-    from training.league import League
-
+    """A checkpoint's run state: (step, league state dict, advantage state, elapsed, games, best,
+    budget_elapsed, restart positions); DamagedCheckpoint when its meta.json does not hold one.
+    The league comes back as its state dict (`training.league.League.from_state_dict` reads it)."""
     try:
         s = meta["state"]
+        if not isinstance(meta["league"], dict) or not isinstance(
+            meta["league"].get("opponents", []), list
+        ):
+            raise TypeError("league state is not a mapping with an opponents list")
         return (
             meta["step"],
-            League.from_state_dict(meta["league"]),
+            dict(meta["league"]),
             dict(s["advantage"]),
             float(s["elapsed"]),
             int(s["games"]),

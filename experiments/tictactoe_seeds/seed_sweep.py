@@ -1,15 +1,15 @@
 """Train one config on many seeds, then score every final policy against random: a table and a figure.
 
-    python -m training.seed_sweep configs/train_tictactoe_tiny.yaml --seeds 10-19 --parallel 2 \
+    python -m experiments.tictactoe_seeds.seed_sweep configs/train_tictactoe_tiny.yaml --seeds 10-19 --parallel 2 \
         --out runs/sweep_tiny --games 2000 --figure docs/figures/tictactoe_seeds.png
-    python -m training.seed_sweep configs/train_tictactoe_tiny.yaml --seeds 10,11 --threads 2 --out runs/sweep_tiny_t2
+    python -m experiments.tictactoe_seeds.seed_sweep configs/train_tictactoe_tiny.yaml --seeds 10,11 --threads 2 --out runs/sweep_tiny_t2
 
 1. For each seed, `arena train` on a copy of the config with that seed and run_dir
    OUT/seed_N (`--parallel` runs at a time, each with the config's threads unless
-   `--threads`); a run that already finished (`training.checkpoint.finished`: its last
+   `--threads`); a run that already finished (`agents.checkpoint.finished`: its last
    checkpoint is at `steps` or spent `max_minutes`) is not trained again, an interrupted
    one resumes (`--resume`), so the sweep can be restarted.
-2. Each run's final policy (the checkpoint a resume would take: `training.checkpoint.resume_point`,
+2. Each run's final policy (the checkpoint a resume would take: `agents.checkpoint.resume_point`,
    the newest intact one, whatever the `latest` pointer names; greedy) plays `--games` fresh matches per
    training game against random, both seats alternating, on evaluation seed
    `--eval-seed` (none of the training run's evaluation seeds): W/D/L, non-losing rate
@@ -79,7 +79,7 @@ def train_all(
     config: dict, seeds: list[int], out: Path, parallel: int, threads: int | None
 ) -> None:
     """Run `arena train` for every seed not yet finished, `parallel` at a time; logs in OUT/seed_N.log."""
-    from training.checkpoint import finished
+    from agents.checkpoint import finished
 
     todo = []
     for seed in seeds:
@@ -93,7 +93,7 @@ def train_all(
     while todo or running:
         while todo and len(running) < parallel:
             seed, path, resume = todo.pop(0)
-            cmd = [sys.executable, "-m", "arena.cli", "train", str(path)] + (
+            cmd = [sys.executable, "-m", "cli.main", "train", str(path)] + (
                 ["--resume"] if resume else []
             )
             log = open(out / f"seed_{seed}.log", "a")
@@ -112,10 +112,10 @@ def train_all(
 def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dict:
     """The final policy of one seed's run against random: sampled games and, for tic-tac-toe, exact."""
     from agents import make_agent
+    from agents.checkpoint import read_meta, resume_point
     from evaluation.metrics import summary
     from evaluation.run import evaluate
     from evaluation.suites import GameSpec
-    from training.checkpoint import read_meta, resume_point
 
     run_dir = out / f"seed_{seed}"
     last, skipped = resume_point(
@@ -165,7 +165,7 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
 
 def _score_in_worker(args: tuple) -> dict:
     config, seed, out, games, eval_seed, threads = args
-    from arena.machine import set_threads
+    from core.machine import set_threads
 
     set_threads(threads or None, verbose=False)
     return score(config, seed, out, games, eval_seed)
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     threads = int(args.threads or config.get("threads") or 0)  # 0: each run chooses from the load
     if not args.score_only:
-        from arena.machine import usable_cpus
+        from core.machine import usable_cpus
 
         warning = contention_warning(args.parallel, threads, usable_cpus())
         if warning:

@@ -1,0 +1,46 @@
+"""A player that is a different agent in each game: `{by_game: {GAME: SPEC, default: SPEC}}`."""
+
+from __future__ import annotations
+
+from agents import make_agent
+from core.records import TurnRecord
+
+
+class ByGameAgent:
+    """One player that is a different agent in each game (`{by_game: {GAME: SPEC}}`)."""
+
+    def __init__(self, name: str, agents: dict, default=None):
+        self.name = name
+        self.agents = agents  # game name -> Agent
+        self.default = default
+
+    def act(self, turns: list) -> list[TurnRecord]:
+        out: list = [None] * len(turns)
+        groups: dict[str, list[int]] = {}
+        for i, t in enumerate(turns):
+            groups.setdefault(t.env.info.name, []).append(i)
+        for game, idx in groups.items():
+            agent = self.agents.get(game, self.default)
+            if agent is None:
+                raise ValueError(f"player {self.name!r} has no agent for {game}")
+            for i, rec in zip(idx, agent.act([turns[i] for i in idx])):
+                out[i] = rec
+        return out
+
+    def end_match(self, match_id: str) -> None:
+        for agent in [*self.agents.values(), self.default]:
+            if agent is not None and hasattr(agent, "end_match"):
+                agent.end_match(match_id)
+
+
+def build_agent(name: str, spec):
+    """An agent for one player: `agents.make_agent(spec, name)`, or a ByGameAgent."""
+    if isinstance(spec, dict) and "by_game" in spec:
+        per = dict(spec["by_game"])
+        default = per.pop("default", None)
+        return ByGameAgent(
+            name,
+            {g: make_agent(s, name) for g, s in per.items()},
+            make_agent(default, name) if default is not None else None,
+        )
+    return make_agent(spec, name)

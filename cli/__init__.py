@@ -1,0 +1,1 @@
+"""The `arena` command line: parses arguments and calls into the packages (nothing imports it)."""
