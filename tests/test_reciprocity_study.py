@@ -85,15 +85,15 @@ def test_table_and_figure(tmp_path):
 
 
 def test_train_config_replaces_only_estimator_seed_and_folder(tmp_path):
-    aa = train_config("configs/train_ipd_aa.yaml", "mars", 12, tmp_path / "r")
-    mars = train_config("configs/train_ipd_mars.yaml", "mars", 12, tmp_path / "r")
+    aa = train_config("experiments/reciprocity/train_ipd_aa.yaml", "mars", 12, tmp_path / "r")
+    mars = train_config("experiments/reciprocity/train_ipd_mars.yaml", "mars", 12, tmp_path / "r")
     assert (aa.advantage.estimator, aa.seed, aa.run_dir) == ("mars", 12, str(tmp_path / "r"))
     assert aa == mars  # the two shipped configs differ only in the estimator
 
 
 def test_set_overrides_reach_every_run_and_a_bad_key_fails_before_training(tmp_path, capsys):
     floor = train_config(
-        "configs/train_ipd_aa_floor.yaml",
+        "experiments/reciprocity/train_ipd_aa_floor.yaml",
         "mars",
         10,
         tmp_path / "r",
@@ -112,7 +112,7 @@ def test_set_overrides_reach_every_run_and_a_bad_key_fails_before_training(tmp_p
         main(
             [
                 "--config",
-                "configs/train_ipd_aa_floor.yaml",
+                "experiments/reciprocity/train_ipd_aa_floor.yaml",
                 "--set",
                 "learner.loss.floor_decay_stepz=0",
                 "--out",
@@ -149,7 +149,7 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
     real_play = selfplay.play
     monkeypatch.setattr(selfplay, "play", recording_play)
     cfg = selfplay.load_config(
-        "configs/train_ipd_aa.yaml",
+        "experiments/reciprocity/train_ipd_aa.yaml",
         {"steps": 1, "matches_per_step": 4, "concurrency": 4, "run_dir": str(tmp_path / "run")},
     )
     selfplay.train(cfg, console=Console(quiet=True))
@@ -174,7 +174,7 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
 def test_end_to_end_tiny_study(tmp_path):
     cfg = tmp_path / "ipd.yaml"
     text = (
-        open("configs/train_ipd_aa.yaml")
+        open("experiments/reciprocity/train_ipd_aa.yaml")
         .read()
         .replace("matches_per_step: 32", "matches_per_step: 4")
         .replace("concurrency: 32", "concurrency: 4")
@@ -373,6 +373,6 @@ def test_supervised_tit_for_tat_the_tiny_model_reads_the_others_last_move():
     (Cooperate) and after its D (Defect) alike: the policy can condition on the last move."""
     from experiments.reciprocity.reciprocity_study import supervised_tit_for_tat
 
-    rows = supervised_tit_for_tat("configs/train_ipd_aa.yaml", steps=30, every=30)
+    rows = supervised_tit_for_tat("experiments/reciprocity/train_ipd_aa.yaml", steps=30, every=30)
     assert rows[0]["p"]["C"] < 0.7 and rows[0]["p"]["D"] < 0.7  # not there at initialisation
     assert rows[-1]["step"] == 30 and rows[-1]["p"]["C"] > 0.9 and rows[-1]["p"]["D"] > 0.9

@@ -591,8 +591,10 @@ def test_arena_train_set_overrides_the_yaml_before_it_is_checked(tmp_path, capsy
 
 
 def test_shipped_configs_load():
-    paths = sorted(Path("configs").glob("train_*.yaml"))
-    assert len(paths) >= 4
+    paths = sorted(
+        [*Path("configs").glob("train_*.yaml"), *Path("experiments").glob("*/train_*.yaml")]
+    )
+    assert len(paths) >= 7
     for path in paths:
         cfg = load_config(path)
         assert cfg.steps > 0 and cfg.games, path

@@ -4,7 +4,7 @@ A tic-tac-toe position and its seven rotations and reflections have the same val
 the right move maps with the board. A policy that has learnt to block a threat on the
 left column has not learnt the same block on the right one: each orientation is learnt
 from its own turns, and a block the policy never samples is never credited (the plateau
-of docs/tictactoe_tiny_plateau.md). With `games[i].symmetries: k`, each learning turn of
+of experiments/tictactoe_seeds/tuning.md). With `games[i].symmetries: k`, each learning turn of
 that game is trained on together with k of its images (drawn without repetition from
 the seven), with the turn's advantage: the gradient of the symmetric policy
 pi_sym(a | s) = mean over maps g of pi(g a | g s). AlphaGo Zero trained on the eight
@@ -23,7 +23,7 @@ is not yet symmetric, an image of a bad move (negative advantage) that the polic
 ~0 probability in the new orientation pushes that orientation's mass onto the moves it
 already prefers, as exploring starts did: on tuning seeds 5 and 6 the entropy fell to
 0.04-0.06 by step 600 (0.20-0.32 without) and the result fell with it
-(docs/tictactoe_tiny_plateau.md, sixth round). `games[i].symmetry_advantages: positive`
+(experiments/tictactoe_seeds/tuning.md, round 7). `games[i].symmetry_advantages: positive`
 keeps only the images of turns with a positive advantage (the good moves carried to the
 orientations where the policy may never sample them, as self-imitation learning keeps
 only the off-policy samples that did better than expected): on tuning seeds 5 and 6 it

@@ -2,7 +2,7 @@
 
     python -m experiments.reciprocity.reciprocity_study --seeds 10 11 12 13 14 --out runs/reciprocity
 
-For every (estimator, seed): `arena train` on CONFIG (default `configs/train_ipd_aa.yaml`)
+For every (estimator, seed): `arena train` on CONFIG (default `experiments/reciprocity/train_ipd_aa.yaml`)
 with `advantage.estimator` and `seed` replaced (everything else, the budget included, is
 the config's), then `arena eval`'s code (`evaluation.run.run_eval`) on the final policy,
 sampling at its training temperature, against tit_for_tat and always_defect and itself
@@ -37,8 +37,7 @@ tit-for-tat (C after C, D after D) or defection?
 Each run's figures carry 95% CIs over its evaluation matches; the table's summary rows
 give, per estimator, the mean over seeds with a t interval over the seeds. Output in
 --out: one folder per run (a finished run is not trained again), `reciprocity.json`,
-`reciprocity.md` (the table) and the figure (`--figure`, default
-docs/figures/reciprocity.png).
+`reciprocity.md` (the table) and the figure (`--figure`, default OUT/reciprocity.png).
 """
 
 from __future__ import annotations
@@ -541,7 +540,7 @@ def state_gradient_table(config: str, matches: int = 1000, seed: int = 0) -> str
 
 def main(argv: list[str] | None = None) -> list[RunResult]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="configs/train_ipd_aa.yaml")
+    p.add_argument("--config", default="experiments/reciprocity/train_ipd_aa.yaml")
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     p.add_argument("--seeds", nargs="+", type=int, default=[10, 11, 12, 13, 14])
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
@@ -559,7 +558,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument(
         "--figure",
         default=None,
-        help="figure path (default OUT/reciprocity.png; the README's is docs/figures/reciprocity.png)",
+        help="figure path (default OUT/reciprocity.png; docs/figures/reciprocity.png holds the first setting's study)",
     )
     p.add_argument(
         "--state-gradients",

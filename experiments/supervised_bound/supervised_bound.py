@@ -11,7 +11,7 @@ loss (against `label_floor`, a perfect fit's) and the exact greedy rate against 
 (`evaluation.exact_vs_random`: X, O, and O's share of threats blocked). Self-play RL with the same
 model cannot be expected to beat what perfect labels teach in as many examples: if this fit is
 slow, the plateau is the model's and the prompt's, not the advantage estimator's
-(docs/tictactoe_tiny_plateau.md, third round).
+(experiments/tictactoe_seeds/tuning.md, rounds 4 and 5).
 """
 
 from __future__ import annotations
