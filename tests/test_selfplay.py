@@ -23,7 +23,7 @@ from agents import checkpoint
 from agents.models import tiny_llama
 from cli.main import main as cli_main
 from core.records import read_jsonl
-from training import selfplay
+from training import rollouts, selfplay
 from training.config import GameEntry, TrainConfig
 from training.league import League
 from training.selfplay import POLICY, load_config, parse_config, plan_step, train
@@ -806,7 +806,7 @@ def test_runs_with_other_seeds_start_from_other_networks_and_their_kl_reference_
         )  # the KL reference
         own, _ = tiny_llama(seed=seed, hidden=32, heads=2, layers=1)
         assert all(torch.equal(v, own.state_dict()[k]) for k, v in initial[seed].items())
-        league_module = selfplay.frozen_backend(
+        league_module = rollouts.frozen_backend(
             cfg, "cpu", "float32"
         ).model  # league snapshots' (and Ray workers') module
         assert all(torch.equal(v, league_module.state_dict()[k]) for k, v in initial[seed].items())
