@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import httpx
+from core.machine import announce_threads, compute_dtype
 
 SMOLLM2 = "smollm2-135m"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -133,6 +133,7 @@ def check_name(name: str) -> None:
 @functools.cache
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub answers at all (asked once per process)."""
+    import httpx  # start-up time: httpx
     from huggingface_hub import constants, is_offline_mode
 
     if is_offline_mode():
@@ -257,7 +258,7 @@ def find_checkpoint(name: str) -> Path | None:
     checkpoints/ folder or a run directory, the one a resume takes (`agents.checkpoint.resume_point`: the
     newest intact checkpoint, whatever the `latest` pointer names), with a warning line per newer damaged one
     it skips; DamagedCheckpoint when there are checkpoints and none is intact."""
-    from agents.checkpoint import DamagedCheckpoint, resume_point
+    from agents.checkpoint import DamagedCheckpoint, resume_point  # start-up time: torch
 
     path = Path(name).expanduser()
     if not path.is_dir():
@@ -286,7 +287,7 @@ _warned: set[Path] = (
 
 def checkpoint_config(folder: Path) -> dict:
     """The run config stored in a training checkpoint (it names the base model)."""
-    from agents.checkpoint import read_meta
+    from agents.checkpoint import read_meta  # start-up time: torch
 
     config = read_meta(folder).get("config") or {}
     if not isinstance(config, dict):
@@ -302,7 +303,7 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
     from safetensors.torch import load_model as load_weights
 
-    from agents.checkpoint import check_weights
+    from agents.checkpoint import check_weights  # start-up time: torch
 
     config = checkpoint_config(folder)
     check_weights(folder / "model.safetensors")  # before building the base model
@@ -344,13 +345,9 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from core.machine import announce_threads
-
     announce_threads()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    from core.machine import compute_dtype
-
     dtype = compute_dtype(dtype, device)  # checks the name; "auto" measures once per process
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))

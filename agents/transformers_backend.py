@@ -50,6 +50,7 @@ import torch
 
 from agents.backend import Generation, SamplingParams, check_prompts, check_request
 from agents.constrained import allowed_token_ids
+from agents.models import load_model
 from agents.packed_linear import packed_linears
 
 # `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
@@ -108,8 +109,6 @@ class TransformersBackend:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if isinstance(model, str):
-            from agents.models import load_model
-
             self.model, self.tokenizer = load_model(model, dtype=dtype, device=device)
             default_name = model
         elif isinstance(model, (tuple, list)) and len(model) == 2:

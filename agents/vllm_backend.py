@@ -76,6 +76,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from agents.backend import Generation, SamplingParams, check_request
+from agents.constrained import allowed_token_ids
+from agents.models import TINY, resolve
 
 if TYPE_CHECKING:
     import torch
@@ -111,8 +113,6 @@ class LegalMoves(_LogitsProcessorBase):
         if not allowed:
             return None
         import torch
-
-        from agents.constrained import allowed_token_ids
 
         if self._tokenizer is None:
             from transformers import AutoTokenizer
@@ -162,8 +162,6 @@ class VLLMBackend:
         import torch
         from transformers import AutoTokenizer
         from vllm import LLM
-
-        from agents.models import TINY, resolve
 
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a model name or folder, got {model!r}")

@@ -230,7 +230,7 @@ def _entry(name: str) -> Entry:
 def info(name: str) -> GameInfo:
     """Metadata of a catalogue game, or of an OpenSpiel game via 'openspiel:<game>'."""
     if name.startswith("openspiel:"):
-        from games.openspiel_env import openspiel_info
+        from games.openspiel_env import openspiel_info  # start-up time: pyspiel
 
         return openspiel_info(name.split(":", 1)[1])
     return _entry(name).info
@@ -239,7 +239,7 @@ def info(name: str) -> GameInfo:
 def make(name: str, **params) -> TextEnv:
     """A fresh AEC env for `name` (see `names()`), with game parameters overriding defaults."""
     if name.startswith("openspiel:"):
-        from games.openspiel_env import OpenSpielEnv
+        from games.openspiel_env import OpenSpielEnv  # start-up time: pyspiel
 
         return OpenSpielEnv(name.split(":", 1)[1], **params)
     entry = _entry(name)

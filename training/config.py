@@ -729,13 +729,13 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
 
 def _check_spec(spec: Any, where: str) -> None:
     """An agent spec as `agents.make_agent` reads it, checked without loading a model."""
-    from agents import _parse, make_agent
+    from agents import make_agent, parse_spec
     from agents.models import TINY, tiny_llama_args
 
     if spec == SELF:
         return
     try:
-        d = _parse(spec)
+        d = parse_spec(spec)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     kind = d.pop("type")
