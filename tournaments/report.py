@@ -5,7 +5,7 @@
     write_html(result, "runs/t/tournament.html")
 
 The HTML page needs nothing but a browser (figures are inline base64 PNGs, the little
-JavaScript is inline): the leaderboard (sortable), the bracket drawn (elimination
+JavaScript is inline): a sortable leaderboard, the bracket drawn (elimination
 formats) or the rounds (others), a win-rate heat map, the ratings with their confidence
 intervals, other views of the same games (OpenSkill, alpha-rank, Nash averaging), and
 every match's replay turn by turn (prompt, reply, move), read from the trajectory JSONL
@@ -32,7 +32,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
+from rich.table import Table
 
+from core.console import make_console
+from core.records import read_jsonl
 from tournaments.ratings import alpha_rank, nash_average, openskill_ratings, win_matrix
 from tournaments.run import TournamentResult
 
@@ -173,11 +176,7 @@ def rating_note(result: TournamentResult) -> str:
 
 
 def print_leaderboard(result: TournamentResult, console=None) -> None:
-    """The leaderboard as a rich table."""
-    from rich.table import Table
-
-    from core.console import make_console
-
+    """A tournament's leaderboard as a rich table."""
     console = console or make_console(120)
     cfg = result.config
     ro = cfg.rating
@@ -208,7 +207,7 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
@@ -216,10 +215,10 @@ def _png(fig) -> str:
 
 def winrate_figure(result: TournamentResult) -> str:
     """Heat map of the share of points each row player took from each column player."""
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     players = result.outcome.order
     pts, cnt = win_matrix(result.games(), players)
@@ -252,10 +251,10 @@ def winrate_figure(result: TournamentResult) -> str:
 
 def rating_figure(result: TournamentResult) -> str:
     """Ratings with their confidence intervals, best on top."""
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     rows = sorted(leaderboard(result), key=lambda r: r.elo)
     fig, ax = plt.subplots(figsize=(6.5, 0.4 * len(rows) + 1.2))
@@ -552,8 +551,6 @@ def _records(result: TournamentResult) -> dict:
     path = Path(result.jsonl_path)
     if not path.exists():
         return {}
-    from core.records import read_jsonl
-
     return {r.match_id: r for r in read_jsonl(path) if r.match_id in result.results}
 
 
