@@ -23,7 +23,7 @@ from agents import checkpoint
 from agents.models import tiny_llama
 from cli.main import main as cli_main
 from core.records import read_jsonl
-from training import selfplay
+from training import rollouts, selfplay
 from training.config import GameEntry, TrainConfig
 from training.league import League
 from training.selfplay import POLICY, load_config, parse_config, plan_step, train
@@ -486,10 +486,8 @@ def test_yaml_loader_defaults_derived_values_and_file_errors(tmp_path):
 
 
 def test_arena_train_checks_the_config_before_loading_the_model(tmp_path, capsys, monkeypatch):
-    import agents.models
-
     monkeypatch.setattr(
-        agents.models, "load_model", lambda *a, **k: pytest.fail("loaded a model for a bad config")
+        selfplay, "load_model", lambda *a, **k: pytest.fail("loaded a model for a bad config")
     )
     for patch, message in [
         ({"learner": {"lr": -0.001}}, "learner.lr must be > 0, got -0.001"),
@@ -720,11 +718,9 @@ def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_game
 def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path, monkeypatch):
     # Real evaluation matches; the scores are then scripted so the two sets disagree: the report
     # set favours step 0, the selection set step 2. Calls alternate report, selection per point.
-    import evaluation.metrics
-
     report, selection = [0.9, 0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.8, 0.3, 0.4]
     calls = []
-    real_summary = evaluation.metrics.summary
+    real_summary = selfplay.summary
 
     def scripted(cells_):
         rows = real_summary(cells_)
@@ -732,7 +728,7 @@ def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path,
         calls.append(is_selection)
         return [{**r, "non_losing": (selection if is_selection else report)[point]} for r in rows]
 
-    monkeypatch.setattr(evaluation.metrics, "summary", scripted)
+    monkeypatch.setattr(selfplay, "summary", scripted)
     cfg = tiny(
         tmp_path,
         steps=4,
@@ -804,7 +800,7 @@ def test_runs_with_other_seeds_start_from_other_networks_and_their_kl_reference_
         )  # the KL reference
         own, _ = tiny_llama(seed=seed, hidden=32, heads=2, layers=1)
         assert all(torch.equal(v, own.state_dict()[k]) for k, v in initial[seed].items())
-        league_module = selfplay.frozen_backend(
+        league_module = rollouts.frozen_backend(
             cfg, "cpu", "float32"
         ).model  # league snapshots' (and Ray workers') module
         assert all(torch.equal(v, league_module.state_dict()[k]) for k, v in initial[seed].items())
@@ -1181,10 +1177,8 @@ def unwritable(folder: Path):
 
 
 def test_a_read_only_run_folder_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
-    import agents.models
-
     monkeypatch.setattr(
-        agents.models,
+        selfplay,
         "load_model",
         lambda *a, **k: pytest.fail("loaded a model for an unwritable run folder"),
     )
