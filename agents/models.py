@@ -67,8 +67,8 @@ def smollm2_folder() -> Path:
     target = cache_dir() / "SmolLM2-135M-Instruct"
     if (target / "config.json").exists():
         return target
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # start-up time: torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # start-up time: transformers
 
     src = _gguf_dir()
     print(f"Converting SmolLM2-135M-Instruct from {src / GGUF_FILE} (once, ~30 s) into {target}")
@@ -103,7 +103,7 @@ def resolve(name: str) -> str:
     if Path(name).expanduser().exists() or hub_reachable():
         return name
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # start-up time: huggingface_hub
 
         cached = try_to_load_from_cache(name, "config.json")
     except ValueError:  # not a valid hub id either
@@ -112,7 +112,7 @@ def resolve(name: str) -> str:
         return str(
             Path(cached).parent
         )  # the cached snapshot folder: from_pretrained stays off the network
-    from huggingface_hub import is_offline_mode
+    from huggingface_hub import is_offline_mode  # start-up time: huggingface_hub
 
     why = (
         "HF_HUB_OFFLINE is set"
@@ -134,7 +134,7 @@ def check_name(name: str) -> None:
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub answers at all (asked once per process)."""
     import httpx  # start-up time: httpx
-    from huggingface_hub import constants, is_offline_mode
+    from huggingface_hub import constants, is_offline_mode  # start-up time: huggingface_hub
 
     if is_offline_mode():
         return False
@@ -155,7 +155,7 @@ def unknown_model(name: str, why: str) -> RuntimeError:
 
 
 def load_tokenizer(name: str):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # start-up time: transformers
 
     if name.lower().startswith(TINY):
         name = SMOLLM2
@@ -170,8 +170,8 @@ def tiny_llama(
     seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02
 ):
     """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # start-up time: torch
+    from transformers import LlamaConfig, LlamaForCausalLM  # start-up time: transformers
 
     tok = load_tokenizer(SMOLLM2)
     config = LlamaConfig(
@@ -301,7 +301,7 @@ def checkpoint_config(folder: Path) -> dict:
 
 def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
-    from safetensors.torch import load_model as load_weights
+    from safetensors.torch import load_model as load_weights  # start-up time: torch
 
     from agents.checkpoint import check_weights  # start-up time: torch
 
@@ -310,7 +310,7 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     model, tok = load_model(config["model"], dtype=dtype, device=device)
     lc = config.get("learner") or {}
     if lc.get("lora_rank", 0) > 0:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
 
         model = get_peft_model(
             model,
@@ -342,8 +342,8 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) for a name; "auto" dtype: bf16 on GPU, on CPU the faster of bf16 and
     fp32 (measured: without native bf16 it is hundreds of times slower)."""
     check_name(name)  # before the slow imports
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # start-up time: torch
+    from transformers import AutoModelForCausalLM  # start-up time: transformers
 
     announce_threads()
     if device == "auto":

@@ -16,6 +16,8 @@ import difflib
 import importlib
 from dataclasses import dataclass, field
 
+from pettingzoo.utils.conversions import aec_to_parallel
+
 from games.core import GameInfo, TextEnv, TextView
 from games.parsing import ParseError, parse_move
 
@@ -258,8 +260,6 @@ def make(name: str, **params) -> TextEnv:
 
 def make_parallel(name: str, **params):
     """The Parallel-API version of a simultaneous-move game."""
-    from pettingzoo.utils.conversions import aec_to_parallel
-
     env = make(name, **params)
     if not env.metadata.get("is_parallelizable"):
         raise ValueError(f"{name} is not a simultaneous-move game; use make()")
