@@ -22,9 +22,14 @@ from typing import Any
 
 import yaml
 
+from agents import bots
 from agents.base import Agent, PendingTurn, decision
+from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.models import check_name, checkpoint_config, find_checkpoint
+from agents.social_bots import STRATEGIES
+from core.machine import announce_threads
 
-__all__ = ["Agent", "PendingTurn", "decision", "make_agent", "BOTS"]
+__all__ = ["Agent", "PendingTurn", "decision", "make_agent", "parse_spec", "BOTS"]
 
 BOTS = ("random", "mcts", "minimax", "cfr", "human")
 _BACKENDS: dict[
@@ -33,14 +38,21 @@ _BACKENDS: dict[
 
 
 def _social_names() -> tuple[str, ...]:
-    try:
-        from agents.social_bots import STRATEGIES
-    except ImportError:
-        return ()
     return tuple(STRATEGIES)
 
 
-def _parse(spec: str | dict) -> dict:
+def parse_spec(spec: str | dict) -> dict:
+    """An agent spec (see the module docstring) as a dict with its `type` and keyword arguments.
+
+    Args:
+        spec: a string spec (`mcts:200`, `llm:smollm2-135m,temperature=0.3`) or a mapping.
+
+    Returns:
+        A new dict: `type` plus the spec's options; builds nothing.
+
+    Raises:
+        ValueError: a malformed spec (no type, a bad `:N`, an option without `=`).
+    """
     if isinstance(spec, dict):
         if "type" not in spec:
             raise ValueError(
@@ -77,20 +89,18 @@ def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
     (another dtype) get their own."""
     key = (kind, model, base_url, repr(sorted(kwargs.items())))
     if kind in ("transformers", "vllm"):  # a local model runs on the threads chosen at start
-        from core.machine import announce_threads
-
         announce_threads()
     if key not in _BACKENDS:
         if kind == "transformers":
-            from agents.transformers_backend import TransformersBackend
+            from agents.transformers_backend import TransformersBackend  # start-up time: torch
 
             _BACKENDS[key] = TransformersBackend(model, **kwargs)
         elif kind == "vllm":
-            from agents.vllm_backend import VLLMBackend
+            from agents.vllm_backend import VLLMBackend  # optional: vllm
 
             _BACKENDS[key] = VLLMBackend(model, **kwargs)
         elif kind in ("openai", "http"):
-            from agents.openai_backend import OpenAIBackend
+            from agents.openai_backend import OpenAIBackend  # start-up time: httpx
 
             if not base_url:
                 raise ValueError(
@@ -106,11 +116,10 @@ def checkpoint_of(spec: str | dict) -> str | None:
     """The training checkpoint an llm spec plays, as "FOLDER (step N)", else None (a bot, a hub model, a
     server): what a resumed evaluation must still be playing (`llm:RUN` moves on as RUN trains, `best/` as a
     better policy replaces it)."""
-    from agents.checkpoint import read_meta
-    from agents.models import find_checkpoint
+    from agents.checkpoint import read_meta  # start-up time: torch
 
     try:
-        d = _parse(spec)
+        d = parse_spec(spec)
     except ValueError:  # not an agent spec: building it will say why
         return None
     if (
@@ -125,9 +134,7 @@ def checkpoint_of(spec: str | dict) -> str | None:
 
 def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     """Build an agent from a spec (see the module docstring)."""
-    from agents import bots
-
-    d = _parse(spec)
+    d = parse_spec(spec)
     kind = d.pop("type")
     name = name or d.pop("name", None) or (spec if isinstance(spec, str) else kind)
     bot_classes = {
@@ -138,8 +145,6 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         "human": bots.HumanAgent,
     }
     if kind in _social_names():
-        from agents.social_bots import STRATEGIES
-
         bot_classes[kind] = STRATEGIES[kind]
     if kind in bot_classes:
         try:
@@ -147,9 +152,6 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         except TypeError as e:  # an unknown keyword argument
             raise ValueError(f"agent {name!r}: {e}") from None
     if kind == "llm":
-        from agents.llm_agent import LLMAgent, LLMAgentConfig
-        from agents.models import check_name, checkpoint_config, find_checkpoint
-
         model = d.pop("model", None)
         if not model:
             raise ValueError(f"llm agent {name!r} needs a model")

@@ -81,7 +81,7 @@ class MCTSAgent:
         self.simulations, self.rollouts, self.uct_c = simulations, rollouts, uct_c
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
-        from open_spiel.python.algorithms import mcts
+        from open_spiel.python.algorithms import mcts  # start-up time: absl, ml_collections
 
         out = []
         for t in turns:
@@ -128,6 +128,7 @@ class MinimaxAgent:
     def move_values(self, state) -> dict[int, float]:
         """The searched value of each legal move for the player to move (to the end of the
         game without a depth: the game-theoretic value; evaluation.blunders reads it)."""
+        # start-up time: absl, ml_collections
         from open_spiel.python.algorithms.minimax import alpha_beta_search
 
         player = state.current_player()
@@ -183,7 +184,7 @@ def cfr_policy(game_name: str, iterations: int = 300) -> dict[str, list[tuple[in
     path = cache_dir() / f"cfr_{game_name}_{iterations}.json"
     if path.exists():
         return {k: [tuple(x) for x in v] for k, v in json.loads(path.read_text()).items()}
-    import pyspiel
+    import pyspiel  # start-up time: pyspiel
 
     game = pyspiel.load_game(game_name)
     solver = pyspiel.CFRPlusSolver(game)

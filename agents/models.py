@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import httpx
+from core.machine import announce_threads, compute_dtype
 
 SMOLLM2 = "smollm2-135m"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -67,8 +67,8 @@ def smollm2_folder() -> Path:
     target = cache_dir() / "SmolLM2-135M-Instruct"
     if (target / "config.json").exists():
         return target
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # start-up time: torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # start-up time: transformers
 
     src = _gguf_dir()
     print(f"Converting SmolLM2-135M-Instruct from {src / GGUF_FILE} (once, ~30 s) into {target}")
@@ -103,7 +103,7 @@ def resolve(name: str) -> str:
     if Path(name).expanduser().exists() or hub_reachable():
         return name
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # start-up time: huggingface_hub
 
         cached = try_to_load_from_cache(name, "config.json")
     except ValueError:  # not a valid hub id either
@@ -112,7 +112,7 @@ def resolve(name: str) -> str:
         return str(
             Path(cached).parent
         )  # the cached snapshot folder: from_pretrained stays off the network
-    from huggingface_hub import is_offline_mode
+    from huggingface_hub import is_offline_mode  # start-up time: huggingface_hub
 
     why = (
         "HF_HUB_OFFLINE is set"
@@ -133,7 +133,8 @@ def check_name(name: str) -> None:
 @functools.cache
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub answers at all (asked once per process)."""
-    from huggingface_hub import constants, is_offline_mode
+    import httpx  # start-up time: httpx
+    from huggingface_hub import constants, is_offline_mode  # start-up time: huggingface_hub
 
     if is_offline_mode():
         return False
@@ -154,7 +155,7 @@ def unknown_model(name: str, why: str) -> RuntimeError:
 
 
 def load_tokenizer(name: str):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # start-up time: transformers
 
     if name.lower().startswith(TINY):
         name = SMOLLM2
@@ -169,8 +170,8 @@ def tiny_llama(
     seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02
 ):
     """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # start-up time: torch
+    from transformers import LlamaConfig, LlamaForCausalLM  # start-up time: transformers
 
     tok = load_tokenizer(SMOLLM2)
     config = LlamaConfig(
@@ -257,7 +258,7 @@ def find_checkpoint(name: str) -> Path | None:
     checkpoints/ folder or a run directory, the one a resume takes (`agents.checkpoint.resume_point`: the
     newest intact checkpoint, whatever the `latest` pointer names), with a warning line per newer damaged one
     it skips; DamagedCheckpoint when there are checkpoints and none is intact."""
-    from agents.checkpoint import DamagedCheckpoint, resume_point
+    from agents.checkpoint import DamagedCheckpoint, resume_point  # start-up time: torch
 
     path = Path(name).expanduser()
     if not path.is_dir():
@@ -286,7 +287,7 @@ _warned: set[Path] = (
 
 def checkpoint_config(folder: Path) -> dict:
     """The run config stored in a training checkpoint (it names the base model)."""
-    from agents.checkpoint import read_meta
+    from agents.checkpoint import read_meta  # start-up time: torch
 
     config = read_meta(folder).get("config") or {}
     if not isinstance(config, dict):
@@ -300,16 +301,16 @@ def checkpoint_config(folder: Path) -> dict:
 
 def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
-    from safetensors.torch import load_model as load_weights
+    from safetensors.torch import load_model as load_weights  # start-up time: torch
 
-    from agents.checkpoint import check_weights
+    from agents.checkpoint import check_weights  # start-up time: torch
 
     config = checkpoint_config(folder)
     check_weights(folder / "model.safetensors")  # before building the base model
     model, tok = load_model(config["model"], dtype=dtype, device=device)
     lc = config.get("learner") or {}
     if lc.get("lora_rank", 0) > 0:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
 
         model = get_peft_model(
             model,
@@ -341,16 +342,12 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     """(model, tokenizer) for a name; "auto" dtype: bf16 on GPU, on CPU the faster of bf16 and
     fp32 (measured: without native bf16 it is hundreds of times slower)."""
     check_name(name)  # before the slow imports
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from core.machine import announce_threads
+    import torch  # start-up time: torch
+    from transformers import AutoModelForCausalLM  # start-up time: transformers
 
     announce_threads()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    from core.machine import compute_dtype
-
     dtype = compute_dtype(dtype, device)  # checks the name; "auto" measures once per process
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))

@@ -50,6 +50,7 @@ import torch
 
 from agents.backend import Generation, SamplingParams, check_prompts, check_request
 from agents.constrained import allowed_token_ids
+from agents.models import load_model
 from agents.packed_linear import packed_linears
 
 # `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
@@ -108,8 +109,6 @@ class TransformersBackend:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if isinstance(model, str):
-            from agents.models import load_model
-
             self.model, self.tokenizer = load_model(model, dtype=dtype, device=device)
             default_name = model
         elif isinstance(model, (tuple, list)) and len(model) == 2:
@@ -425,6 +424,7 @@ def _cpu_decode_sdpa(
       whenever a mask is given: 39% of a SmolLM2 decode step at batch 16, 2.1 vs 0.55 ms a layer).
 
     Prefill, and everything else, goes to transformers' own path."""
+    # start-up time: transformers
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     grouped = getattr(module, "num_key_value_groups", 1) > 1
@@ -462,6 +462,7 @@ def bf16_decode_attention(query, key, value, attention_mask, scaling=None) -> to
 
 def use_cpu_decode_sdpa(model) -> bool:
     """Switch a CPU model with SDPA attention to `_cpu_decode_sdpa`; True if switched."""
+    # start-up time: transformers, for both
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 

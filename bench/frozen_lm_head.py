@@ -1,11 +1,11 @@
 """One `TransformersBackend.generate` call of a LoRA policy with its LM head frozen (as LoRA
-training leaves it) vs trainable, and the prefill forward the backend used to run
-(`logits_to_keep=1`, an int) vs the one it runs now (an index tensor), frozen head.
+training leaves it) vs trainable, and two prefill forwards with the head frozen: keeping
+the last position as an int (`logits_to_keep=1`) vs as an index tensor (what the backend runs).
 
     python bench/frozen_lm_head.py                      # tiny-llama and SmolLM2-135M, fp32 and bf16
     python bench/frozen_lm_head.py --models tiny-llama --rows 32
 
-Target (issue 18): generate with a frozen head / trainable head ~1.0x (same kernels, same outputs).
+Target: generate with a frozen head / trainable head ~1.0x (same kernels, same outputs).
 """
 
 from __future__ import annotations

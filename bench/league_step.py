@@ -19,7 +19,7 @@ single steps), printed with the rollout alone (a league step learns from fewer p
 turns: the policy holds one seat of a league match).
 The league path's steps include reading each snapshot it meets from disk the first time.
 Each path runs in its own subprocess, alternating `--repeats` times (selfplay, league,
-selfplay, ...) so a change in the machine's load hits both. Target (issue 19):
+selfplay, ...) so a change in the machine's load hits both. Target:
 league / selfplay <= 1.2.
 """
 

@@ -13,7 +13,7 @@ Two batch shapes (the same random token ids for every path):
   step of legal play on ~61 (40-80). `--sequences 16` (default) prompts sit at the quantiles
   of that mix, replies are 12 tokens, the loss has the recipe's KL (one more forward a
   micro-batch). Micro-batches are 1024 tokens instead of the recipe's 4096, to keep a path's
-  peak RSS near 5 GB on a shared box (`--micro-batch-tokens 4096` for the recipe's own).
+  peak RSS near 5 GB on a shared machine (`--micro-batch-tokens 4096` for the recipe's own).
   The whole step of legal play is then extrapolated: each learner path also times a
   one-sequence step (what any step costs: AdamW over the fp32 masters, the gradient casts,
   the bf16 copy's refresh), and a 61-sequence step costs that once plus the rest scaled by
@@ -40,12 +40,13 @@ time on a shared machine. Every path process also measures the fp32 and bf16 mat
 under the load it ran in: their ratio is the ceiling of the bf16 / fp32 step ratio. MFU:
 3x (4x with the KL's reference forward) the forward FLOPs the batch needs
 (`machine_limit.utilisation`) per second over the matmul FLOP/s of the path's dtype.
-Targets: learner fp32 >= 0.9x plain (issue 5); learner bf16 >= 2x learner fp32 (issue 18).
+Targets: learner fp32 >= 0.9x plain; learner bf16 >= 2x learner fp32.
 
-Measured (1 thread, load 5.7-8.7 on the 2 cores, so CPU seconds are the trusted figure):
+Measured on a 2-core AMD EPYC (AVX-512 BF16), 1 thread, load 5.7-8.7 (so CPU seconds are
+the trusted figure):
 recipe, `--steps 1 --repeats 2`: fp32 104.8 / bf16 60.4 CPU s a step = 1.74x (1.74x wall),
-against a matmul ratio of 2.26x; bf16 on the model's sdpa attention 66.5 CPU s. Once more at
-load 1.9-5.2: 104.0 / 58.0 CPU s = 1.79x (1.81x wall), matmul ratio 2.23x. Small shape,
+against a matmul ratio of 2.26x; bf16 on the model's sdpa attention 66.5 CPU s. At load
+1.9-5.2: 104.0 / 58.0 CPU s = 1.79x (1.81x wall), matmul ratio 2.23x. Small shape,
 one run: fp32 12.0 / bf16 6.1 CPU s = 1.96x (2.52x wall), matmul ratio 2.30x.
 """
 

@@ -31,7 +31,7 @@ over fp32 at that many rows, and that many rows over one row (a token decoded al
 Legal-move rate: the share of LLM turns whose reply was a legal move (no fallback), for
 the same matches (same seeds) in each dtype: bf16 must not make the model worse.
 `--repeats 3` measures every path three times, interleaved in rotating order, and compares
-medians (this VM's speed drifts from minute to minute with other work).
+medians (a shared machine's speed drifts from minute to minute with other work).
 """
 
 from __future__ import annotations

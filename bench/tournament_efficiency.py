@@ -36,7 +36,7 @@ Formats compared (k = 1 game per pairing everywhere):
     adaptive_stop        with the stopping rule: every rank interval at most N/4 places
                          wide, else round robin's 0.7 as the budget
 
-`--targets` (issue 20): N = 32 and 64, spread 2, win/loss results; adaptive at 768
+`--targets`: N = 32 and 64, spread 2, win/loss results; adaptive at 768
 matches >= 0.95 of round robin's tau (2,016) with top-1 at least round robin's, at 0.7x
 round robin's tau itself, at N = 32 with 0.5x >= 0.95 of it. Every format meets the same
 populations, so the tau differences are paired.

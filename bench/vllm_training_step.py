@@ -1,4 +1,4 @@
-"""The same training step with transformers rollouts vs vLLM rollouts (issue 18).
+"""The same training step with transformers rollouts vs vLLM rollouts.
 
     python bench/vllm_training_step.py                    # SmolLM2-135M, configs/train_mars_smollm2.yaml, 12 matches a step
     python bench/vllm_training_step.py --repeats 3 --numerics
@@ -27,7 +27,7 @@ steps of all repeats. vLLM generates on 1 torch thread (`VLLMBackend(threads=1)`
 learner on `--threads`.
 `--numerics`: one more vLLM step that keeps the engine's logprobs as behaviour logprobs,
 printing the first update's ratio range and clip fraction against the learner (what decides
-`behaviour_recompute`). Target (issue 18): vllm / transformers matches per minute >= 2x.
+`behaviour_recompute`). Target: vllm / transformers matches per minute >= 2x.
 """
 
 from __future__ import annotations

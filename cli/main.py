@@ -14,18 +14,22 @@ arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves o
 from __future__ import annotations
 
 import argparse
+import functools
 import sqlite3
 import sys
 import time
 
+from core.machine import announce_threads, set_threads
 from core.overrides import game_params
+from core.progress import Progress
+from server.options import add_arguments as serve_arguments
 
 
 def cmd_games(args: argparse.Namespace) -> None:
-    from rich.table import Table
+    from rich.table import Table  # start-up time: this command only
 
-    import games
-    from core.console import make_console
+    import games  # start-up time: this command only
+    from core.console import make_console  # start-up time: this command only
 
     console = make_console(160)
     if args.action == "show":
@@ -61,9 +65,9 @@ def cmd_games(args: argparse.Namespace) -> None:
 
 
 def _show_game(name: str, console) -> None:
-    import numpy as np
+    import numpy as np  # start-up time: this command only
 
-    import games
+    import games  # start-up time: this command only
 
     env = games.make(name)
     env.reset(seed=0)
@@ -95,12 +99,11 @@ def _show_game(name: str, console) -> None:
 
 
 def cmd_play(args: argparse.Namespace) -> None:
-    import games
-    from agents import make_agent
-    from arena.runner import plan_matches, play
-    from arena.summary import print_summary
-    from core.progress import Progress
-    from core.records import check_jsonl_out
+    import games  # start-up time: this command only
+    from agents import make_agent  # start-up time: this command only
+    from arena.runner import plan_matches, play  # start-up time: this command only
+    from arena.summary import print_summary  # start-up time: this command only
+    from core.records import check_jsonl_out  # start-up time: this command only
 
     games.info(args.game)  # unknown game: clear error before loading any model
     if args.opening < 0:
@@ -120,9 +123,7 @@ def cmd_play(args: argparse.Namespace) -> None:
         opening=args.opening,
     )
     if args.ray:
-        import functools
-
-        from arena.ray_runner import build_players, pool_from_args
+        from arena.ray_runner import build_players, pool_from_args  # start-up time: --ray only
 
         pool = pool_from_args(args, functools.partial(build_players, dict(zip(names, args.agents))))
     else:
@@ -155,25 +156,25 @@ def _unique_names(specs: list[str]) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from server.serve import main as serve_main
+    from server.serve import main as serve_main  # start-up time: this command only
 
     serve_main(args)
 
 
 def cmd_tournament(args: argparse.Namespace) -> None:
-    from tournaments.play import main as tournament_main
+    from tournaments.play import main as tournament_main  # start-up time: this command only
 
     tournament_main(args)
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from evaluation.run import main as eval_main
+    from evaluation.run import main as eval_main  # start-up time: this command only
 
     eval_main(args)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from training.selfplay import main as train_main
+    from training.selfplay import main as train_main  # start-up time: this command only
 
     train_main(args)
 
@@ -247,8 +248,6 @@ def build_parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_play)
 
     s = sub.add_parser("serve", help="serve a model as an OpenAI-compatible endpoint")
-    from server.serve import add_arguments as serve_arguments
-
     serve_arguments(s)
     s.add_argument(
         "--threads",
@@ -271,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--report-only",
         action="store_true",
-        help="only print the leaderboard and rewrite the HTML report of a finished tournament",
+        help="only print a finished tournament's leaderboard and rewrite its HTML report",
     )
     t.add_argument(
         "--threads",
@@ -381,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from training.plots import plot_eval
+    from training.plots import plot_eval  # start-up time: this command only
 
     labels = args.labels.split(",") if args.labels else None
     print(plot_eval(args.runs, args.out, labels, target=args.target))
@@ -400,8 +399,6 @@ AFTER_A_FAILED_WRITE = {  # what a failed write (a full disk) leaves, and the wa
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from core.machine import announce_threads, set_threads
-
         announce_threads(printer=lambda line: None)  # an earlier call's line is not this command's
         if args.command in (
             "play",

@@ -4,8 +4,8 @@ compute ceiling (matmul FLOP/s, a model's FLOPs per token) that benchmarks compa
     from core.machine import set_threads
     set_threads(None)   # auto: prints "torch threads: 1 (2 CPUs usable, load 1.4)"
 
-Why threads are chosen by load: on a busy 2-core box torch with 2 threads ran 4-5x
-slower than with 1, because OpenMP workers spin-wait for a core another process holds.
+Why threads are chosen by load: on a busy 2-core AMD EPYC (AVX-512 BF16) torch with 2
+threads ran 4-5x slower than with 1, because OpenMP workers spin-wait for a core another process holds.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def set_threads(requested: int | None, verbose: bool = True) -> int:
     Returns the count set. Prints it with the reason to stderr, or with `verbose` false
     keeps the line for `announce_threads` (printed when a model loads: bots need no torch).
     """
-    import torch
+    import torch  # start-up time: torch
 
     if requested is not None and requested < 0:
         raise ValueError(f"threads must be >= 1 (or 0/None for automatic), got {requested}")
@@ -84,7 +84,7 @@ def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0)
     slower than fp32; a 256 probe first shrinks `size` so one product takes a fraction of
     `seconds`, and the figure still comes back.
     """
-    import torch
+    import torch  # start-up time: torch
 
     dt = getattr(torch, dtype)
 
@@ -111,7 +111,7 @@ def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32"), rounds:
 
     Each dtype's best of `rounds` short measurements, taken in turns: other work on the
     machine only ever slows a measurement down, and a single 0.05 s one each chose fp32
-    over a 2x faster bf16 on a busy 2-core box (a run's numerics then hang on the load)."""
+    over a 2x faster bf16 on a busy 2-core AMD EPYC (a run's numerics then hang on the load)."""
     best = dict.fromkeys(candidates, 0.0)
     for _ in range(rounds):
         for dt in candidates:

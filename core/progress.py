@@ -99,7 +99,7 @@ class Progress:
         self.printed: tuple[int, int] | None = None  # (done, turns) at the last plain line
         self.bar = None
         if self.tty and not disable:
-            from tqdm import tqdm
+            from tqdm import tqdm  # start-up time: tqdm (a terminal only)
 
             self.bar = tqdm(
                 total=total,

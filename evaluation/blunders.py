@@ -20,6 +20,7 @@ import games
 from agents.base import WrongGame
 from agents.bots import MinimaxAgent
 from core.records import MatchRecord
+from evaluation.exploitability import distributions
 from evaluation.stats import wilson
 
 _SOLVER = MinimaxAgent("solver")  # one cache of position values per process
@@ -123,8 +124,6 @@ def expected_blunder_rate(
     """The agent's expected blunder rate over `positions` (OpenSpiel action histories, each
     weighted equally), from its move distribution there (`evaluation.exploitability.distributions`:
     exact for bots and constrained LLMs, sampled otherwise)."""
-    from evaluation.exploitability import distributions
-
     game = games.make(game_name, **(params or {})).game
     states = []
     for history in positions:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import games
+from agents import make_agent
 from evaluation.exploitability import distributions
 
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
@@ -139,8 +140,16 @@ def exact_vs_random(table: PolicyTable, seats: tuple[int, ...] = (0, 1)) -> list
     return out
 
 
-def _winning_cells(history: list[int], player: int) -> set[int]:
-    """Empty cells that complete a line of `player` (tic-tac-toe; player 0 moves first)."""
+def winning_cells(history: list[int], player: int) -> set[int]:
+    """Empty cells that complete a line of `player` (tic-tac-toe; player 0 moves first).
+
+    Args:
+        history: the cells played so far, in order.
+        player: 0 or 1.
+
+    Returns:
+        The cells where `player` would complete a line now.
+    """
     mine = {a for i, a in enumerate(history) if i % 2 == player}
     empty = set(range(9)) - set(history)
     return {c for line in LINES for c in line if c in empty and len(mine & set(line)) == 2}
@@ -155,7 +164,7 @@ def tactics(table: PolicyTable, seat: int, top: int = 5) -> Tactics:
     misses: dict[str, float] = defaultdict(float)
     for state, p in decisions.values():
         h, dist = state.history(), table(state)
-        wins, threats = _winning_cells(h, seat), _winning_cells(h, 1 - seat)
+        wins, threats = winning_cells(h, seat), winning_cells(h, 1 - seat)
         if wins:
             hit = sum(q for a, q in dist.items() if a in wins)
             win_n, win_hit = win_n + p, win_hit + p * hit
@@ -198,8 +207,6 @@ def move_distributions_at(table: PolicyTable, histories: list[list[int]]) -> lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agents import make_agent
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("specs", nargs="+", help="agent specs, e.g. llm:runs/tictactoe_tiny/best")
     ap.add_argument("--game", default="tic_tac_toe")

@@ -22,7 +22,12 @@ import json
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
+import numpy as np
+from rich.table import Table
+
+from core.console import make_console
 from evaluation.metrics import ALL
+from tournaments.report import CSS, escape, png_base64
 
 
 def as_rows(items) -> list[dict]:
@@ -47,10 +52,6 @@ def _num(x: float, ci) -> str:
 
 def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     """Rich tables: cells per evaluated agent, paired differences, and the extra rows."""
-    from rich.table import Table
-
-    from core.console import make_console
-
     console = console or make_console(200)
     for who in dict.fromkeys(r["agent"] for r in rows if r["kind"] == "cell"):
         t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)")
@@ -159,13 +160,10 @@ def _cell(v) -> str:
 
 def rates_figure(rows: list[dict], game: str) -> str:
     """Win and non-losing rates (pooled over seats) per opponent, a bar per evaluated agent, CI whiskers."""
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from tournaments.report import _png
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     cells = [r for r in rows if r["kind"] == "cell" and r["game"] == game and r["seat"] == ALL]
     opponents = list(dict.fromkeys(r["opponent"] for r in cells))
@@ -195,7 +193,7 @@ def rates_figure(rows: list[dict], game: str) -> str:
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{game}: {label} (95% Wilson CI)", fontsize=10)
     axes[0].legend(fontsize=8)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def forest_figure(rows: list[dict], game: str) -> str | None:
@@ -203,12 +201,10 @@ def forest_figure(rows: list[dict], game: str) -> str | None:
     paired = [r for r in rows if r["kind"] == "paired" and r["game"] == game]
     if not paired:
         return None
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from tournaments.report import _png
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(paired) + 1))
     for i, r in enumerate(reversed(paired)):
@@ -229,39 +225,35 @@ def forest_figure(rows: list[dict], game: str) -> str | None:
     )
     ax.set_xlabel("points, agent - baseline (win 1, draw 0.5, loss 0), 95% paired bootstrap CI")
     ax.set_title(f"{game}: paired differences", fontsize=10)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _table_html(rows: list[dict]) -> str:
-    from tournaments.report import _e
-
     if not rows:
         return ""
     cols = [k for k in rows[0] if k != "kind"]
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    head = "".join(f"<th>{escape(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{_e(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in rows
+        "<tr>" + "".join(f"<td>{escape(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "") -> Path:
-    from tournaments.report import CSS, _e
-
     path = Path(path)
     parts = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title><style>{CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1><p class='sub'>{_e(subtitle)}</p>",
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1><p class='sub'>{escape(subtitle)}</p>",
     ]
     for game in dict.fromkeys(r["game"] for r in rows if r["kind"] == "cell"):
-        parts.append(f"<h2>{_e(game)}</h2>")
+        parts.append(f"<h2>{escape(game)}</h2>")
         parts.append(
-            f"<img alt='{_e(game)} rates' src='data:image/png;base64,{rates_figure(rows, game)}'>"
+            f"<img alt='{escape(game)} rates' src='data:image/png;base64,{rates_figure(rows, game)}'>"
         )
         forest = forest_figure(rows, game)
         if forest:
             parts.append(
-                f"<img alt='{_e(game)} paired differences' src='data:image/png;base64,{forest}'>"
+                f"<img alt='{escape(game)} paired differences' src='data:image/png;base64,{forest}'>"
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))

@@ -20,16 +20,43 @@ the match seed, so the opponents of two evaluated agents draw the same numbers.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+import games
+from agents import checkpoint_of
 from agents.base import PendingTurn
-from core.records import MatchRecord, read_jsonl
-from evaluation.suites import SELF, EvalConfig, GameSpec, opponent_label, plans, unkey
+from agents.by_game import build_agent
+from arena.ray_runner import pool_from_args
+from arena.runner import play
+from core.console import make_console
+from core.overrides import game_params
+from core.progress import Progress
+from core.records import MatchRecord, check_writable, read_jsonl
+from evaluation.blunders import blunder_rows
+from evaluation.exploitability import exploitability
+from evaluation.metrics import cells, paired
+from evaluation.report import as_rows, print_report, write_html, write_json
+from evaluation.social import social_rows
+from evaluation.suites import (
+    SELF,
+    EvalConfig,
+    GameSpec,
+    game_spec,
+    load_config,
+    make_config,
+    num_seats,
+    opponent_label,
+    plans,
+    suite,
+    unkey,
+)
+from tournaments.store import MatchResult, MatchSpec, Store, read_log
 
 AGENT, BASELINE = "agent", "baseline"
 
@@ -65,8 +92,6 @@ class OwnStream:
 
 def opponents(games_: list[GameSpec]) -> dict[str, object]:
     """Seat name -> spec of every opponent seat the plans use."""
-    from evaluation.suites import num_seats
-
     out = {}
     for g in games_:
         for spec in g.opponents:
@@ -81,8 +106,6 @@ def opponents(games_: list[GameSpec]) -> dict[str, object]:
 
 def build_opponents(games_: list[GameSpec]) -> dict:
     """Opponent agents by seat name (the seats of one opponent share one agent)."""
-    from agents.by_game import build_agent
-
     built: dict[str, object] = {}
     out = {}
     for name, spec in opponents(games_).items():
@@ -113,8 +136,6 @@ def play_suite(
     ids already played. This is the call the training loop's evaluation makes (with
     {"agent": policy}); `evaluation.metrics.cells(records, "agent")` then gives its rows.
     """
-    from arena.runner import play
-
     todo = suite_plans(list(evaluated), games_, matches, seed, skip)
     agents = suite_agents(evaluated, games_, {p.match_id: p.seed for p in todo}, opponent_agents)
     yield from play(
@@ -127,8 +148,6 @@ def evaluate(
 ) -> list:
     """`agent`'s cells (per seat and pooled, `evaluation.metrics.Cell`) from `matches` matches
     per game and opponent, played in memory; `play`: play_suite's keywords (concurrency, ...)."""
-    from evaluation.metrics import cells
-
     return cells(list(play_suite({name: agent}, games_, matches, seed, **play)), name)
 
 
@@ -168,8 +187,6 @@ def suite_agents(
 
 def build_suite_agents(specs: dict, games_: list[GameSpec], seeds: dict[str, int]) -> dict:
     """`suite_agents` from the evaluated agents' specs (built on a Ray worker)."""
-    from agents.by_game import build_agent
-
     return suite_agents({n: build_agent(n, spec) for n, spec in specs.items()}, games_, seeds)
 
 
@@ -217,11 +234,6 @@ def run_eval(
     `ray_pool`: `ray_pool(build)` -> an `arena.ray_runner.RayPool` whose workers build
     their agents with `build()`: the matches are played on Ray (`--ray`).
     """
-    from agents import checkpoint_of
-    from agents.by_game import build_agent
-    from core.records import check_writable
-    from tournaments.store import MatchResult, MatchSpec, Store, read_log
-
     db, jsonl = store_paths(config.out)
     start = time.perf_counter()
     names = {
@@ -266,8 +278,6 @@ def run_eval(
             progress.update(len(wanted & done))
         if wanted - done:
             if ray_pool is not None:  # the workers build the agents, the store stays here
-                import functools
-
                 todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
                 pool = ray_pool(
                     functools.partial(
@@ -312,13 +322,6 @@ def run_eval(
 def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:
     """Exploitability of the agent (and baseline) on every game of the config that allows
     it; stored in the eval DB's meta table, so a resumed evaluation does not redo it."""
-    from dataclasses import asdict
-
-    from agents.by_game import build_agent
-    from core.progress import Progress
-    from evaluation.exploitability import exploitability
-    from tournaments.store import Store
-
     db, _ = store_paths(config.out)
     names = {
         AGENT: config.agent,
@@ -360,14 +363,6 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
 
 def main(args) -> None:
     """`arena eval`: play, resume, report."""
-    import games
-    from core.console import make_console
-    from core.overrides import game_params
-    from core.progress import Progress
-    from evaluation.metrics import cells, paired
-    from evaluation.report import as_rows, print_report, write_html, write_json
-    from evaluation.suites import game_spec, load_config, make_config, suite
-
     overrides = {
         "agent": args.agent,
         "baseline": args.baseline,
@@ -413,10 +408,6 @@ def main(args) -> None:
     )
     pool = None
     if getattr(args, "ray", None):
-        import functools
-
-        from arena.ray_runner import pool_from_args
-
         pool = functools.partial(pool_from_args, args)
     with Progress(total=planned, desc="eval") as bar:
         run = run_eval(config, bar, evaluated, pool)
@@ -449,11 +440,6 @@ def main(args) -> None:
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
     """Blunder rows (games an exact solver handles) and social rows (dilemmas, negotiation)."""
-    from dataclasses import asdict
-
-    from evaluation.blunders import blunder_rows
-    from evaluation.social import social_rows
-
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
     return [asdict(r) for w in who for r in blunder_rows(records, w)] + [
         asdict(r) for w in who for r in social_rows(records, w)

@@ -19,7 +19,7 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """
     if n == 0:
         return 0.0, 1.0
-    from scipy.stats import norm
+    from scipy.stats import norm  # start-up time: scipy
 
     z = float(norm.ppf(0.5 + level / 2))
     p = k / n
@@ -39,7 +39,7 @@ def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float, flo
     m = float(x.mean())
     if len(x) < 2:
         return m, m, m
-    from scipy.stats import t
+    from scipy.stats import t  # start-up time: scipy
 
     half = float(t.ppf(0.5 + level / 2, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
     return m, m - half, m + half
@@ -58,7 +58,7 @@ def ratio_ci(
     rate = float(c.sum() / n.sum())
     if len(c) < 2:
         return rate, rate, rate
-    from scipy.stats import t
+    from scipy.stats import t  # start-up time: scipy
 
     se = math.sqrt(float(((c - rate * n) ** 2).sum()) / (len(c) * (len(c) - 1))) / float(n.mean())
     half = float(t.ppf(0.5 + level / 2, len(c) - 1)) * se

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import games
 from arena.runner import MatchPlan
 
@@ -143,8 +145,6 @@ def game_spec(entry: Any, opponents: list | None = None) -> GameSpec:
 
 def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:
     """An EvalConfig from YAML; `overrides` (command-line values that are not None) win."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no evaluation config at {p}")

@@ -16,6 +16,8 @@ import difflib
 import importlib
 from dataclasses import dataclass, field
 
+from pettingzoo.utils.conversions import aec_to_parallel
+
 from games.core import GameInfo, TextEnv, TextView
 from games.parsing import ParseError, parse_move
 
@@ -230,7 +232,7 @@ def _entry(name: str) -> Entry:
 def info(name: str) -> GameInfo:
     """Metadata of a catalogue game, or of an OpenSpiel game via 'openspiel:<game>'."""
     if name.startswith("openspiel:"):
-        from games.openspiel_env import openspiel_info
+        from games.openspiel_env import openspiel_info  # start-up time: pyspiel
 
         return openspiel_info(name.split(":", 1)[1])
     return _entry(name).info
@@ -239,7 +241,7 @@ def info(name: str) -> GameInfo:
 def make(name: str, **params) -> TextEnv:
     """A fresh AEC env for `name` (see `names()`), with game parameters overriding defaults."""
     if name.startswith("openspiel:"):
-        from games.openspiel_env import OpenSpielEnv
+        from games.openspiel_env import OpenSpielEnv  # start-up time: pyspiel
 
         return OpenSpielEnv(name.split(":", 1)[1], **params)
     entry = _entry(name)
@@ -258,8 +260,6 @@ def make(name: str, **params) -> TextEnv:
 
 def make_parallel(name: str, **params):
     """The Parallel-API version of a simultaneous-move game."""
-    from pettingzoo.utils.conversions import aec_to_parallel
-
     env = make(name, **params)
     if not env.metadata.get("is_parallelizable"):
         raise ValueError(f"{name} is not a simultaneous-move game; use make()")

@@ -26,7 +26,7 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
-from games.parsing import ParseError, parse_move
+from games.parsing import ParseError, parse_move, strip_thinking
 
 
 @dataclass(frozen=True)
@@ -197,8 +197,6 @@ class TextEnv(AECEnv):
 
 def parse_message(reply: str, max_chars: int) -> str:
     """A free-text move: the reply minus any <think> block, trimmed to `max_chars`."""
-    from games.parsing import strip_thinking
-
     text = strip_thinking(reply).strip()
     if not text:
         raise ParseError("empty", "the message is empty")

@@ -105,7 +105,7 @@ class Hanabi(OpenSpielEnv):
             for a in range(self.num_actions)
         ]
 
-    # --- text helpers ------------------------------------------------------------------
+    # --- text rendering ----------------------------------------------------------------
     def _copies(self, rank: int) -> int:
         return 3 if rank == 1 else 1 if rank == self.ranks else 2
 

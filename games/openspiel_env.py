@@ -25,6 +25,7 @@ play pays only for OpenSpiel's C++ step and the observation tensor.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,6 @@ def load_game(game: str | pyspiel.Game, params: dict | None = None) -> pyspiel.G
     if isinstance(game, pyspiel.Game):
         return game
     if game not in pyspiel.registered_names():
-        import difflib
-
         close = difflib.get_close_matches(game, pyspiel.registered_names(), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ValueError(f"unknown OpenSpiel game {game!r}{hint}")

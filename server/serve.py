@@ -39,8 +39,10 @@ from dataclasses import astuple, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from agents.backend import Backend, Generation, SamplingParams
+from agents.models import check_name
 from core.machine import PRECISIONS
 from server.openai_api import Request, RequestError, chunks, parse_chat, parse_completion, response
+from server.options import add_arguments
 
 log = logging.getLogger(__name__)
 
@@ -328,36 +330,18 @@ def build_backend(model: str, kind: str = "transformers", dtype: str = "auto") -
     """A local backend for a model name (see `agents.models`). dtype "auto": bf16 where the
     CPU/GPU computes it natively (transformers; vLLM's own default otherwise); "float32" for
     logprobs that match a one-pass fp32 forward to ~1e-4 (bf16: ~5e-3)."""
-    from agents.models import check_name
-
     check_name(model)
     if dtype not in PRECISIONS:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(PRECISIONS)}")
     if kind == "transformers":
-        from agents.transformers_backend import TransformersBackend
+        from agents.transformers_backend import TransformersBackend  # start-up time: torch
 
         return TransformersBackend(model, dtype=dtype)
     if kind == "vllm":
-        from agents.vllm_backend import VLLMBackend
+        from agents.vllm_backend import VLLMBackend  # optional: vllm
 
         return VLLMBackend(model, **({} if dtype == "auto" else {"dtype": dtype}))
     raise ValueError(f"unknown backend {kind!r}; choose transformers or vllm")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `arena serve` (shared by cli.main and this module's own parser)."""
-    p.add_argument("model", help="smollm2-135m, tiny-llama[:SEED], a local folder or a hub id")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
-    p.add_argument("--max-batch", type=int, default=64, help="most requests per backend call")
-    p.add_argument("--batch-wait-ms", type=float, default=10.0, help="how long to collect a batch")
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        choices=PRECISIONS,
-        help="auto: bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward), float32: exact logprobs",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:

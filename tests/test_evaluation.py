@@ -186,7 +186,7 @@ def test_constrained_llm_distribution_is_the_softmax_of_its_masked_logits(game, 
 def test_exploitability_asks_through_the_prompt_seen_in_play(mode):
     """Every prompt of a real match equals the prompt rebuilt at that history."""
     from arena.runner import plan_matches, play
-    from evaluation.exploitability import _prepare
+    from evaluation.exploitability import turn_at
 
     spec = f"llm:tiny-llama,constrained=true,mode={mode},seed=0"
     records = list(
@@ -206,7 +206,7 @@ def test_exploitability_asks_through_the_prompt_seen_in_play(mode):
             state.apply_action(action)
         for t in rec.turns:
             if t.agent == "llm":
-                turn = _prepare(
+                turn = turn_at(
                     fresh_agent,
                     "leduc_poker",
                     {},

@@ -10,10 +10,10 @@ from arena.runner import plan_matches, play
 from core.records import MatchRecord, TurnRecord
 from evaluation.exact_vs_random import (
     PolicyTable,
-    _winning_cells,
     exact_vs_random,
     move_distributions_at,
     tactics,
+    winning_cells,
 )
 from experiments.tactic_credit.tactic_credit import credit_table, tactic
 from training.advantages import TurnSample
@@ -58,7 +58,7 @@ def test_perfect_player_never_loses_and_always_blocks():
 def test_uniform_player_blocks_at_the_share_of_threat_cells():
     # one hand-checked position: X at 0 and 1, O at 4 -> O must block cell 2; random picks it 1/6 of the time
     h = [0, 4, 1]
-    assert _winning_cells(h, 0) == {2} and _winning_cells(h, 1) == set()
+    assert winning_cells(h, 0) == {2} and winning_cells(h, 1) == set()
     t = tactics(PolicyTable(make_agent("random"), "tic_tac_toe"), seat=1)
     assert (
         0.2 < t.blocks_made < 0.5 and t.entropy > 1.0

@@ -19,7 +19,7 @@ from core.machine import (
 @pytest.mark.parametrize(
     "cpus,load,expected",
     [
-        (2, 0.0, 2),  # idle box: every CPU
+        (2, 0.0, 2),  # idle machine: every CPU
         (2, 0.4, 2),  # a little background noise does not cost a thread
         (2, 0.6, 1),  # one CPU busy elsewhere: leave it (2 threads ran 4-5x slower)
         (2, 5.0, 1),  # overloaded: still one thread

@@ -1,4 +1,4 @@
-"""Matches on a real multi-node Ray cluster on this box (`ray.cluster_utils.Cluster`: a head
+"""Matches on a real multi-node Ray cluster on one machine (`ray.cluster_utils.Cluster`: a head
 and a worker node, separate raylet processes): the stored results equal the local run's,
 and a worker killed (its process, or its whole node) mid-tournament loses and duplicates
 nothing. Slow (~1-2 min): `pytest -m ray tests/test_ray*.py`."""

@@ -127,7 +127,7 @@ def test_set_overrides_reach_every_run_and_a_bad_key_fails_before_training(tmp_p
 
 
 def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
-    """The contract of a PPO step (issue 18) on the study's path: the shipped config (the mars one
+    """The contract of a PPO step on the study's path: the shipped config (the mars one
     differs in its estimator only, test above; state prompt,
     constrained Cooperate/Defect, bf16 on a CPU with native bf16, self-play and the random bot, two
     minibatches): the rollout recorded every policy turn's prompt tokens and behaviour logprobs, the

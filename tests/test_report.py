@@ -1,5 +1,5 @@
-"""Tournament reports: the leaderboard numbers, the terminal table, and the HTML page loaded
-in headless Chromium (the leaderboard, the bracket, the figures and a turn-by-turn replay
+"""Tournament reports: leaderboard numbers, the terminal table, and the HTML page loaded
+in headless Chromium (its leaderboard, the bracket, the figures and a turn-by-turn replay
 with prompt, reply and move must be in the DOM after the page's JavaScript ran)."""
 
 import base64
@@ -130,7 +130,7 @@ def match_rows(html):
 def test_html_report_in_headless_chromium(elimination, tmp_path):
     page = write_html(elimination, tmp_path / "report.html")
     dom = dump_dom(page)
-    # the leaderboard: one row per player, in rank order
+    # leaderboard: one row per player, in rank order
     board = re.search(r'<table id="leaderboard">(.*?)</table>', dom, re.S).group(1)
     assert re.findall(r'<td class="l player">([^<]+)</td>', board) == elimination.outcome.order
     # the bracket is drawn: one box per bracket match that had entrants, the seeding phase above it

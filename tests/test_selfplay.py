@@ -486,10 +486,8 @@ def test_yaml_loader_defaults_derived_values_and_file_errors(tmp_path):
 
 
 def test_arena_train_checks_the_config_before_loading_the_model(tmp_path, capsys, monkeypatch):
-    import agents.models
-
     monkeypatch.setattr(
-        agents.models, "load_model", lambda *a, **k: pytest.fail("loaded a model for a bad config")
+        selfplay, "load_model", lambda *a, **k: pytest.fail("loaded a model for a bad config")
     )
     for patch, message in [
         ({"learner": {"lr": -0.001}}, "learner.lr must be > 0, got -0.001"),
@@ -722,11 +720,9 @@ def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_game
 def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path, monkeypatch):
     # Real evaluation matches; the scores are then scripted so the two sets disagree: the report
     # set favours step 0, the selection set step 2. Calls alternate report, selection per point.
-    import evaluation.metrics
-
     report, selection = [0.9, 0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.8, 0.3, 0.4]
     calls = []
-    real_summary = evaluation.metrics.summary
+    real_summary = selfplay.summary
 
     def scripted(cells_):
         rows = real_summary(cells_)
@@ -734,7 +730,7 @@ def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path,
         calls.append(is_selection)
         return [{**r, "non_losing": (selection if is_selection else report)[point]} for r in rows]
 
-    monkeypatch.setattr(evaluation.metrics, "summary", scripted)
+    monkeypatch.setattr(selfplay, "summary", scripted)
     cfg = tiny(
         tmp_path,
         steps=4,
@@ -1183,10 +1179,8 @@ def unwritable(folder: Path):
 
 
 def test_a_read_only_run_folder_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
-    import agents.models
-
     monkeypatch.setattr(
-        agents.models,
+        selfplay,
         "load_model",
         lambda *a, **k: pytest.fail("loaded a model for an unwritable run folder"),
     )

@@ -13,7 +13,7 @@ from agents import make_agent
 from arena.runner import plan_matches, play
 from games.tic_tac_toe import SYMMETRIES, symmetric_move, symmetric_text
 from training.advantages import TurnSample
-from training.learner import _render
+from training.learner import render_prompt
 from training.symmetry import symmetric_sequences
 
 LINES = [{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {0, 3, 6}, {1, 4, 7}, {2, 5, 8}, {0, 4, 8}, {2, 4, 6}]
@@ -134,7 +134,7 @@ def test_each_image_is_the_turn_played_from_the_mapped_position(played):
             board = next(m["content"] for m in s.turn.messages if m["role"] == "user")
             assert any(
                 q.prompt_ids
-                == _render(
+                == render_prompt(
                     tok,
                     [s.turn.messages[0], {"role": "user", "content": symmetric_text(board, to)}],
                 )
@@ -149,7 +149,7 @@ def test_each_image_is_the_turn_played_from_the_mapped_position(played):
                 == [tok.convert_tokens_to_ids("<|im_end|>")]
             )
     assert (
-        _render(tok, samples[0].turn.messages) == samples[0].turn.prompt_token_ids
+        render_prompt(tok, samples[0].turn.messages) == samples[0].turn.prompt_token_ids
     )  # re-rendering is what the backend saw
 
 

@@ -403,7 +403,7 @@ def test_a_read_only_run_folder_says_it_cannot_write_there(tmp_path, make_read_o
         assert capsys.readouterr().err.startswith(
             f"arena tournament: error: cannot write to {folder} ("
         )
-    # --report-only reads the finished store all the same, shows the leaderboard, then says the report cannot be written
+    # --report-only reads the finished store all the same, shows its leaderboard, then says the report cannot be written
     assert arena_main(["tournament", str(cfg), "--db", str(db), "--report-only"]) == 2
     out, err = capsys.readouterr()
     assert "ro: round_robin, 1 matches" in out and err.startswith(

@@ -4,8 +4,8 @@
     ranks = rank_group(64, compare, format="adaptive", max_matches=768)
 
 1. Swiss rounds (`tournaments.formats.swiss`, ceil(log2 N) by default, no rematches).
-2. Then, before every round, refit Bradley-Terry (`tournaments.ratings._fit`) with its
-   covariance (the model-based H^-1 of `_sandwich`), weight every candidate pair (i, j)
+2. Then, before every round, refit Bradley-Terry (`tournaments.ratings.penalised_fit`) with its
+   covariance (the model-based H^-1 of `sandwich_covariance`), weight every candidate pair (i, j)
    by how much one more game between them would tell (`WEIGHTS`, default "kendall":
    the drop in the expected number of misordered pairs of the whole ranking), and play
    the maximum-weight matching (networkx): N/2 pairings that run at once. Seats
@@ -36,12 +36,12 @@ from tournaments.core import (
     Pairing,
     Player,
     Tally,
+    check_count,
     check_players,
     play,
     sort_players,
 )
-from tournaments.ratings import _fit, _sandwich
-from tournaments.seeding import _check_games
+from tournaments.ratings import penalised_fit, sandwich_covariance
 from tournaments.swiss import swiss
 from tournaments.swiss import swiss_rounds as default_rounds
 
@@ -81,7 +81,7 @@ def adaptive(
       weights: pair weighting, a key of `WEIGHTS`.
     """
     players = check_players(players)
-    _check_games(games, "games")
+    check_count(games, "games")
     n = len(players)
     per_round = (n // 2) * games
     budget = default_budget(n) if max_matches is None else max_matches
@@ -188,8 +188,8 @@ def fit(
         else (np.zeros(0, int), np.zeros(0, int), np.zeros(0))
     )
     n = len(players)
-    theta = _fit(ia, ib, y, n, L2, start)
-    return theta, _sandwich(theta, ia, ib, y, n, L2)[1]
+    theta = penalised_fit(ia, ib, y, n, L2, start)
+    return theta, sandwich_covariance(theta, ia, ib, y, n, L2)[1]
 
 
 def rank_intervals(theta: np.ndarray, cov: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:

@@ -44,11 +44,12 @@ from tournaments.core import (
     PairResult,
     Player,
     Tally,
+    check_count,
     check_players,
     play,
     sort_players,
 )
-from tournaments.seeding import _check_games, seed_order
+from tournaments.seeding import seed_order
 
 CHAMPION = 10_000  # exit stage of the champion; the runner-up of the last final gets CHAMPION - 1
 
@@ -217,8 +218,8 @@ def _elimination(
         raise ValueError(f"unknown tiebreak {tiebreak!r} (choose from {', '.join(TIEBREAKS)})")
     if tiebreak == "auto":
         tiebreak = "seed" if seeding == "ratings" else "score"
-    _check_games(best_of, "best_of")
-    _check_games(seed_games, "seed_games")
+    check_count(best_of, "best_of")
+    check_count(seed_games, "seed_games")
     tally = Tally(players)
     order = yield from seed_order(players, tally, seeding, ratings, anchor, seed_games, seed)
     slots = [order[s] if s is not None else None for s in seeded_bracket(len(order))]

@@ -59,6 +59,7 @@ from typing import Any
 
 import yaml
 
+import games
 from tournaments.formats import FORMATS, format_options, make_format, resolved_options
 from tournaments.ratings import bradley_terry
 from tournaments.store import MatchResult, MatchSpec, Store
@@ -81,7 +82,7 @@ class GameSpec:
 
 @dataclass
 class RatingOptions:
-    """How the leaderboard's Bradley-Terry ratings are computed."""
+    """How a leaderboard's Bradley-Terry ratings are computed."""
 
     reference: str | None = None  # player pinned at 1000 Elo; None = mean at 1000
     ci: str = "sandwich"  # "sandwich" | "bootstrap"
@@ -453,8 +454,6 @@ def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
 
 def _check_games(specs: list[GameSpec]) -> None:
     """Every game must exist and have two seats (all formats are pairwise)."""
-    import games
-
     for g in specs:
         if g.name.startswith("openspiel:"):
             continue  # seat count known only once built; the arena checks it
@@ -499,7 +498,7 @@ def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
 
 def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
     """Bradley-Terry Elo of the players of the tournament in `db_path`, from every match
-    stored so far (finished or not), pinned as its config pins them, with the leaderboard's
+    stored so far (finished or not), pinned as its config pins them, with its leaderboard's
     per-game seat terms: prior ratings to seed another tournament with.
     """
     config = stored_config(db_path)

@@ -167,6 +167,16 @@ def check_players(players: Sequence[Player], minimum: int = 2) -> list:
     return players
 
 
+def check_count(n: int, name: str) -> None:
+    """A format's count option (`games`, `best_of`, `seed_games`) must be a positive integer.
+
+    Raises:
+        ValueError: naming the option and the value it got.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+
+
 def sort_players(players: Sequence[Player], key: Callable[[Player], Any]) -> list:
     """Players by descending `key` (a tuple); equal keys keep their given order."""
     return [p for _, p in sorted(enumerate(players), key=lambda ip: (_neg(key(ip[1])), ip[0]))]

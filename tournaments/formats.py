@@ -27,11 +27,12 @@ from tournaments.core import (
     Pairing,
     Player,
     Tally,
+    check_count,
     check_players,
     play,
     sort_players,
 )
-from tournaments.seeding import _check_games, anchor
+from tournaments.seeding import anchor
 from tournaments.swiss import swiss, swiss_rounds
 
 
@@ -42,7 +43,7 @@ def round_robin(players: Sequence[Player], games: int = 1) -> FormatGen:
     so every player is listed first about half the time. Ranked by points, then mean score.
     """
     players = check_players(players)
-    _check_games(games, "games")
+    check_count(games, "games")
     tally = Tally(players)
     idx = {p: i for i, p in enumerate(players)}
     pairings = [

@@ -13,7 +13,7 @@ runs/<name>/: tournament.db (SQLite, WAL), tournament.jsonl (trajectories),
 tournament.html (report). Killed at any point (even `kill -9`), the same command finishes
 the tournament without losing or repeating a match; with the DB lost, the JSONL rebuilds it.
 `--report-only` writes nothing to the store: while the tournament runs (or after it
-stopped) it shows the leaderboard so far.
+stopped) it shows its leaderboard so far.
 
 Arena options (`arena:` in the config, `tournaments.config.ARENA_OPTIONS`): concurrency (16), max_turns (2000). Agents are built
 before the first match (an LLM loads its model then), and not at all when the tournament
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from agents.base import WrongGame
 from agents.by_game import build_agent
+from arena.ray_runner import build_players, pool_from_args
 from arena.runner import MatchPlan, play
 from core.progress import Progress
 from core.records import check_writable
@@ -121,8 +122,6 @@ def main(args: argparse.Namespace) -> None:
         done = finished(db)
         pool = None
         if getattr(args, "ray", None) and not done:
-            from arena.ray_runner import build_players, pool_from_args
-
             pool = pool_from_args(args, functools.partial(build_players, config.players))
         agents = (
             {}

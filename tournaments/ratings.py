@@ -35,8 +35,12 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
 import numpy as np
-from scipy.optimize import minimize
+import openskill.models as om
+import pyspiel
+from scipy.linalg import null_space
+from scipy.optimize import brentq, minimize
 from scipy.special import expit
 from scipy.stats import chi2, norm
 
@@ -231,8 +235,6 @@ def _rank_ranges(
     model-based variance), or, where the difference is unbounded on one side (no player
     beaten by i took points from j or anyone above it), the likelihood-ratio test of equal
     ratings, a constrained refit."""
-    import networkx as nx
-
     n = len(played)
     m = max(int(played.sum()), 2)
     z = norm.ppf(1 - (1 - level) / (2 * (m - 1)))
@@ -305,8 +307,6 @@ def _interval_ends(
 
 def _took_points(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int):
     """networkx DiGraph with an edge i -> j when i took points from j in some game."""
-    import networkx as nx
-
     graph = nx.DiGraph()
     graph.add_nodes_from(range(n))
     graph.add_edges_from((int(a), int(b)) for a, b, s in zip(ia, ib, y) if s > 0)
@@ -318,8 +318,6 @@ def _field(graph) -> set[int]:
     """The largest group of players that all took points from each other, directly or
     through others (a strongly connected component): everyone unless somebody won or lost
     all its games. Everyone, too, when no group of two or more is the one largest."""
-    import networkx as nx
-
     groups = sorted(nx.strongly_connected_components(graph), key=len, reverse=True)
     if groups and len(groups[0]) >= 2 and (len(groups) == 1 or len(groups[1]) < len(groups[0])):
         return groups[0]
@@ -334,8 +332,6 @@ def _unbounded(graph, anchor: set[int]) -> tuple[np.ndarray, np.ndarray]:
     (who took points from i, from them, ...) never lowers the likelihood: nobody outside
     that set took a point from it. i's shown rating then grows without bound unless the
     set holds the whole anchor. Likewise downwards with the players i can reach."""
-    import networkx as nx
-
     n = graph.number_of_nodes()
     up, down = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     for i in range(n):
@@ -355,8 +351,6 @@ def _profile_end(
 ) -> float:
     """Where the profile penalised deviance of the shown value a @ x, walked from the fit
     in `direction`, reaches `cut`; on the Elo scale (the end of a profile-likelihood interval)."""
-    from scipy.optimize import brentq
-
     profile = _profile_deviance(x, X, y, l2, a)
     deviance = lambda c: profile(c) - cut
     start = a @ x
@@ -371,8 +365,6 @@ def _profile_end(
 
 def _profile_deviance(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray):
     """c -> 2 (min of the penalised log-loss over fits with a @ x = c, minus its minimum)."""
-    from scipy.linalg import null_space
-
     N = null_space(a[None, :])  # x = c a/|a|^2 + N u
     base = a / (a @ a)
     f_min = _penalised_nll(x, X, y, l2)[0]
@@ -409,10 +401,21 @@ def _penalised_hessian(x: np.ndarray, X: np.ndarray, l2: float) -> np.ndarray:
     return (X * (p * (1 - p))[:, None]).T @ X + l2 * np.eye(X.shape[1])
 
 
-def _fit(
+def penalised_fit(
     ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float, x0: np.ndarray | None = None
 ) -> np.ndarray:
-    """Penalised maximum likelihood of theta (no seat term)."""
+    """Penalised maximum likelihood of the Bradley-Terry strengths theta (no seat term).
+
+    Args:
+        ia, ib: player indices of each game's first and second seat.
+        y: points of the first seat in each game (1 win, 1/2 draw, 0 loss).
+        n: number of players.
+        l2: the ridge penalty on theta.
+        x0: starting point (default zeros).
+
+    Returns:
+        theta, one strength per player (natural log-odds scale).
+    """
     return _fit_design(_design(ia, ib, n), y, l2, x0)
 
 
@@ -445,10 +448,18 @@ def _design(
     return X
 
 
-def _sandwich(
+def sandwich_covariance(
     theta: np.ndarray, ia: np.ndarray, ib: np.ndarray, y: np.ndarray, n: int, l2: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(robust covariance H^-1 B H^-1, model-based covariance H^-1) of theta (no seat term)"""
+    """Covariances of a `penalised_fit` theta (no seat term).
+
+    Args:
+        theta: the fitted strengths.
+        ia, ib, y, n, l2: the games and penalty it was fitted on (as `penalised_fit`).
+
+    Returns:
+        (robust covariance H^-1 B H^-1, model-based covariance H^-1).
+    """
     return _sandwich_design(theta, _design(ia, ib, n), y, l2)
 
 
@@ -481,8 +492,6 @@ def openskill_ratings(
     of players (a team). `model`: any class of `openskill.models` ("PlackettLuce",
     "BradleyTerryFull", "ThurstoneMostellerFull", ...).
     """
-    import openskill.models as om
-
     if model not in om.MODELS and not hasattr(om, model):
         raise ValueError(
             f"unknown openskill model {model!r} (choose from {', '.join(sorted(m.__name__ for m in om.MODELS))})"
@@ -536,7 +545,7 @@ def alpha_rank(P: np.ndarray, alpha: float = 10.0, population: int = 50) -> np.n
     The players are the strategies of a symmetric one-population game whose payoff to i
     against j is P[i, j]; more mass = more evolutionarily robust.
     """
-    from open_spiel.python.egt import alpharank
+    from open_spiel.python.egt import alpharank  # start-up time: matplotlib, which it imports
 
     P = np.asarray(P, dtype=float)
     _check_square(P)
@@ -552,8 +561,7 @@ def nash_average(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     support"-level of play, negative payoffs are beaten by the mixture.
     """
     try:
-        import pyspiel
-        from open_spiel.python.algorithms import nash_averaging
+        from open_spiel.python.algorithms import nash_averaging  # optional: cvxpy
     except ImportError as e:  # cvxpy is an optional dependency of OpenSpiel's nash_averaging
         raise ImportError(
             f"Nash averaging needs OpenSpiel with cvxpy ({e}); pip install cvxpy"

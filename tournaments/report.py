@@ -5,7 +5,7 @@
     write_html(result, "runs/t/tournament.html")
 
 The HTML page needs nothing but a browser (figures are inline base64 PNGs, the little
-JavaScript is inline): the leaderboard (sortable), the bracket drawn (elimination
+JavaScript is inline): a sortable leaderboard, the bracket drawn (elimination
 formats) or the rounds (others), a win-rate heat map, the ratings with their confidence
 intervals, other views of the same games (OpenSkill, alpha-rank, Nash averaging), and
 every match's replay turn by turn (prompt, reply, move), read from the trajectory JSONL
@@ -32,7 +32,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
+from rich.table import Table
 
+from core.console import make_console
+from core.records import read_jsonl
 from tournaments.ratings import alpha_rank, nash_average, openskill_ratings, win_matrix
 from tournaments.run import TournamentResult
 
@@ -173,11 +176,7 @@ def rating_note(result: TournamentResult) -> str:
 
 
 def print_leaderboard(result: TournamentResult, console=None) -> None:
-    """The leaderboard as a rich table."""
-    from rich.table import Table
-
-    from core.console import make_console
-
+    """A tournament's leaderboard as a rich table."""
     console = console or make_console(120)
     cfg = result.config
     ro = cfg.rating
@@ -205,10 +204,11 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
 # --- figures --------------------------------------------------------------------------------
 
 
-def _png(fig) -> str:
+def png_base64(fig) -> str:
+    """A matplotlib figure as base64 PNG for an inline <img> (the figure is closed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
@@ -216,10 +216,10 @@ def _png(fig) -> str:
 
 def winrate_figure(result: TournamentResult) -> str:
     """Heat map of the share of points each row player took from each column player."""
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     players = result.outcome.order
     pts, cnt = win_matrix(result.games(), players)
@@ -247,15 +247,15 @@ def winrate_figure(result: TournamentResult) -> str:
     ax.set_xlabel("opponent")
     ax.set_title("win rate of row vs column (draw = 1/2; games)")
     fig.colorbar(im, ax=ax, fraction=0.046)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def rating_figure(result: TournamentResult) -> str:
     """Ratings with their confidence intervals, best on top."""
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     rows = sorted(leaderboard(result), key=lambda r: r.elo)
     fig, ax = plt.subplots(figsize=(6.5, 0.4 * len(rows) + 1.2))
@@ -279,7 +279,7 @@ def rating_figure(result: TournamentResult) -> str:
     ro = result.config.rating
     ax.set_xlabel(f"Bradley-Terry rating, Elo scale ({int(ro.level * 100)}% {ro.ci} CI)")
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig)
+    return png_base64(fig)
 
 
 # --- HTML -----------------------------------------------------------------------------------
@@ -382,7 +382,8 @@ document.addEventListener('DOMContentLoaded',()=>{
 """
 
 
-def _e(x) -> str:
+def escape(x) -> str:
+    """`x` as text safe inside HTML and attribute values."""
     return html.escape(str(x), quote=True)
 
 
@@ -401,21 +402,21 @@ def _leaderboard_html(result: TournamentResult, records: dict) -> str:
     rows = leaderboard(result)
     invalid = _invalid_replies(records)
     games = list(dict.fromkeys(s.game for s in result.schedule))
-    head = "".join(f"<th>{_e(h)}</th>" for h in ("rank",)) + '<th class="l">player</th>'
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("rank",)) + '<th class="l">player</th>'
     head += "".join(
-        f"<th>{_e(h)}</th>"
+        f"<th>{escape(h)}</th>"
         for h in ("rating", "CI", "rating rank", "W", "D", "L", "games", "points")
     )
-    head += "".join(f"<th>mean return: {_e(g)}</th>" for g in games)
+    head += "".join(f"<th>mean return: {escape(g)}</th>" for g in games)
     head += "<th>invalid first replies</th>" if invalid else ""
     body = []
     for r in rows:
         ci = "reference" if r.player == result.config.rating.reference else _interval(r)
         cells = [
             f"<td>{r.rank}</td>",
-            f'<td class="l player">{_e(r.player)}</td>',
+            f'<td class="l player">{escape(r.player)}</td>',
             f'<td data-v="{r.elo:.3f}">{r.elo:.0f}</td>',
-            f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{_e(ci)}</td>',
+            f'<td data-v="{r.lo if not math.isnan(r.lo) else r.elo:.3f}">{escape(ci)}</td>',
             f'<td class="rank-range" data-v="{r.rank_lo + r.rank_hi / 1000}">{_rank_range(r)}</td>',
             *(f"<td>{v}</td>" for v in (r.wins, r.draws, r.losses, r.games)),
             f'<td data-v="{r.points:.6g}">{_points(r)}</td>',
@@ -470,11 +471,11 @@ def _bracket_html(result: TournamentResult) -> str:
                     score = "" if pts is None else f"{pts:.3g}"
                     cls = ' class="w"' if who == m.winner else ""
                     lines.append(
-                        f"<div{cls}><span>{seed}{_e(who)}</span><span>{score}</span></div>"
+                        f"<div{cls}><span>{seed}{escape(who)}</span><span>{score}</span></div>"
                     )
-                boxes.append(f'<div class="m" data-match="{_e(m.id)}">{"".join(lines)}</div>')
-            cols.append(f'<div class="col"><h4>{_e(label)}</h4>{"".join(boxes)}</div>')
-        heading = f"<h3>{_e(title)}</h3>" if title else ""
+                boxes.append(f'<div class="m" data-match="{escape(m.id)}">{"".join(lines)}</div>')
+            cols.append(f'<div class="col"><h4>{escape(label)}</h4>{"".join(boxes)}</div>')
+        heading = f"<h3>{escape(title)}</h3>" if title else ""
         out.append(f'{heading}<div class="bracket">{"".join(cols)}</div>')
     seeding = [rnd for rnd in result.outcome.rounds if rnd and all(p.label == "A" for p, _ in rnd)]
     if seeding:
@@ -493,7 +494,7 @@ def _rounds_html(result: TournamentResult, rounds: list | None = None, id_: str 
         if not rnd:
             continue
         rows = "".join(
-            f'<tr><td class="l">{_e(p.label)}</td><td class="l">{_e(p.a)}</td><td>{r.points_a:.3g} : {r.points_b:.3g}</td><td class="l">{_e(p.b)}</td><td>{r.games}</td></tr>'
+            f'<tr><td class="l">{escape(p.label)}</td><td class="l">{escape(p.a)}</td><td>{r.points_a:.3g} : {r.points_b:.3g}</td><td class="l">{escape(p.b)}</td><td>{r.games}</td></tr>'
             for p, r in rnd
         )
         parts.append(
@@ -515,16 +516,16 @@ def _other_ratings_html(result: TournamentResult) -> str:
     try:
         mass = alpha_rank(P)
     except Exception as e:  # a degenerate matrix must not cost the whole report
-        mass, notes = None, notes + [f"alpha-rank failed: {_e(e)}"]
+        mass, notes = None, notes + [f"alpha-rank failed: {escape(e)}"]
     try:
         mix, payoff = nash_average(P)
     except Exception as e:
-        mix, payoff, notes = None, None, notes + [f"Nash averaging failed: {_e(e)}"]
+        mix, payoff, notes = None, None, notes + [f"Nash averaging failed: {escape(e)}"]
     rows = []
     for i, p in enumerate(players):
         s = skill.get(p)
         cells = [
-            f'<td class="l">{_e(p)}</td>',
+            f'<td class="l">{escape(p)}</td>',
             f"<td>{s.mu:.1f} ± {s.sigma:.1f}</td><td>{s.ordinal:.1f}</td>"
             if s
             else "<td></td><td></td>",
@@ -552,8 +553,6 @@ def _records(result: TournamentResult) -> dict:
     path = Path(result.jsonl_path)
     if not path.exists():
         return {}
-    from core.records import read_jsonl
-
     return {r.match_id: r for r in read_jsonl(path) if r.match_id in result.results}
 
 
@@ -655,7 +654,7 @@ def write_html(
     path.parent.mkdir(parents=True, exist_ok=True)
     games = ", ".join(g.name + (f" {json.dumps(g.params)}" if g.params else "") for g in cfg.games)
     specs = "".join(
-        f"<tr><td class=l>{_e(p)}</td><td class=l><code>{_e(json.dumps(s) if not isinstance(s, str) else s)}</code></td></tr>"
+        f"<tr><td class=l>{escape(p)}</td><td class=l><code>{escape(json.dumps(s) if not isinstance(s, str) else s)}</code></td></tr>"
         for p, s in cfg.players.items()
     )
     records = _records(result)
@@ -684,18 +683,18 @@ def write_html(
     elim = bool(result.outcome.bracket)
     structure = _bracket_html(result) if elim else _rounds_html(result)
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{_e(cfg.name)} — tournament report</title>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(cfg.name)} — tournament report</title>
 <style>{CSS}</style><script>{JS}</script></head><body>
-<h1>{_e(cfg.name)}</h1>
-<p class="sub">{_e(cfg.format)} · {len(cfg.players)} players · games: {_e(games)} · {cfg.games_per_pairing} per pairing ·
+<h1>{escape(cfg.name)}</h1>
+<p class="sub">{escape(cfg.format)} · {len(cfg.players)} players · games: {escape(games)} · {cfg.games_per_pairing} per pairing ·
 {len(result.results)} matches · seed {cfg.seed}</p>
 <h2>Leaderboard</h2>
 {_leaderboard_html(result, records)}
 <p class=k>rank: the format's final order; rating: Bradley-Terry maximum likelihood over every match (draw = half a win);
 invalid first replies: LLM turns whose first reply named no legal move (retries and fallbacks then decided the move).
 Click a column to sort.</p>
-<p class=k id="rating-note">{_e(rating_note(result))}</p>
-<p class=k id="points-note">{_e(points_note(result))}</p>
+<p class=k id="rating-note">{escape(rating_note(result))}</p>
+<p class=k id="points-note">{escape(points_note(result))}</p>
 <h2>{"Bracket" if elim else "Rounds"}</h2>
 {structure}
 <h2>Win rates</h2>
@@ -709,7 +708,7 @@ Click a column to sort.</p>
 <h2 id="replays">Matches</h2>
 <p>player <select id="fplayer"><option value="">all</option></select> game <select id="fgame"><option value="">all</option></select>
 <button id="prev">‹ previous</button> <button id="next">next ›</button> <span id="shown" class="k"></span></p>
-<p class=k id="replays-note">{_e(where)}.</p>
+<p class=k id="replays-note">{escape(where)}.</p>
 <div id="matches"></div>
 <script>const MATCHES={_script_json(rows)}, REPLAY_DIR={_script_json(quote(replay_dir.name))};</script>
 {inline}

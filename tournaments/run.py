@@ -27,7 +27,7 @@ changed config starts the tournament over, and the old JSONL is moved aside
 (`<name>.jsonl.replaced-<time>`).
 
 `tournament_so_far` reads a store without writing to it, while another process runs the
-tournament or after it stopped: the result of a finished one, else the leaderboard so far.
+tournament or after it stopped: the result of a finished one, else its leaderboard so far.
 """
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents import checkpoint_of
+from core.records import check_writable
 from tournaments.config import TournamentConfig, rated_games, stored_config, stored_ratings  # noqa: F401 (stored_*: callers of this module)
 from tournaments.core import Outcome, Pairing, PairResult, drive, sort_players
 from tournaments.formats import make_format
+from tournaments.ratings import fit_bradley_terry
 from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside, read_log
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
@@ -154,9 +157,6 @@ def run_tournament(
     Returns:
       the TournamentResult, ratings included.
     """
-    from agents import checkpoint_of
-    from core.records import check_writable
-
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with Store(db_path) as store:
         store.lock()
@@ -286,10 +286,6 @@ def tournament_so_far(
 
 def rate(config: TournamentConfig, result: TournamentResult) -> None:
     """Bradley-Terry over every match, with one first-mover term per game fitted jointly."""
-    from tournaments.ratings import (
-        fit_bradley_terry,  # scipy: imported only once there is something to rate
-    )
-
     ro = config.rating
     seat_games = [
         s.game for s in result.schedule if s.match_id in result.results

@@ -23,6 +23,7 @@ from tournaments.core import (
     Pairing,
     Player,
     Tally,
+    check_count,
     check_players,
     play,
     sort_players,
@@ -45,7 +46,7 @@ def anchor(
     ref = players[0] if anchor is None else anchor
     if ref not in players:
         raise ValueError(f"anchor {ref!r} is not one of the players")
-    _check_games(games, "games")
+    check_count(games, "games")
     tally = _tally or Tally(players)
     others = [p for p in players if p != ref]
     yield from play(tally, [Pairing(p, ref, "A", games) for p in others])
@@ -82,8 +83,3 @@ def seed_order(
         outcome = yield from anchor(players, anchor_player, seed_games, _tally=tally)
         return outcome.order
     return players
-
-
-def _check_games(n: int, name: str) -> None:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"{name} must be a positive integer, got {n!r}")

@@ -20,7 +20,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from core.records import MatchRecord, TurnRecord, append_jsonl, outcomes
-from tournaments.store import MatchResult, MatchSpec
+from tournaments.config import load_config
+from tournaments.run import run_tournament
+from tournaments.store import MatchResult, MatchSpec, jsonl_beside
 
 
 def bt_outcome(strengths: dict, a, b, seed: int, draw: float = 0.0) -> float:
@@ -103,8 +105,6 @@ def sim_config(
     **format_options,
 ):
     """A TournamentConfig of `n` simulated players p00.. with strengths in `strengths_of`."""
-    from tournaments.config import load_config
-
     return load_config(
         {
             "name": f"sim-{fmt}-{n}",
@@ -128,9 +128,6 @@ def strengths_of(names: list[str], spread: float = 3.0, seed: int = 0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tournaments.run import run_tournament
-    from tournaments.store import jsonl_beside
-
     ap = argparse.ArgumentParser(description="Run a tournament of simulated Bradley-Terry players.")
     ap.add_argument("--db", required=True)
     ap.add_argument("--players", type=int, default=16)

@@ -18,7 +18,7 @@ way), leaving no lost and no duplicated match in either file. `read_log` also cu
 last line and sets lines it cannot read aside, into "<name>.jsonl.corrupt-<time>", so new
 matches are never appended after junk. One process per tournament: `lock()` takes an
 exclusive lock on "<db>.lock" (released by the OS on kill). `Store(path, readonly=True)`
-reads a store another process may be writing (the leaderboard so far) without writing.
+reads a store another process may be writing (its leaderboard so far) without writing.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from core.records import MatchRecord, check_writable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -102,8 +104,6 @@ class Store:
     """A tournament's SQLite file."""
 
     def __init__(self, path: str | os.PathLike, readonly: bool = False):
-        from core.records import check_writable
-
         self.path = Path(path)
         self._lock = None
         if self.path.is_dir():
@@ -369,8 +369,6 @@ def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str
     read back as a MatchRecord aside, into "<name>.corrupt-<time>" (said on stderr), so
     new matches are appended to a clean file. Of duplicated ids the first counts.
     """
-    from core.records import MatchRecord
-
     path = Path(jsonl)
     if not path.exists():
         return {}

@@ -17,11 +17,12 @@ from tournaments.core import (
     Pairing,
     Player,
     Tally,
+    check_count,
     check_players,
     play,
     sort_players,
 )
-from tournaments.seeding import _check_games, seed_order
+from tournaments.seeding import seed_order
 
 
 def swiss(
@@ -44,7 +45,7 @@ def swiss(
     points), then mean score, then the initial order (`seeding`, see `tournaments.seeding`).
     """
     players = check_players(players)
-    _check_games(games, "games")
+    check_count(games, "games")
     n = len(players)
     rounds = swiss_rounds(n) if rounds is None else rounds
     if not isinstance(rounds, int) or rounds < 1:
@@ -108,7 +109,7 @@ def _pair(pool: list, rank: dict, points, met: set) -> list[tuple]:
     """Pair `pool` (in standing order): perfect matching, fewest rematches, closest scores.
 
     Within a score group of g players the top half meets the bottom half (1 v g/2+1,
-    2 v g/2+2, ..., the Dutch system), so the leaders do not knock each other out early.
+    2 v g/2+2, ..., the Dutch system), so the top players do not knock each other out early.
     """
     n = len(pool)
     scale = n + 1  # one point of difference outweighs any standing distance

@@ -10,6 +10,7 @@ Every error is one line naming the key: `learner.lr must be > 0, got -0.001`.
 from __future__ import annotations
 
 import difflib
+import inspect
 import json
 import math
 import os
@@ -21,14 +22,24 @@ from typing import Any
 
 import yaml
 
+import games
+from agents import make_agent, parse_spec
 from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
-from agents.models import seeded
+from agents.models import TINY, seeded, tiny_llama_args
+from agents.transformers_backend import TransformersBackend
 from core.machine import PRECISIONS
 from core.overrides import merge
-from evaluation.suites import SELF  # eval opponent spec: the policy in every seat
+from evaluation.suites import (
+    SELF,  # eval opponent spec: the policy in every seat
+    GameSpec,
+    game_spec,
+    plans,
+)
 from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
+from tournaments.formats import format_options
+from tournaments.run import stored_ratings
 from training.advantages import ESTIMATORS, AdvantageConfig
-from training.league import WEIGHTINGS
+from training.league import WEIGHTINGS, tournament_names
 from training.learner import BF16_ROUNDINGS, LearnerConfig
 from training.loss import AGGREGATIONS
 
@@ -454,8 +465,6 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
 
 
 def _games(games_in: Any) -> list[GameEntry]:
-    import games
-
     if isinstance(games_in, (str, Mapping)):
         games_in = [games_in]
     if not isinstance(games_in, list) or not games_in:
@@ -502,8 +511,6 @@ def _games(games_in: Any) -> list[GameEntry]:
 
 
 def _validate(cfg: TrainConfig) -> None:
-    from agents.models import TINY, tiny_llama_args
-
     for key, (ok, what) in RANGES.items():
         value = _get(cfg, key)
         if not ok(value):
@@ -521,8 +528,6 @@ def _validate(cfg: TrainConfig) -> None:
         )
     for i, g in enumerate(cfg.games):
         if g.symmetries:
-            import games
-
             module = games.symmetry_module(g.name)
             if module is None:
                 raise ValueError(
@@ -598,9 +603,6 @@ def _validate(cfg: TrainConfig) -> None:
 def eval_games(cfg: TrainConfig) -> tuple[list, list]:
     """(training games, held-out games) of the evaluation as `evaluation.suites.GameSpec`s,
     each with its opponents; one-line errors for a bad `eval.held_out` entry."""
-    import games
-    from evaluation.suites import GameSpec, game_spec, plans
-
     opp = cfg.eval.opponents
     train = [
         GameSpec(
@@ -633,12 +635,7 @@ def eval_games(cfg: TrainConfig) -> tuple[list, list]:
 
 def _check_league_ratings(lg: LeagueConfig) -> None:
     """league.ratings names a readable tournament store; league.tournament has players and a budget it can keep."""
-    from tournaments.formats import format_options
-
     if lg.ratings:
-        from tournaments.run import stored_ratings
-        from training.league import tournament_names
-
         if not Path(lg.ratings).is_file():
             raise ValueError(f"league.ratings: no tournament store at {lg.ratings}")
         try:
@@ -673,7 +670,7 @@ def _check_ray(cfg: TrainConfig) -> None:
     ):
         raise ValueError(f"ray.address must be local, auto or HOST:PORT, got {r.address!r}")
     try:
-        import ray  # noqa: F401
+        import ray  # noqa: F401 (optional: ray)
     except ImportError:
         raise ValueError("ray.address needs Ray installed: pip install -e '.[ray]'") from None
     if cfg.backend != "transformers":
@@ -688,8 +685,6 @@ def _check_ray(cfg: TrainConfig) -> None:
 
 
 def _check_backend_kwargs(cfg: TrainConfig) -> None:
-    from agents.models import TINY
-
     kwargs = cfg.backend_kwargs
     if not all(isinstance(k, str) for k in kwargs):
         raise ValueError(f"backend_kwargs must map option names to values, got {kwargs!r}")
@@ -711,10 +706,6 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
                 f"backend_kwargs.dtype must be one of {', '.join(VLLM_DTYPES)} (default: the learner's), got {kwargs['dtype']!r}"
             )
     if cfg.backend == "transformers":
-        import inspect
-
-        from agents.transformers_backend import TransformersBackend
-
         known = [
             p
             for p in inspect.signature(TransformersBackend).parameters
@@ -729,13 +720,10 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
 
 def _check_spec(spec: Any, where: str) -> None:
     """An agent spec as `agents.make_agent` reads it, checked without loading a model."""
-    from agents import _parse, make_agent
-    from agents.models import TINY, tiny_llama_args
-
     if spec == SELF:
         return
     try:
-        d = _parse(spec)
+        d = parse_spec(spec)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     kind = d.pop("type")

@@ -23,15 +23,17 @@ from pathlib import Path
 import numpy as np
 
 from agents.llm_agent import LLMAgent
+from tournaments.config import load_config
+from tournaments.formats import format_options, swiss_rounds
+from tournaments.play import arena_play_matches
+from tournaments.run import run_tournament
+from tournaments.store import jsonl_beside
 from training.config import POLICY, TrainConfig
 from training.league import League
 
 
 def tournament_config(cfg: TrainConfig, league: League, step: int):
     """The `tournaments.config.TournamentConfig` of step `step`'s league tournament."""
-    from tournaments.config import load_config
-    from tournaments.formats import format_options, swiss_rounds
-
     t = cfg.league.tournament
     players = {POLICY: f"the training policy at step {step}"}
     players.update(
@@ -67,10 +69,6 @@ def play_league_tournament(
 ) -> dict[str, float] | None:
     """Play step `step`'s tournament (policy on `backend`, league agents from `opponents`, a
     `training.rollouts.Opponents`); the players' Elo, or None with no opponent to rate."""
-    from tournaments.play import arena_play_matches
-    from tournaments.run import run_tournament
-    from tournaments.store import jsonl_beside
-
     if not league.opponents:
         return None
     config = tournament_config(cfg, league, step)

@@ -193,7 +193,7 @@ def sequences_from_samples(
                 raise ValueError(
                     f"turn {s.turn_index} of match {s.match_index} has no prompt_token_ids and no messages to render"
                 )
-            prompt = _render(tokenizer, t.messages)
+            prompt = render_prompt(tokenizer, t.messages)
         logprobs = list(t.logprobs) if t.logprobs else None
         if logprobs is not None and len(logprobs) != len(t.token_ids):
             raise ValueError(
@@ -214,7 +214,16 @@ def sequences_from_samples(
     return out
 
 
-def _render(tokenizer, messages) -> list[int]:
+def render_prompt(tokenizer, messages) -> list[int]:
+    """The token ids of a chat prompt as the policy sees it (the chat template, generation prompt added).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer with a chat template.
+        messages: the chat messages ({"role", "content"} dicts).
+
+    Returns:
+        The prompt's token ids.
+    """
     ids = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, return_dict=False
     )
@@ -312,6 +321,7 @@ def bf16_eager_attention(module, query, key, value, attention_mask, scaling, dro
 
 def register_bf16_attention() -> str:
     """Register `bf16_eager_attention` with transformers (with eager's additive float mask); its name."""
+    # start-up time: transformers, for both
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
@@ -348,7 +358,7 @@ class Learner:
         self.compute_dtype = compute_dtype(self.cfg.precision, self.device.type)
         model.float()  # the master weights
         if self.cfg.lora_rank > 0:
-            from peft import LoraConfig, get_peft_model
+            from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
 
             lora = LoraConfig(
                 r=self.cfg.lora_rank,

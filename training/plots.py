@@ -31,10 +31,10 @@ def plot_eval(
 ) -> Path:
     """Draw the evaluation curves of one or more runs into `out` (default `<run_dir>/eval.png`
     for one run; required for several); `target`: a dotted line at that rate."""
-    import matplotlib
+    import matplotlib  # start-up time: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
 
     runs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(d) for d in run_dirs]
     if not runs:

@@ -35,11 +35,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from arena.ray_runner import MatchWorker, RayPool
-from arena.runner import MatchPlan
+from arena.runner import MatchPlan, play
+from core.machine import compute_dtype, set_threads
 from core.records import MatchRecord
 from training.config import POLICY, TrainConfig
+from training.rollouts import (
+    Opponents,
+    frozen_backend,
+    plan_step,
+    step_agents,
+    step_lineup,
+    trainable_state,
+)
 
 
 @dataclass
@@ -74,11 +84,6 @@ class RolloutWorker(MatchWorker):
     """A Ray actor holding the policy (at some version) and the league opponents."""
 
     def __init__(self, setup: tuple[TrainConfig, str], threads: int):
-        import torch
-
-        from core.machine import set_threads
-        from training.rollouts import Opponents, frozen_backend
-
         set_threads(threads, verbose=False)
         cfg, opponents_dtype = setup  # dtypes as the driver resolved them (see RayRollouts.start)
         self.cfg = cfg
@@ -97,10 +102,7 @@ class RolloutWorker(MatchWorker):
     def play(
         self, plans: list[MatchPlan], concurrency: int, max_turns: int, step: RolloutStep
     ) -> list[MatchRecord]:
-        import ray
-
-        from arena.runner import play
-        from training.rollouts import step_agents
+        import ray  # optional: ray
 
         if step.version != self.version:
             self.load(ray.get(step.weights[0]))
@@ -113,8 +115,6 @@ class RolloutWorker(MatchWorker):
         return records
 
     def load(self, weights: dict) -> None:
-        import torch
-
         with torch.no_grad():
             result = self.backend.model.load_state_dict(weights, strict=False)
         if result.unexpected_keys:
@@ -138,8 +138,6 @@ class RayRollouts:
     @classmethod
     def start(cls, cfg: TrainConfig, learner, version: int) -> RayRollouts:
         """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
-        from core.machine import compute_dtype
-
         r = cfg.ray
         # the dtypes as chosen here (the learner's; "auto" for the snapshots' module): "auto" measured
         # again on a worker, under other load, could pick another and change the numerics
@@ -157,9 +155,7 @@ class RayRollouts:
 
     def publish(self, learner, version: int) -> None:
         """Put the learner's current policy weights into the object store as `version`."""
-        import ray
-
-        from training.rollouts import trainable_state
+        import ray  # optional: ray
 
         state = trainable_state(learner.policy, learner.cfg.lora_rank > 0)
         self.sync_bytes = sum(t.numel() * t.element_size() for t in state.values())
@@ -184,8 +180,6 @@ class RayRollouts:
     def start_step(self, step: int, league, rng: np.random.Generator, restarts=None) -> None:
         """Plan step `step` now (the loop's draws) and play it on the workers in a background thread, on the current version;
         `restarts`: the loop's `training.restarts.RestartBuffer`."""
-        from training.rollouts import plan_step, step_lineup
-
         planned = plan_step(self.cfg, league, rng, step, restarts)
         lineup = step_lineup(league, planned, rng)
         keep = sorted(o.spec for o in league.opponents if o.kind == "checkpoint")

@@ -16,9 +16,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
-from agents import checkpoint
+from agents import checkpoint, make_agent
 from agents.llm_agent import LLMAgent
+from agents.models import load_model
+from agents.transformers_backend import TransformersBackend
 from arena.runner import MatchPlan, plan_matches
 from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
     POLICY,
@@ -53,8 +56,6 @@ class Opponents:
         self._active: str | None = None  # the snapshot whose weights the module holds
 
     def agent(self, name: str, spec: str, kind: str, seed: int):
-        from agents import make_agent
-
         if kind == "bot":
             if name not in self._bots:
                 self._bots[name] = make_agent(spec, name)
@@ -92,8 +93,6 @@ class Opponents:
         )
 
     def _read(self, path: str, model) -> dict[str, torch.Tensor]:
-        from safetensors.torch import load_file
-
         own = model.state_dict()
         loaded = load_file(path, device=str(self.device))
         unexpected = sorted(set(loaded) - set(own))
@@ -117,13 +116,10 @@ def frozen_backend(
 ):
     """A TransformersBackend on a fresh, frozen copy of the policy's model (LoRA-wrapped like the
     learner's) for weights loaded into it later: the league snapshots' module, a Ray rollout worker's policy."""
-    from agents.models import load_model
-    from agents.transformers_backend import TransformersBackend
-
     model, tok = load_model(cfg.model, dtype=dtype, device=device)
     lcfg = cfg.learner
     if lcfg.lora_rank > 0:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
 
         model = get_peft_model(
             model,
@@ -156,8 +152,6 @@ class _SnapshotBackend:
 def save_snapshot(learner: Learner, path: Path) -> None:
     """The policy's trainable weights as one safetensors file: a LoRA run's adapters, else the
     whole model (tied copies dropped)."""
-    from safetensors.torch import save_file
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = checkpoint.tmp_path(path)
     try:

@@ -86,14 +86,22 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from torch.utils.tensorboard import SummaryWriter
 
 from agents import checkpoint
 from agents.llm_agent import LLMAgent
+from agents.models import load_model
+from agents.transformers_backend import TransformersBackend
 from arena.runner import play
+from core.console import make_console
 from core.machine import announce_threads, set_threads
 from core.overrides import merge, parse_overrides
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_json_lines
+from evaluation.metrics import summary
+from evaluation.run import evaluate as play_and_score
+from evaluation.suites import plans
+from tournaments.run import stored_ratings
 from training.advantages import compute_advantages, learning_samples
 from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
     POLICY,
@@ -108,6 +116,7 @@ from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
 from training.plots import plot_eval
+from training.ray_rollouts import RayRollouts
 from training.restarts import RestartBuffer, lost_positions
 from training.rollouts import (
     Opponents,
@@ -119,7 +128,7 @@ from training.rollouts import (
 )
 from training.symmetry import symmetric_sequences
 
-# --- helpers ------------------------------------------------------------------------------
+# --- seeds, backends, metrics and evaluation -----------------------------------------------
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -132,11 +141,9 @@ def seed_everything(seed: int) -> np.random.Generator:
 def make_backend(cfg: TrainConfig, learner: Learner, tokenizer):
     """The rollout backend: in-process transformers on the learner's module, or a vLLM engine."""
     if cfg.backend == "transformers":
-        from agents.transformers_backend import TransformersBackend
-
         kwargs = {"max_batch_size": 256, **cfg.backend_kwargs}
         return TransformersBackend((learner.policy, tokenizer), name=POLICY, **kwargs)
-    from agents.vllm_backend import VLLMBackend
+    from agents.vllm_backend import VLLMBackend  # optional: vllm
 
     kwargs = dict(cfg.backend_kwargs)
     if "max_batch_size" in kwargs:  # the shared option's vLLM name
@@ -216,10 +223,6 @@ def evaluate(cfg: TrainConfig, backend, step: int) -> tuple[list[dict], float]:
     eval.temperature > 0): the report rows (one per (game, opponent), training and held-out
     games, eval.seed) and the selection score (mean non-losing rate over the training games'
     selection matches, eval.select_seed; -1 without keep_best)."""
-    from evaluation.metrics import summary
-    from evaluation.run import evaluate as play_and_score
-    from evaluation.suites import plans
-
     train_games, held_out = eval_games(cfg)
 
     def cells(games_, matches: int, seed: int, what: str):
@@ -425,11 +428,6 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
 
 def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     """Run (or resume) training; returns {"step", "elapsed", "games", "eval": last eval rows}."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    from agents.models import load_model
-    from core.console import make_console
-
     console = console or make_console(240, highlight=False)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
@@ -488,8 +486,6 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     if (
         cfg.league.ratings
     ):  # read at every start and resume: a tournament played meanwhile informs the rest of the run
-        from tournaments.run import stored_ratings
-
         elo, stands_for = tournament_names(stored_ratings(cfg.league.ratings))
         league.use_ratings(elo, stands_for)
         console.print(
@@ -498,8 +494,6 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     opponents = Opponents(cfg, learner.device)
     rollouts = None
     if cfg.ray.address:
-        from training.ray_rollouts import RayRollouts
-
         rollouts = RayRollouts.start(cfg, learner, start_step)
         console.print(
             f"ray: {len(rollouts.pool.workers)} rollout worker(s) at {cfg.ray.address}, max_staleness {cfg.ray.max_staleness}; "

@@ -40,7 +40,7 @@ import numpy as np
 
 import games
 from training.advantages import TurnSample
-from training.learner import Sequence, _render
+from training.learner import Sequence, render_prompt
 
 
 def symmetric_sequences(
@@ -77,7 +77,7 @@ def symmetric_sequences(
             move = module.symmetric_move(t.completion, to)
             out.append(
                 Sequence(
-                    _render(tokenizer, messages),
+                    render_prompt(tokenizer, messages),
                     tokenizer.encode(move, add_special_tokens=False) + tail,
                     float(s.advantage),
                     None,

@@ -209,7 +209,7 @@ def tit_for_tat_examples(
     with random cooperation rates (0.1-0.9): the agent's prompt, tit-for-tat's reply as the target."""
     import games
     from agents.base import PendingTurn
-    from training.learner import Sequence, _render
+    from training.learner import Sequence, render_prompt
 
     rng = np.random.default_rng(seed)
     out = []
@@ -235,7 +235,7 @@ def tit_for_tat_examples(
                     (
                         state,
                         Sequence(
-                            _render(tokenizer, agent.prompt_messages(turn)),
+                            render_prompt(tokenizer, agent.prompt_messages(turn)),
                             reply,
                             1.0,
                             None,

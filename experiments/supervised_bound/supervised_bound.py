@@ -56,14 +56,14 @@ def label_floor(states: list) -> float:
 
 def target_pairs(agent, tokenizer, params: dict, states: list, rng: np.random.Generator) -> list:
     """(prompt, optimal move) `Sequence`s, weight 1/|optimal moves| each: a position's target mass sums to 1."""
-    from evaluation.exploitability import _prepare
-    from training.learner import Sequence, _render
+    from evaluation.exploitability import turn_at
+    from training.learner import Sequence, render_prompt
 
     pairs = []
     for i, s in enumerate(states):
-        turn = _prepare(agent, GAME, params, s, f"sb{i}", rng)
+        turn = turn_at(agent, GAME, params, s, f"sb{i}", rng)
         view = turn.env.view(turn.player)
-        prompt = _render(tokenizer, agent.prompt_messages(turn))
+        prompt = render_prompt(tokenizer, agent.prompt_messages(turn))
         best = optimal_moves(s)
         text = dict(zip(view.actions, view.legal_moves))
         for a in best:

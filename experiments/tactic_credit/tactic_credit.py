@@ -22,7 +22,7 @@ import numpy as np
 
 from arena.runner import play
 from core.records import MatchRecord
-from evaluation.exact_vs_random import _winning_cells
+from evaluation.exact_vs_random import winning_cells
 from training.advantages import TurnSample, compute_advantages
 
 
@@ -31,7 +31,7 @@ def tactic(record: MatchRecord, turn_index: int) -> str:
     history = [int(t.action) for t in record.turns[:turn_index]]
     mover = len(history) % 2
     move = int(record.turns[turn_index].action)
-    wins, threats = _winning_cells(history, mover), _winning_cells(history, 1 - mover)
+    wins, threats = winning_cells(history, mover), winning_cells(history, 1 - mover)
     if wins:
         return "win taken" if move in wins else "win missed"
     if threats:

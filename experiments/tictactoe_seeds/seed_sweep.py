@@ -65,7 +65,7 @@ def seed_config(config: dict, seed: int, out: Path, threads: int | None) -> dict
 
 def contention_warning(parallel: int, threads: int, cpus: int) -> str | None:
     """A warning line when the runs' torch threads outnumber the CPUs: they then contend, and
-    a run can hit its time budget (2 tiny runs x 2 threads on a 2-core box: 5-7 s a step,
+    a run can hit its time budget (2 tiny runs x 2 threads on a 2-core AMD EPYC: 5-7 s a step,
     against 1.5 s with 1 thread each and 0.95 s for one run alone with 2)."""
     if threads <= 0 or parallel * threads <= cpus:
         return None

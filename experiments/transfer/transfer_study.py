@@ -1,4 +1,4 @@
-"""Does self-play on the training games transfer to held-out games? One command (issue 21).
+"""Does self-play on the training games transfer to held-out games? One command.
 
     python -m experiments.transfer.transfer_study                                  # the three variants, defaults below
     python -m experiments.transfer.transfer_study --variants mars --matches 40     # one variant, a smaller evaluation

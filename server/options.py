@@ -1,0 +1,30 @@
+"""The options of `arena serve`, apart from the server so that `arena --help` stays light.
+
+add_arguments(parser)   # cli.main's `serve` subcommand and server.serve's own parser
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core.machine import PRECISIONS
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the options of `arena serve` to `p`.
+
+    Args:
+        p: the (sub)parser of the serve command.
+    """
+    p.add_argument("model", help="smollm2-135m, tiny-llama[:SEED], a local folder or a hub id")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--max-batch", type=int, default=64, help="most requests per backend call")
+    p.add_argument("--batch-wait-ms", type=float, default=10.0, help="how long to collect a batch")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=PRECISIONS,
+        help="auto: bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward), float32: exact logprobs",
+    )
