@@ -24,7 +24,7 @@ Throughput is completion tokens / wall seconds; tokens per CPU second (this proc
 time) is printed beside it, steadier than wall time on a machine shared with other work. MFU (model FLOPs utilisation,
 `machine_limit.utilisation`): the FLOPs the model needed for the prompt and completion
 tokens per second, over the matmul FLOP/s of its dtype measured in the same run.
-Targets (issues 3, 18): arena >= 0.9x raw, arena >= 5x serial, arena bf16 >= 2.5x fp32.
+Targets: arena >= 0.9x raw, arena >= 5x serial, arena bf16 >= 2.5x fp32.
 Beside the last two it prints what the model's own weight matmuls allow at the batch's mean
 rows (`machine_limit.decode_flops`, bf16 on prepacked weights as the backend runs them): bf16
 over fp32 at that many rows, and that many rows over one row (a token decoded alone is memory-bound).
