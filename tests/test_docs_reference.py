@@ -2,7 +2,8 @@
 
 Every field of a config dataclass carries its own docstring (a string literal on the line
 after the field), which the configuration page shows; a field without one would be an
-empty cell there.
+empty cell there. Each tournament format's options are described by the Args section of its
+function's docstring (Google style), which the page's format_options table shows.
 """
 
 from __future__ import annotations
@@ -44,3 +45,10 @@ def test_reference_pages_are_generated():
         assert f"## arena {command}\n" in cli
     config = hook.config_page()
     assert "`learner.loss.kl_coef`" in config and "`rating.ci`" in config
+
+
+def test_every_format_option_is_documented():
+    """Each tournament format's keyword arguments have an Args line (the format_options table)."""
+    rows = _hook()._format_rows()
+    missing = [row[0] for row in rows if not row[0].startswith("**") and not row[2].strip()]
+    assert not missing, "format options without an Args line: " + ", ".join(missing)
