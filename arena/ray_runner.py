@@ -24,7 +24,7 @@ matches (an LLM batches across them), smaller when the round is too short to giv
 worker `in_flight` chunks: len(plans) / (2 x workers).
 
 Ray: "local" starts a Ray instance in this process (`ray.init`, no dashboard); any other
-address joins a running cluster (`ray start --head`, see docs/ray.md). Workers import
+address joins a running cluster (`ray start --head`, see docs/guides/ray.md). Workers import
 this project: install it on every node (or run them from the same checkout).
 """
 
@@ -62,7 +62,7 @@ def connect(address: str, num_cpus: int | None = None) -> None:
         ray.init(address=address, log_to_driver=False)
     except ConnectionError as e:
         raise RuntimeError(
-            f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/ray.md)"
+            f"cannot reach the Ray cluster at {address} ({e}); start it with `ray start --head` (docs/guides/ray.md)"
         ) from None
 
 
@@ -76,7 +76,7 @@ def check_reachable(address: str, timeout: float = 5) -> None:
         except OSError as e:
             raise RuntimeError(
                 f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
-                f"start it with `ray start --head` (docs/ray.md)"
+                f"start it with `ray start --head` (docs/guides/ray.md)"
             ) from None
 
 

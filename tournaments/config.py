@@ -75,36 +75,54 @@ MAX_ROUND_MATCHES = 100_000  # matches one round may schedule (~1 KB of memory e
 class GameSpec:
     """One game every pairing plays."""
 
-    name: str  # registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel"
-    params: dict = field(default_factory=dict)  # game parameters for `games.make`
-    opening: int = 0  # each match opens with 0..opening uniformly random legal moves
+    name: str
+    """registry name, e.g. tic_tac_toe or openspiel:goofspiel"""
+    params: dict = field(default_factory=dict)
+    """game parameters for `games.make`"""
+    opening: int = 0
+    """each match opens with 0..opening uniformly random legal moves; both seat orders of a
+    pairing share it (give deterministic players one, or every repeat replays the same game)"""
 
 
 @dataclass
 class RatingOptions:
     """How a leaderboard's Bradley-Terry ratings are computed."""
 
-    reference: str | None = None  # player pinned at 1000 Elo; None = mean at 1000
-    ci: str = "sandwich"  # "sandwich" | "bootstrap"
-    level: float = 0.95  # confidence level
-    bootstrap: int = 200  # resamples when ci == "bootstrap"
+    reference: str | None = None
+    """player pinned at 1000 Elo; None: the field's mean at 1000"""
+    ci: str = "sandwich"
+    """confidence intervals: sandwich (the sandwich variance) or bootstrap"""
+    level: float = 0.95
+    """confidence level"""
+    bootstrap: int = 200
+    """resamples when ci is bootstrap"""
 
 
 @dataclass
 class TournamentConfig:
     """A tournament: who plays, what, in which format."""
 
-    name: str  # shown in reports
-    format: str  # a key of tournaments.formats.FORMATS
-    players: dict[
-        str, str | dict
-    ]  # player name -> agent spec (`agents.make_agent`) or {by_game: {...}}
-    games: list[GameSpec]  # each pairing plays every game in this list
-    games_per_pairing: int = 1  # k per game (best-of-k series in elimination formats)
-    seed: int = 0  # match seeds and random seeding derive from it
-    format_options: dict = field(default_factory=dict)  # extra options of the format
-    rating: RatingOptions = field(default_factory=RatingOptions)  # leaderboard ratings
-    arena: dict = field(default_factory=dict)  # arena options (concurrency, ...), opaque here
+    name: str
+    """shown in reports; the results go to runs/<name>/ unless --db says otherwise"""
+    format: str
+    """round_robin, swiss, single_elimination, double_elimination, anchor or adaptive
+    (a key of tournaments.formats.FORMATS)"""
+    players: dict[str, str | dict]
+    """player name -> agent spec (`agents.make_agent`), {by_game: {GAME: SPEC, ..., default: SPEC}},
+    or {checkpoints: RUN_DIR, ...}: every checkpoint a training run kept, one player each"""
+    games: list[GameSpec]
+    """each pairing plays every game in this list"""
+    games_per_pairing: int = 1
+    """k per game and pairing (best-of-k series in the elimination formats); seats alternate"""
+    seed: int = 0
+    """match seeds and random seeding derive from it"""
+    format_options: dict = field(default_factory=dict)
+    """options of the format: its keyword arguments (`tournaments.formats.format_options`)"""
+    rating: RatingOptions = field(default_factory=RatingOptions)
+    """leaderboard ratings"""
+    arena: dict = field(default_factory=dict)
+    """match runner options: concurrency (matches live at once), max_turns (decisions before a
+    match is stopped)"""
 
     def to_json(self) -> str:
         """Canonical JSON (stored with the tournament; a resume must match it)."""

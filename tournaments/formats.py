@@ -41,6 +41,9 @@ def round_robin(players: Sequence[Player], games: int = 1) -> FormatGen:
 
     With an odd `games` the first-listed side of each pair alternates around the table,
     so every player is listed first about half the time. Ranked by points, then mean score.
+
+    Args:
+      games: games per pairing.
     """
     players = check_players(players)
     check_count(games, "games")

@@ -41,6 +41,10 @@ def anchor(
     """Everyone vs `anchor` (default: the first player), `games` games each, in one round.
 
     Ranked by mean points, then mean score; the anchor by its own mean over its games.
+
+    Args:
+      anchor: the reference player (default: the first player).
+      games: games each player plays against the anchor.
     """
     players = check_players(players)
     ref = players[0] if anchor is None else anchor

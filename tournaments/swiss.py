@@ -43,6 +43,15 @@ def swiss(
     group against its bottom half (Dutch system). With an odd count the lowest-standing
     player without a bye sits out and scores a won pairing (`games` points, no games). Ranked by points, then Buchholz (sum of the opponents'
     points), then mean score, then the initial order (`seeding`, see `tournaments.seeding`).
+
+    Args:
+      rounds: Swiss rounds; default ceil(log2 N).
+      games: games per pairing.
+      seeding: the first round's order: "random", "order" (as listed), "ratings" or "anchor".
+      ratings: {player: rating} for seeding "ratings" (higher first; unrated players after).
+      anchor: the reference player of seeding "anchor" (default: the first player).
+      seed_games: games each player plays against the anchor when seeding "anchor".
+      seed: the random order of seeding "random".
     """
     players = check_players(players)
     check_count(games, "games")

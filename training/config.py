@@ -158,7 +158,7 @@ class EvalConfig:
 
 @dataclass
 class RayConfig:
-    """Self-play rollouts on Ray workers (training.ray_rollouts, docs/ray.md); the learner stays in this process."""
+    """Self-play rollouts on Ray workers (training.ray_rollouts, docs/guides/ray.md); the learner stays in this process."""
 
     address: str = ""
     """"": rollouts in this process (the default); "local": a Ray instance started by the run; HOST:PORT or "auto": a running cluster"""
@@ -184,7 +184,7 @@ class TrainConfig:
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
     """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options such as dtype, default the
-    learner's, and enable_prefix_caching, default on; see docs/vllm.md)"""
+    learner's, and enable_prefix_caching, default on; see docs/guides/vllm.md)"""
     device: str = "auto"
     """where the learner (and the in-process rollouts) run: auto (cuda when available, else cpu), cpu, cuda or cuda:N"""
     run_dir: str = ""

@@ -140,14 +140,15 @@ def policy_loss(
     """The aggregated loss and its metrics.
 
     Args:
-        logp, old_logp: (B, T) log-probabilities of the taken tokens, new (with grad) and behaviour.
+        logp: (B, T) log-probabilities of the taken tokens under the new policy (with grad).
+        old_logp: (B, T) log-probabilities of the taken tokens under the behaviour policy.
         advantages: (B,) one per sequence, or (B, T) per token.
         mask: (B, T) 1 on completion tokens.
         ref_logp: (B, T) reference log-probabilities; needed when cfg.kl_coef > 0.
         entropy: (B, T) per-token entropy of the new policy; needed when cfg.entropy_coef > 0.
         floor: (B, T) KL(uniform || pi) per token (0 off constrained tokens); needed when cfg.floor_coef > 0.
-        num_tokens, num_seqs: the full batch's token / sequence counts (gradient
-            accumulation); default: this batch's.
+        num_tokens: the full batch's token count (gradient accumulation); default: this batch's.
+        num_seqs: the full batch's sequence count; default: this batch's.
     Returns:
         (loss, metrics): metrics are token means over this batch (`tokens` is its count)
         plus ratio min/max.

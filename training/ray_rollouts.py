@@ -1,4 +1,4 @@
-"""Self-play rollouts on Ray workers: the `ray:` section of a train config (docs/ray.md).
+"""Self-play rollouts on Ray workers: the `ray:` section of a train config (docs/guides/ray.md).
 
     ray: {address: local, rollout_workers: 2, max_staleness: 0}
 
@@ -16,7 +16,7 @@ policy's weights in the rollout dtype (`rollouts.trainable_state` of the learner
 copy: all weights for full fine-tuning, the adapters only under LoRA) put once into Ray's
 object store; every worker call names the version and its object, and a worker loads it
 only when it holds another version (a restarted worker: at its first call). Every record
-carries `policy_version`. Large models: see docs/ray.md (vLLM's weight loading or a
+carries `policy_version`. Large models: see docs/guides/ray.md (vLLM's weight loading or a
 checkpoint path on shared storage instead of the object store).
 
 max_staleness 0: step t's matches are played with version t-1, after the update of step
