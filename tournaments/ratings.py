@@ -407,7 +407,8 @@ def penalised_fit(
     """Penalised maximum likelihood of the Bradley-Terry strengths theta (no seat term).
 
     Args:
-        ia, ib: player indices of each game's first and second seat.
+        ia: player index of each game's first seat.
+        ib: player index of each game's second seat.
         y: points of the first seat in each game (1 win, 1/2 draw, 0 loss).
         n: number of players.
         l2: the ridge penalty on theta.
@@ -455,7 +456,11 @@ def sandwich_covariance(
 
     Args:
         theta: the fitted strengths.
-        ia, ib, y, n, l2: the games and penalty it was fitted on (as `penalised_fit`).
+        ia: first seats, as in `penalised_fit`.
+        ib: second seats.
+        y: points of the first seat.
+        n: number of players.
+        l2: the ridge penalty it was fitted with.
 
     Returns:
         (robust covariance H^-1 B H^-1, model-based covariance H^-1).
