@@ -160,7 +160,7 @@ def behaviour_recompute(cfg: TrainConfig, learner: Learner) -> str:
     In bf16 the rollouts and the learner's passes round differently even on the same weights:
     a decode step's kernels and KV cache against one forward pass over the padded batch (SmolLM2-135M's
     recorded and recomputed logprobs of one batch differed by up to 0.44 nats, mean 0.05; a
-    vLLM engine's bf16 kernels start the ratio at 0.72-1.27: docs/results/benchmarks.md), so the learner
+    vLLM engine's bf16 kernels move the first ratio further: `bench/vllm_training_step.py --numerics`), so the learner
     recomputes them all whenever it or a vLLM engine computes in bf16 (free with one epoch and
     one minibatch: the first update's own logprobs, detached; one more forward pass otherwise).
     fp32 on both sides agrees to ~1e-5: then only constrained turns are recomputed.
