@@ -6,7 +6,8 @@ Pure functions, no HTTP (that is `server.serve`). Two endpoints:
     POST /v1/completions        prompt: a string or a list of strings (raw text, no chat template)
 
 Fields honoured by both: model (must match the served name when given), max_tokens /
-max_completion_tokens (default 256), temperature (default 1.0), top_p, seed, n (1 to
+max_completion_tokens (default 256, or what the context leaves; more than the context
+leaves is a 400: `fit_context`), temperature (default 1.0), top_p, seed, n (1 to
 MAX_N completions per prompt, generated in one batch), stream (server-sent events, ending
 with `data: [DONE]`), stream_options.include_usage, and constrained decoding by
 `structured_outputs: {"choice": [...]}` (vLLM >= 0.10.2 style) or `guided_choice: [...]`.
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agents.backend import MAX_TOP_LOGPROBS, Generation, SamplingParams, content_text
 
@@ -67,6 +68,7 @@ class Request:
     logprobs: bool  # include logprobs in the response
     stream: bool
     include_usage: bool  # streaming: a last chunk with the usage
+    default_max_tokens: bool = False  # max_tokens was not given: DEFAULT_MAX_TOKENS
 
 
 # --- requests --------------------------------------------------------------------------------
@@ -140,7 +142,8 @@ def _check_common(body, model_name: str, kind: str) -> None:
 
 def _request(body: dict, kind: str, prompts: list, logprobs: bool, top: int) -> Request:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
+    default_max_tokens = max_tokens is None
+    max_tokens = DEFAULT_MAX_TOKENS if default_max_tokens else max_tokens
     if not _is_int(max_tokens) or max_tokens < 1:
         raise RequestError(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
     temperature = _number(body, "temperature", 1.0)
@@ -171,6 +174,41 @@ def _request(body: dict, kind: str, prompts: list, logprobs: bool, top: int) -> 
         logprobs,
         stream,
         bool(options.get("include_usage")),
+        default_max_tokens,
+    )
+
+
+def fit_context(request: Request, prompt_lengths: list[int], context: int) -> Request:
+    """Check the request's max_tokens against what the model's context leaves.
+
+    Args:
+        request: a parsed request.
+        prompt_lengths: the token count of each of its prompts.
+        context: the model's context length in tokens (prompt plus completion).
+
+    Returns:
+        The request; when max_tokens was not given, with it lowered to what the longest
+        prompt leaves.
+
+    Raises:
+        RequestError: 400 when a prompt fills the context, or max_tokens asks for more.
+    """
+    longest = max(prompt_lengths)
+    room = context - longest
+    if room < 1:
+        raise RequestError(
+            400,
+            f"the prompt is {longest} tokens and this model's context is {context} tokens; shorten the prompt",
+        )
+    asked = request.params.max_new_tokens
+    if asked <= room:
+        return request
+    if request.default_max_tokens:
+        return replace(request, params=replace(request.params, max_new_tokens=room))
+    raise RequestError(
+        400,
+        f"max_tokens={asked} is more than this model's context leaves: {context} tokens of context, "
+        f"{longest} in the prompt, so at most {room}",
     )
 
 

@@ -23,6 +23,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=64, help="most requests per backend call")
     p.add_argument("--batch-wait-ms", type=float, default=10.0, help="how long to collect a batch")
     p.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help="require 'Authorization: Bearer KEY' on every request (default: $ARENA_API_KEY; none: unauthenticated)",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=64,
+        metavar="N",
+        help="most requests waiting or generating at once; more are answered 429 at once",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=128,
+        metavar="N",
+        help="most connections served at once (one thread each); more wait in the listen backlog",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a client has to send a whole request (and an idle connection stays open)",
+    )
+    p.add_argument(
         "--dtype",
         default="auto",
         choices=PRECISIONS,

@@ -30,9 +30,13 @@ fail its neighbours.
 from __future__ import annotations
 
 import argparse
+import hmac
+import io
 import json
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 from dataclasses import astuple, dataclass, field
@@ -41,12 +45,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from agents.backend import Backend, Generation, SamplingParams
 from agents.models import check_name
 from core.machine import PRECISIONS
-from server.openai_api import Request, RequestError, chunks, parse_chat, parse_completion, response
+from server.openai_api import (
+    Request,
+    RequestError,
+    chunks,
+    fit_context,
+    parse_chat,
+    parse_completion,
+    response,
+)
 from server.options import add_arguments
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 32 * 2**20  # bytes
+API_KEY_ENV = "ARENA_API_KEY"  # the API key when --api-key is not given
 ENDPOINTS = {"/v1/chat/completions": parse_chat, "/v1/completions": parse_completion}
 
 
@@ -64,14 +77,22 @@ class _Job:
 class Batcher:
     """Collects concurrent requests into batches for one backend (one worker thread)."""
 
-    def __init__(self, backend: Backend, max_batch: int = 64, batch_wait: float = 0.01):
+    def __init__(
+        self, backend: Backend, max_batch: int = 64, batch_wait: float = 0.01, max_queue: int = 64
+    ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if batch_wait < 0:
             raise ValueError(f"batch_wait must be >= 0 seconds, got {batch_wait}")
+        if max_queue < 1:
+            raise ValueError(f"max_queue must be >= 1, got {max_queue}")
         self.backend, self.max_batch, self.batch_wait = backend, max_batch, batch_wait
+        self.max_queue = max_queue
         self.batches = 0  # backend calls made
         self.largest_batch = 0
+        self.pending = 0  # requests waiting or generating
+        self.peak_pending = 0
+        self._pending_lock = threading.Lock()
         self._queue: queue.Queue[list[_Job] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="serve-batcher", daemon=True)
         self._thread.start()
@@ -79,19 +100,32 @@ class Batcher:
     def submit(self, request: Request) -> list[Generation]:
         """`request.n` generations per prompt, prompt-major (blocks until done).
 
-        Raises RequestError: 400 when the backend refuses the request (ValueError), else 500.
+        Raises RequestError: 429 at once when `max_queue` requests are already waiting or
+        generating; 400 when the backend refuses the request (ValueError), else 500.
         """
-        jobs = [
-            _Job(request.kind, p, request.params, request.allowed)
-            for p in request.prompts
-            for _ in range(request.n)
-        ]
-        self._queue.put(jobs)  # one item: a request's jobs are batched together
-        for j in jobs:
-            j.done.wait()
-            if j.error is not None:
-                raise j.error
-        return [j.result for j in jobs]
+        with self._pending_lock:
+            if self.pending >= self.max_queue:
+                raise RequestError(
+                    429,
+                    f"the server is busy: {self.pending} requests are queued (--max-queue {self.max_queue}); retry later",
+                )
+            self.pending += 1
+            self.peak_pending = max(self.peak_pending, self.pending)
+        try:
+            jobs = [
+                _Job(request.kind, p, request.params, request.allowed)
+                for p in request.prompts
+                for _ in range(request.n)
+            ]
+            self._queue.put(jobs)  # one item: a request's jobs are batched together
+            for j in jobs:
+                j.done.wait()
+                if j.error is not None:
+                    raise j.error
+            return [j.result for j in jobs]
+        finally:
+            with self._pending_lock:
+                self.pending -= 1
 
     def close(self) -> None:
         self._queue.put(None)
@@ -150,21 +184,79 @@ class Batcher:
             j.done.set()
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reading side with a deadline for the whole request, not per read.
+
+    `deadline` (a `time.monotonic()` value) is set before each request; every read waits at
+    most until then, so a client that sends a byte now and then cannot hold the connection.
+    Between reads the socket keeps `timeout` (which bounds each write of the response).
+    """
+
+    def __init__(self, sock: socket.socket, timeout: float):
+        self.sock, self.timeout = sock, timeout
+        self.deadline = time.monotonic() + timeout
+        sock.settimeout(timeout)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("read deadline passed")
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv_into(buffer)
+        finally:
+            self.sock.settimeout(self.timeout)
+
+
 class ArenaServer(ThreadingHTTPServer):
-    """The HTTP server; `stats` counts requests for monitoring (and tests)."""
+    """The HTTP server; `stats` counts requests for monitoring (and tests).
+
+    At most `max_connections` connections are served at once, one thread each; the next
+    ones wait in the kernel's listen backlog until a thread is free.
+    """
 
     daemon_threads = True
+    request_queue_size = 1024  # the listen backlog (the kernel caps it at net.core.somaxconn)
 
     def __init__(
-        self, address, backend: Backend, model_name: str, max_batch: int, batch_wait: float
+        self,
+        address,
+        backend: Backend,
+        model_name: str,
+        max_batch: int,
+        batch_wait: float,
+        api_key: str | None = None,
+        max_queue: int = 64,
+        max_connections: int = 128,
+        read_timeout: float = 30.0,
     ):
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        if not read_timeout > 0:
+            raise ValueError(f"read_timeout must be > 0 seconds, got {read_timeout}")
         super().__init__(address, _Handler)
         self.backend = backend
         self.model_name = model_name
         self.tokenizer = getattr(backend, "tokenizer", None)
-        self.batcher = Batcher(backend, max_batch, batch_wait)
-        self.stats = {"requests": 0, "in_flight": 0, "peak_in_flight": 0, "errors": 0}
+        self.context = context_length(backend)
+        self.api_key = api_key or None
+        self.max_connections, self.read_timeout = max_connections, read_timeout
+        self.batcher = Batcher(backend, max_batch, batch_wait, max_queue)
+        self.stats = {
+            "requests": 0,
+            "in_flight": 0,
+            "peak_in_flight": 0,
+            "errors": 0,
+            "connections": 0,
+            "peak_connections": 0,
+            "timeouts": 0,
+        }
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._closing = False
 
     @property
     def url(self) -> str:
@@ -175,12 +267,44 @@ class ArenaServer(ThreadingHTTPServer):
     def count(self, key: str, delta: int = 1) -> None:
         with self._lock:
             self.stats[key] += delta
-            self.stats["peak_in_flight"] = max(
-                self.stats["peak_in_flight"], self.stats["in_flight"]
-            )
+            for now, peak in (("in_flight", "peak_in_flight"), ("connections", "peak_connections")):
+                self.stats[peak] = max(self.stats[peak], self.stats[now])
+
+    def authorized(self, header: str | None) -> bool:
+        """Whether an Authorization header carries the API key (always, when there is none)."""
+        if self.api_key is None:
+            return True
+        scheme, _, token = (header or "").strip().partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode("latin-1", "replace"), self.api_key.encode()
+        )
+
+    def process_request(self, request, client_address) -> None:
+        """Start the connection's thread once fewer than `max_connections` are running."""
+        while not self._slots.acquire(timeout=0.1):
+            if self._closing:
+                self.shutdown_request(request)
+                return
+        self.count("connections")
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self.count("connections", -1)
+        self._slots.release()
 
     def close(self) -> None:
         """Stop serving (call from another thread than serve_forever) and stop the batcher."""
+        self._closing = True
         self.shutdown()
         self.server_close()
         self.batcher.close()
@@ -190,10 +314,44 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     server: ArenaServer
 
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # replaced by one that keeps the read deadline
+        self.reader = _DeadlineReader(self.connection, self.server.read_timeout)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self) -> None:
+        """One request, which has `read_timeout` seconds from now to arrive whole (an idle
+        keep-alive connection is closed when they pass)."""
+        self.reader.deadline = time.monotonic() + self.server.read_timeout
+        try:
+            super().handle_one_request()
+        except (ConnectionResetError, BrokenPipeError):  # the client went away
+            self.close_connection = True
+
     def log_message(self, format, *args) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
+    def log_error(self, format, *args) -> None:
+        if args and isinstance(args[-1], TimeoutError):
+            self.server.count("timeouts")
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _authorized(self) -> bool:
+        if self.server.authorized(self.headers.get("Authorization")):
+            return True
+        self._discard_body()
+        self._error(
+            401,
+            "a valid API key is required: send the header 'Authorization: Bearer KEY'",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+        return False
+
     def do_GET(self) -> None:
+        if not self._authorized():
+            return
         path = self.path.split("?")[0].rstrip("/")
         if path == "/v1/models":
             model = {
@@ -209,9 +367,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no such endpoint: GET {self.path}")
 
     def do_POST(self) -> None:
+        if not self._authorized():
+            return
         parse = ENDPOINTS.get(self.path.split("?")[0].rstrip("/"))
         if parse is None:
-            self.close_connection = True  # the body is left unread
+            self._discard_body()
             self._error(404, f"no such endpoint: POST {self.path}")
             return
         self.server.count("requests")
@@ -223,6 +383,8 @@ class _Handler(BaseHTTPRequestHandler):
                     400,
                     f"this server's backend ({type(self.server.backend).__name__}) serves chat completions only",
                 )
+            if self.server.context is not None:
+                request = fit_context(request, self._prompt_lengths(request), self.server.context)
             gens = self.server.batcher.submit(request)
             args = (request, gens, self.server.model_name, self.server.tokenizer)
             if request.stream:
@@ -231,34 +393,79 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, response(*args))
         except RequestError as e:
             self.server.count("errors")
-            self._error(e.status, str(e))
+            headers = {"Retry-After": "1"} if e.status == 429 else None
+            self._error(e.status, str(e), headers=headers)
         finally:
             self.server.count("in_flight", -1)
 
-    def _read_json(self):
+    def _prompt_lengths(self, request) -> list[int]:
+        """Token counts of the request's prompts, as the backend will encode them."""
+        backend = self.server.backend
+        if request.kind == "chat":
+            return [len(backend.encode(p)) for p in request.prompts]
+        return [len(self.server.tokenizer(p)["input_ids"]) for p in request.prompts]
+
+    def _content_length(self) -> int | None:
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        return int(length) if length is not None and length.isdigit() else None
+
+    def _discard_body(self) -> None:
+        """Read and drop the body of a request that is refused before it is read (so the
+        connection can carry the next one); close the connection when that is not possible."""
+        length = self._content_length()
+        if length is None or length > MAX_BODY:
+            self.close_connection = True
+            return
+        try:
+            while length > 0:
+                chunk = self.rfile.read(min(length, 2**16))
+                if not chunk:
+                    break
+                length -= len(chunk)
+        except TimeoutError:
+            pass
+        if length > 0:
+            self.close_connection = True
+
+    def _read_json(self):
+        length = self._content_length()
+        if length is None:
             self.close_connection = True
             raise RequestError(400, "a Content-Length header is required")
-        if int(length) > MAX_BODY:
+        if length > MAX_BODY:
             self.close_connection = True
             raise RequestError(413, f"request body is larger than {MAX_BODY} bytes")
-        raw = self.rfile.read(int(length))
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            self.close_connection = True
+            self.server.count("timeouts")
+            raise RequestError(
+                408, f"the request did not arrive within {self.server.read_timeout:g} s"
+            ) from None
+        if len(raw) < length:
+            self.close_connection = True
+            raise RequestError(400, "the connection closed before the whole body arrived")
         try:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise RequestError(400, f"request body is not valid JSON: {e}") from None
 
-    def _error(self, status: int, message: str) -> None:
+    def _error(
+        self, status: int, message: str, code: str | None = None, headers: dict | None = None
+    ) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
-        self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+        error = {"message": message, "type": kind, "code": code or status}
+        self._send(status, {"error": error}, headers)
 
-    def _send(self, status: int, payload: dict) -> None:
+    def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
@@ -282,6 +489,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+def context_length(backend: Backend) -> int | None:
+    """The model's context in tokens (prompt plus completion), or None when unknown.
+
+    vLLM: the engine's `max_model_len`; transformers: `config.max_position_embeddings`.
+    """
+    engine = getattr(getattr(backend, "llm", None), "llm_engine", None)
+    config = getattr(engine, "model_config", None) or getattr(
+        getattr(engine, "vllm_config", None), "model_config", None
+    )
+    if config is not None:
+        return int(config.max_model_len)
+    config = getattr(getattr(backend, "model", None), "config", None)
+    length = getattr(config, "max_position_embeddings", None)
+    return int(length) if isinstance(length, int) else None
+
+
 def make_server(
     backend: Backend,
     host: str = "127.0.0.1",
@@ -289,10 +512,27 @@ def make_server(
     model_name: str | None = None,
     max_batch: int = 64,
     batch_wait: float = 0.01,
+    api_key: str | None = None,
+    max_queue: int = 64,
+    max_connections: int = 128,
+    read_timeout: float = 30.0,
 ) -> ArenaServer:
     """A bound, not yet running server (port 0 picks a free port; see `server.url`).
 
     Run it with `server.serve_forever()` (e.g. in a thread) and stop it with `server.close()`.
+
+    Args:
+        backend: what generates.
+        host, port: where to listen.
+        model_name: the name clients ask for (default: the backend's).
+        max_batch, batch_wait: micro-batching (see `Batcher`).
+        api_key: when given, every request needs `Authorization: Bearer api_key` (else 401).
+        max_queue: most requests waiting or generating; more are answered 429 at once.
+        max_connections: most connections served at once, one thread each.
+        read_timeout: seconds a client has to send a whole request (408 or closed after).
+
+    Returns:
+        The server.
     """
     return ArenaServer(
         (host, port),
@@ -300,23 +540,25 @@ def make_server(
         model_name or getattr(backend, "name", "model"),
         max_batch,
         batch_wait,
+        api_key,
+        max_queue,
+        max_connections,
+        read_timeout,
     )
 
 
-def serve(
-    backend: Backend,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    model_name: str | None = None,
-    max_batch: int = 64,
-    batch_wait: float = 0.01,
-) -> None:
-    """Serve `backend` until interrupted (Ctrl-C)."""
-    server = make_server(backend, host, port, model_name, max_batch, batch_wait)
+def serve(backend: Backend, host: str = "127.0.0.1", port: int = 8000, **kwargs) -> None:
+    """Serve `backend` until interrupted (Ctrl-C); `kwargs` as for `make_server`."""
+    server = make_server(backend, host, port, **kwargs)
     print(
         f"Serving {server.model_name!r} at {server.url} (POST /chat/completions and /completions, GET /models); Ctrl-C to stop",
         flush=True,
     )
+    if server.api_key is None:
+        print(
+            f"No API key (--api-key or ${API_KEY_ENV}): anyone who can reach {host}:{server.server_address[1]} can use this server",
+            flush=True,
+        )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -364,6 +606,10 @@ def main(args: argparse.Namespace | list[str] | None = None) -> None:
         model_name=args.model,
         max_batch=args.max_batch,
         batch_wait=args.batch_wait_ms / 1000,
+        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        max_queue=args.max_queue,
+        max_connections=args.max_connections,
+        read_timeout=args.read_timeout,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
 import subprocess
@@ -360,6 +361,7 @@ def test_arena_serve_entry_point_serves_tiny_llama():
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={k: v for k, v in os.environ.items() if k != "ARENA_API_KEY"},
     )
     try:
         url = f"http://127.0.0.1:{port}/v1"
@@ -379,6 +381,7 @@ def test_arena_serve_entry_point_serves_tiny_llama():
     finally:
         proc.terminate()
         proc.wait(10)
+    assert "No API key (--api-key or $ARENA_API_KEY)" in proc.stdout.read()
 
 
 # --- servers that misbehave in ways `arena serve` never does -------------------------------
