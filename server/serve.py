@@ -1,6 +1,7 @@
 """`arena serve`: any of our backends behind an OpenAI-compatible HTTP endpoint.
 
     arena serve MODEL [--host 127.0.0.1] [--port 8000] [--backend transformers|vllm]
+                      [--api-key KEY] [--max-queue 64] [--max-connections 128] [--read-timeout 30]
 
 `serve(backend, host, port, model_name)` runs a stdlib `ThreadingHTTPServer` (no web
 framework needed). Concurrent requests are micro-batched: a single worker thread takes
@@ -21,10 +22,21 @@ events), is in `server.openai_api`. The `n` completions of a request are queued 
 so they are generated in one batch.
 
 Errors are JSON {"error": {"message", "type", "code"}}: 400 for a malformed request (or one
-the backend refuses with a ValueError), 404 for an unknown path or model, 500 when the
-backend fails otherwise (its message included). When a
-micro-batch fails, its requests are retried one by one so a single bad request cannot
-fail its neighbours.
+the backend refuses with a ValueError, or whose max_tokens the model's context cannot
+hold), 401 without the API key, 404 for an unknown path or model, 408 for a body that
+missed the read deadline, 413 for a body over MAX_BODY, 429 when the request queue is
+full, 500 when the backend fails otherwise (its message included). When a micro-batch
+fails, its requests are retried one by one so a single bad request cannot fail its
+neighbours.
+
+Exposure limits (docs/guides/serve.md says what is left to a reverse proxy):
+    api_key          every endpoint needs `Authorization: Bearer KEY` (hmac.compare_digest)
+    max_queue        requests waiting or generating; one more is a 429 at once
+    max_connections  connections served at once, one thread each; more wait in the listen
+                     backlog, so threads and request bodies in memory stay bounded
+    read_timeout     a whole request (headers and body) must arrive within it, counted from
+                     the end of the previous response: a slow or stalled client, or an idle
+                     keep-alive connection, is closed after it
 """
 
 from __future__ import annotations
