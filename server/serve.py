@@ -71,6 +71,7 @@ from server.options import add_arguments
 log = logging.getLogger(__name__)
 
 MAX_BODY = 32 * 2**20  # bytes
+DISCARD_LIMIT = 2**20  # bytes of a refused request's body read to keep its connection
 API_KEY_ENV = "ARENA_API_KEY"  # the API key when --api-key is not given
 ENDPOINTS = {"/v1/chat/completions": parse_chat, "/v1/completions": parse_completion}
 
@@ -116,11 +117,7 @@ class Batcher:
         generating; 400 when the backend refuses the request (ValueError), else 500.
         """
         with self._pending_lock:
-            if self.pending >= self.max_queue:
-                raise RequestError(
-                    429,
-                    f"the server is busy: {self.pending} requests are queued (--max-queue {self.max_queue}); retry later",
-                )
+            self.check_room()
             self.pending += 1
             self.peak_pending = max(self.peak_pending, self.pending)
         try:
@@ -138,6 +135,14 @@ class Batcher:
         finally:
             with self._pending_lock:
                 self.pending -= 1
+
+    def check_room(self) -> None:
+        """Raises RequestError(429) when `max_queue` requests are waiting or generating."""
+        if self.pending >= self.max_queue:
+            raise RequestError(
+                429,
+                f"the server is busy: {self.pending} requests are queued (--max-queue {self.max_queue}); retry later",
+            )
 
     def close(self) -> None:
         self._queue.put(None)
@@ -253,7 +258,7 @@ class ArenaServer(ThreadingHTTPServer):
         self.backend = backend
         self.model_name = model_name
         self.tokenizer = getattr(backend, "tokenizer", None)
-        self.context = context_length(backend)
+        self.context = context_length(backend) if hasattr(backend, "encode") else None
         self.api_key = api_key or None
         self.max_connections, self.read_timeout = max_connections, read_timeout
         self.batcher = Batcher(backend, max_batch, batch_wait, max_queue)
@@ -395,6 +400,7 @@ class _Handler(BaseHTTPRequestHandler):
                     400,
                     f"this server's backend ({type(self.server.backend).__name__}) serves chat completions only",
                 )
+            self.server.batcher.check_room()  # before tokenizing: a full queue costs no work
             if self.server.context is not None:
                 request = fit_context(request, self._prompt_lengths(request), self.server.context)
             gens = self.server.batcher.submit(request)
@@ -423,9 +429,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _discard_body(self) -> None:
         """Read and drop the body of a request that is refused before it is read (so the
-        connection can carry the next one); close the connection when that is not possible."""
+        connection can carry the next one); close the connection when that is not possible
+        or the body is over DISCARD_LIMIT."""
         length = self._content_length()
-        if length is None or length > MAX_BODY:
+        if length is None or length > DISCARD_LIMIT:
             self.close_connection = True
             return
         try:
