@@ -10,6 +10,21 @@ import argparse
 from core.machine import PRECISIONS
 
 
+def _positive(kind: type):
+    """An argparse type: a finite number of `kind` above 0."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+        return value
+
+    return parse
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the options of `arena serve` to `p`.
 
@@ -30,21 +45,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-queue",
-        type=int,
+        type=_positive(int),
         default=64,
         metavar="N",
         help="most requests waiting or generating at once; more are answered 429 at once",
     )
     p.add_argument(
         "--max-connections",
-        type=int,
+        type=_positive(int),
         default=128,
         metavar="N",
         help="most connections served at once (one thread each); more wait in the listen backlog",
     )
     p.add_argument(
         "--read-timeout",
-        type=float,
+        type=_positive(float),
         default=30.0,
         metavar="S",
         help="seconds a client has to send a whole request (and an idle connection stays open)",

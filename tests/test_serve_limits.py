@@ -128,6 +128,15 @@ def test_api_key_from_flag_or_environment(monkeypatch):
     assert seen == [None, "from-env", "from-flag"]
 
 
+@pytest.mark.parametrize(
+    "flag", ["--max-queue=0", "--max-connections=-1", "--read-timeout=0", "--read-timeout=inf"]
+)
+def test_limits_are_checked_before_the_model_loads(flag, capsys):
+    with pytest.raises(SystemExit):
+        serve_module.build_parser().parse_args(["tiny-llama", flag])
+    assert "must be a finite number above 0" in capsys.readouterr().err
+
+
 def _recv_all(sock: socket.socket) -> bytes:
     data = b""
     while chunk := sock.recv(4096):
