@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_positive(int),
         default=128,
         metavar="N",
-        help="most connections served at once (one thread each); more wait in the listen backlog",
+        help="most connections served at once (one thread each; more wait in the listen backlog); above --max-queue, so a full queue still answers 429s",
     )
     p.add_argument(
         "--read-timeout",
