@@ -132,6 +132,35 @@ def checkpoint_of(spec: str | dict) -> str | None:
     return None if folder is None else f"{folder.resolve()} (step {read_meta(folder)['step']})"
 
 
+def trained_games(spec: str | dict) -> list[tuple[str, dict]] | None:
+    """(game, params) of each game a training checkpoint's run trained on, read from its saved
+    config, when `spec` plays a checkpoint (`llm:RUN`, `llm:RUN/best`, a checkpoint folder);
+    None for anything else. Reads meta.json only: no model loads."""
+    from agents.models import checkpoint_config, find_checkpoint
+
+    try:
+        d = parse_spec(spec)
+    except ValueError:  # not an agent spec: building it will say why
+        return None
+    if (
+        d.get("type") != "llm"
+        or d.get("backend", "transformers") != "transformers"
+        or not d.get("model")
+    ):
+        return None
+    folder = find_checkpoint(str(d["model"]))
+    return None if folder is None else _games_of(checkpoint_config(folder))
+
+
+def _games_of(config: dict) -> list[tuple[str, dict]]:
+    """(game, params) of the games in a training run's config."""
+    return [
+        (g["name"], dict(g.get("params") or {}))
+        for g in config.get("games") or []
+        if isinstance(g, dict) and "name" in g
+    ]
+
+
 def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     """Build an agent from a spec (see the module docstring)."""
     d = parse_spec(spec)
@@ -163,16 +192,12 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         if backend_kind in ("transformers", "vllm"):
             check_name(model)  # a typo fails here in seconds, not after importing torch
         fields = set(LLMAgentConfig.__dataclass_fields__)
-        trained_games = None
+        games_trained = None
         if backend_kind == "transformers" and (ckpt := find_checkpoint(model)) is not None:
             config = checkpoint_config(ckpt)
             trained = config.get("agent") or {}  # play as it was trained unless told otherwise
             d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
-            trained_games = [
-                (g["name"], g.get("params") or {})
-                for g in config.get("games") or []
-                if isinstance(g, dict) and "name" in g
-            ]
+            games_trained = _games_of(config)
         unknown = set(d) - fields
         if unknown:
             raise ValueError(
@@ -182,7 +207,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
             name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d)
         )
         agent.trained_games = (
-            trained_games  # (game, params) it trained on: arena.runner warns on other params
+            games_trained  # (game, params) it trained on: arena.runner warns on other params
         )
         return agent
     known = ", ".join([*BOTS, *_social_names(), "llm:MODEL"])

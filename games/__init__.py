@@ -31,6 +31,7 @@ __all__ = [
     "TextEnv",
     "TextView",
     "ParseError",
+    "UnknownParameter",
     "parse_move",
 ]
 
@@ -238,6 +239,10 @@ def info(name: str) -> GameInfo:
     return _entry(name).info
 
 
+class UnknownParameter(ValueError):
+    """`make` was given a parameter the game does not have."""
+
+
 def make(name: str, **params) -> TextEnv:
     """A fresh AEC env for `name` (see `names()`), with game parameters overriding defaults."""
     if name.startswith("openspiel:"):
@@ -251,7 +256,7 @@ def make(name: str, **params) -> TextEnv:
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
-        raise ValueError(
+        raise UnknownParameter(
             f"{name} has no parameter {str(e).rsplit(' ', 1)[-1]} (see `arena games show {name}`)"
         ) from None
     env.info = entry.info

@@ -684,6 +684,72 @@ def test_a_store_refuses_to_resume_once_the_run_it_evaluated_has_a_newer_checkpo
     )
 
 
+def _trained_run(run: Path, games_: list[dict]) -> None:
+    """A training run folder with one checkpoint and a best/ policy of the tiny Llama, its config
+    naming `games_` (as `arena train` saves it)."""
+    from agents import checkpoint
+    from agents.models import tiny_llama
+    from training.league import League
+    from training.learner import Learner, LearnerConfig
+
+    model, tok = tiny_llama(0)
+    learner = Learner(model, tok, LearnerConfig(precision="float32"))
+    config = {
+        "model": "tiny-llama",
+        "games": games_,
+        "agent": {"constrained": True, "max_new_tokens": 3},
+    }
+    state = {"advantage": {}, "elapsed": 1.0, "games": 2}
+    checkpoint.save(
+        run / "checkpoints", learner, 1, config=config, league=League().state_dict(), state=state
+    )
+    checkpoint.save_policy(run / "best", learner, 1, config=config)
+
+
+def test_eval_plays_a_checkpoint_with_the_game_params_it_trained_on(tmp_path, capsys):
+    """`arena eval --agent llm:RUN/best --baseline llm:RUN --suite train`: tic-tac-toe on the board
+    the run trained on, Kuhn as it is; --param KEY=VALUE goes to the games that have KEY,
+    --param GAME.KEY=VALUE to one game."""
+    run = tmp_path / "run"
+    _trained_run(run, [{"name": "tic_tac_toe", "params": {"board": "relative"}}])
+    base = ["eval", "--agent", f"llm:{run}/best", "--baseline", f"llm:{run}", "--suite", "train"]
+    base += ["--opponents", "random", "--matches", "2"]
+
+    def params(out: Path) -> dict:
+        return {r.game: r.params for r in read_jsonl(out / "eval.jsonl")}
+
+    assert arena_main([*base, "--out", str(tmp_path / "a")]) == 0
+    captured = capsys.readouterr()
+    assert params(tmp_path / "a") == {"tic_tac_toe": {"board": "relative"}, "kuhn_poker": {}}
+    assert "warning" not in captured.err
+    assert f"tic_tac_toe: board=relative, as llm:{run}/best trained it" in captured.out
+    # a flag over the checkpoint's params: for every game that has the parameter, or for one game
+    assert arena_main([*base, "--param", "board=grid", "--out", str(tmp_path / "b")]) == 0
+    assert params(tmp_path / "b") == {"tic_tac_toe": {"board": "grid"}, "kuhn_poker": {}}
+    captured = capsys.readouterr()
+    assert "--param board=grid: for tic_tac_toe only" in captured.out
+    assert "trained on tic_tac_toe with params {'board': 'relative'}" in captured.err
+    argv = [*base, "--param", "tic_tac_toe.board=line", "--out", str(tmp_path / "c")]
+    assert arena_main(argv) == 0
+    assert params(tmp_path / "c") == {"tic_tac_toe": {"board": "line"}, "kuhn_poker": {}}
+    capsys.readouterr()
+    for flag, message in (
+        ("boord=grid", "tic_tac_toe has no parameter 'boord'"),
+        ("kuhn_poker.board=grid", "kuhn_poker has no parameter 'board'"),
+        ("chess.board=grid", "--param chess.board: this evaluation plays no chess"),
+    ):
+        assert arena_main([*base, "--param", flag, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
+    # arena play too
+    out = tmp_path / "play.jsonl"
+    argv = ["play", "tic_tac_toe", "--agents", f"llm:{run}", "random", "--matches", "2"]
+    assert arena_main([*argv, "--out", str(out)]) == 0
+    assert [r.params for r in read_jsonl(out)] == [{"board": "relative"}] * 2
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_eval_config_file_and_one_line_errors(tmp_path, capsys):
     cfg = tmp_path / "e.yaml"
     cfg.write_text("agent: random\ngames:\n  - {name: kuhn_poker, opponents: [cfr]}\nmatches: 4\n")
