@@ -357,7 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--resume", action="store_true", help="continue from the run dir's latest checkpoint"
     )
-    tr.add_argument("--steps", type=int, help="override the config's steps")
+    tr.add_argument(
+        "--steps",
+        type=int,
+        help="where the run stops (overrides the config's steps); a fresh run's cosine lr schedule "
+        "spans it, a resumed run keeps the schedule it started with",
+    )
     tr.add_argument("--out", help="override the config's run_dir")
     tr.add_argument(
         "--threads",
