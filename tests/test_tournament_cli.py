@@ -322,6 +322,46 @@ def test_quickstart_config_is_valid():
             build_agent(name, spec)
 
 
+def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
+    """configs/tournament_checkpoints.yaml: one player per checkpoint of runs/tictactoe_tiny and its
+    best/, on the board the tiny tic-tac-toe run trains on."""
+    from agents.by_game import build_agent
+    from agents.llm_agent import LLMAgentConfig
+    from tournaments.config import arena_options, load_config
+
+    run = tmp_path / "runs" / "tictactoe_tiny"
+    for step in (580, 600):
+        (run / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
+    (run / "best").mkdir()
+    (run / "best" / "model.safetensors").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(ROOT / "configs" / "tournament_checkpoints.yaml")
+    assert list(cfg.players) == [
+        "tiny@580",
+        "tiny@600",
+        "tiny@best",
+        "random",
+        "mcts-100",
+        "minimax",
+    ]
+    assert cfg.players["tiny@best"] == {
+        "type": "llm",
+        "model": str(Path("runs") / "tictactoe_tiny" / "best"),
+        "temperature": 0,
+    }
+    trained = yaml.safe_load((ROOT / "configs" / "train_tictactoe_tiny.yaml").read_text())
+    assert [(g.name, g.params) for g in cfg.games] == [
+        (g["name"], g["params"]) for g in trained["games"]
+    ]
+    assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
+    arena_options(cfg.arena)
+    for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
+        if isinstance(spec, dict) and spec.get("type") == "llm":
+            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
+        else:
+            build_agent(name, spec)
+
+
 def _one_line_error(proc, command="tournament"):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().replace("\r", "\n").splitlines()
