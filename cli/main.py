@@ -436,8 +436,8 @@ def main(argv: list[str] | None = None) -> int:
             msg += AFTER_A_FAILED_WRITE.get(args.command, "")
         print(f"arena {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"arena {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # a command may say what it kept and how to go on
+        print(f"arena {args.command}: interrupted" + (f": {e}" if str(e) else ""), file=sys.stderr)
         return 130
     return 0
 

@@ -56,7 +56,7 @@ from evaluation.suites import (
     suite,
     unkey,
 )
-from tournaments.store import MatchResult, MatchSpec, Store, read_log
+from tournaments.store import MatchResult, MatchSpec, Store, kept_on_interrupt, read_log
 
 AGENT, BASELINE = "agent", "baseline"
 
@@ -404,8 +404,11 @@ def main(args) -> None:
     pool = None
     if getattr(args, "ray", None):
         pool = functools.partial(pool_from_args, args)
-    with Progress(total=planned, desc="eval") as bar:
-        run = run_eval(config, bar, evaluated, pool)
+    try:
+        with Progress(total=planned, desc="eval") as bar:
+            run = run_eval(config, bar, evaluated, pool)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
+        raise KeyboardInterrupt(kept_on_interrupt(db)) from None
     if run.recovered:
         console.print(
             f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded"

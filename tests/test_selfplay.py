@@ -1420,7 +1420,9 @@ def test_arena_train_cli(tmp_path, capsys):
     assert "learner.lr must be float" in err and err.count("\n") == 1
 
 
-def test_a_resume_keeps_the_lr_schedules_horizon_and_says_where_it_stops(tmp_path, capsys):
+def test_a_resume_keeps_the_lr_schedules_horizon_and_says_where_it_stops(
+    tmp_path, capsys, monkeypatch
+):
     """Train 2 steps of a cosine schedule, then --resume --steps 4: the schedule keeps its horizon
     (step 2) and steps 3-4 run at its floor; the resume says so. An explicit learner.total_steps
     replaces the horizon, with a warning."""
@@ -1462,6 +1464,16 @@ def test_a_resume_keeps_the_lr_schedules_horizon_and_says_where_it_stops(tmp_pat
     assert "this run stops at step 4; lr cosine to step 4 (learner.total_steps 4)" in out
     assert lrs(tmp_path / "given")[2] == pytest.approx(
         1e-4 + 9e-4 * 0.5 * (1 + math.cos(math.pi / 2))
+    )
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(selfplay, "train", ctrl_c)  # Ctrl-C says what is kept and how to go on
+    assert cli_main(argv) == 130
+    assert capsys.readouterr().err == (
+        f"arena train: interrupted: the checkpoints up to step_00000004 are kept in "
+        f"{tmp_path / 'given' / 'checkpoints'}; run the same command with --resume to go on\n"
     )
 
 

@@ -2,6 +2,7 @@
 passes) through the arena runner, a SQLite store, resume, report, and one-line errors."""
 
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -478,6 +479,47 @@ def test_a_deleted_store_is_rebuilt_from_the_trajectories(tmp_path, capsys):
         assert sorted(conn.execute("SELECT * FROM matches")) == stored
     board = lambda text: text[text.index("lost: round_robin") : text.index("report:")]  # noqa: E731
     assert board(out) == board(first)
+
+
+def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
+    cfg = write(
+        tmp_path,
+        {
+            "name": "ctrl-c",
+            "format": "round_robin",
+            "players": {"a": "mcts:200", "b": "mcts:200", "random": "random"},
+            "games": ["tic_tac_toe"],
+            "games_per_pairing": 6,
+            "arena": {"concurrency": 1},
+        },
+    )
+    db = tmp_path / "t.db"
+    argv = [sys.executable, "-m", "cli.main", "tournament", str(cfg), "--db", str(db)]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.time() + 60
+    while proc.poll() is None and _stored(db) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the tournament finished before Ctrl-C: make it longer"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    kept = _stored(db)
+    assert proc.returncode == 130 and 2 <= kept < 18
+    assert err.strip().splitlines()[-1] == (
+        f"arena tournament: interrupted: {kept} of the 18 matches scheduled so far are kept in "
+        f"{db}; run the same command to resume"
+    )
+    rerun = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0 and f"{18 - kept} match(es) played now, 18 in all" in rerun.stdout
+
+
+def _stored(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
 def test_report_only_while_the_tournament_runs_shows_the_standing_so_far(tmp_path, capsys):

@@ -38,7 +38,7 @@ from core.records import check_writable
 from tournaments.config import arena_options, load_config
 from tournaments.report import print_leaderboard, write_html
 from tournaments.run import run_tournament, tournament_so_far
-from tournaments.store import MatchResult, Store, jsonl_beside
+from tournaments.store import MatchResult, Store, jsonl_beside, kept_on_interrupt
 
 
 def arena_play_matches(
@@ -128,13 +128,20 @@ def main(args: argparse.Namespace) -> None:
             if done or pool
             else {name: build_agent(name, spec) for name, spec in config.players.items()}
         )
-        with Progress(desc=config.name, disable=done) as bar:
-            play_matches = arena_play_matches(
-                agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool
-            )
-            result = run_tournament(
-                config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo))
-            )
+        try:
+            with Progress(desc=config.name, disable=done) as bar:
+                play_matches = arena_play_matches(
+                    agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool
+                )
+                result = run_tournament(
+                    config,
+                    play_matches,
+                    db,
+                    jsonl,
+                    on_schedule=lambda todo: bar.add_total(len(todo)),
+                )
+        except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
+            raise KeyboardInterrupt(kept_on_interrupt(db)) from None
         if result.recovered:
             print(
                 f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded"

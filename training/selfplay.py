@@ -819,6 +819,15 @@ def main(args: argparse.Namespace) -> None:
     horizon_given = any(((d.get("learner") or {}).get("total_steps") or 0) for d in given)
     try:
         result = train(cfg, resume=bool(args.resume), horizon_given=horizon_given)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
+        ckpt_dir = Path(cfg.run_dir) / "checkpoints"
+        kept = checkpoint.checkpoints(ckpt_dir)
+        raise KeyboardInterrupt(
+            f"the checkpoints up to {kept[0].name} are kept in {ckpt_dir}; "
+            "run the same command with --resume to go on"
+            if kept
+            else "no checkpoint was written yet; the same command starts the run again"
+        ) from None
     except OSError as e:  # the run folder became unwritable (or full) mid-run: one line, the last checkpoint stands
         run_dir = Path(cfg.run_dir).resolve()
         if not e.filename or run_dir not in Path(e.filename).resolve().parents:
