@@ -123,10 +123,21 @@ def resolve(name: str) -> str:
 
 
 def check_name(name: str) -> None:
-    """Fail fast on a model name nothing can load, before torch and the model are loaded."""
+    """Fail fast on a model name nothing can load, before torch and the model are loaded. A name
+    that can only be a local path (it starts with /, ./, ../ or ~, or has two slashes: a hub id
+    has one) must exist: a missing checkpoint folder is an error, not a hub lookup."""
     if name.lower().startswith(TINY):
         tiny_llama_args(name)
-    elif name.lower() != SMOLLM2:
+    elif name.lower() == SMOLLM2:
+        return
+    elif name.startswith(("/", "./", "../", "~")) or name.count("/") > 1:
+        path = Path(name).expanduser()
+        if not path.exists():
+            there = next((p for p in path.parents if p.is_dir()), Path("."))
+            raise RuntimeError(
+                f"no model folder or training checkpoint at {name} ({there} has no {path.relative_to(there).parts[0]})"
+            )
+    else:
         resolve(name)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import games
 from agents import checkpoint_of, trained_games
 from agents.base import PendingTurn
-from agents.by_game import build_agent
+from agents.by_game import build_agent, check_player
 from arena.ray_runner import pool_from_args
 from arena.runner import play
 from core.console import make_console
@@ -202,6 +202,14 @@ class EvalRun:
     extra: list[dict] = field(default_factory=list)  # exploitability, blunder and social rows
 
 
+def check_specs(config: EvalConfig) -> None:
+    """ValueError or RuntimeError (one line) for an agent, baseline or opponent spec that cannot
+    be built, found without loading a model (`agents.by_game.check_player`)."""
+    for spec in (config.agent, config.baseline, *opponents(config.games).values()):
+        if spec is not None and spec != SELF:
+            check_player(spec)
+
+
 def store_paths(out: str | Path) -> tuple[Path, Path]:
     d = Path(out)
     return d / "eval.db", d / "eval.jsonl"
@@ -234,6 +242,7 @@ def run_eval(
     `ray_pool`: `ray_pool(build)` -> an `arena.ray_runner.RayPool` whose workers build
     their agents with `build()`: the matches are played on Ray (`--ray`).
     """
+    check_specs(config)  # a typo or a missing checkpoint fails before the store is made
     db, jsonl = store_paths(config.out)
     start = time.perf_counter()
     names = {
@@ -387,6 +396,7 @@ def main(args) -> None:
         config = make_config({k: v for k, v in overrides.items() if v is not None})
     # a name a game lacks is an error here, before any model loads
     config, notes = with_params(config, getattr(args, "param", None))
+    check_specs(config)
     console = make_console(200)
     for line in notes:
         console.print(line, markup=False)

@@ -225,7 +225,9 @@ def names(split: str | None = None) -> list[str]:
 def _entry(name: str) -> Entry:
     if name in CATALOGUE:
         return CATALOGUE[name]
-    close = difflib.get_close_matches(name, list(CATALOGUE), n=3)
+    close = [n for n in CATALOGUE if len(name) >= 3 and name in n]  # kuhn -> kuhn_poker
+    close += [n for n in difflib.get_close_matches(name, list(CATALOGUE), n=3) if n not in close]
+    close = close[:3]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ValueError(f"unknown game {name!r}{hint} (see `arena games`, or use 'openspiel:<game>')")
 

@@ -270,7 +270,16 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
     [
         (["play", "tic_tac_to", "--agents", "random", "random"], "did you mean tic_tac_toe"),
         (["play", "tic_tac_toe", "--agents", "random", "nobody"], "unknown agent 'nobody'"),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "mtcs:10"],
+            "unknown agent 'mtcs'; did you mean mcts? (known: random, mcts",
+        ),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "mtcs"],
+            "unknown agent 'mtcs'; did you mean mcts? (known: random, mcts",
+        ),
         (["games", "show", "chess_960_x"], "unknown game"),
+        (["games", "show", "kuhn"], "unknown game 'kuhn'; did you mean kuhn_poker?"),
         (
             ["play", "tic_tac_toe", "--agents", "random", "random", "--opening", "-2"],
             "--opening must be >= 0",

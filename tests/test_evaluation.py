@@ -3,6 +3,7 @@ OpenSpiel's reference values and hand-made policies, the exact distribution of a
 constrained tiny LLM, blunders, social metrics, paired matches, and kill -9 then resume."""
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -492,7 +493,15 @@ def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
         f"{tmp_path / 'eval.db'}; run the same command to resume"
     )
     out, _ = _arena(*args, text=True).communicate(timeout=120)
-    assert f"{40 - kept} match(es) played now, 40 in all" in out
+    assert played_now(out) == 40 - kept and "40 in all" in out
+
+
+def played_now(out: str) -> int:
+    """Matches a resumed run played plus those it recovered from the trajectories (a Ctrl-C between
+    a match's JSONL line and its store row leaves one there)."""
+    played = int(re.search(r"(\d+) match\(es\) played now", out)[1])
+    recovered = re.search(r"recovered (\d+) match\(es\)", out)
+    return played + (int(recovered[1]) if recovered else 0)
 
 
 def test_matches_in_the_jsonl_but_not_the_store_are_recovered_not_replayed(tmp_path):
@@ -768,6 +777,25 @@ def test_eval_plays_a_checkpoint_with_the_game_params_it_trained_on(tmp_path, ca
     assert arena_main([*argv, "--out", str(out)]) == 0
     assert [r.params for r in read_jsonl(out)] == [{"board": "relative"}] * 2
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_missing_checkpoint_or_an_agent_typo_leaves_no_store(tmp_path, capsys):
+    for argv, message in (
+        (
+            ["--agent", f"llm:{tmp_path}/run/best"],
+            f"no model folder or training checkpoint at {tmp_path}/run/best ({tmp_path} has no run)",
+        ),
+        (
+            ["--agent", "random", "--baseline", "mtcs:10"],
+            "unknown agent 'mtcs'; did you mean mcts?",
+        ),
+        (["--agent", "random", "--opponents", "cfrr"], "unknown agent 'cfrr'; did you mean cfr?"),
+    ):
+        argv += ["--games", "kuhn_poker", "--out", str(tmp_path / "e")]
+        assert arena_main(["eval", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert message in err and len(err.strip().splitlines()) == 1, err
+        assert "store" not in out and not (tmp_path / "e").exists()
 
 
 def test_eval_config_file_and_one_line_errors(tmp_path, capsys):

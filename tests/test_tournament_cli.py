@@ -2,6 +2,7 @@
 passes) through the arena runner, a SQLite store, resume, report, and one-line errors."""
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -290,6 +291,50 @@ def test_checkpoint_players_may_not_shadow_another_player(tmp_path):
     }
 
 
+def test_a_bad_player_fails_before_the_store_and_leaves_no_run_folder(
+    tmp_path, monkeypatch, capsys
+):
+    """A typo fails before the store is announced; a checkpoint that fails only as it loads (its
+    weights do not fit its base model) leaves no empty runs/<name> folder either."""
+    from agents import checkpoint
+    from agents.models import tiny_llama
+    from training.learner import Learner, LearnerConfig
+
+    model, tok = tiny_llama(0)  # hidden 64: not the base model its config names
+    learner = Learner(model, tok, LearnerConfig(precision="float32"))
+    misfit = tmp_path / "misfit"
+    checkpoint.save_policy(
+        misfit / "best", learner, 1, config={"model": "tiny-llama:hidden=128:heads=8"}
+    )
+    monkeypatch.chdir(tmp_path)
+    for player, message, announced in (
+        ("mtcs:50", "unknown agent 'mtcs'; did you mean mcts?", False),
+        ("llm:tiny-lama", "did you mean tiny-llama?", False),
+        (
+            "llm:runs/tictactoe_tiny/best",
+            "no model folder or training checkpoint at runs/tictactoe_tiny/best",
+            False,
+        ),
+        (
+            {"by_game": {"tic_tac_toe": "minimx"}},
+            "unknown agent 'minimx'; did you mean minimax?",
+            False,
+        ),
+        ({"checkpoints": str(misfit)}, "does not fit tiny-llama:hidden=128:heads=8", True),
+    ):
+        cfg = {
+            "name": "typo",
+            "format": "round_robin",
+            "players": {"a": "random", "b": player},
+            "games": ["tic_tac_toe"],
+        }
+        assert arena_main(["tournament", str(write(tmp_path, cfg))]) == 2
+        out, err = capsys.readouterr()
+        assert message in err.strip().splitlines()[-1], err
+        assert ("store runs" in out) == announced, out
+        assert not (tmp_path / "runs" / "typo").exists()
+
+
 def test_missing_config_file(tmp_path, capsys):
     assert arena_main(["tournament", str(tmp_path / "nope.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
@@ -511,7 +556,16 @@ def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
         f"{db}; run the same command to resume"
     )
     rerun = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert rerun.returncode == 0 and f"{18 - kept} match(es) played now, 18 in all" in rerun.stdout
+    assert rerun.returncode == 0 and "18 in all" in rerun.stdout
+    assert played_now(rerun.stdout) == 18 - kept
+
+
+def played_now(out: str) -> int:
+    """Matches a resumed run played plus those it recovered from the trajectories (a Ctrl-C between
+    a match's JSONL line and its store row leaves one there)."""
+    played = int(re.search(r"(\d+) match\(es\) played now", out)[1])
+    recovered = re.search(r"recovered (\d+) match\(es\)", out)
+    return played + (int(recovered[1]) if recovered else 0)
 
 
 def _stored(db: Path) -> int:
