@@ -62,6 +62,14 @@ def _gguf_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def quiet_transformers() -> None:
+    """Turn off transformers' own progress bars ("Loading weights", "Writing model shards"): they
+    go to stderr beside the command's progress. Downloads (huggingface_hub's bars) still show."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+
 def smollm2_folder() -> Path:
     """The converted SmolLM2-135M-Instruct HF folder, converting on first use."""
     target = cache_dir() / "SmolLM2-135M-Instruct"
@@ -69,6 +77,8 @@ def smollm2_folder() -> Path:
         return target
     import torch  # start-up time: torch
     from transformers import AutoModelForCausalLM, AutoTokenizer  # start-up time: transformers
+
+    quiet_transformers()
 
     src = _gguf_dir()
     print(f"Converting SmolLM2-135M-Instruct from {src / GGUF_FILE} (once, ~30 s) into {target}")
@@ -355,6 +365,8 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     check_name(name)  # before the slow imports
     import torch  # start-up time: torch
     from transformers import AutoModelForCausalLM  # start-up time: transformers
+
+    quiet_transformers()
 
     announce_threads()
     if device == "auto":
