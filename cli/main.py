@@ -29,38 +29,37 @@ def cmd_games(args: argparse.Namespace) -> None:
     from rich.table import Table  # start-up time: this command only
 
     import games  # start-up time: this command only
-    from core.console import make_console  # start-up time: this command only
+    from core.console import NARROW_TABLE, make_console  # start-up time: this command only
 
-    console = make_console(160)
+    console = make_console()
     if args.action == "show":
         if not args.name:
             raise ValueError("usage: arena games show NAME")
         _show_game(args.name, console)
         return
-    table = Table(title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)")
-    for col in (
-        "name",
-        "players",
-        "information",
-        "kind",
-        "moves",
-        "split",
-        "rules from",
-        "description",
-    ):
+    # piped (100 columns): information and rules are left to `arena games show NAME`
+    wide = console.width >= 160
+    table = Table(
+        title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)",
+        **({} if wide else NARROW_TABLE),
+    )
+    columns = ["name", "players", "information", "kind", "moves", "split", "rules from"]
+    if not wide:
+        columns = [c for c in columns if c not in ("information", "rules from")]
+    for col in [*columns, "description"]:
         table.add_column(col, no_wrap=col != "description")
     for name in games.names(args.split):
         i = games.info(name)
-        table.add_row(
-            name,
-            str(i.num_players),
-            i.information,
-            i.kind,
-            i.dynamics,
-            i.split,
-            i.source,
-            i.description,
-        )
+        cells = {
+            "name": name,
+            "players": str(i.num_players),
+            "information": i.information,
+            "kind": i.kind,
+            "moves": i.dynamics,
+            "split": i.split,
+            "rules from": i.source,
+        }
+        table.add_row(*(cells[c] for c in columns), i.description)
     console.print(table)
 
 
@@ -73,7 +72,8 @@ def _show_game(name: str, console) -> None:
     env.reset(seed=0)
     info = env.info
     console.rule(
-        f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, {info.kind}, {info.dynamics}"
+        f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, "
+        f"{info.kind}, {info.dynamics}; rules from {info.source}"
     )
     doc = sys.modules[type(env).__module__].__doc__
     if doc:

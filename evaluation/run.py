@@ -397,7 +397,7 @@ def main(args) -> None:
     # a name a game lacks is an error here, before any model loads
     config, notes = with_params(config, getattr(args, "param", None))
     check_specs(config)
-    console = make_console(200)
+    console = make_console()
     for line in notes:
         console.print(line, markup=False)
     db, jsonl = store_paths(config.out)

@@ -634,11 +634,10 @@ def test_arena_eval_with_a_tiny_llm_baseline_and_exploitability(tmp_path, capsys
     pooled = [r for r in rows if r["kind"] == "paired" and r["opponent"] == "all"][0]
     for m in MEASURES:  # every paired measure, with its CI, in eval.json and the printed table
         assert pooled[m]["ci"][0] <= pooled[m]["diff"] <= pooled[m]["ci"][1] and m in pooled
-    assert (
-        "non-losing" in text
-        and "legal moves" in text
-        and _num(pooled["legal_move_rate"]["diff"], pooled["legal_move_rate"]["ci"]) in text
-    )
+    value, interval = _num(  # piped: the value above its CI
+        pooled["legal_move_rate"]["diff"], pooled["legal_move_rate"]["ci"], "\n"
+    ).split("\n")
+    assert "non-losing" in text and "legal moves" in text and value in text and interval in text
     html = (out / "eval.html").read_text()
     assert html.count("data:image/png;base64,") == 2  # the rates and the forest plot
     # a rerun plays nothing and reads the exploitability from the store

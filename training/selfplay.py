@@ -474,7 +474,7 @@ def train(
     A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`; `cfg.steps`
     says only where it stops) unless `horizon_given`: cfg's learner.total_steps was set explicitly.
     """
-    console = console or make_console(240, highlight=False)
+    console = console or make_console(highlight=False)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
     resume = prepare_run_dir(run_dir, resume, console.print)
