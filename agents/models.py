@@ -65,7 +65,7 @@ def _gguf_dir() -> Path:
 def quiet_transformers() -> None:
     """Turn off transformers' own progress bars ("Loading weights", "Writing model shards"): they
     go to stderr beside the command's progress. Downloads (huggingface_hub's bars) still show."""
-    from transformers.utils import logging as transformers_logging
+    from transformers.utils import logging as transformers_logging  # start-up time: transformers
 
     transformers_logging.disable_progress_bar()
 
