@@ -18,6 +18,7 @@ A string spec takes the same keyword arguments after commas, values read as YAML
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import yaml
@@ -29,7 +30,7 @@ from agents.models import check_name, checkpoint_config, find_checkpoint
 from agents.social_bots import STRATEGIES
 from core.machine import announce_threads
 
-__all__ = ["Agent", "PendingTurn", "decision", "make_agent", "parse_spec", "BOTS"]
+__all__ = ["Agent", "PendingTurn", "decision", "make_agent", "parse_spec", "check_spec", "BOTS"]
 
 BOTS = ("random", "mcts", "minimax", "cfr", "human")
 _BACKENDS: dict[
@@ -39,6 +40,15 @@ _BACKENDS: dict[
 
 def _social_names() -> tuple[str, ...]:
     return tuple(STRATEGIES)
+
+
+def unknown_agent(kind: str) -> ValueError:
+    """The one-line error for an agent type nothing builds, with a did-you-mean."""
+    names = [*BOTS, *_social_names(), "llm"]
+    close = difflib.get_close_matches(str(kind), names, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    known = ", ".join([*BOTS, *_social_names(), "llm:MODEL"])
+    return ValueError(f"unknown agent {kind!r}{hint} (known: {known})")
 
 
 def parse_spec(spec: str | dict) -> dict:
@@ -51,7 +61,8 @@ def parse_spec(spec: str | dict) -> dict:
         A new dict: `type` plus the spec's options; builds nothing.
 
     Raises:
-        ValueError: a malformed spec (no type, a bad `:N`, an option without `=`).
+        ValueError: a malformed spec (no type, a bad `:N`, an option without `=`, an unknown
+            agent type).
     """
     if isinstance(spec, dict):
         if "type" not in spec:
@@ -74,6 +85,8 @@ def parse_spec(spec: str | dict) -> dict:
         d["model"] = arg
     elif kind in ("smollm2-135m", "tiny-llama") or kind.startswith("tiny-llama"):
         d = {"type": "llm", "model": head}
+    elif kind not in (*BOTS, *_social_names()):
+        raise unknown_agent(kind)
     elif arg:
         raise ValueError(f"agent spec {spec!r}: {kind} takes no ':' argument")
     for opt in options:  # ",key=value" options; values read as YAML scalars (true, 0.5, 3, text)
@@ -132,6 +145,60 @@ def checkpoint_of(spec: str | dict) -> str | None:
     return None if folder is None else f"{folder.resolve()} (step {read_meta(folder)['step']})"
 
 
+def trained_games(spec: str | dict) -> list[tuple[str, dict]] | None:
+    """(game, params) of each game a training checkpoint's run trained on, read from its saved
+    config, when `spec` plays a checkpoint (`llm:RUN`, `llm:RUN/best`, a checkpoint folder);
+    None for anything else. Reads meta.json only: no model loads."""
+    try:
+        d = parse_spec(spec)
+    except ValueError:  # not an agent spec: building it will say why
+        return None
+    if (
+        d.get("type") != "llm"
+        or d.get("backend", "transformers") != "transformers"
+        or not d.get("model")
+    ):
+        return None
+    folder = find_checkpoint(str(d["model"]))
+    return None if folder is None else _games_of(checkpoint_config(folder))
+
+
+def _games_of(config: dict) -> list[tuple[str, dict]]:
+    """(game, params) of the games in a training run's config."""
+    return [
+        (g["name"], dict(g.get("params") or {}))
+        for g in config.get("games") or []
+        if isinstance(g, dict) and "name" in g
+    ]
+
+
+def check_spec(spec: str | dict) -> None:
+    """ValueError or RuntimeError (one line) for a spec `make_agent` would refuse, found without
+    loading a model: an unknown agent or option, a bot's bad argument, an LLM's model name that
+    nothing can load (`agents.models.check_name`: a typo, a missing checkpoint folder), a checkpoint
+    whose config or weights file is damaged. Bots are built (cheap)."""
+    d = parse_spec(spec)
+    if d.get("type") != "llm":
+        make_agent(spec)
+        return
+    if not d.get("model"):
+        raise ValueError(f"llm agent {spec!r} needs a model")
+    if d.get("backend", "transformers") in ("transformers", "vllm"):
+        check_name(str(d["model"]))
+        if (folder := find_checkpoint(str(d["model"]))) is not None:
+            from agents.checkpoint import check_weights  # start-up time: torch
+
+            checkpoint_config(folder)  # names its base model
+            check_weights(folder / "model.safetensors")  # the header only
+    backend_keys = {"type", "name", "model", "backend", "base_url", "backend_kwargs", "dtype"}
+    unknown = set(d) - backend_keys - set(LLMAgentConfig.__dataclass_fields__)
+    if unknown:
+        raise ValueError(
+            f"llm agent {d['model']!r}: unknown option(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(LLMAgentConfig.__dataclass_fields__))}"
+        )
+
+
 def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     """Build an agent from a spec (see the module docstring)."""
     d = parse_spec(spec)
@@ -163,16 +230,12 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         if backend_kind in ("transformers", "vllm"):
             check_name(model)  # a typo fails here in seconds, not after importing torch
         fields = set(LLMAgentConfig.__dataclass_fields__)
-        trained_games = None
+        games_trained = None
         if backend_kind == "transformers" and (ckpt := find_checkpoint(model)) is not None:
             config = checkpoint_config(ckpt)
             trained = config.get("agent") or {}  # play as it was trained unless told otherwise
             d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
-            trained_games = [
-                (g["name"], g.get("params") or {})
-                for g in config.get("games") or []
-                if isinstance(g, dict) and "name" in g
-            ]
+            games_trained = _games_of(config)
         unknown = set(d) - fields
         if unknown:
             raise ValueError(
@@ -182,8 +245,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
             name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d)
         )
         agent.trained_games = (
-            trained_games  # (game, params) it trained on: arena.runner warns on other params
+            games_trained  # (game, params) it trained on: arena.runner warns on other params
         )
         return agent
-    known = ", ".join([*BOTS, *_social_names(), "llm:MODEL"])
-    raise ValueError(f"unknown agent {kind!r}; known: {known}")
+    raise unknown_agent(kind)

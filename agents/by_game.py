@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents import make_agent
+from agents import check_spec, make_agent
 from core.records import TurnRecord
 
 
@@ -31,6 +31,13 @@ class ByGameAgent:
         for agent in [*self.agents.values(), self.default]:
             if agent is not None and hasattr(agent, "end_match"):
                 agent.end_match(match_id)
+
+
+def check_player(spec) -> None:
+    """`agents.check_spec` for a player's spec, each agent of a `{by_game: ...}` one included."""
+    per = spec["by_game"] if isinstance(spec, dict) and "by_game" in spec else {None: spec}
+    for s in per.values():
+        check_spec(s)
 
 
 def build_agent(name: str, spec):

@@ -62,6 +62,14 @@ def _gguf_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def quiet_transformers() -> None:
+    """Turn off transformers' own progress bars ("Loading weights", "Writing model shards"): they
+    go to stderr beside the command's progress. Downloads (huggingface_hub's bars) still show."""
+    from transformers.utils import logging as transformers_logging  # start-up time: transformers
+
+    transformers_logging.disable_progress_bar()
+
+
 def smollm2_folder() -> Path:
     """The converted SmolLM2-135M-Instruct HF folder, converting on first use."""
     target = cache_dir() / "SmolLM2-135M-Instruct"
@@ -69,6 +77,8 @@ def smollm2_folder() -> Path:
         return target
     import torch  # start-up time: torch
     from transformers import AutoModelForCausalLM, AutoTokenizer  # start-up time: transformers
+
+    quiet_transformers()
 
     src = _gguf_dir()
     print(f"Converting SmolLM2-135M-Instruct from {src / GGUF_FILE} (once, ~30 s) into {target}")
@@ -123,10 +133,21 @@ def resolve(name: str) -> str:
 
 
 def check_name(name: str) -> None:
-    """Fail fast on a model name nothing can load, before torch and the model are loaded."""
+    """Fail fast on a model name nothing can load, before torch and the model are loaded. A name
+    that can only be a local path (it starts with /, ./, ../ or ~, or has two slashes: a hub id
+    has one) must exist: a missing checkpoint folder is an error, not a hub lookup."""
     if name.lower().startswith(TINY):
         tiny_llama_args(name)
-    elif name.lower() != SMOLLM2:
+    elif name.lower() == SMOLLM2:
+        return
+    elif name.startswith(("/", "./", "../", "~")) or name.count("/") > 1:
+        path = Path(name).expanduser()
+        if not path.exists():
+            there = next((p for p in path.parents if p.is_dir()), Path("."))
+            raise RuntimeError(
+                f"no model folder or training checkpoint at {name} ({there} has no {path.relative_to(there).parts[0]})"
+            )
+    else:
         resolve(name)
 
 
@@ -344,6 +365,8 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     check_name(name)  # before the slow imports
     import torch  # start-up time: torch
     from transformers import AutoModelForCausalLM  # start-up time: transformers
+
+    quiet_transformers()
 
     announce_threads()
     if device == "auto":

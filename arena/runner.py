@@ -191,8 +191,8 @@ def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) 
             on_game = [params for game, params in trained if game == p.game]
             if on_game and p.params not in on_game:
                 out.append(
-                    f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}; "
-                    f"pass the same params (arena play --param, or the game's params: in a config) for the play it learnt"
+                    f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}, "
+                    f"which it may play badly; give the game those params (--param KEY=VALUE, or params: in a config)"
                 )
     return out
 

@@ -71,7 +71,7 @@ def print_summary(
     records: list[MatchRecord], seconds: float, console=None, order: list[str] | None = None
 ) -> None:
     """The summary table, one row per agent in `order` (see `summarize`)."""
-    console = console or make_console(120)
+    console = console or make_console()
     heads = ("games", "W", "D", "L", "mean\nreturn", "invalid\nmoves", "fall-\nbacks", "tok/s")
     rows = []
     for s in summarize(records, order):

@@ -6,7 +6,7 @@ arena play GAME --agents A B [--matches N] [--out run.jsonl]
 arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
 arena tournament CONFIG                      create or resume a tournament
 arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
-           [--opponents SPEC ...] [--param KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
+           [--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
 arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...]   self-play RL
 arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
@@ -29,38 +29,37 @@ def cmd_games(args: argparse.Namespace) -> None:
     from rich.table import Table  # start-up time: this command only
 
     import games  # start-up time: this command only
-    from core.console import make_console  # start-up time: this command only
+    from core.console import NARROW_TABLE, make_console  # start-up time: this command only
 
-    console = make_console(160)
+    console = make_console()
     if args.action == "show":
         if not args.name:
             raise ValueError("usage: arena games show NAME")
         _show_game(args.name, console)
         return
-    table = Table(title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)")
-    for col in (
-        "name",
-        "players",
-        "information",
-        "kind",
-        "moves",
-        "split",
-        "rules from",
-        "description",
-    ):
+    # piped (100 columns): information and rules are left to `arena games show NAME`
+    wide = console.width >= 160
+    table = Table(
+        title="selfplay-arena games (any OpenSpiel game also works as openspiel:<name>)",
+        **({} if wide else NARROW_TABLE),
+    )
+    columns = ["name", "players", "information", "kind", "moves", "split", "rules from"]
+    if not wide:
+        columns = [c for c in columns if c not in ("information", "rules from")]
+    for col in [*columns, "description"]:
         table.add_column(col, no_wrap=col != "description")
     for name in games.names(args.split):
         i = games.info(name)
-        table.add_row(
-            name,
-            str(i.num_players),
-            i.information,
-            i.kind,
-            i.dynamics,
-            i.split,
-            i.source,
-            i.description,
-        )
+        cells = {
+            "name": name,
+            "players": str(i.num_players),
+            "information": i.information,
+            "kind": i.kind,
+            "moves": i.dynamics,
+            "split": i.split,
+            "rules from": i.source,
+        }
+        table.add_row(*(cells[c] for c in columns), i.description)
     console.print(table)
 
 
@@ -73,7 +72,8 @@ def _show_game(name: str, console) -> None:
     env.reset(seed=0)
     info = env.info
     console.rule(
-        f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, {info.kind}, {info.dynamics}"
+        f"[bold]{name}[/bold]  {info.num_players} players, {info.information} information, "
+        f"{info.kind}, {info.dynamics}; rules from {info.source}"
     )
     doc = sys.modules[type(env).__module__].__doc__
     if doc:
@@ -100,7 +100,7 @@ def _show_game(name: str, console) -> None:
 
 def cmd_play(args: argparse.Namespace) -> None:
     import games  # start-up time: this command only
-    from agents import make_agent  # start-up time: this command only
+    from agents import make_agent, trained_games  # start-up time: this command only
     from arena.runner import plan_matches, play  # start-up time: this command only
     from arena.summary import print_summary  # start-up time: this command only
     from core.records import check_jsonl_out  # start-up time: this command only
@@ -114,13 +114,21 @@ def cmd_play(args: argparse.Namespace) -> None:
     if args.out:
         check_jsonl_out(args.out)  # before any model loads
     names = _unique_names(args.agents)
+    params = game_params(args.param)
+    for (
+        spec
+    ) in args.agents:  # a checkpoint plays on the params it trained with, unless told otherwise
+        trained = next((p for g, p in trained_games(spec) or [] if g == args.game), {})
+        taken = {k: v for k, v in trained.items() if k not in params}
+        if taken:
+            print(
+                f"{args.game}: {', '.join(f'{k}={v}' for k, v in taken.items())}, "
+                f"as {spec} trained it (--param KEY=VALUE to change)"
+            )
+            params = {**trained, **params}
+            break
     plans = plan_matches(
-        args.game,
-        names,
-        args.matches,
-        seed=args.seed,
-        params=game_params(args.param),
-        opening=args.opening,
+        args.game, names, args.matches, seed=args.seed, params=params, opening=args.opening
     )
     if args.ray:
         from arena.ray_runner import build_players, pool_from_args  # start-up time: --ray only
@@ -228,7 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="matches played at once (LLM turns are batched across them)",
     )
     pl.add_argument("--seed", type=int, default=0)
-    pl.add_argument("--param", action="append", help="game parameter KEY=VALUE (repeatable)")
+    pl.add_argument(
+        "--param",
+        action="append",
+        help="game parameter KEY=VALUE, over those a checkpoint trained with (repeatable)",
+    )
     pl.add_argument("--out", help="append trajectories to this JSONL file")
     pl.add_argument(
         "--opening",
@@ -311,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--param",
         action="append",
         metavar="KEY=VALUE",
-        help="game parameter for every evaluated game, over a config's params (repeatable; as arena play)",
+        help="game parameter for every evaluated game that has KEY, or GAME.KEY=VALUE for one game; over "
+        "a config's params and those a checkpoint trained with (repeatable)",
     )
     e.add_argument("--matches", type=int, help="matches per game and opponent (default 100)")
     e.add_argument("--seed", type=int, help="match seeds derive from it (default 0)")
@@ -344,7 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--resume", action="store_true", help="continue from the run dir's latest checkpoint"
     )
-    tr.add_argument("--steps", type=int, help="override the config's steps")
+    tr.add_argument(
+        "--steps",
+        type=int,
+        help="where the run stops (overrides the config's steps); a fresh run's cosine lr schedule "
+        "spans it, a resumed run keeps the schedule it started with",
+    )
     tr.add_argument("--out", help="override the config's run_dir")
     tr.add_argument(
         "--threads",
@@ -418,8 +436,8 @@ def main(argv: list[str] | None = None) -> int:
             msg += AFTER_A_FAILED_WRITE.get(args.command, "")
         print(f"arena {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"arena {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # a command may say what it kept and how to go on
+        print(f"arena {args.command}: interrupted" + (f": {e}" if str(e) else ""), file=sys.stderr)
         return 130
     return 0
 

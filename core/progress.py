@@ -12,7 +12,12 @@ file, a pipe, CI) it is plain text lines, never a control code::
 
 one each time another `every` (5%) of the total is done (but at most one per `min_gap`
 seconds), one at least every `interval` seconds while anything moves, and one at the end: a
-50-minute evaluation leaves some 20-60 lines. Without a `file`, when stdout is not a terminal
+50-minute evaluation leaves some 20-60 lines.
+
+The time left is the rate of matches finished since the first one (`eta`), shown only once it
+has been measured over at least `eta_after` seconds and over as long as the first match took:
+the first matches of a batched run end together, after the model's load and warm-up, so the
+average from the start would overstate the time left several times over. Without a `file`, when stdout is not a terminal
 (`arena eval ... > eval.log`, `| tee`, a background job) the lines go to stdout, where the
 run's own output goes, so the log shows how far it got; else a bar on stderr (or plain lines
 there when stderr is not a terminal either).
@@ -64,6 +69,7 @@ class Progress:
       leave: keep the bar (or write the final line) when closed.
       disable: show nothing.
       unit: what `total` counts (plural), e.g. "states" for an exploitability sweep.
+      eta_after: the fewest seconds of finished matches the time left is estimated from.
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class Progress:
         unit: str = "matches",
         every: float = 0.05,
         min_gap: float = 10.0,
+        eta_after: float = 5.0,
     ):
         if file is None:
             file, found_tty = default_stream()
@@ -92,22 +99,27 @@ class Progress:
             disable,
             unit,
         )
-        self.every, self.min_gap = every, min_gap
+        self.every, self.min_gap, self.eta_after = every, min_gap, eta_after
         self.clock = clock
         self.total, self.done, self.turns_played, self.tokens = total, 0, 0, 0
         self.start = self.last_line = self.last_refresh = clock()
+        self.first_done: tuple[float, int] | None = (
+            None  # (clock, done) at the first finished match
+        )
         self.printed: tuple[int, int] | None = None  # (done, turns) at the last plain line
         self.bar = None
         if self.tty and not disable:
             from tqdm import tqdm  # start-up time: tqdm (a terminal only)
 
             self.bar = tqdm(
-                total=total,
+                total=total or None,
                 desc=desc,
                 unit="match" if unit == "matches" else unit.removesuffix("s"),
                 file=self.file,
                 dynamic_ncols=True,
                 leave=leave,
+                # tqdm's own time left is from the average since the start: the `eta` is in the postfix
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
             )
 
     def add_total(self, n: int) -> None:
@@ -119,8 +131,12 @@ class Progress:
     def update(self, n: int = 1) -> None:
         """`n` more matches finished."""
         self.done += n
+        now = self.clock()
+        if n > 0 and (self.first_done is None or now - self.first_done[0] < 0.25):
+            # the first match and those that end with it (one batched pass): the rate starts after them
+            self.first_done = (self.first_done[0] if self.first_done else now, self.done)
         if self.bar is not None and (self.unit == "matches" or self.turns_played):
-            self.bar.set_postfix_str(self.postfix(), refresh=False)
+            self.bar.set_postfix_str(self._bar_postfix(), refresh=False)
             self.bar.update(n)
         self._tick()
 
@@ -129,7 +145,7 @@ class Progress:
         self.turns_played += n
         self.tokens += tokens
         if self.bar is not None:
-            self.bar.set_postfix_str(self.postfix(), refresh=False)
+            self.bar.set_postfix_str(self._bar_postfix(), refresh=False)
             if self.clock() - self.last_refresh >= 0.2:  # the bar's own clock and rate move too
                 self.bar.refresh()
                 self.last_refresh = self.clock()
@@ -142,6 +158,22 @@ class Progress:
             text += f", {self.tokens} tokens ({self.tokens / elapsed:.1f} tok/s)"
         return text
 
+    def eta(self) -> float | None:
+        """Seconds left at the rate of the matches finished since the first one (and those that ended
+        within 0.25 s of it), or None until that rate is measured over `eta_after` seconds and
+        over as long as the first match took."""
+        if self.first_done is None or not 0 < self.done < self.total:
+            return None
+        at, done = self.first_done
+        span = self.clock() - at
+        if self.done <= done or span < max(self.eta_after, at - self.start):
+            return None
+        return (self.total - self.done) * span / (self.done - done)
+
+    def _bar_postfix(self) -> str:
+        left = self.eta()
+        return self.postfix() + (f", {_left(left)} left" if left is not None else "")
+
     def line(self) -> str:
         """The plain progress line (without a bar)."""
         elapsed = self.clock() - self.start
@@ -151,8 +183,8 @@ class Progress:
         if self.unit == "matches" or self.turns_played:
             parts.append(f", {self.postfix()}")
         parts.append(f", {_clock(elapsed)} elapsed")
-        if 0 < self.done < self.total:
-            parts.append(f", {_left(elapsed * (self.total - self.done) / self.done)} left")
+        if (left := self.eta()) is not None:
+            parts.append(f", {_left(left)} left")
         return "".join(parts)
 
     def write(self, msg: str, file: TextIO | None = None) -> None:
@@ -186,7 +218,7 @@ class Progress:
     def close(self, failed: bool = False) -> None:
         """End the display; `failed`: no final line (the error says what happened)."""
         if self.bar is not None:
-            self.bar.set_postfix_str(self.postfix(), refresh=False)
+            self.bar.set_postfix_str(self._bar_postfix(), refresh=False)
             self.bar.close()
             self.bar = None
         elif (

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
-from core.console import make_console
+from core.console import NARROW_TABLE, make_console
 from evaluation.metrics import ALL
 from tournaments.report import CSS, escape, png_base64
 
@@ -42,55 +42,60 @@ def write_json(rows: list[dict], path: str | Path) -> Path:
     return path
 
 
-def _rate(x: float, ci) -> str:
-    return f"{x:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+def _rate(x: float, ci, sep: str = " ") -> str:
+    return f"{x:.2f}{sep}[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-def _num(x: float, ci) -> str:
-    return f"{x:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+def _num(x: float, ci, sep: str = " ") -> str:
+    return f"{x:+.2f}{sep}[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+WIDE = 150  # a console narrower than this gets the narrow tables (`print_report`)
 
 
 def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
-    """Rich tables: cells per evaluated agent, paired differences, and the extra rows."""
-    console = console or make_console(200)
-    for who in dict.fromkeys(r["agent"] for r in rows if r["kind"] == "cell"):
-        t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)")
-        for col in (
-            "game",
-            "opponent",
-            "seat",
-            "n",
-            "W-D-L",
-            "win rate",
-            "non-losing",
-            "mean return",
-            "invalid",
-            "forfeit",
-            "tok/move",
-        ):
+    """Rich tables: cells per evaluated agent, paired differences, and the extra rows.
+
+    On a console narrower than `WIDE` columns (piped output has 100) the tables are laid out to
+    fit: a value above its CI, a seat's rows under their game's pooled row, and the forfeit rate
+    and pair counts left to eval.json and eval.html.
+    """
+    console = console or make_console()
+    narrow = console.width < WIDE
+    style = NARROW_TABLE if narrow else {}
+    sep = "\n" if narrow else " "
+    cells = [r for r in rows if r["kind"] == "cell" and (seats or r["seat"] == ALL)]
+    for who in dict.fromkeys(r["agent"] for r in cells):
+        t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)", **style)
+        columns = ["game", "opponent", "seat", "n", "W-D-L", "win rate", "non-losing"]
+        columns += ["mean return", "invalid", "forfeit", "tok/move"]
+        if narrow:
+            columns = [c for c in columns if c not in ("seat", "n", "forfeit")]
+        for col in columns:
             t.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
-        for r in rows:
-            if r["kind"] != "cell" or r["agent"] != who or (not seats and r["seat"] != ALL):
+        for r in _pooled_first([r for r in cells if r["agent"] == who]) if narrow else cells:
+            if r["agent"] != who:
                 continue
-            t.add_row(
-                r["game"],
-                r["opponent"],
-                r["seat"],
-                str(r["matches"]),
-                f"{r['wins']}-{r['draws']}-{r['losses']}",
-                _rate(r["win_rate"], r["win_ci"]),
-                _rate(r["non_losing"], r["non_losing_ci"]),
-                _num(r["mean_return"], r["return_ci"]),
-                f"{r['invalid_rate']:.2f}",
-                f"{r['forfeit_rate']:.2f}",
-                f"{r['tokens_per_move']:.1f}",
-                style="bold" if r["seat"] == ALL else None,
-            )
+            values = {
+                "game": _game_or_seat(r) if narrow else r["game"],
+                "opponent": r["opponent"],
+                "seat": r["seat"],
+                "n": str(r["matches"]),
+                "W-D-L": f"{r['wins']}-{r['draws']}-{r['losses']}",
+                "win rate": _rate(r["win_rate"], r["win_ci"], sep),
+                "non-losing": _rate(r["non_losing"], r["non_losing_ci"], sep),
+                "mean return": _num(r["mean_return"], r["return_ci"], sep),
+                "invalid": f"{r['invalid_rate']:.2f}",
+                "forfeit": f"{r['forfeit_rate']:.2f}",
+                "tok/move": f"{r['tokens_per_move']:.1f}",
+            }
+            t.add_row(*(values[c] for c in columns), style="bold" if r["seat"] == ALL else None)
         console.print(t)
-    paired = [r for r in rows if r["kind"] == "paired"]
+    paired = [r for r in rows if r["kind"] == "paired" and (seats or r["seat"] == ALL)]
     if paired:
         t = Table(
-            title="agent - baseline on the same matches (paired bootstrap 95% CI; green: better, red: worse)"
+            title="agent - baseline on the same matches (paired bootstrap 95% CI; green: better, red: worse)",
+            **style,
         )
         measures = {
             "points": "points",
@@ -98,25 +103,27 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
             "legal_move_rate": "legal moves",
             "mean_return": "return",
         }
-        for col in ("game", "opponent", "seat", "pairs", *measures.values(), "verdict (points)"):
+        columns = ["game", "opponent", "seat", "pairs", *measures.values(), "verdict (points)"]
+        if narrow:
+            columns = [c for c in columns if c not in ("seat", "pairs")]
+        for col in columns:
+            left = col in ("game", "opponent", "seat", "verdict (points)")
             t.add_column(
                 col,
-                justify="left"
-                if col in ("game", "opponent", "seat", "verdict (points)")
-                else "right",
+                justify="left" if left else "right",
+                no_wrap=narrow and col in ("game", "opponent"),
+                max_width=13 if narrow and col == "verdict (points)" else None,  # "no detectable"
             )
-        for r in paired:
-            if not seats and r["seat"] != ALL:
-                continue
-            t.add_row(
-                r["game"],
-                r["opponent"],
-                r["seat"],
-                str(r["pairs"]),
-                *(_diff(r[m]) for m in measures),
-                r["points"]["verdict"],
-                style="bold" if r["opponent"] == ALL else None,
-            )
+        for r in _pooled_first(paired) if narrow else paired:
+            values = {
+                "game": _game_or_seat(r) if narrow else r["game"],
+                "opponent": r["opponent"],
+                "seat": r["seat"],
+                "pairs": str(r["pairs"]),
+                **{name: _diff(r[m], sep) for m, name in measures.items()},
+                "verdict (points)": r["points"]["verdict"],
+            }
+            t.add_row(*(values[c] for c in columns), style="bold" if r["opponent"] == ALL else None)
         console.print(t)
     for kind, title in (
         ("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
@@ -125,19 +132,37 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
-            t = Table(title=title)
+            t = Table(title=title, **style)
             cols = [k for k in extra[0] if k != "kind"]
             for c in cols:
-                t.add_column(c, justify="left" if isinstance(extra[0][c], str) else "right")
+                text = isinstance(extra[0][c], str)  # names: kept whole, the numbers wrap
+                t.add_column(
+                    c.replace("_", " ") if narrow else c,  # a header that may wrap
+                    justify="left" if text else "right",
+                    no_wrap=narrow and text,
+                )
             for r in extra:
                 t.add_row(*[_cell(r[c]) for c in cols])
             console.print(t)
 
 
-def _diff(d: dict) -> str:
+def _game_or_seat(r: dict) -> str:
+    """The narrow tables' first column: the game on a pooled row, the seat (indented) under it."""
+    return r["game"] if r["seat"] == ALL else f"  {r['seat']}"
+
+
+def _pooled_first(cells: list[dict]) -> list[dict]:
+    """`cells` (or paired rows) with each (game, opponent)'s pooled row before its seats' rows."""
+    order = {
+        key: i for i, key in enumerate(dict.fromkeys((r["game"], r["opponent"]) for r in cells))
+    }
+    return sorted(cells, key=lambda r: (order[r["game"], r["opponent"]], r["seat"] != ALL))
+
+
+def _diff(d: dict, sep: str = " ") -> str:
     """A paired difference and its CI, coloured by its verdict."""
     colour = {"better": "green", "worse": "red"}.get(d["verdict"])
-    text = _num(d["diff"], d["ci"])
+    text = _num(d["diff"], d["ci"], sep)
     return f"[{colour}]{text}[/{colour}]" if colour else text
 
 

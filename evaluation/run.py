@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 
 import games
-from agents import checkpoint_of
+from agents import checkpoint_of, trained_games
 from agents.base import PendingTurn
-from agents.by_game import build_agent
+from agents.by_game import build_agent, check_player
 from arena.ray_runner import pool_from_args
 from arena.runner import play
 from core.console import make_console
-from core.overrides import game_params
+from core.overrides import key_values
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_jsonl
 from evaluation.blunders import blunder_rows
@@ -56,7 +56,7 @@ from evaluation.suites import (
     suite,
     unkey,
 )
-from tournaments.store import MatchResult, MatchSpec, Store, read_log
+from tournaments.store import MatchResult, MatchSpec, Store, kept_on_interrupt, read_log
 
 AGENT, BASELINE = "agent", "baseline"
 
@@ -202,6 +202,14 @@ class EvalRun:
     extra: list[dict] = field(default_factory=list)  # exploitability, blunder and social rows
 
 
+def check_specs(config: EvalConfig) -> None:
+    """ValueError or RuntimeError (one line) for an agent, baseline or opponent spec that cannot
+    be built, found without loading a model (`agents.by_game.check_player`)."""
+    for spec in (config.agent, config.baseline, *opponents(config.games).values()):
+        if spec is not None and spec != SELF:
+            check_player(spec)
+
+
 def store_paths(out: str | Path) -> tuple[Path, Path]:
     d = Path(out)
     return d / "eval.db", d / "eval.jsonl"
@@ -234,6 +242,7 @@ def run_eval(
     `ray_pool`: `ray_pool(build)` -> an `arena.ray_runner.RayPool` whose workers build
     their agents with `build()`: the matches are played on Ray (`--ray`).
     """
+    check_specs(config)  # a typo or a missing checkpoint fails before the store is made
     db, jsonl = store_paths(config.out)
     start = time.perf_counter()
     names = {
@@ -385,16 +394,12 @@ def main(args) -> None:
         config = load_config(args.config, overrides)
     else:
         config = make_config({k: v for k, v in overrides.items() if v is not None})
-    params = game_params(getattr(args, "param", None))
-    if (
-        params
-    ):  # over every game's own params; a name a game lacks is an error here, before any model loads
-        config = replace(
-            config, games=[replace(g, params={**g.params, **params}) for g in config.games]
-        )
-        for g in config.games:
-            games.make(g.name, **g.params)
-    console = make_console(200)
+    # a name a game lacks is an error here, before any model loads
+    config, notes = with_params(config, getattr(args, "param", None))
+    check_specs(config)
+    console = make_console()
+    for line in notes:
+        console.print(line, markup=False)
     db, jsonl = store_paths(config.out)
     console.print(
         f"evaluating {config.agent}"
@@ -409,8 +414,11 @@ def main(args) -> None:
     pool = None
     if getattr(args, "ray", None):
         pool = functools.partial(pool_from_args, args)
-    with Progress(total=planned, desc="eval") as bar:
-        run = run_eval(config, bar, evaluated, pool)
+    try:
+        with Progress(total=planned, desc="eval") as bar:
+            run = run_eval(config, bar, evaluated, pool)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
+        raise KeyboardInterrupt(kept_on_interrupt(db)) from None
     if run.recovered:
         console.print(
             f"recovered {run.recovered} match(es) from {jsonl} that the store had not recorded"
@@ -436,6 +444,63 @@ def main(args) -> None:
     )
     write_html(rows, out / "eval.html", "evaluation", subtitle)
     console.print(f"results: {out / 'eval.json'}, {out / 'eval.html'}; trajectories: {jsonl}")
+
+
+def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig, list[str]]:
+    """`config` with every game's parameters settled, and a line for each choice made for the user.
+
+    Per game, the later wins: the params a training checkpoint among the evaluated agents
+    trained the game with (the agent's, else the baseline's; read from its saved config,
+    `agents.trained_games`), the game's own `params:` (a config), then the `--param` flags:
+    `KEY=VALUE` for every game that has parameter KEY, `GAME.KEY=VALUE` for that game alone.
+    ValueError (one line) for a flag no game of the evaluation takes, a GAME it does not play,
+    or a value a game refuses.
+    """
+    notes = []
+    trained: dict[str, tuple[str, dict]] = {}  # game -> (agent spec, params it trained with)
+    for spec in (config.agent, config.baseline):
+        for game, params in trained_games(spec) or []:
+            trained.setdefault(game, (spec, params))
+    out = []
+    for g in config.games:
+        spec, params = trained.get(g.name, (None, {}))
+        taken = {k: v for k, v in params.items() if k not in g.params}
+        if taken:
+            notes.append(
+                f"{g.name}: {', '.join(f'{k}={v}' for k, v in taken.items())}, as {spec} trained it "
+                f"(--param {g.name}.KEY=VALUE to change)"
+            )
+        out.append(replace(g, params={**params, **g.params}))
+    names = [g.name for g in out]
+    for key, value in key_values(flags, "--param"):
+        game, dot, leaf = key.partition(".")
+        if dot:
+            if game not in names:
+                raise ValueError(
+                    f"--param {key}: this evaluation plays no {game} (its games: {', '.join(names)})"
+                )
+            out = [
+                replace(g, params={**g.params, leaf: value}) if g.name == game else g for g in out
+            ]
+            continue
+        takers, refusals = [], []
+        for g in out:
+            try:
+                games.make(g.name, **{**g.params, key: value})
+                takers.append(g.name)
+            except games.UnknownParameter as e:
+                refusals.append(str(e))
+        if not takers:
+            raise ValueError(refusals[0])
+        if refusals:
+            notes.append(
+                f"--param {key}={value}: for {', '.join(takers)} only "
+                f"({', '.join(n for n in names if n not in takers)} has no parameter {key!r})"
+            )
+        out = [replace(g, params={**g.params, key: value}) if g.name in takers else g for g in out]
+    for g in out:
+        games.make(g.name, **g.params)
+    return replace(config, games=out), notes
 
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:

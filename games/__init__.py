@@ -31,6 +31,7 @@ __all__ = [
     "TextEnv",
     "TextView",
     "ParseError",
+    "UnknownParameter",
     "parse_move",
 ]
 
@@ -224,7 +225,9 @@ def names(split: str | None = None) -> list[str]:
 def _entry(name: str) -> Entry:
     if name in CATALOGUE:
         return CATALOGUE[name]
-    close = difflib.get_close_matches(name, list(CATALOGUE), n=3)
+    close = [n for n in CATALOGUE if len(name) >= 3 and name in n]  # kuhn -> kuhn_poker
+    close += [n for n in difflib.get_close_matches(name, list(CATALOGUE), n=3) if n not in close]
+    close = close[:3]
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ValueError(f"unknown game {name!r}{hint} (see `arena games`, or use 'openspiel:<game>')")
 
@@ -236,6 +239,10 @@ def info(name: str) -> GameInfo:
 
         return openspiel_info(name.split(":", 1)[1])
     return _entry(name).info
+
+
+class UnknownParameter(ValueError):
+    """`make` was given a parameter the game does not have."""
 
 
 def make(name: str, **params) -> TextEnv:
@@ -251,7 +258,7 @@ def make(name: str, **params) -> TextEnv:
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
-        raise ValueError(
+        raise UnknownParameter(
             f"{name} has no parameter {str(e).rsplit(' ', 1)[-1]} (see `arena games show {name}`)"
         ) from None
     env.info = entry.info

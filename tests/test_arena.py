@@ -4,6 +4,7 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -270,7 +271,16 @@ def test_arena_play_writes_jsonl_that_reads_back(tmp_path, capsys):
     [
         (["play", "tic_tac_to", "--agents", "random", "random"], "did you mean tic_tac_toe"),
         (["play", "tic_tac_toe", "--agents", "random", "nobody"], "unknown agent 'nobody'"),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "mtcs:10"],
+            "unknown agent 'mtcs'; did you mean mcts? (known: random, mcts",
+        ),
+        (
+            ["play", "tic_tac_toe", "--agents", "random", "mtcs"],
+            "unknown agent 'mtcs'; did you mean mcts? (known: random, mcts",
+        ),
         (["games", "show", "chess_960_x"], "unknown game"),
+        (["games", "show", "kuhn"], "unknown game 'kuhn'; did you mean kuhn_poker?"),
         (
             ["play", "tic_tac_toe", "--agents", "random", "random", "--opening", "-2"],
             "--opening must be >= 0",
@@ -415,3 +425,32 @@ def test_agent_specs_take_options_and_reject_bad_ones():
     ]:
         with pytest.raises(ValueError, match=says):
             make_agent(bad)
+
+
+def test_piped_tables_fit_in_100_columns(tmp_path):
+    """`arena games`, an evaluation's report and a leaderboard, piped: no table line over 100
+    characters (a plain line, such as the one naming the store, stays whole)."""
+    tour = tmp_path / "t.yaml"
+    tour.write_text(
+        "name: narrow\nformat: round_robin\nplayers: {random: random, mcts-5: mcts:5}\n"
+        "games: [tic_tac_toe]\ngames_per_pairing: 2\n"
+    )
+    commands = [
+        ["games"],
+        ["eval", "--agent", "random", "--baseline", "mcts:5", "--games", "tic_tac_toe"]
+        + ["connect_four", "--opponents", "random", "--matches", "2", "--out", str(tmp_path / "e")],
+        ["tournament", str(tour), "--db", str(tmp_path / "t.db")],
+    ]
+    plain = ("evaluating ", "results: ", "tournament 'narrow'", "report: ")
+    for argv in commands:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cli.main", *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        assert proc.returncode == 0, proc.stderr
+        wide = [line for line in proc.stdout.splitlines() if len(line) > 100]
+        assert all(line.startswith(plain) for line in wide), (argv[0], wide)
+        assert proc.stdout.count("\n") > 10

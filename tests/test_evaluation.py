@@ -3,6 +3,7 @@ OpenSpiel's reference values and hand-made policies, the exact distribution of a
 constrained tiny LLM, blunders, social metrics, paired matches, and kill -9 then resume."""
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -475,6 +476,34 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     )
 
 
+def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
+    args = ["eval", "--agent", "random", "--games", "tic_tac_toe", "--opponents", "mcts:40"]
+    args += ["--matches", "40", "--concurrency", "2", "--out", str(tmp_path)]
+    proc = _arena(*args, text=True)
+    deadline = time.time() + 60
+    while _stored(tmp_path / "eval.db") < 4 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the evaluation finished before Ctrl-C: make it longer"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    kept = _stored(tmp_path / "eval.db")
+    assert proc.returncode == 130 and 4 <= kept < 40
+    assert err.strip().splitlines()[-1] == (
+        f"arena eval: interrupted: {kept} of the 40 matches scheduled so far are kept in "
+        f"{tmp_path / 'eval.db'}; run the same command to resume"
+    )
+    out, _ = _arena(*args, text=True).communicate(timeout=120)
+    assert played_now(out) == 40 - kept and "40 in all" in out
+
+
+def played_now(out: str) -> int:
+    """Matches a resumed run played plus those it recovered from the trajectories (a Ctrl-C between
+    a match's JSONL line and its store row leaves one there)."""
+    played = int(re.search(r"(\d+) match\(es\) played now", out)[1])
+    recovered = re.search(r"recovered (\d+) match\(es\)", out)
+    return played + (int(recovered[1]) if recovered else 0)
+
+
 def test_matches_in_the_jsonl_but_not_the_store_are_recovered_not_replayed(tmp_path):
     config = make_config(
         {
@@ -605,11 +634,10 @@ def test_arena_eval_with_a_tiny_llm_baseline_and_exploitability(tmp_path, capsys
     pooled = [r for r in rows if r["kind"] == "paired" and r["opponent"] == "all"][0]
     for m in MEASURES:  # every paired measure, with its CI, in eval.json and the printed table
         assert pooled[m]["ci"][0] <= pooled[m]["diff"] <= pooled[m]["ci"][1] and m in pooled
-    assert (
-        "non-losing" in text
-        and "legal moves" in text
-        and _num(pooled["legal_move_rate"]["diff"], pooled["legal_move_rate"]["ci"]) in text
-    )
+    value, interval = _num(  # piped: the value above its CI
+        pooled["legal_move_rate"]["diff"], pooled["legal_move_rate"]["ci"], "\n"
+    ).split("\n")
+    assert "non-losing" in text and "legal moves" in text and value in text and interval in text
     html = (out / "eval.html").read_text()
     assert html.count("data:image/png;base64,") == 2  # the rates and the forest plot
     # a rerun plays nothing and reads the exploitability from the store
@@ -682,6 +710,91 @@ def test_a_store_refuses_to_resume_once_the_run_it_evaluated_has_a_newer_checkpo
         and "step_00000002 (step 2)" in err
         and "another output path" in err
     )
+
+
+def _trained_run(run: Path, games_: list[dict]) -> None:
+    """A training run folder with one checkpoint and a best/ policy of the tiny Llama, its config
+    naming `games_` (as `arena train` saves it)."""
+    from agents import checkpoint
+    from agents.models import tiny_llama
+    from training.league import League
+    from training.learner import Learner, LearnerConfig
+
+    model, tok = tiny_llama(0)
+    learner = Learner(model, tok, LearnerConfig(precision="float32"))
+    config = {
+        "model": "tiny-llama",
+        "games": games_,
+        "agent": {"constrained": True, "max_new_tokens": 3},
+    }
+    state = {"advantage": {}, "elapsed": 1.0, "games": 2}
+    checkpoint.save(
+        run / "checkpoints", learner, 1, config=config, league=League().state_dict(), state=state
+    )
+    checkpoint.save_policy(run / "best", learner, 1, config=config)
+
+
+def test_eval_plays_a_checkpoint_with_the_game_params_it_trained_on(tmp_path, capsys):
+    """`arena eval --agent llm:RUN/best --baseline llm:RUN --suite train`: tic-tac-toe on the board
+    the run trained on, Kuhn as it is; --param KEY=VALUE goes to the games that have KEY,
+    --param GAME.KEY=VALUE to one game."""
+    run = tmp_path / "run"
+    _trained_run(run, [{"name": "tic_tac_toe", "params": {"board": "relative"}}])
+    base = ["eval", "--agent", f"llm:{run}/best", "--baseline", f"llm:{run}", "--suite", "train"]
+    base += ["--opponents", "random", "--matches", "2"]
+
+    def params(out: Path) -> dict:
+        return {r.game: r.params for r in read_jsonl(out / "eval.jsonl")}
+
+    assert arena_main([*base, "--out", str(tmp_path / "a")]) == 0
+    captured = capsys.readouterr()
+    assert params(tmp_path / "a") == {"tic_tac_toe": {"board": "relative"}, "kuhn_poker": {}}
+    assert "warning" not in captured.err
+    assert f"tic_tac_toe: board=relative, as llm:{run}/best trained it" in captured.out
+    # a flag over the checkpoint's params: for every game that has the parameter, or for one game
+    assert arena_main([*base, "--param", "board=grid", "--out", str(tmp_path / "b")]) == 0
+    assert params(tmp_path / "b") == {"tic_tac_toe": {"board": "grid"}, "kuhn_poker": {}}
+    captured = capsys.readouterr()
+    assert "--param board=grid: for tic_tac_toe only" in captured.out
+    assert "trained on tic_tac_toe with params {'board': 'relative'}" in captured.err
+    argv = [*base, "--param", "tic_tac_toe.board=line", "--out", str(tmp_path / "c")]
+    assert arena_main(argv) == 0
+    assert params(tmp_path / "c") == {"tic_tac_toe": {"board": "line"}, "kuhn_poker": {}}
+    capsys.readouterr()
+    for flag, message in (
+        ("boord=grid", "tic_tac_toe has no parameter 'boord'"),
+        ("kuhn_poker.board=grid", "kuhn_poker has no parameter 'board'"),
+        ("chess.board=grid", "--param chess.board: this evaluation plays no chess"),
+    ):
+        assert arena_main([*base, "--param", flag, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
+    # arena play too
+    out = tmp_path / "play.jsonl"
+    argv = ["play", "tic_tac_toe", "--agents", f"llm:{run}", "random", "--matches", "2"]
+    assert arena_main([*argv, "--out", str(out)]) == 0
+    assert [r.params for r in read_jsonl(out)] == [{"board": "relative"}] * 2
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_missing_checkpoint_or_an_agent_typo_leaves_no_store(tmp_path, capsys):
+    for argv, message in (
+        (
+            ["--agent", f"llm:{tmp_path}/run/best"],
+            f"no model folder or training checkpoint at {tmp_path}/run/best ({tmp_path} has no run)",
+        ),
+        (
+            ["--agent", "random", "--baseline", "mtcs:10"],
+            "unknown agent 'mtcs'; did you mean mcts?",
+        ),
+        (["--agent", "random", "--opponents", "cfrr"], "unknown agent 'cfrr'; did you mean cfr?"),
+    ):
+        argv += ["--games", "kuhn_poker", "--out", str(tmp_path / "e")]
+        assert arena_main(["eval", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert message in err and len(err.strip().splitlines()) == 1, err
+        assert "store" not in out and not (tmp_path / "e").exists()
 
 
 def test_eval_config_file_and_one_line_errors(tmp_path, capsys):

@@ -159,3 +159,21 @@ def test_seeded_gives_a_tiny_llama_without_a_seed_the_runs_seed_and_keeps_any_ot
         "hidden": 32,
         "heads": 2,
     }
+
+
+def test_loading_a_model_draws_no_transformers_progress_bar(tmp_path):
+    """`arena play` with a model folder: stderr has no "Loading weights" bar beside ours."""
+    model, tok = models.tiny_llama(hidden=32, heads=2, layers=1)
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    argv = ["play", "tic_tac_toe", "--agents", f"llm:{tmp_path / 'tiny'},constrained=true"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv, "random", "--matches", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Loading weights" not in proc.stderr and "1 matches in" in proc.stdout, proc.stderr

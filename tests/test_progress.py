@@ -3,6 +3,8 @@ match ends; a log that is not a terminal gets a bounded number of plain lines.""
 
 import io
 
+import pytest
+
 from agents import make_agent
 from arena.runner import plan_matches, play
 from cli.main import main as arena_main
@@ -98,6 +100,31 @@ def test_off_a_terminal_a_long_evaluation_logs_every_5_percent_and_every_minute_
         n, unit = line.split("~")[1].split()[:2]
         left = float(n) * {"s": 1, "min": 60, "h": 3600}[unit]
         assert abs(left - 1.5 * (2000 - d)) <= {"s": 1, "min": 30, "h": 180}[unit], line
+
+
+def test_the_time_left_waits_for_a_rate_measured_after_the_first_batch():
+    """100 matches, 16 live at once: the first 16 end together at 30 s (warm-up and a whole match
+    each), then one every 0.5 s: 72 s in all. The average since the start said ~50 min left when
+    the first match ended (30 s x 99); the time left waits until the rate after the first batch is
+    measured over as long as the first match took, and is then the true one."""
+    for tty in (False, True):
+        clock, out = FakeClock(), io.StringIO()
+        bar = Progress(total=100, desc="t", file=out, clock=clock, tty=tty, interval=1.0)
+        clock.now = 30.0
+        for _ in range(16):
+            bar.update(1)
+            bar.turns(9, 0)
+        for k in range(1, 85):
+            clock.now = 30.0 + 0.5 * k
+            bar.update(1)
+            bar.turns(9, 0)
+            if clock.now < 60.0 or bar.done == 100:
+                assert "left" not in bar.line() and bar.eta() is None, (clock.now, bar.line())
+            else:
+                assert bar.eta() == pytest.approx(0.5 * (100 - bar.done)), clock.now
+        text = out.getvalue()
+        assert "~1 s left" in text and "<" not in text and "min left" not in text
+        bar.close()
 
 
 def test_off_a_terminal_a_fast_run_prints_its_end_only_and_a_stuck_one_a_line_a_minute():

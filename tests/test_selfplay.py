@@ -511,7 +511,7 @@ def test_arena_train_ray_sets_the_configs_ray_address_and_keeps_its_other_ray_ke
 ):
     seen = {}
 
-    def fake_train(cfg, resume=False):  # the config the run would get; no run
+    def fake_train(cfg, resume=False, **kw):  # the config the run would get; no run
         seen["cfg"] = cfg
         return {"eval": [], "games": 0, "elapsed": 0.0}
 
@@ -1418,6 +1418,63 @@ def test_arena_train_cli(tmp_path, capsys):
     assert cli_main(["train", str(path)]) == 2
     err = capsys.readouterr().err
     assert "learner.lr must be float" in err and err.count("\n") == 1
+
+
+def test_a_resume_keeps_the_lr_schedules_horizon_and_says_where_it_stops(
+    tmp_path, capsys, monkeypatch
+):
+    """Train 2 steps of a cosine schedule, then --resume --steps 4: the schedule keeps its horizon
+    (step 2) and steps 3-4 run at its floor; the resume says so. An explicit learner.total_steps
+    replaces the horizon, with a warning."""
+    path = tmp_path / "tiny.yaml"
+    over = {
+        **SMALL,
+        "eval": {"every": 0},
+        "learner": {"lr": 1e-3, "lr_schedule": "cosine", "min_lr_ratio": 0.1},
+    }
+    path.write_text(yaml.safe_dump(merged(over)))
+
+    def lrs(run: Path) -> list[float]:
+        return [json.loads(line)["lr"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    for name in ("kept", "given"):
+        run = str(tmp_path / name)
+        assert cli_main(["train", str(path), "--steps", "2", "--out", run]) == 0
+    out = capsys.readouterr().out
+    assert "steps 0->2; lr cosine to step 2 (learner.total_steps 2)" in out
+    assert (
+        cli_main(["train", str(path), "--steps", "4", "--out", str(tmp_path / "kept"), "--resume"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert (
+        "at step 2 (" in out
+        and "this run stops at step 4; lr cosine to step 2 (learner.total_steps 2) as the run "
+        "started, then at its floor 0.0001"
+        in out
+    )
+    assert lrs(tmp_path / "kept") == pytest.approx([1e-3, 5.5e-4, 1e-4, 1e-4])
+    argv = ["train", str(path), "--steps", "4", "--out", str(tmp_path / "given"), "--resume"]
+    assert cli_main([*argv, "--set", "learner.total_steps=4"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "warning: learner.total_steps 4 replaces the lr schedule's horizon this run started with (2)"
+        in out
+    )
+    assert "this run stops at step 4; lr cosine to step 4 (learner.total_steps 4)" in out
+    assert lrs(tmp_path / "given")[2] == pytest.approx(
+        1e-4 + 9e-4 * 0.5 * (1 + math.cos(math.pi / 2))
+    )
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(selfplay, "train", ctrl_c)  # Ctrl-C says what is kept and how to go on
+    assert cli_main(argv) == 130
+    assert capsys.readouterr().err == (
+        f"arena train: interrupted: the checkpoints up to step_00000004 are kept in "
+        f"{tmp_path / 'given' / 'checkpoints'}; run the same command with --resume to go on\n"
+    )
 
 
 def test_arena_plot_draws_several_runs_on_one_chart(tmp_path, capsys):

@@ -2,6 +2,8 @@
 passes) through the arena runner, a SQLite store, resume, report, and one-line errors."""
 
 import json
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -289,6 +291,50 @@ def test_checkpoint_players_may_not_shadow_another_player(tmp_path):
     }
 
 
+def test_a_bad_player_fails_before_the_store_and_leaves_no_run_folder(
+    tmp_path, monkeypatch, capsys
+):
+    """A typo fails before the store is announced; a checkpoint that fails only as it loads (its
+    weights do not fit its base model) leaves no empty runs/<name> folder either."""
+    from agents import checkpoint
+    from agents.models import tiny_llama
+    from training.learner import Learner, LearnerConfig
+
+    model, tok = tiny_llama(0)  # hidden 64: not the base model its config names
+    learner = Learner(model, tok, LearnerConfig(precision="float32"))
+    misfit = tmp_path / "misfit"
+    checkpoint.save_policy(
+        misfit / "best", learner, 1, config={"model": "tiny-llama:hidden=128:heads=8"}
+    )
+    monkeypatch.chdir(tmp_path)
+    for player, message, announced in (
+        ("mtcs:50", "unknown agent 'mtcs'; did you mean mcts?", False),
+        ("llm:tiny-lama", "did you mean tiny-llama?", False),
+        (
+            "llm:runs/tictactoe_tiny/best",
+            "no model folder or training checkpoint at runs/tictactoe_tiny/best",
+            False,
+        ),
+        (
+            {"by_game": {"tic_tac_toe": "minimx"}},
+            "unknown agent 'minimx'; did you mean minimax?",
+            False,
+        ),
+        ({"checkpoints": str(misfit)}, "does not fit tiny-llama:hidden=128:heads=8", True),
+    ):
+        cfg = {
+            "name": "typo",
+            "format": "round_robin",
+            "players": {"a": "random", "b": player},
+            "games": ["tic_tac_toe"],
+        }
+        assert arena_main(["tournament", str(write(tmp_path, cfg))]) == 2
+        out, err = capsys.readouterr()
+        assert message in err.strip().splitlines()[-1], err
+        assert ("store runs" in out) == announced, out
+        assert not (tmp_path / "runs" / "typo").exists()
+
+
 def test_missing_config_file(tmp_path, capsys):
     assert arena_main(["tournament", str(tmp_path / "nope.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
@@ -318,6 +364,46 @@ def test_quickstart_config_is_valid():
             LLMAgentConfig(
                 **{k: v for k, v in spec.items() if k not in ("type", "model", "backend")}
             )
+        else:
+            build_agent(name, spec)
+
+
+def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
+    """configs/tournament_checkpoints.yaml: one player per checkpoint of runs/tictactoe_tiny and its
+    best/, on the board the tiny tic-tac-toe run trains on."""
+    from agents.by_game import build_agent
+    from agents.llm_agent import LLMAgentConfig
+    from tournaments.config import arena_options, load_config
+
+    run = tmp_path / "runs" / "tictactoe_tiny"
+    for step in (580, 600):
+        (run / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
+    (run / "best").mkdir()
+    (run / "best" / "model.safetensors").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(ROOT / "configs" / "tournament_checkpoints.yaml")
+    assert list(cfg.players) == [
+        "tiny@580",
+        "tiny@600",
+        "tiny@best",
+        "random",
+        "mcts-100",
+        "minimax",
+    ]
+    assert cfg.players["tiny@best"] == {
+        "type": "llm",
+        "model": str(Path("runs") / "tictactoe_tiny" / "best"),
+        "temperature": 0,
+    }
+    trained = yaml.safe_load((ROOT / "configs" / "train_tictactoe_tiny.yaml").read_text())
+    assert [(g.name, g.params) for g in cfg.games] == [
+        (g["name"], g["params"]) for g in trained["games"]
+    ]
+    assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
+    arena_options(cfg.arena)
+    for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
+        if isinstance(spec, dict) and spec.get("type") == "llm":
+            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
         else:
             build_agent(name, spec)
 
@@ -438,6 +524,56 @@ def test_a_deleted_store_is_rebuilt_from_the_trajectories(tmp_path, capsys):
         assert sorted(conn.execute("SELECT * FROM matches")) == stored
     board = lambda text: text[text.index("lost: round_robin") : text.index("report:")]  # noqa: E731
     assert board(out) == board(first)
+
+
+def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
+    cfg = write(
+        tmp_path,
+        {
+            "name": "ctrl-c",
+            "format": "round_robin",
+            "players": {"a": "mcts:200", "b": "mcts:200", "random": "random"},
+            "games": ["tic_tac_toe"],
+            "games_per_pairing": 6,
+            "arena": {"concurrency": 1},
+        },
+    )
+    db = tmp_path / "t.db"
+    argv = [sys.executable, "-m", "cli.main", "tournament", str(cfg), "--db", str(db)]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.time() + 60
+    while proc.poll() is None and _stored(db) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the tournament finished before Ctrl-C: make it longer"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    kept = _stored(db)
+    assert proc.returncode == 130 and 2 <= kept < 18
+    assert err.strip().splitlines()[-1] == (
+        f"arena tournament: interrupted: {kept} of the 18 matches scheduled so far are kept in "
+        f"{db}; run the same command to resume"
+    )
+    rerun = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0 and "18 in all" in rerun.stdout
+    assert played_now(rerun.stdout) == 18 - kept
+
+
+def played_now(out: str) -> int:
+    """Matches a resumed run played plus those it recovered from the trajectories (a Ctrl-C between
+    a match's JSONL line and its store row leaves one there)."""
+    played = int(re.search(r"(\d+) match\(es\) played now", out)[1])
+    recovered = re.search(r"recovered (\d+) match\(es\)", out)
+    return played + (int(recovered[1]) if recovered else 0)
+
+
+def _stored(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
 def test_report_only_while_the_tournament_runs_shows_the_standing_so_far(tmp_path, capsys):

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agents.base import WrongGame
-from agents.by_game import build_agent
+from agents.by_game import build_agent, check_player
 from arena.ray_runner import build_players, pool_from_args
 from arena.runner import MatchPlan, play
 from core.progress import Progress
@@ -38,7 +38,7 @@ from core.records import check_writable
 from tournaments.config import arena_options, load_config
 from tournaments.report import print_leaderboard, write_html
 from tournaments.run import run_tournament, tournament_so_far
-from tournaments.store import MatchResult, Store, jsonl_beside
+from tournaments.store import MatchResult, Store, jsonl_beside, kept_on_interrupt
 
 
 def arena_play_matches(
@@ -90,6 +90,25 @@ def default_db(name: str) -> Path:
     return Path("runs") / re.sub(r"[^\w.-]+", "_", name) / "tournament.db"
 
 
+def _run(config, args, db: Path, jsonl: Path, opts: dict, done: bool):
+    """Build the players (unless nothing is left to play) and play the tournament to its end."""
+    pool = None
+    if getattr(args, "ray", None) and not done:
+        pool = pool_from_args(args, functools.partial(build_players, config.players))
+    agents = (
+        {}
+        if done or pool
+        else {name: build_agent(name, spec) for name, spec in config.players.items()}
+    )
+    with Progress(desc=config.name, disable=done) as bar:
+        play_matches = arena_play_matches(
+            agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool
+        )
+        return run_tournament(
+            config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo))
+        )
+
+
 def main(args: argparse.Namespace) -> None:
 
     config = load_config(args.config)
@@ -113,28 +132,23 @@ def main(args: argparse.Namespace) -> None:
             return
     else:
         jsonl = jsonl_beside(db)
+        done = finished(db)
+        if not done:  # a player's typo fails here, before the store is announced or made
+            for spec in config.players.values():
+                check_player(spec)
+        fresh = not db.parent.exists()
         check_writable(db, jsonl)  # before any model loads
         print(
             f"tournament {config.name!r}: {config.format}, {len(config.players)} players, "
             f"{', '.join(g.name for g in config.games)}; store {db}"
         )
-        # build the agents first (bad specs fail before anything runs), unless nothing is left to play
-        done = finished(db)
-        pool = None
-        if getattr(args, "ray", None) and not done:
-            pool = pool_from_args(args, functools.partial(build_players, config.players))
-        agents = (
-            {}
-            if done or pool
-            else {name: build_agent(name, spec) for name, spec in config.players.items()}
-        )
-        with Progress(desc=config.name, disable=done) as bar:
-            play_matches = arena_play_matches(
-                agents, jsonl, opts["concurrency"], opts["max_turns"], bar, pool
-            )
-            result = run_tournament(
-                config, play_matches, db, jsonl, on_schedule=lambda todo: bar.add_total(len(todo))
-            )
+        try:
+            result = _run(config, args, db, jsonl, opts, done)
+        except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
+            raise KeyboardInterrupt(kept_on_interrupt(db)) from None
+        finally:  # stopped before anything was stored (a model that fails to load): no empty folder
+            if fresh and db.parent.is_dir() and not any(db.parent.iterdir()):
+                db.parent.rmdir()
         if result.recovered:
             print(
                 f"recovered {result.recovered} match(es) from {jsonl} that the store had not recorded"

@@ -177,15 +177,18 @@ def rating_note(result: TournamentResult) -> str:
 
 def print_leaderboard(result: TournamentResult, console=None) -> None:
     """A tournament's leaderboard as a rich table."""
-    console = console or make_console(120)
+    console = console or make_console()
     cfg = result.config
     ro = cfg.rating
     title = f"{cfg.name}: {cfg.format}, {len(result.results)} matches"
     rows = leaderboard(result)
-    caption = f"{rating_note(result)}\n{points_note(result, rows)}"
-    table = Table(title=title, caption=caption, caption_justify="left")
+    table = Table(title=title)
     for col in ("rank", "player", "rating [CI]", "rating rank", "W", "D", "L", "games", "points"):
-        table.add_column(col, justify="left" if col == "player" else "right")
+        table.add_column(
+            col,
+            justify="left" if col == "player" else "right",
+            overflow="fold" if col == "player" else "ellipsis",  # a long name wraps, not cut
+        )
     for r in rows:
         table.add_row(
             str(r.rank),
@@ -199,6 +202,8 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
             _points(r),
         )
     console.print(table)
+    for note in (rating_note(result), points_note(result, rows)):  # wrapped, also when piped
+        console.print(note, soft_wrap=False, markup=False)
 
 
 # --- figures --------------------------------------------------------------------------------

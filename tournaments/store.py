@@ -100,6 +100,22 @@ def jsonl_beside(db_path: str | os.PathLike) -> Path:
     return Path(db_path).with_suffix(".jsonl")
 
 
+def kept_on_interrupt(db_path: str | os.PathLike) -> str:
+    """What a run stopped by Ctrl-C leaves in its store, and the way on: "N of the M matches
+    scheduled so far are kept in DB; run the same command to resume"."""
+    try:
+        with Store(db_path, readonly=True) as store:
+            done, scheduled = store.count()
+    except (ValueError, sqlite3.Error):  # no store yet (stopped while the models loaded)
+        done = scheduled = 0
+    if not scheduled:
+        return "no match was played yet; run the same command to start"
+    return (
+        f"{done} of the {scheduled} matches scheduled so far are kept in {db_path}; "
+        "run the same command to resume"
+    )
+
+
 class Store:
     """A tournament's SQLite file."""
 

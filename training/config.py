@@ -192,7 +192,8 @@ class TrainConfig:
     seed: int = 0
     """seeds a tiny-llama's initial weights (unless its name has a seed), the LoRA init, torch/numpy/python RNGs and the loop's generator"""
     steps: int = 100
-    """training steps (each: one batch of matches, then the updates)"""
+    """training steps (each: one batch of matches, then the updates): where the run stops, and at
+    its start the cosine lr schedule's horizon unless learner.total_steps sets it"""
     max_minutes: float = 0.0
     """stop (with a final evaluation and checkpoint) once the run's wall time passes this; 0: no limit"""
     threads: int = 0

@@ -72,8 +72,8 @@ class LearnerConfig:
     warmup_steps: int = 0
     """linear warmup steps"""
     total_steps: int = 0
-    """cosine horizon in optimizer steps; 0: the run's steps x epochs x minibatches, so `--steps`
-    moves it (a run resumed with more steps than it started with follows a new schedule)"""
+    """cosine horizon in optimizer steps; 0: the run's steps x epochs x minibatches when it starts
+    (a resumed run keeps its horizon whatever --steps says)"""
     min_lr_ratio: float = 0.0
     """cosine floor as a fraction of lr"""
     micro_batch_tokens: int = 8192

@@ -51,6 +51,10 @@ keeps the time it checked, so a resume of a run that stopped on its budget train
 (it says so), and one resumed from an earlier checkpoint decides on the same time the unbroken run
 checked.
 
+Resume and the lr schedule: a cosine schedule's horizon (`learner.total_steps`) is fixed when a
+run starts (from its steps); a resume keeps it, so `--resume --steps N` moves only where the run
+stops (past the horizon the lr stays at its floor), and says both (`schedule_on_resume`).
+
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
 league opponents, invalid-move rate and response length of the policy's turns, the PPO
 statistics (KL to the behaviour policy and, with a KL term, to the reference; entropy;
@@ -426,12 +430,56 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
 # --- the loop -----------------------------------------------------------------------------
 
 
-def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
-    """Run (or resume) training; returns {"step", "elapsed", "games", "eval": last eval rows}."""
-    console = console or make_console(240, highlight=False)
+def schedule_on_resume(cfg: TrainConfig, ckpt_dir: Path, horizon_given: bool, say) -> TrainConfig:
+    """`cfg` with the lr schedule's horizon a resumed run keeps: `learner.total_steps` as the run
+    started with it (its newest intact checkpoint's config), so `--steps` only moves where the run
+    stops and a resumed run follows the schedule of the unbroken one. `horizon_given` (the config or
+    `--set` names learner.total_steps): cfg's horizon replaces the run's, said in a warning line."""
+    folder, _ = checkpoint.resume_point(ckpt_dir)
+    if folder is None or cfg.learner.lr_schedule != "cosine":
+        return cfg
+    stored = (checkpoint.read_meta(folder).get("config") or {}).get("learner") or {}
+    was = stored.get("total_steps") if stored.get("lr_schedule") == "cosine" else None
+    if not isinstance(was, int) or was == cfg.learner.total_steps:
+        return cfg
+    if horizon_given:
+        say(
+            f"warning: learner.total_steps {cfg.learner.total_steps} replaces the lr schedule's horizon "
+            f"this run started with ({was}): from here on the run differs from an unbroken one"
+        )
+        return cfg
+    return replace(cfg, learner=replace(cfg.learner, total_steps=was))
+
+
+def schedule_line(cfg: TrainConfig, kept: bool = False) -> str:
+    """Where the lr schedule ends, in training steps, e.g. "lr cosine to step 600 (learner.total_steps 2400)";
+    `kept`: a resume kept the run's horizon (said)."""
+    c = cfg.learner
+    if c.lr_schedule != "cosine" or not c.total_steps:
+        return f"lr {c.lr_schedule} {c.lr:g}"
+    end = c.total_steps / (cfg.epochs * cfg.minibatches)
+    line = f"lr cosine to step {end:g} (learner.total_steps {c.total_steps})"
+    if kept:
+        line += " as the run started"
+    if cfg.steps > end:
+        line += f", then at its floor {c.lr * c.min_lr_ratio:.3g}"
+    return line
+
+
+def train(
+    cfg: TrainConfig, resume: bool = False, console=None, horizon_given: bool = False
+) -> dict:
+    """Run (or resume) training; returns {"step", "elapsed", "games", "eval": last eval rows}.
+
+    A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`; `cfg.steps`
+    says only where it stops) unless `horizon_given`: cfg's learner.total_steps was set explicitly.
+    """
+    console = console or make_console(highlight=False)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
     resume = prepare_run_dir(run_dir, resume, console.print)
+    if resume:
+        cfg = schedule_on_resume(cfg, ckpt_dir, horizon_given, console.print)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config_dict(cfg), sort_keys=False))
     set_threads(cfg.threads, verbose=False)
     announce_threads(console.print)  # in the run's log, not as an error line
@@ -473,7 +521,8 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
             _truncate_after(run_dir / name, start_step)
         settle_best(run_dir, start_step, console.print)
         console.print(
-            f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min)"
+            f"resumed {run_dir} at step {start_step} ({games_played} games, {elapsed / 60:.1f} min); "
+            f"this run stops at step {cfg.steps}; {schedule_line(cfg, kept=not horizon_given)}"
         )
     spent = resume and checkpoint.over_budget(
         budget_elapsed, cfg.max_minutes
@@ -503,7 +552,7 @@ def train(cfg: TrainConfig, resume: bool = False, console=None) -> dict:
     n_params = sum(p.numel() for p in learner.model.parameters() if p.requires_grad)
     console.print(
         f"training {cfg.model} ({n_params / 1e6:.1f}M trainable) on {', '.join(g.name for g in cfg.games)}; "
-        f"run dir {run_dir}; steps {start_step}->{cfg.steps}"
+        f"run dir {run_dir}; steps {start_step}->{cfg.steps}; {schedule_line(cfg)}"
     )
 
     def run_eval(step: int) -> list[dict]:
@@ -766,8 +815,19 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "ray", None):
         overrides = merge(overrides, {"ray": {"address": args.ray}})
     cfg = load_config(args.config, overrides)
+    given = [yaml.safe_load(Path(args.config).read_text(encoding="utf-8")), overrides]
+    horizon_given = any(((d.get("learner") or {}).get("total_steps") or 0) for d in given)
     try:
-        result = train(cfg, resume=bool(args.resume))
+        result = train(cfg, resume=bool(args.resume), horizon_given=horizon_given)
+    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
+        ckpt_dir = Path(cfg.run_dir) / "checkpoints"
+        kept = checkpoint.checkpoints(ckpt_dir)
+        raise KeyboardInterrupt(
+            f"the checkpoints up to {kept[0].name} are kept in {ckpt_dir}; "
+            "run the same command with --resume to go on"
+            if kept
+            else "no checkpoint was written yet; the same command starts the run again"
+        ) from None
     except OSError as e:  # the run folder became unwritable (or full) mid-run: one line, the last checkpoint stands
         run_dir = Path(cfg.run_dir).resolve()
         if not e.filename or run_dir not in Path(e.filename).resolve().parents:
