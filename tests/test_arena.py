@@ -415,3 +415,45 @@ def test_agent_specs_take_options_and_reject_bad_ones():
     ]:
         with pytest.raises(ValueError, match=says):
             make_agent(bad)
+
+
+class Resigns:
+    """Ends every match it moves in at once (no move: the env's illegal-move rule)."""
+
+    name = "resigns"
+
+    def act(self, turns):
+        return [decision(t, self.name, None, move="", valid=False) for t in turns]
+
+
+class BrokenBackend:
+    """A custom backend that fails on its first call."""
+
+    def generate(self, conversations, params, allowed=None):
+        raise ConnectionError("model server went away\nsecond line of its traceback")
+
+
+def test_a_failing_backend_keeps_the_finished_matches_and_fails_in_one_line(tmp_path):
+    """In the pass where a backend raises, the matches that other agents ended before it are
+    written and yielded, then one error names the agent and its backend."""
+    from agents.llm_agent import LLMAgent
+    from arena.runner import AgentFailed
+
+    agents = {
+        "resigns": Resigns(),
+        "random": make_agent("random"),
+        "llm": LLMAgent("llm", BrokenBackend()),
+    }
+    plans = [
+        MatchPlan("ended", "tic_tac_toe", ["resigns", "random"], seed=1),
+        MatchPlan("in flight", "tic_tac_toe", ["llm", "random"], seed=2),
+    ]
+    out = tmp_path / "m.jsonl"
+    got = []
+    with pytest.raises(AgentFailed) as e:
+        for rec in play(plans, agents, concurrency=4, out=str(out)):
+            got.append(rec.match_id)
+    assert got == ["ended"] and [r.match_id for r in read_jsonl(out)] == ["ended"]
+    assert str(e.value) == (
+        "agent 'llm' (BrokenBackend) failed: ConnectionError: model server went away"
+    )

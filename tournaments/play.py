@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from core.records import check_writable
 from tournaments.config import arena_options, load_config
 from tournaments.report import print_leaderboard, write_html
 from tournaments.run import run_tournament, tournament_so_far
-from tournaments.store import MatchResult, Store, jsonl_beside
+from tournaments.store import DamagedStore, MatchResult, Store, jsonl_beside
 
 
 def arena_play_matches(
@@ -86,6 +87,24 @@ def finished(db: Path) -> bool:
         return False
 
 
+def warn_missing(result, listing: Path | None = None) -> None:
+    """Say on stderr which stored matches have no trajectory on disk (`TournamentResult.missing`),
+    and write their ids, one a line, to `listing` when given."""
+    if not result.missing:
+        return
+    ids = result.missing
+    where = ""
+    if listing is not None:
+        listing.write_text("".join(f"{m}\n" for m in ids), encoding="utf-8")
+        where = f"; their ids are in {listing}"
+    print(
+        f"warning: {len(ids)} of the {len(result.results)} stored matches have no trajectory in "
+        f"{result.jsonl_path} (deleted or replaced while the tournament ran?), e.g. {ids[0]!r}{where}; "
+        "the results and ratings stand, only those trajectories are lost",
+        file=sys.stderr,
+    )
+
+
 def default_db(name: str) -> Path:
     return Path("runs") / re.sub(r"[^\w.-]+", "_", name) / "tournament.db"
 
@@ -98,7 +117,14 @@ def main(args: argparse.Namespace) -> None:
     report = db.with_suffix(".html")
     start = time.perf_counter()
     if getattr(args, "report_only", False):
-        result = tournament_so_far(config, db)  # read-only; this config's rating options apply
+        try:
+            result = tournament_so_far(config, db)  # read-only; this config's rating options apply
+        except DamagedStore as e:
+            raise ValueError(
+                f"{e}; the same command without --report-only moves it aside and rebuilds the "
+                f"store from {jsonl_beside(db)}, if that file holds its matches"
+            ) from None
+        warn_missing(result)
         if not result.finished:
             state = (
                 "is running"
@@ -142,6 +168,7 @@ def main(args: argparse.Namespace) -> None:
         print(
             f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s"
         )
+        warn_missing(result, listing=db.with_suffix(".missing.txt"))
     print_leaderboard(result)
     check_writable(report)
     write_html(result, report)
