@@ -110,11 +110,11 @@ class LLMAgentConfig:
     fallback: str = "forfeit"
     """After the retries: "forfeit" (the match ends, this player penalised) or "random" (a random legal move)."""
     fallback_message: str = "I have nothing to add."
+    """The message sent by the "random" fallback on a free-text turn."""
     on_truncated: str = "accept"
     """A reply cut at max_new_tokens (finish_reason "length"): "accept" parses it as it is (a move written
     before the cut is played); "invalid" rejects it even when it holds a move. A rejected truncated reply's
     correction round asks for a shorter answer."""
-    """The message sent by the "random" fallback on a free-text turn."""
     constrained: bool = False
     """Constrain decoding to the legal move strings (the reply is exactly one legal move)."""
     max_new_tokens: int = 64

@@ -12,8 +12,11 @@ the JSONL beside the DB and then stored (`tournaments.run`). Output, by default 
 runs/<name>/: tournament.db (SQLite, WAL), tournament.jsonl (trajectories),
 tournament.html (report). Killed at any point (even `kill -9`), the same command finishes
 the tournament without losing or repeating a match; with the DB lost, the JSONL rebuilds it.
-`--report-only` writes nothing to the store: while the tournament runs (or after it
-stopped) it shows its leaderboard so far.
+`--report-only` writes nothing to the store (it reads one in a folder it cannot write,
+too): while the tournament runs (or after it stopped) it shows its leaderboard so far. A
+damaged DB is moved aside and rebuilt from the JSONL; stored matches the JSONL lacks (it
+was deleted while the tournament ran) are counted on stderr and listed in
+tournament.missing.txt.
 
 Arena options (`arena:` in the config, `tournaments.config.ARENA_OPTIONS`): concurrency (16), max_turns (2000). Agents are built
 before the first match (an LLM loads its model then), and not at all when the tournament
