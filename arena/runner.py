@@ -165,7 +165,7 @@ def play(
                 raise
             except Exception as e:  # a backend that fails: keep what finished, say who failed
                 yield from _finish_ended(live, agents, out, progress, max_turns)
-                raise AgentFailed(name, agents[name], e) from e
+                raise AgentFailed.of(name, agents[name], e) from e
             if len(decisions) != len(items):
                 raise RuntimeError(
                     f"agent {name} returned {len(decisions)} moves for {len(items)} turns"
@@ -181,14 +181,25 @@ class AgentFailed(RuntimeError):
     and the error. Matches that had finished are yielded (and written) before it is raised;
     the matches still in play are not (a resumed tournament plays them again)."""
 
-    def __init__(self, name: str, agent: Agent, error: BaseException):
+    matches_kept = True  # the finished matches are on disk: the CLI says so
+
+    def __init__(self, message: str, agent: str = ""):
+        super().__init__(message)
+        self.agent = agent
+
+    def __reduce__(self):  # pickles across processes (Ray workers)
+        return type(self), (str(self), self.agent)
+
+    @classmethod
+    def of(cls, name: str, agent: Agent, error: BaseException) -> AgentFailed:
+        """The error for agent `name` raising `error`."""
         backend = getattr(agent, "backend", None)
         what = type(backend if backend is not None else agent).__name__
         detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        self.agent = name
-        super().__init__(
+        return cls(
             f"agent {name!r} ({what}) failed: {type(error).__name__}"
-            + (f": {detail}" if detail else "")
+            + (f": {detail}" if detail else ""),
+            name,
         )
 
 

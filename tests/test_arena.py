@@ -457,3 +457,15 @@ def test_a_failing_backend_keeps_the_finished_matches_and_fails_in_one_line(tmp_
     assert str(e.value) == (
         "agent 'llm' (BrokenBackend) failed: ConnectionError: model server went away"
     )
+
+
+def test_agent_failed_survives_pickling():
+    """It crosses process boundaries (Ray workers) intact."""
+    import pickle
+
+    from arena.runner import AgentFailed
+
+    e = AgentFailed.of("llm", Resigns(), KeyError("x"))
+    back = pickle.loads(pickle.dumps(e))
+    assert str(back) == str(e) == "agent 'llm' (Resigns) failed: KeyError: 'x'"
+    assert back.agent == "llm" and back.matches_kept

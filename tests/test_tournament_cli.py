@@ -695,3 +695,44 @@ def test_a_trajectory_file_deleted_during_the_run_is_reported(tmp_path, capsys):
     assert len(listing) == 5 and not set(listing) & {r.match_id for r in read_jsonl(jsonl)}
     assert arena_main(["tournament", str(cfg), "--db", str(db), "--report-only"]) == 0  # said again
     assert "5 of the 12 stored matches have no trajectory" in capsys.readouterr().err
+
+
+def test_a_player_whose_backend_fails_ends_the_run_in_one_line_and_it_goes_on(
+    tmp_path, monkeypatch, capsys
+):
+    from agents import make_agent
+    from tournaments import play as tournament_play
+
+    class Fails:
+        name = "c"
+
+        def __init__(self):
+            self.inner, self.calls = make_agent("random", "c"), 0
+
+        def act(self, turns):
+            self.calls += 1
+            if self.calls == 7:
+                raise ConnectionResetError("the model server closed the connection")
+            return self.inner.act(turns)
+
+    build = tournament_play.build_agent
+    cfg = write(tmp_path, {**BOTS, "players": {"a": "random", "b": "random", "c": "random"}})
+    db = tmp_path / "t.db"
+    run = ["tournament", str(cfg), "--db", str(db)]
+    monkeypatch.setattr(
+        tournament_play, "build_agent", lambda n, s: Fails() if n == "c" else build(n, s)
+    )
+    assert arena_main(run) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "arena tournament: error: agent 'c' (Fails) failed: ConnectionResetError: the model server "
+        "closed the connection (the matches finished before are kept: fix this, then run the same "
+        "command to go on)"
+    ]
+    kept = sorted(r.match_id for r in read_jsonl(db.with_suffix(".jsonl")))
+    with sqlite3.connect(db) as conn:
+        assert sorted(m for (m,) in conn.execute("SELECT match_id FROM matches")) == kept
+    assert 0 < len(kept) < 12
+    monkeypatch.setattr(tournament_play, "build_agent", build)
+    assert arena_main(run) == 0
+    assert f"{12 - len(kept)} match(es) played now, 12 in all" in capsys.readouterr().out
