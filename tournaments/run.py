@@ -235,7 +235,7 @@ def run_tournament(
     result = TournamentResult(
         config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played
     )
-    result.missing = missing_trajectories(results)
+    result.missing = missing_trajectories(results, jsonl)
     rate(config, result)
     return result
 
@@ -278,7 +278,7 @@ def tournament_so_far(
         return [pair_result(config, p, results, round_no) for p in pairings]
 
     result = TournamentResult(config, None, schedule, results, {}, str(db_path), str(jsonl))
-    result.missing = missing_trajectories(results)
+    result.missing = missing_trajectories(results, jsonl)
     try:
         result.outcome = drive(
             make_format(config.format, list(config.players), **config.format_kwargs()), replay_round

@@ -445,19 +445,12 @@ def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str
     return out
 
 
-def missing_trajectories(results: dict[str, MatchResult]) -> list[str]:
-    """Ids of stored matches whose trajectory file lacks them (it was deleted, replaced or cut
-    while the tournament ran), in the order of `results`; a file that is gone lacks them all."""
-    ids: dict[str, set[str]] = {}
-    missing = []
-    for match_id, r in results.items():
-        if r.trajectory is None:
-            continue
-        if r.trajectory not in ids:
-            ids[r.trajectory] = _logged_ids(Path(r.trajectory))
-        if match_id not in ids[r.trajectory]:
-            missing.append(match_id)
-    return missing
+def missing_trajectories(results: dict[str, MatchResult], jsonl: str | os.PathLike) -> list[str]:
+    """Ids of stored matches that the trajectory file `jsonl` lacks (it was deleted, replaced
+    or cut while the tournament ran; a file that is gone lacks them all), in the order of
+    `results`. Results stored without a trajectory are not counted."""
+    logged = _logged_ids(Path(jsonl))
+    return [m for m, r in results.items() if r.trajectory is not None and m not in logged]
 
 
 def _logged_ids(path: Path) -> set[str]:
