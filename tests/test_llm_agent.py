@@ -571,8 +571,8 @@ def test_tiny_model_replies_cut_at_max_new_tokens_are_recorded_as_truncated(
 
 
 def test_vllm_finish_reasons_become_the_generation_s():
-    """vLLM's CompletionOutput.finish_reason: "length" stays a truncation (it was "length" for
-    any reason but "stop"); an aborted request is an error generation, not a truncated one."""
+    """vLLM's CompletionOutput.finish_reason: "stop" and "length" as they are; an aborted
+    request is an error generation, not a truncated one."""
     from agents.vllm_backend import finish_reason
 
     assert finish_reason("stop") == ("stop", "")
