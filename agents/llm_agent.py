@@ -29,6 +29,14 @@ Invalid replies (the parser raised `ParseError`, or the backend returned an erro
    drawn from the turn's per-match generator; `valid=False`, `fallback="random"`; on a
    free-text turn the message `fallback_message` is sent instead).
 
+Truncated replies (the backend stopped at `max_new_tokens`, `finish_reason="length"`, recorded
+on the attempt and the turn): `on_truncated="accept"` (default) parses the reply as it is, so a
+move written before the cut is played and a reply cut before its move is invalid;
+`on_truncated="invalid"` rejects every truncated reply, move or not. Either way a rejected
+truncated reply's error starts with "truncated:" and its correction round (step 1) asks for a
+shorter answer. A constrained reply that is a whole legal move is not truncated (only its
+end-of-sequence token did not fit).
+
 Every attempt is recorded (`TurnRecord.attempts`, with the error string); the record's
 `messages`, `completion`, `token_ids`, `logprobs` and `prompt_token_ids` are those of the
 last attempt, i.e. the generation that decided the turn.
@@ -76,6 +84,7 @@ MODES = ("fresh", "multi_turn")
 PROMPTS = ("full", "compact", "state")
 FORMATS = ("brackets", "boxed", "answer")
 FALLBACKS = ("forfeit", "random")
+ON_TRUNCATED = ("accept", "invalid")
 
 _FORMAT_TEXT = {
     "brackets": "write it in square brackets, e.g. [MOVE]",
@@ -102,6 +111,10 @@ class LLMAgentConfig:
     """After the retries: "forfeit" (the match ends, this player penalised) or "random" (a random legal move)."""
     fallback_message: str = "I have nothing to add."
     """The message sent by the "random" fallback on a free-text turn."""
+    on_truncated: str = "accept"
+    """A reply cut at max_new_tokens (finish_reason "length"): "accept" parses it as it is (a move written
+    before the cut is played); "invalid" rejects it even when it holds a move. A rejected truncated reply's
+    correction round asks for a shorter answer."""
     constrained: bool = False
     """Constrain decoding to the legal move strings (the reply is exactly one legal move)."""
     max_new_tokens: int = 64
@@ -121,6 +134,7 @@ class LLMAgentConfig:
             ("prompt", PROMPTS),
             ("answer_format", FORMATS),
             ("fallback", FALLBACKS),
+            ("on_truncated", ON_TRUNCATED),
         ):
             if getattr(self, key) not in allowed:
                 raise ValueError(
@@ -218,12 +232,15 @@ class LLMAgent:
         return {"role": "user", "content": "\n\n".join(parts)}
 
     def correction_message(self, view: TextView, error: str) -> dict:
+        shorter = " Keep it short." if error.startswith("truncated:") else ""
         if view.free_text:
-            text = f"Your message was not accepted ({error}). Write your message again."
+            text = f"Your message was not accepted ({error}). Write your message again.{shorter}"
         else:
             moves = " ".join(f"[{m}]" for m in view.legal_moves)
             how = "" if self.config.constrained else "; " + _FORMAT_TEXT[self.config.answer_format]
-            text = f"Your reply was not accepted ({error}). Legal moves: {moves}. Reply again with one legal move{how}."
+            if shorter:
+                shorter = " Keep it short: think less and give your move early."
+            text = f"Your reply was not accepted ({error}). Legal moves: {moves}. Reply again with one legal move{how}.{shorter}"
         return {"role": "user", "content": text}
 
     def _first_messages(self, turn: PendingTurn, view: TextView) -> list[dict]:
@@ -272,7 +289,9 @@ class LLMAgent:
             for w, g in zip(pending, gens):
                 w.generation = g
                 w.ok, w.action, error = self._parse(w, g)
-                w.attempts.append(Attempt(g.text, list(g.token_ids), list(g.logprobs), error))
+                w.attempts.append(
+                    Attempt(g.text, list(g.token_ids), list(g.logprobs), error, g.finish_reason)
+                )
             pending = [w for w in pending if not w.ok]
         return [self._record(w) for w in work]
 
@@ -310,10 +329,23 @@ class LLMAgent:
     def _parse(self, w: _Work, g: Generation) -> tuple[bool, object, str | None]:
         if g.finish_reason == "error":
             return False, None, f"backend_error: {(g.error or g.text)[:300]}"
+        cut = f"truncated: the reply reached max_new_tokens={self.config.max_new_tokens} before it ended"
+        truncated = self._truncated(w, g)
+        if truncated and self.config.on_truncated == "invalid":
+            return False, None, cut
         try:
             return True, w.turn.env.parse(w.turn.player, g.text or ""), None
         except ParseError as e:
-            return False, None, f"{e.kind}: {e.message}"
+            error = f"{e.kind}: {e.message}"
+            return False, None, f"{cut} ({error})" if truncated else error
+
+    def _truncated(self, w: _Work, g: Generation) -> bool:
+        """The generation was cut at max_new_tokens; a constrained reply that is a whole legal
+        move is complete (only its end-of-sequence token did not fit)."""
+        if g.finish_reason != "length":
+            return False
+        constrained = self.config.constrained and not w.view.free_text
+        return not (constrained and g.text.strip() in w.view.legal_moves)
 
     def _record(self, w: _Work) -> TurnRecord:
         t, view, g, c = w.turn, w.view, w.generation, self.config
@@ -328,6 +360,7 @@ class LLMAgent:
             legal_moves=list(view.legal_moves),
             constrained=c.constrained and not view.free_text,
             explored=t.explore and c.constrained and not view.free_text,
+            finish_reason=g.finish_reason,
         )
         note = ""
         if w.ok:

@@ -24,7 +24,8 @@ What each `Generation` holds:
                       top_p < 1 over the nucleus. Greedy (temperature 0) gives
                       temperature-1 logprobs, as the transformers backend does.
     prompt_token_ids  the chat-templated prompt
-    finish_reason     "stop" (EOS generated) | "length" (max_new_tokens reached)
+    finish_reason     "stop" (EOS generated) | "length" (max_new_tokens reached) | "error"
+                      (vLLM aborted the request)
 
 Sampling: `SamplingParams.seed` seeds row i with `seed + i` (`seeds[i]` when given; a per-request generator),
 so rows differ, a seeded call reproduces, and a row does not depend on its batch-mates.
@@ -132,6 +133,15 @@ class LegalMoves(_LogitsProcessorBase):
             return out
 
         return mask
+
+
+def finish_reason(vllm_reason: str | None) -> tuple[str, str]:
+    """`Generation.finish_reason` (and its error) from a vLLM `CompletionOutput.finish_reason`:
+    "stop" (EOS or a stop string) and "length" (max_tokens reached) as they are; anything
+    else ("abort", or None for a request that did not finish) is an error."""
+    if vllm_reason in ("stop", "length"):
+        return vllm_reason, ""
+    return "error", f"vLLM ended the request with finish_reason {vllm_reason!r}"
 
 
 class VLLMBackend:
@@ -244,9 +254,9 @@ class VLLMBackend:
             c = out.outputs[0]
             ids = list(c.token_ids)
             lps = [float(d[t].logprob) for t, d in zip(ids, c.logprobs or [])]
-            finish = "stop" if c.finish_reason == "stop" else "length"
+            finish, error = finish_reason(c.finish_reason)
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            gens.append(Generation(text, ids, lps, prompt["prompt_token_ids"], finish))
+            gens.append(Generation(text, ids, lps, prompt["prompt_token_ids"], finish, error=error))
         return gens
 
     def _sampling(self, params: SamplingParams, row: int, allowed: list[str] | None):

@@ -21,6 +21,9 @@ replays the given actions (recorded as `OPENING` turns too): a match that restar
 known position (training.restarts); with `MatchPlan.explore` the first decision there is an
 exploring one: a constrained LLM agent plays a uniformly drawn legal move as its own turn.
 
+An agent that raises (a failing backend) ends `play` with `AgentFailed`, one line naming the
+agent and its backend; every match that had ended is yielded and written first.
+
 Invalid moves: agents apply their own retry/fallback policy; a record that still has no
 action (`fallback="forfeit"`) ends the match through `env.forfeit(player)`, i.e. the
 env's illegal-move rule (offender `illegal_reward`, others 0).
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import games
-from agents.base import Agent, PendingTurn
+from agents.base import Agent, PendingTurn, WrongGame
 from core.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out, outcomes
 
 
@@ -143,15 +146,7 @@ def play(
             m = to_advance.popleft() if to_advance else _start(queue.pop())
             player = _next_decision(m, max_turns)
             if player is None:
-                rec = _finish(m)
-                for name in set(m.plan.seats):
-                    if hasattr(agents[name], "end_match"):
-                        agents[name].end_match(m.plan.match_id)
-                if out:
-                    append_jsonl(out, rec)
-                if progress is not None:
-                    progress.update(1)
-                yield rec
+                yield _close(m, agents, out, progress)
                 continue
             still_live.append(m)
             seat_agent = m.plan.seats[m.env.possible_agents.index(player)]
@@ -163,7 +158,14 @@ def play(
             )
         live = still_live
         for name, items in pending.items():
-            decisions = agents[name].act([turn for _, turn in items])
+            try:
+                decisions = agents[name].act([turn for _, turn in items])
+            except WrongGame:
+                yield from _finish_ended(live, agents, out, progress, max_turns)
+                raise
+            except Exception as e:  # a backend that fails: keep what finished, say who failed
+                yield from _finish_ended(live, agents, out, progress, max_turns)
+                raise AgentFailed.of(name, agents[name], e) from e
             if len(decisions) != len(items):
                 raise RuntimeError(
                     f"agent {name} returned {len(decisions)} moves for {len(items)} turns"
@@ -172,6 +174,56 @@ def play(
                 _apply(m, turn.player, name, rec)
             if hasattr(progress, "turns"):
                 progress.turns(len(decisions), sum(generated_tokens(rec) for rec in decisions))
+
+
+class AgentFailed(RuntimeError):
+    """An agent (its backend) raised during `play`: one line naming the agent, its backend
+    and the error. Matches that had finished are yielded (and written) before it is raised;
+    the matches still in play are not (a resumed tournament plays them again)."""
+
+    matches_kept = True  # the finished matches are on disk: the CLI says so
+
+    def __init__(self, message: str, agent: str = ""):
+        super().__init__(message)
+        self.agent = agent
+
+    def __reduce__(self):  # pickles across processes (Ray workers)
+        return type(self), (str(self), self.agent)
+
+    @classmethod
+    def of(cls, name: str, agent: Agent, error: BaseException) -> AgentFailed:
+        """The error for agent `name` raising `error`."""
+        backend = getattr(agent, "backend", None)
+        what = type(backend if backend is not None else agent).__name__
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return cls(
+            f"agent {name!r} ({what}) failed: {type(error).__name__}"
+            + (f": {detail}" if detail else ""),
+            name,
+        )
+
+
+def _finish_ended(
+    live: list[_Live], agents: dict[str, Agent], out: str | None, progress, max_turns: int
+) -> Iterator[MatchRecord]:
+    """Yield (and write) the live matches that are over: those the agents before a failing one
+    ended in this pass."""
+    for m in live:
+        if _next_decision(m, max_turns) is None:
+            yield _close(m, agents, out, progress)
+
+
+def _close(m: _Live, agents: dict[str, Agent], out: str | None, progress) -> MatchRecord:
+    """Finish a match that is over: its record, the agents told, the JSONL appended, progress."""
+    rec = _finish(m)
+    for name in set(m.plan.seats):
+        if hasattr(agents[name], "end_match"):
+            agents[name].end_match(m.plan.match_id)
+    if out:
+        append_jsonl(out, rec)
+    if progress is not None:
+        progress.update(1)
+    return rec
 
 
 def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) -> list[str]:

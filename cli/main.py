@@ -430,9 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if isinstance(e, sqlite3.Error):
             msg = f"results store (SQLite): {msg}"
-        if isinstance(e, (OSError, sqlite3.Error)) and not isinstance(
-            e, FileNotFoundError
-        ):  # e.g. a full disk
+        if (
+            isinstance(e, (OSError, sqlite3.Error)) and not isinstance(e, FileNotFoundError)
+        ) or getattr(e, "matches_kept", False):  # e.g. a full disk, a failing backend
             msg += AFTER_A_FAILED_WRITE.get(args.command, "")
         print(f"arena {args.command}: error: {msg}", file=sys.stderr)
         return 2

@@ -33,13 +33,17 @@ TurnRecord
     valid           bool               the final completion parsed to a legal move
     retries         int                correction rounds used
     fallback        str | None         "random" | "forfeit" when the policy stepped in
-    attempts        list[Attempt]      every completion tried, with its parse error
+    attempts        list[Attempt]      every completion tried, with its parse error and
+                                       finish_reason
     reward          float              reward this player accrued from this action until
                                        its next decision (or the end): what RL credits
     legal_moves     list[str]          legal moves offered
     constrained     bool               decoding was restricted to the legal moves
     explored        bool               the move was drawn uniformly, not sampled from the policy (an
                                        exploring start, `PendingTurn.explore`)
+    finish_reason   str | None         how the deciding generation ended (LLM turns): "stop" (it
+                                       ended by itself), "length" (cut at max_new_tokens: a
+                                       truncated reply) or "error" (the backend failed); None for bots
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class Attempt:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     error: str | None = None  # "<kind>: <message>" of the ParseError, None if it parsed
+    finish_reason: str | None = None  # "stop" | "length" (cut at max_new_tokens) | "error"
 
 
 @dataclass
@@ -83,6 +88,7 @@ class TurnRecord:
     legal_moves: list[str] = field(default_factory=list)
     constrained: bool = False
     explored: bool = False
+    finish_reason: str | None = None
 
 
 @dataclass

@@ -454,3 +454,57 @@ def test_piped_tables_fit_in_100_columns(tmp_path):
         wide = [line for line in proc.stdout.splitlines() if len(line) > 100]
         assert all(line.startswith(plain) for line in wide), (argv[0], wide)
         assert proc.stdout.count("\n") > 10
+
+
+class Resigns:
+    """Ends every match it moves in at once (no move: the env's illegal-move rule)."""
+
+    name = "resigns"
+
+    def act(self, turns):
+        return [decision(t, self.name, None, move="", valid=False) for t in turns]
+
+
+class BrokenBackend:
+    """A custom backend that fails on its first call."""
+
+    def generate(self, conversations, params, allowed=None):
+        raise ConnectionError("model server went away\nsecond line of its traceback")
+
+
+def test_a_failing_backend_keeps_the_finished_matches_and_fails_in_one_line(tmp_path):
+    """In the pass where a backend raises, the matches that other agents ended before it are
+    written and yielded, then one error names the agent and its backend."""
+    from agents.llm_agent import LLMAgent
+    from arena.runner import AgentFailed
+
+    agents = {
+        "resigns": Resigns(),
+        "random": make_agent("random"),
+        "llm": LLMAgent("llm", BrokenBackend()),
+    }
+    plans = [
+        MatchPlan("ended", "tic_tac_toe", ["resigns", "random"], seed=1),
+        MatchPlan("in flight", "tic_tac_toe", ["llm", "random"], seed=2),
+    ]
+    out = tmp_path / "m.jsonl"
+    got = []
+    with pytest.raises(AgentFailed) as e:
+        for rec in play(plans, agents, concurrency=4, out=str(out)):
+            got.append(rec.match_id)
+    assert got == ["ended"] and [r.match_id for r in read_jsonl(out)] == ["ended"]
+    assert str(e.value) == (
+        "agent 'llm' (BrokenBackend) failed: ConnectionError: model server went away"
+    )
+
+
+def test_agent_failed_survives_pickling():
+    """It crosses process boundaries (Ray workers) intact."""
+    import pickle
+
+    from arena.runner import AgentFailed
+
+    e = AgentFailed.of("llm", Resigns(), KeyError("x"))
+    back = pickle.loads(pickle.dumps(e))
+    assert str(back) == str(e) == "agent 'llm' (Resigns) failed: KeyError: 'x'"
+    assert back.agent == "llm" and back.matches_kept

@@ -529,3 +529,29 @@ def test_timeout_is_a_deadline_for_the_whole_attempt_not_per_read():
         and "2 attempts" in gens[0].error
     )
     assert 2.0 <= elapsed < 2.5, elapsed  # two 1 s deadlines + <= 0.01 s backoff
+
+
+def test_a_reply_the_server_cut_at_max_tokens_is_recorded_as_truncated(tiny):
+    """`arena serve` stops at max_tokens with finish_reason "length"; through the OpenAI
+    backend the LLM agent records it on the attempt and, with on_truncated="invalid", rejects it."""
+    import numpy as np
+
+    import games
+    from agents.base import PendingTurn
+    from agents.llm_agent import LLMAgent, LLMAgentConfig
+
+    backend, server = tiny
+    env = games.make("tic_tac_toe")
+    env.reset(seed=0)
+    turn = PendingTurn("m0", env, env.agent_selection, np.random.default_rng(0))
+    cfg = LLMAgentConfig(
+        max_new_tokens=1, max_retries=1, fallback="random", on_truncated="invalid", seed=0
+    )
+    eos = backend.tokenizer.eos_token_id
+    with OpenAIBackend(server.url, "tiny-llama", timeout=30) as client:
+        (rec,) = LLMAgent("llm", client, cfg).act([turn])
+    assert len(rec.attempts) == 2 and rec.finish_reason == rec.attempts[-1].finish_reason
+    for a in rec.attempts:
+        assert a.finish_reason == ("stop" if a.token_ids == [eos] else "length")
+        if a.finish_reason == "length":
+            assert a.error.startswith("truncated: ")

@@ -287,6 +287,34 @@ def test_backend_error_generations_count_as_failed_attempts():
     assert rec.valid and rec.retries == 1 and rec.attempts[0].error == "backend_error: timeout"
 
 
+def _cut(text):
+    """A reply the backend stopped at max_new_tokens."""
+    return Generation(text, [1, 2], [-0.5, -0.5], [1, 2, 3], "length")
+
+
+@pytest.mark.parametrize("policy", ["accept", "invalid"])
+def test_a_truncated_reply_is_recorded_and_the_policy_applies(policy):
+    """on_truncated="accept" plays a move written before the cut; "invalid" rejects it and
+    its correction asks for a shorter answer. Either way the attempt and the turn record
+    finish_reason, and a reply cut before its move is invalid with a "truncated:" error."""
+    backend = ScriptedBackend(lambda c, a, k: _cut("[4] because the centre") if k == 0 else "[0]")
+    cfg = LLMAgentConfig(max_retries=1, on_truncated=policy, max_new_tokens=2)
+    (rec,) = LLMAgent("llm", backend, cfg).act([ttt_turn()])
+    assert rec.attempts[0].finish_reason == "length"
+    if policy == "accept":
+        assert rec.valid and rec.action == 4 and rec.retries == 0 and rec.finish_reason == "length"
+    else:
+        assert rec.valid and rec.action == 0 and rec.retries == 1 and rec.finish_reason == "stop"
+        assert rec.attempts[0].error == (
+            "truncated: the reply reached max_new_tokens=2 before it ended"
+        )
+        assert "Keep it short" in rec.messages[-1]["content"]
+    backend = ScriptedBackend(lambda c, a, k: _cut("Let me think about the"))
+    (rec,) = LLMAgent("llm", backend, cfg).act([ttt_turn()])
+    assert not rec.valid and rec.fallback == "forfeit" and rec.finish_reason == "length"
+    assert all(a.error.startswith("truncated: ") for a in rec.attempts)
+
+
 @pytest.mark.parametrize("fallback", ["random", "forfeit"])
 @pytest.mark.parametrize("game", games.names())
 def test_adversarial_completions_never_crash_a_match(game, fallback):
@@ -426,6 +454,7 @@ def test_multi_turn_random_fallback_is_told_to_the_model_next_turn():
         ({"max_retries": -1}, "max_retries"),
         ({"reasoning": True, "constrained": True}, "exclude"),
         ({"top_p": 0}, "top_p"),
+        ({"on_truncated": "retry"}, "on_truncated"),
     ],
 )
 def test_bad_config_is_a_clear_value_error(kwargs, message):
@@ -508,3 +537,45 @@ def test_a_sampled_match_plays_the_same_moves_alone_and_inside_another_batch(tin
         moves([plans[5]]) == {"m5": batched["m5"]} and moves(plans[4:0:-1])["m3"] == batched["m3"]
     )
     assert len({tuple(m) for m in batched.values()}) > 1  # it really samples: the matches differ
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_tiny_model_replies_cut_at_max_new_tokens_are_recorded_as_truncated(
+    tiny_backend, constrained
+):
+    """max_new_tokens=1: every unconstrained reply without an end-of-sequence token is cut,
+    recorded as finish_reason "length" and, with on_truncated="invalid", rejected. A
+    constrained reply that is a whole legal move is complete though its EOS did not fit."""
+    cfg = LLMAgentConfig(
+        max_new_tokens=1,
+        temperature=1.0,
+        seed=0,
+        max_retries=1,
+        fallback="random",
+        constrained=constrained,
+        on_truncated="invalid",
+    )
+    recs = LLMAgent("llm", tiny_backend, cfg).act([ttt_turn(f"m{i}", moves=[i]) for i in range(4)])
+    eos = tiny_backend.tokenizer.eos_token_id
+    for r in recs:
+        for a in r.attempts:
+            cut = a.token_ids[-1] != eos
+            assert a.finish_reason == ("length" if cut else "stop")
+            if constrained:
+                assert a.error is None and r.valid and r.retries == 0
+            elif cut:
+                assert a.error.startswith("truncated: the reply reached max_new_tokens=1")
+        assert r.finish_reason == r.attempts[-1].finish_reason
+    if not constrained:
+        assert any(a.finish_reason == "length" for r in recs for a in r.attempts)
+
+
+def test_vllm_finish_reasons_become_the_generation_s():
+    """vLLM's CompletionOutput.finish_reason: "stop" and "length" as they are; an aborted
+    request is an error generation, not a truncated one."""
+    from agents.vllm_backend import finish_reason
+
+    assert finish_reason("stop") == ("stop", "")
+    assert finish_reason("length") == ("length", "")
+    reason, error = finish_reason("abort")
+    assert reason == "error" and "abort" in error

@@ -694,3 +694,181 @@ def test_a_full_disk_mid_tournament_is_one_line_keeps_the_finished_matches_and_r
                 ).fetchall()
             )
     assert len(standings[0]) == 120 and standings[0] == standings[1]
+
+
+BOTS = {
+    "name": "store faults",
+    "format": "round_robin",
+    "players": {"a": "random", "b": "minimax:1", "c": "random"},
+    "games": ["tic_tac_toe"],
+    "games_per_pairing": 4,
+}
+
+
+def _as_a_user():
+    """A command prefix that runs a process the way a user without write access to a folder
+    runs it: root keeps its uid but loses the capabilities that let it ignore permission
+    bits (so a 0555 folder refuses new files with EACCES, as it does a user)."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is needed to drop root's permission override")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+@pytest.mark.parametrize("state", ["finished", "killed"])
+def test_report_only_in_a_folder_the_user_cannot_write_shows_the_leaderboard(tmp_path, state):
+    """--report-only writes nothing, so a folder the user cannot write is no obstacle: a store
+    closed cleanly is read as an immutable file, and one a killed run left with a write-ahead
+    log but no -shm (copied without it) from a private copy."""
+    import os
+
+    prefix = _as_a_user()
+    folder = tmp_path / "run"
+    db = folder / "t.db"
+    cfg = write(tmp_path, BOTS)
+    arena = [sys.executable, "-m", "cli.main", "tournament", str(cfg), "--db", str(db)]
+    if state == "finished":
+        assert subprocess.run(arena, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+        (folder / "t.html").unlink()
+    else:  # a run killed midway, its last matches only in the WAL
+        code = (
+            "import os, sys; from tournaments import store; from cli.main import main\n"
+            "add = store.Store.add_result\n"
+            "def stop_after_5(self, r):\n"
+            "    add(self, r)\n"
+            "    if self.count()[0] == 5: os._exit(9)\n"
+            "store.Store.add_result = stop_after_5\n"
+            "main(sys.argv[1:])\n"
+        )
+        subprocess.run([sys.executable, "-c", code, *arena[3:]], cwd=ROOT, timeout=120)
+        assert Path(f"{db}-wal").stat().st_size > 0
+        Path(f"{db}-shm").unlink()
+    before = sorted(p.name for p in folder.iterdir())
+    os.chmod(folder, 0o555)
+    try:
+        proc = subprocess.run(
+            [*prefix, *arena, "--report-only"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.chmod(folder, 0o755)
+    assert "not a tournament database" not in proc.stderr, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing written
+    if state == "finished":  # the leaderboard, then the report that cannot be written
+        assert proc.returncode == 2 and "store faults: round_robin, 12 matches" in proc.stdout
+        assert proc.stderr.startswith(f"arena tournament: error: cannot write to {folder}")
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "5 of the 12 matches scheduled so far are played" in proc.stdout
+
+
+def test_a_damaged_store_is_moved_aside_and_rebuilt_from_the_trajectories(tmp_path, capsys):
+    cfg = write(tmp_path, BOTS)
+    db = tmp_path / "t.db"
+    run = ["tournament", str(cfg), "--db", str(db)]
+    assert arena_main(run) == 0
+    with sqlite3.connect(db) as conn:
+        stored = sorted(conn.execute("SELECT match_id, scores, outcome FROM matches"))
+    damaged = db.read_bytes()[: db.stat().st_size // 2]  # a half-copied file
+    for content in (damaged, b"not a database at all" * 100):
+        for f in tmp_path.glob("t.db*"):
+            f.unlink()
+        db.write_bytes(content)
+        capsys.readouterr()
+        assert arena_main([*run, "--report-only"]) == 2  # read-only: says the way on
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "is not a tournament database" in err
+        assert "the same command without --report-only moves it aside and rebuilds" in err
+        assert arena_main(run) == 0
+        out, err = capsys.readouterr()
+        (aside,) = tmp_path.glob("t.db.damaged-*")
+        assert aside.read_bytes() == content  # kept, not deleted
+        assert f"moved aside to {aside}" in err and "recovered 12 match(es)" in out
+        with sqlite3.connect(db) as conn:
+            assert sorted(conn.execute("SELECT match_id, scores, outcome FROM matches")) == stored
+        aside.unlink()
+    # no trajectories beside it: refused in one line, with the way on, and left in place
+    other = tmp_path / "other.db"
+    other.write_bytes(b"garbage" * 1000)
+    assert arena_main(["tournament", str(cfg), "--db", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "holds no match to rebuild it from: move it aside" in err
+    assert other.read_bytes() == b"garbage" * 1000
+
+
+def test_a_trajectory_file_deleted_during_the_run_is_reported(tmp_path, capsys):
+    """The JSONL deleted midway: the run still finishes (the store holds every result), and
+    says how many stored matches have no trajectory, writing their ids to a file."""
+    import os
+
+    from tournaments import store
+
+    cfg = write(tmp_path, BOTS)
+    db = tmp_path / "t.db"
+    jsonl = db.with_suffix(".jsonl")
+    add = store.Store.add_result
+
+    def delete_at_5(self, r):
+        add(self, r)
+        if self.count()[0] == 5:
+            os.unlink(jsonl)
+
+    store.Store.add_result = delete_at_5
+    try:
+        assert arena_main(["tournament", str(cfg), "--db", str(db)]) == 0
+    finally:
+        store.Store.add_result = add
+    err = capsys.readouterr().err
+    assert "warning: 5 of the 12 stored matches have no trajectory in" in err, err
+    listing = db.with_suffix(".missing.txt").read_text().split()
+    assert len(listing) == 5 and not set(listing) & {r.match_id for r in read_jsonl(jsonl)}
+    assert arena_main(["tournament", str(cfg), "--db", str(db), "--report-only"]) == 0  # said again
+    assert "5 of the 12 stored matches have no trajectory" in capsys.readouterr().err
+
+
+def test_a_player_whose_backend_fails_ends_the_run_in_one_line_and_it_goes_on(
+    tmp_path, monkeypatch, capsys
+):
+    from agents import make_agent
+    from tournaments import play as tournament_play
+
+    class Fails:
+        name = "c"
+
+        def __init__(self):
+            self.inner, self.calls = make_agent("random", "c"), 0
+
+        def act(self, turns):
+            self.calls += 1
+            if self.calls == 7:
+                raise ConnectionResetError("the model server closed the connection")
+            return self.inner.act(turns)
+
+    build = tournament_play.build_agent
+    cfg = write(tmp_path, {**BOTS, "players": {"a": "random", "b": "random", "c": "random"}})
+    db = tmp_path / "t.db"
+    run = ["tournament", str(cfg), "--db", str(db)]
+    monkeypatch.setattr(
+        tournament_play, "build_agent", lambda n, s: Fails() if n == "c" else build(n, s)
+    )
+    assert arena_main(run) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "arena tournament: error: agent 'c' (Fails) failed: ConnectionResetError: the model server "
+        "closed the connection (the matches finished before are kept: fix this, then run the same "
+        "command to go on)"
+    ]
+    kept = sorted(r.match_id for r in read_jsonl(db.with_suffix(".jsonl")))
+    with sqlite3.connect(db) as conn:
+        assert sorted(m for (m,) in conn.execute("SELECT match_id FROM matches")) == kept
+    assert 0 < len(kept) < 12
+    monkeypatch.setattr(tournament_play, "build_agent", build)
+    assert arena_main(run) == 0
+    assert f"{12 - len(kept)} match(es) played now, 12 in all" in capsys.readouterr().out

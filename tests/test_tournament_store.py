@@ -432,3 +432,50 @@ def test_a_finished_tournament_loads_from_its_db_with_players_out_of_alphabetica
     assert {p: r.elo for p, r in loaded.ratings.items()} == pytest.approx(
         {p: r.elo for p, r in done.ratings.items()}
     )
+
+
+def test_an_agent_that_raises_mid_tournament_leaves_its_finished_matches_stored(tmp_path):
+    """A player's backend fails on its 7th call: the run ends with one error naming it, the
+    matches finished by then are in the JSONL and the store alike, and the same run with a
+    working player finishes the tournament as if it never stopped."""
+    from agents import make_agent
+    from arena.runner import AgentFailed
+    from tournaments.config import load_config
+    from tournaments.play import arena_play_matches
+
+    class FailsOnCall:
+        def __init__(self, n):
+            self.inner, self.name, self.calls, self.n = make_agent("random", "c"), "c", 0, n
+
+        def act(self, turns):
+            self.calls += 1
+            if self.calls >= self.n:
+                raise TimeoutError("the model server did not answer")
+            return self.inner.act(turns)
+
+    config = load_config(
+        {
+            "name": "fails",
+            "format": "round_robin",
+            "players": {"a": "random", "b": "random", "c": "random"},
+            "games": ["tic_tac_toe"],
+            "games_per_pairing": 4,
+        }
+    )
+
+    def run(db, c):
+        agents = {"a": make_agent("random", "a"), "b": make_agent("random", "b"), "c": c}
+        return run_tournament(config, arena_play_matches(agents, jsonl_beside(db), 16, 100), db)
+
+    db = tmp_path / "t.db"
+    with pytest.raises(AgentFailed, match="agent 'c' .*TimeoutError: the model server"):
+        run(db, FailsOnCall(7))
+    logged = sorted(r.match_id for r in read_jsonl(jsonl_beside(db)))
+    with Store(db) as store:
+        assert sorted(store.results()) == logged and 0 < len(logged) < 12
+    resumed = run(db, FailsOnCall(10**9))
+    whole = run(tmp_path / "whole.db", FailsOnCall(10**9))
+    assert resumed.played == 12 - len(logged) and len(resumed.results) == 12
+    assert {m: r.scores for m, r in resumed.results.items()} == {
+        m: r.scores for m, r in whole.results.items()
+    }

@@ -12,8 +12,11 @@ the JSONL beside the DB and then stored (`tournaments.run`). Output, by default 
 runs/<name>/: tournament.db (SQLite, WAL), tournament.jsonl (trajectories),
 tournament.html (report). Killed at any point (even `kill -9`), the same command finishes
 the tournament without losing or repeating a match; with the DB lost, the JSONL rebuilds it.
-`--report-only` writes nothing to the store: while the tournament runs (or after it
-stopped) it shows its leaderboard so far.
+`--report-only` writes nothing to the store (it reads one in a folder it cannot write,
+too): while the tournament runs (or after it stopped) it shows its leaderboard so far. A
+damaged DB is moved aside and rebuilt from the JSONL; stored matches the JSONL lacks (it
+was deleted while the tournament ran) are counted on stderr and listed in
+tournament.missing.txt.
 
 Arena options (`arena:` in the config, `tournaments.config.ARENA_OPTIONS`): concurrency (16), max_turns (2000). Agents are built
 before the first match (an LLM loads its model then), and not at all when the tournament
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +42,7 @@ from core.records import check_writable
 from tournaments.config import arena_options, load_config
 from tournaments.report import print_leaderboard, write_html
 from tournaments.run import run_tournament, tournament_so_far
-from tournaments.store import MatchResult, Store, jsonl_beside, kept_on_interrupt
+from tournaments.store import DamagedStore, MatchResult, Store, jsonl_beside, kept_on_interrupt
 
 
 def arena_play_matches(
@@ -86,6 +90,24 @@ def finished(db: Path) -> bool:
         return False
 
 
+def warn_missing(result, listing: Path | None = None) -> None:
+    """Say on stderr which stored matches have no trajectory on disk (`TournamentResult.missing`),
+    and write their ids, one a line, to `listing` when given."""
+    if not result.missing:
+        return
+    ids = result.missing
+    where = ""
+    if listing is not None:
+        listing.write_text("".join(f"{m}\n" for m in ids), encoding="utf-8")
+        where = f"; their ids are in {listing}"
+    print(
+        f"warning: {len(ids)} of the {len(result.results)} stored matches have no trajectory in "
+        f"{result.jsonl_path} (deleted or replaced while the tournament ran?), e.g. {ids[0]!r}{where}; "
+        "the results and ratings stand, only those trajectories are lost",
+        file=sys.stderr,
+    )
+
+
 def default_db(name: str) -> Path:
     return Path("runs") / re.sub(r"[^\w.-]+", "_", name) / "tournament.db"
 
@@ -117,7 +139,14 @@ def main(args: argparse.Namespace) -> None:
     report = db.with_suffix(".html")
     start = time.perf_counter()
     if getattr(args, "report_only", False):
-        result = tournament_so_far(config, db)  # read-only; this config's rating options apply
+        try:
+            result = tournament_so_far(config, db)  # read-only; this config's rating options apply
+        except DamagedStore as e:
+            raise ValueError(
+                f"{e}; the same command without --report-only moves it aside and rebuilds the "
+                f"store from {jsonl_beside(db)}, if that file holds its matches"
+            ) from None
+        warn_missing(result)
         if not result.finished:
             state = (
                 "is running"
@@ -156,6 +185,7 @@ def main(args: argparse.Namespace) -> None:
         print(
             f"{result.played} match(es) played now, {len(result.results)} in all, {time.perf_counter() - start:.1f} s"
         )
+        warn_missing(result, listing=db.with_suffix(".missing.txt"))
     print_leaderboard(result)
     check_writable(report)
     write_html(result, report)

@@ -17,8 +17,11 @@ of its matches, so a multi-game pairing is still one comparison per g.
 
 Resume = rerun with the same config and DB: the format is replayed from its seed and the
 stored results, matches present in the JSONL but not in the store are recovered from it
-(`store.read_log`; a deleted DB is rebuilt from the JSONL so, to the same results), and
-only the missing matches are played. `rating` options and `arena.concurrency` may change
+(`store.read_log`; a deleted DB is rebuilt from the JSONL so, to the same results, and a
+damaged one is moved aside to `<db>.damaged-<time>` and rebuilt the same way:
+`store.open_or_rebuild`), and only the missing matches are played. Stored matches that the
+trajectory file lacks (it was deleted or replaced while the tournament ran) are listed in
+`TournamentResult.missing`. `rating` options and `arena.concurrency` may change
 between runs (they decide how matches are rated and how many run at once, not which or
 how they end); anything else may not, `arena.max_turns` and the players' order included,
 once a match is stored (`TournamentConfig.resume_key`: options written out at their
@@ -46,7 +49,15 @@ from tournaments.config import TournamentConfig, rated_games, stored_config, sto
 from tournaments.core import Outcome, Pairing, PairResult, drive, sort_players
 from tournaments.formats import make_format
 from tournaments.ratings import fit_bradley_terry
-from tournaments.store import MatchResult, MatchSpec, Store, jsonl_beside, read_log
+from tournaments.store import (
+    MatchResult,
+    MatchSpec,
+    Store,
+    jsonl_beside,
+    missing_trajectories,
+    open_or_rebuild,
+    read_log,
+)
 
 PlayMatches = Callable[[list[MatchSpec]], Iterable[MatchResult]]
 
@@ -86,6 +97,9 @@ class TournamentResult:
     seat: dict = field(
         default_factory=dict
     )  # game -> tournaments.ratings.SeatAdvantage, fitted with the ratings
+    missing: list[str] = field(
+        default_factory=list
+    )  # stored matches whose trajectory file lacks them (`store.missing_trajectories`)
 
     def games(self) -> list[tuple[str, str, float]]:
         """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
@@ -158,7 +172,7 @@ def run_tournament(
       the TournamentResult, ratings included.
     """
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
-    with Store(db_path) as store:
+    with open_or_rebuild(db_path, jsonl) as store:
         store.lock()
         if (
             store.init(config.to_json(), config.players, key=_resume_key) == "restarted"
@@ -221,6 +235,7 @@ def run_tournament(
     result = TournamentResult(
         config, outcome, schedule, results, {}, str(db_path), str(jsonl), recovered, played
     )
+    result.missing = missing_trajectories(results, jsonl)
     rate(config, result)
     return result
 
@@ -263,6 +278,7 @@ def tournament_so_far(
         return [pair_result(config, p, results, round_no) for p in pairings]
 
     result = TournamentResult(config, None, schedule, results, {}, str(db_path), str(jsonl))
+    result.missing = missing_trajectories(results, jsonl)
     try:
         result.outcome = drive(
             make_format(config.format, list(config.players), **config.format_kwargs()), replay_round

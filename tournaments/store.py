@@ -26,8 +26,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,6 +118,43 @@ def kept_on_interrupt(db_path: str | os.PathLike) -> str:
     )
 
 
+class DamagedStore(ValueError):
+    """The file is no readable tournament database (garbage, a truncated copy, another
+    program's SQLite file). `path` and `reason` say which and why."""
+
+    def __init__(self, path: str | os.PathLike, reason: object):
+        self.path, self.reason = Path(path), str(reason).strip().splitlines()[0]
+        super().__init__(f"{self.path} is not a tournament database ({self.reason})")
+
+
+def open_or_rebuild(db: str | os.PathLike, jsonl: str | os.PathLike) -> Store:
+    """Open the store in `db` for writing; a damaged one (`DamagedStore`) is moved aside, with
+    its -wal and -shm files, to "<db>.damaged-<time>" (said on stderr) and rebuilt from the
+    trajectories in `jsonl` when that file holds matches (as a deleted DB is). Without them
+    the DamagedStore is raised with the way on: nothing is deleted."""
+    db, jsonl = Path(db), Path(jsonl)
+    try:
+        return Store(db)
+    except DamagedStore as e:
+        if not read_log(jsonl):
+            raise ValueError(
+                f"{e}; {jsonl} holds no match to rebuild it from: move it aside (or give another --db) "
+                "to start the tournament over"
+            ) from None
+        if Store.running(db):
+            raise ValueError(f"{e}; another process is running it") from None
+        aside = db.with_name(f"{db.name}.damaged-{int(time.time())}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{db}{suffix}")
+            if part.exists():
+                part.rename(f"{aside}{suffix}")
+        print(
+            f"warning: {e}: moved aside to {aside}; rebuilding the store from {jsonl}",
+            file=sys.stderr,
+        )
+        return Store(db)
+
+
 class Store:
     """A tournament's SQLite file."""
 
@@ -131,14 +170,20 @@ class Store:
         self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
             self.conn.execute("PRAGMA journal_mode=WAL")
+            check = self.conn.execute("PRAGMA quick_check").fetchone()[0]  # a truncated file
+            if check != "ok":
+                raise DamagedStore(self.path, check)
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.executescript(SCHEMA)
         except sqlite3.DatabaseError as e:
             self.conn.close()
-            if "readonly" in str(e) or "unable to open" in str(e):
+            if _cannot_open(e):
                 raise ValueError(f"cannot write to {self.path.parent} ({e})") from None
-            raise ValueError(f"{self.path} is not a tournament database ({e})") from None
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        self.conn.executescript(SCHEMA)
+            raise DamagedStore(self.path, e) from None
+        except DamagedStore:
+            self.conn.close()
+            raise
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(schedule)")}
         if "opening" not in columns:  # a store written before openings existed
             self.conn.execute("ALTER TABLE schedule ADD COLUMN opening INTEGER NOT NULL DEFAULT 0")
@@ -416,6 +461,34 @@ def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str
     return out
 
 
+def missing_trajectories(results: dict[str, MatchResult], jsonl: str | os.PathLike) -> list[str]:
+    """Ids of stored matches that the trajectory file `jsonl` lacks (it was deleted, replaced
+    or cut while the tournament ran; a file that is gone lacks them all), in the order of
+    `results`. Results stored without a trajectory are not counted."""
+    logged = _logged_ids(Path(jsonl))
+    return [m for m, r in results.items() if r.trajectory is not None and m not in logged]
+
+
+def _logged_ids(path: Path) -> set[str]:
+    """The match ids in a trajectory file, read without decoding whole records: a MatchRecord
+    line starts with its match_id (`MatchRecord.to_json`)."""
+    out: set[str] = set()
+    if not path.is_file():
+        return out
+    head = '{"match_id": '
+    decoder = json.JSONDecoder()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                if line.startswith(head):
+                    out.add(decoder.raw_decode(line, len(head))[0])
+                elif line.strip():
+                    out.add(json.loads(line)["match_id"])
+            except (ValueError, TypeError, KeyError):
+                continue
+    return out
+
+
 def _set_aside(path: Path, bad: list[int]) -> None:
     """Move lines `bad` (0-based) of `path` into "<name>.corrupt-<time>"; the rest stays, in order."""
     aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
@@ -437,34 +510,72 @@ def _set_aside(path: Path, bad: list[int]) -> None:
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection to an existing tournament DB, maybe being written by another
-    process (WAL). In a folder that cannot take the DB's -shm file, a DB closed cleanly
-    (no WAL left to read) is read as the immutable file it is."""
+    process (WAL). Nothing is written beside it: in a folder that cannot take the DB's
+    -wal and -shm files, a DB closed cleanly (no WAL left to read) is read as the
+    immutable file it is, and one with a write-ahead log but no -shm (a killed run copied
+    without it) is read from a private copy in memory."""
     if not path.is_file():
         raise ValueError(f"no tournament database at {path}")
-    wal = Path(f"{path}-wal")
-    modes = ["mode=ro"] if wal.exists() and wal.stat().st_size else ["mode=ro", "immutable=1"]
-    for i, mode in enumerate(modes):
-        conn = sqlite3.connect(
-            f"{path.resolve().as_uri()}?{mode}", uri=True, timeout=30.0, isolation_level=None
-        )
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+    try:
+        tables = _tables(conn)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        if not _cannot_open(e):
+            raise DamagedStore(path, e) from None
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size:
+            conn = _copy_in_memory(path, wal, e)
+        else:
+            conn = sqlite3.connect(
+                f"{uri}?mode=ro&immutable=1", uri=True, timeout=30.0, isolation_level=None
+            )
         try:
-            tables = {
-                name
-                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-            break
-        except sqlite3.DatabaseError as e:
+            tables = _tables(conn)
+        except sqlite3.DatabaseError as e2:
             conn.close()
-            if "unable to open" not in str(e):
-                raise ValueError(f"{path} is not a tournament database ({e})") from None
-            if i + 1 == len(modes):
-                raise ValueError(
-                    f"cannot read {path} ({e}; its write-ahead log needs {path.parent} writable)"
-                ) from None
+            raise DamagedStore(path, e2) from None
     if not {"meta", "players", "schedule", "matches"} <= tables:
         conn.close()
-        raise ValueError(f"{path} is not a tournament database (no tournament tables)")
+        raise DamagedStore(path, "no tournament tables")
     return conn
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    """The DB's table names; reading them checks the file is an SQLite DB (and its WAL readable)."""
+    return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _cannot_open(e: sqlite3.DatabaseError) -> bool:
+    """SQLite could not open (or would have to write) the DB's -wal/-shm files: a folder that
+    cannot be written (SQLITE_CANTOPEN as root, SQLITE_READONLY_DIRECTORY for a user)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY)
+    return "unable to open" in str(e) or "readonly" in str(e)
+
+
+def _copy_in_memory(path: Path, wal: Path, error: Exception) -> sqlite3.Connection:
+    """The DB with its write-ahead log applied, read from a copy in a private temporary folder
+    into memory (the folder of `path` stays untouched)."""
+    with tempfile.TemporaryDirectory(prefix="arena-store-") as tmp:
+        db = Path(tmp) / "t.db"
+        try:
+            shutil.copyfile(path, db)
+            shutil.copyfile(wal, f"{db}-wal")
+            src = sqlite3.connect(db, isolation_level=None)
+            mem = sqlite3.connect(":memory:", isolation_level=None)
+            try:
+                src.backup(mem)
+            finally:
+                src.close()
+        except (OSError, sqlite3.Error) as e:
+            raise ValueError(
+                f"cannot read {path} ({error}; its write-ahead log needs {path.parent} writable, "
+                f"and a private copy failed: {e})"
+            ) from None
+    return mem
 
 
 def _cut_torn_tail(path: Path) -> None:
