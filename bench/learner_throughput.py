@@ -1,62 +1,64 @@
-"""Learner step time in fp32 and bf16 (and vs a plain transformers training step), with peak memory.
+"""Learner step time: per sequence vs shared prefix, fp32 vs bf16, vs a plain transformers step.
 
-    python bench/learner_throughput.py                       # SmolLM2-135M, 8 x ~160 tokens
-    python bench/learner_throughput.py --shape recipe --repeats 2 --steps 1   # a train_mars_smollm2 step
+    python bench/learner_throughput.py --shape recipe        # a train_mars_smollm2 step: shared prefix vs per sequence
+    python bench/learner_throughput.py --shape multi_turn    # the same matches as growing conversations (MARS's mode)
+    python bench/learner_throughput.py                       # SmolLM2-135M, 8 x ~160 random tokens, fp32 vs bf16
     python bench/learner_throughput.py --model tiny-llama --quick
 
-Two batch shapes (the same random token ids for every path):
+Three batch shapes (the same sequences for every path of a run):
 
-- small (default): 8 sequences of a ~150-token prompt and a ~10-token completion, KL off;
-- recipe: the step configs/train_mars_smollm2.yaml really takes. Its prompts carry the rules
-  (270-360 tokens for tic-tac-toe and Kuhn poker, 720-850 for hanabi_mini; `RECIPE_PROMPTS`);
-  its first steps train on 13-18 sequences (every match forfeited on a 12-token reply), a
-  step of legal play on ~61 (40-80). `--sequences 16` (default) prompts sit at the quantiles
-  of that mix, replies are 12 tokens, the loss has the recipe's KL (one more forward a
-  micro-batch). Micro-batches are 1024 tokens instead of the recipe's 4096, to keep a path's
-  peak RSS near 5 GB on a shared machine (`--micro-batch-tokens 4096` for the recipe's own).
-  The whole step of legal play is then extrapolated: each learner path also times a
-  one-sequence step (what any step costs: AdamW over the fp32 masters, the gradient casts,
-  the bf16 copy's refresh), and a 61-sequence step costs that once plus the rest scaled by
-  its tokens.
+- recipe: the step configs/train_mars_smollm2.yaml takes, with its real prompts: its 12
+  matches (`matches_per_step`) split evenly over its games (tic-tac-toe, Kuhn poker,
+  hanabi_mini), played with the recipe's agent settings (`prompt: full`, `mode: fresh`,
+  bracket answers) where every reply plays a uniformly random legal move (`[4] I pick this
+  move because ...`, cut at the recipe's 12 `max_new_tokens`); each policy turn's prompt is
+  the SmolLM2 chat template of what the agent sent, so prompts sit at the positions real
+  matches reach and share what real prompts share. The learner has the recipe's KL (one
+  more forward a micro-batch) and micro-batches (`micro_batch_tokens: 4096`);
+- multi_turn: the same matches with `mode: multi_turn` (MARS's own mode: one growing chat per
+  match and player; each turn's prompt is the whole conversation so far);
+- small (default): 8 sequences of a ~150-token prompt of random token ids and a ~10-token
+  completion, KL off (`--prompt-len`).
 
 Paths (`--paths`, ';'-separated):
 
 - plain             `model(input_ids, attention_mask, labels)` on the right-padded batch with
                     labels masked to the completion, `loss.backward()`, clip, `AdamW.step()`; fp32;
-- plain, autocast   the same under bf16 autocast over the fp32 weights (the alternative the
-                    learner's bf16 mode was measured against);
-- learner fp32      `training.learner.Learner.step` (PPO loss, fused AdamW), precision float32;
+- plain, autocast   the same under bf16 autocast over the fp32 weights;
+- learner fp32      `training.learner.Learner.step` (PPO loss, fused AdamW), precision float32,
+                    one padded row per sequence (`shared_prefix: false`);
 - learner bf16      the same with precision bfloat16 (a bf16 copy computes, fp32 masters step);
-- learner bf16, stochastic  the bf16 learner rounding the masters into its copy stochastically
-                    (`bf16_rounding: stochastic`; not run by default);
-- learner bf16, sdpa  the bf16 learner on the model's own sdpa attention instead of its
-                    `bf16_eager_attention` (not run by default).
+- per sequence      the learner at the recipe's `precision: auto` (bf16 on a CPU with AVX-512
+                    BF16 or a GPU, else fp32), one padded row per sequence;
+- shared prefix     the same learner with `shared_prefix: true`: each micro-batch is a prefix
+                    tree and every token it shares is computed once (`training.prefix_tree`);
+- learner bf16, stochastic  the bf16 learner rounding the masters stochastically (not by default);
+- learner bf16, sdpa  the bf16 learner on the model's own sdpa attention (not by default).
 
+Defaults: recipe and multi_turn run `per sequence;shared prefix`, small the first four.
 Each path runs in its own subprocess (so each peak RSS is its own), `--warmup` steps
 first, then `--steps` timed steps; `--repeats N` runs every path N times in rotating order
 and reports medians (the machine is shared; its speed drifts). Tokens/s counts prompt +
 completion tokens; CPU seconds per step (the subprocess's CPU time) are steadier than wall
 time on a shared machine. Every path process also measures the fp32 and bf16 matmul rates
-under the load it ran in: their ratio is the ceiling of the bf16 / fp32 step ratio. MFU:
-3x (4x with the KL's reference forward) the forward FLOPs the batch needs
-(`machine_limit.utilisation`) per second over the matmul FLOP/s of the path's dtype.
-Targets: learner fp32 >= 0.9x plain; learner bf16 >= 2x learner fp32.
-
-Measured on a 2-core AMD EPYC (AVX-512 BF16), 1 thread, load 5.7-8.7 (so CPU seconds are
-the trusted figure):
-recipe, `--steps 1 --repeats 2`: fp32 104.8 / bf16 60.4 CPU s a step = 1.74x (1.74x wall),
-against a matmul ratio of 2.26x; bf16 on the model's sdpa attention 66.5 CPU s. At load
-1.9-5.2: 104.0 / 58.0 CPU s = 1.79x (1.81x wall), matmul ratio 2.23x. Small shape,
-one run: fp32 12.0 / bf16 6.1 CPU s = 1.96x (2.52x wall), matmul ratio 2.30x.
+under the load it ran in. MFU: 3x (4x with the KL's reference forward) the forward FLOPs
+(`machine_limit.utilisation`) per second over the matmul FLOP/s of the path's dtype, counted
+on all the batch's tokens ("MFU") and on the tokens the path computes ("MFU computed": a
+shared prefix's tokens once; padding not counted).
+The last line is the shared prefix / per sequence wall-time ratio; the line before it the
+CPU-time ratio and both peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,8 +66,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # machine_limit, run as a script or loaded
 
+RECIPE = Path(__file__).resolve().parent.parent / "configs" / "train_mars_smollm2.yaml"
+FILLER = " I pick this move because it looks like the best option here"  # cut at max_new_tokens
+SHAPES = ("small", "recipe", "multi_turn")
+
 
 def batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 0):
+    """`n` (prompt, completion, advantage) rows of random token ids (the small shape)."""
     rng = np.random.default_rng(seed)
     rows = []
     for _i in range(n):
@@ -81,50 +88,69 @@ def batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 
     return rows
 
 
-# Prompt lengths (SmolLM2 chat template, the rules in every prompt) of configs/train_mars_smollm2.yaml's
-# policy turns: the 17 quantiles 0, 1/16, .., 1 of 980 turns from 16 steps of its matches played with
-# random legal replies (tic-tac-toe and Kuhn poker ~270-360 tokens, hanabi_mini ~720-850).
-RECIPE_PROMPTS = [
-    270,
-    279,
-    282,
-    286,
-    289,
-    293,
-    296,
-    341,
-    356,
-    359,
-    723,
-    748,
-    762,
-    774,
-    785,
-    804,
-    850,
-]
-RECIPE_SEQUENCES = (
-    61  # median sequences in such a step (40-80); the recipe's first real steps had 13-18
-)
-RECIPE_KL = (
-    0.2  # the recipe's learner: k3 KL to a frozen reference (one more forward a micro-batch)
-)
+class RandomLegalBackend:
+    """A backend that answers every turn with a uniformly random legal move, in brackets, then
+    `FILLER`, cut at `max_new_tokens`; its prompt ids are the chat template of the conversation."""
+
+    name = "random-legal"
+
+    def __init__(self, tokenizer, seed: int = 0):
+        self.tokenizer, self.rng = tokenizer, np.random.default_rng(seed)
+
+    def generate(self, conversations, params, allowed=None):
+        from agents.backend import Generation
+        from training.learner import render_prompt
+
+        out = []
+        for conv in conversations:
+            listed = conv[-1]["content"].rsplit("LEGAL MOVES:", 1)[-1]
+            moves = re.findall(r"\[([^\]]+)\]", listed)
+            move = moves[int(self.rng.integers(len(moves)))]
+            ids = self.tokenizer(f"[{move}]{FILLER}", add_special_tokens=False)["input_ids"]
+            ids = ids[: params.max_new_tokens]
+            text = self.tokenizer.decode(ids)
+            out.append(Generation(text, ids, [], render_prompt(self.tokenizer, conv), "length"))
+        return out
 
 
-def recipe_batch(n: int, completion_len: int, vocab: int, seed: int = 0):
-    """`n` sequences whose prompts sit at the quantiles (i + 0.5) / n of RECIPE_PROMPTS (the
-    recipe's mix of short and long prompts, in proportion) with `completion_len`-token replies."""
+def recipe_rows(mode: str = "fresh", seed: int = 0, matches: int | None = None):
+    """(prompt ids, completion ids, advantage, game) of every policy turn of a recipe step's
+    matches (`matches`, default the recipe's `matches_per_step`, in pairs of seat orders spread
+    evenly over its games), played by `RandomLegalBackend` with the recipe's agent in `mode`."""
+    from dataclasses import replace
+
+    from agents.llm_agent import LLMAgent
+    from agents.models import load_tokenizer
+    from arena.runner import plan_matches, play
+    from training.config import POLICY, load_config
+
+    cfg = load_config(RECIPE)
+    tok = load_tokenizer(cfg.model)
+    agent = LLMAgent(
+        POLICY, RandomLegalBackend(tok, seed), replace(cfg.agent, mode=mode, seed=seed)
+    )
     rng = np.random.default_rng(seed)
-    grid = np.linspace(0, 1, len(RECIPE_PROMPTS))
-    lengths = [int(np.interp((i + 0.5) / n, grid, RECIPE_PROMPTS)) for i in range(n)]
-    return [
-        (
-            rng.integers(100, vocab - 1, p).tolist(),
-            rng.integers(100, vocab - 1, completion_len).tolist(),
-            float(rng.normal()),
-        )
-        for p in lengths
-    ]
+    plans = []
+    for j in range((matches or cfg.matches_per_step) // 2):
+        g = cfg.games[j % len(cfg.games)]
+        seed_j = int(rng.integers(2**31 - 1))
+        plans += plan_matches(g.name, [POLICY], 2, seed=seed_j, params=g.params, prefix=f"p{j}m")
+    rows = []
+    for record in play(plans, {POLICY: agent}, concurrency=len(plans)):
+        for t in record.turns:
+            if t.agent == POLICY and t.token_ids:
+                rows.append(
+                    (list(t.prompt_token_ids), list(t.token_ids), float(rng.normal()), record.game)
+                )
+    return rows
+
+
+def recipe_learner() -> tuple[float, int]:
+    """The recipe's KL coefficient and micro-batch tokens."""
+    from training.config import load_config
+
+    cfg = load_config(RECIPE)
+    return cfg.learner.loss.kl_coef, cfg.learner.micro_batch_tokens
 
 
 PATHS = (
@@ -132,9 +158,12 @@ PATHS = (
     "plain, autocast",
     "learner fp32",
     "learner bf16",
+    "per sequence",
+    "shared prefix",
     "learner bf16, sdpa",
     "learner bf16, stochastic",
 )
+PER_SEQUENCE, SHARED = "per sequence", "shared prefix"
 
 
 def run_path(
@@ -146,11 +175,9 @@ def run_path(
     threads: int,
     kl_coef: float = 0.0,
     micro_batch_tokens: int = 8192,
-    fixed_steps: int = 2,
 ) -> dict:
-    """Time `steps` steps of `path` on `rows` (after `warmup`), then (learner paths) `fixed_steps`
-    steps of a one-sequence batch: what a step costs whatever its size (AdamW, casts, the bf16
-    copy's refresh); then both matmul rates, measured in this process under the same load."""
+    """Time `steps` steps of `path` on `rows` (after `warmup`); then both matmul rates,
+    measured in this process under the same load."""
     import contextlib
 
     import torch
@@ -163,11 +190,13 @@ def run_path(
     model, tok = load_model(model_name, dtype="float32")
     model.train()
     tokens = sum(len(p) + len(c) for p, c, _ in rows)
-    if path.startswith("learner"):
+    computed, dtype = tokens, "float32"
+    if path.startswith("learner") or path in (PER_SEQUENCE, SHARED):
         from training.learner import Learner, LearnerConfig, Sequence
         from training.loss import LossConfig
 
-        precision = "bfloat16" if "bf16" in path else "float32"
+        precision = "auto" if path in (PER_SEQUENCE, SHARED) else "float32"
+        precision = "bfloat16" if "bf16" in path else precision
         learner = Learner(
             model,
             tok,
@@ -177,18 +206,19 @@ def run_path(
                 precision=precision,
                 micro_batch_tokens=micro_batch_tokens,
                 bf16_rounding="stochastic" if path.endswith("stochastic") else "nearest",
+                shared_prefix=path == SHARED,
             ),
         )
+        dtype = learner.compute_dtype
         if path.endswith("sdpa"):
-            learner.attention = (
-                None  # the module's own (sdpa) attention, as before the learner had its bf16 one
-            )
+            learner.attention = None  # the module's own (sdpa) attention
         seqs = [Sequence(p, c, a) for p, c, a in rows]
-        one = [Sequence(rows[0][0][:16], rows[0][1][:1], 1.0)]
-        learner.step(one)  # the optimizer's state and the kernels, before anything is timed
+        learner.step([Sequence(rows[0][0][:16], rows[0][1][:1], 1.0)])  # optimizer state, kernels
+        # what the passes compute: the completion's last token predicts nothing
+        computed = learner.computed_tokens(seqs) + len(seqs)
 
-        def step(batch=seqs):
-            learner.step(batch)
+        def step():
+            learner.step(seqs)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
         width = max(len(p) + len(c) for p, c, _ in rows)
@@ -225,15 +255,9 @@ def run_path(
         "seconds_per_step": seconds / steps,
         "cpu_per_step": cpu / steps,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "computed_tokens": computed,
+        "bf16": float(dtype == "bfloat16" or path.endswith("autocast")),
     }
-    if path.startswith("learner") and fixed_steps:
-        start, cpu = time.perf_counter(), time.process_time()
-        for _ in range(fixed_steps):
-            step(one)
-        out.update(
-            fixed_per_step=(time.perf_counter() - start) / fixed_steps,
-            fixed_cpu_per_step=(time.process_time() - cpu) / fixed_steps,
-        )
     out.update({f"matmul_{dt}": matmul_flops(dt, seconds=0.5) for dt in ("float32", "bfloat16")})
     return out
 
@@ -245,30 +269,36 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument(
         "--shape",
-        choices=("small", "recipe"),
+        choices=SHAPES,
         default="small",
-        help="small: 8 x ~160 tokens, KL off; recipe: a train_mars_smollm2 step (prompts 270-850 tokens, KL 0.2)",
+        help="small: 8 x ~160 random tokens, KL off; recipe: a train_mars_smollm2 step (its real "
+        "prompts, KL 0.2); multi_turn: the same matches as growing conversations",
     )
-    p.add_argument("--sequences", type=int, help="sequences a step (default: small 8, recipe 16)")
+    p.add_argument(
+        "--matches",
+        type=int,
+        help="recipe/multi_turn: matches played (default: the recipe's matches_per_step)",
+    )
+    p.add_argument("--sequences", type=int, help="small shape: sequences a step (default 8)")
     p.add_argument("--prompt-len", type=int, default=150, help="small shape: mean prompt tokens")
     p.add_argument(
-        "--completion-len", type=int, help="completion tokens (default: small ~10, recipe 12)"
+        "--completion-len", type=int, default=10, help="small shape: mean completion tokens"
     )
     p.add_argument(
         "--micro-batch-tokens",
         type=int,
-        help="learner micro-batch (default: small 8192, recipe 1024)",
+        help="learner micro-batch (default: small 8192, recipe/multi_turn the recipe's 4096)",
     )
     p.add_argument(
         "--paths",
         help="';'-separated subset of: "
         + "; ".join(PATHS)
-        + " (default: small the first four, recipe the learner's two)",
+        + " (default: recipe/multi_turn per sequence;shared prefix, small the first four)",
     )
     p.add_argument(
-        "--warmup", type=int, help="untimed steps on the batch first (default: small 1, recipe 0)"
+        "--warmup", type=int, help="untimed steps on the batch first (default: small 1, else 0)"
     )
-    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--steps", type=int, help="timed steps (default: small 3, else 1)")
     p.add_argument(
         "--repeats",
         type=int,
@@ -283,50 +313,44 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, one timed step")
     p.add_argument("--_path", help=argparse.SUPPRESS)  # internal: run one path in this process
+    p.add_argument("--_rows", help=argparse.SUPPRESS)  # internal: the rows, as JSON
     args = p.parse_args(argv)
-    recipe = args.shape == "recipe"
+    small = args.shape == "small"
+    kl, recipe_micro = (0.0, 8192) if small else recipe_learner()
     defaults = {
-        "sequences": 16 if recipe else 8,
-        "completion_len": 12 if recipe else 10,
-        "micro_batch_tokens": 1024 if recipe else 8192,
-        "warmup": 0 if recipe else 1,
+        "sequences": 8,
+        "micro_batch_tokens": recipe_micro,
+        "warmup": 1 if small else 0,
+        "steps": 3 if small else 1,
     }
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.quick:
         args.sequences, args.prompt_len, args.warmup, args.steps = 4, 40, 1, 1
+        args.matches = args.matches or 2
     paths = (
         [x.strip() for x in args.paths.split(";")]
         if args.paths
-        else list(PATHS[2:4] if recipe else PATHS[:4])
+        else list(PATHS[:4] if small else (PER_SEQUENCE, SHARED))
     )
     if unknown := [x for x in paths if x not in PATHS]:
         raise SystemExit(f"unknown path {unknown[0]!r}; the paths are: {', '.join(PATHS)}")
-    kl = RECIPE_KL if recipe else 0.0
-    rows = (
-        recipe_batch(args.sequences, args.completion_len, vocab=49152)
-        if recipe and not args.quick
-        else batch(args.sequences, args.prompt_len, args.completion_len, vocab=49152)
-    )
     if args._path:
-        print(
-            json.dumps(
-                run_path(
-                    args._path,
-                    args.model,
-                    rows,
-                    args.warmup,
-                    args.steps,
-                    args.threads,
-                    kl,
-                    args.micro_batch_tokens,
-                )
-            )
+        rows = [tuple(r) for r in json.loads(Path(args._rows).read_text())]
+        result = run_path(
+            args._path,
+            args.model,
+            rows,
+            args.warmup,
+            args.steps,
+            args.threads,
+            kl,
+            args.micro_batch_tokens,
         )
+        print(json.dumps(result))
         return {}
 
-    import os
     import statistics
 
     from machine_limit import model_config, utilisation
@@ -334,17 +358,31 @@ def main(argv: list[str] | None = None) -> dict:
     from core.machine import set_threads
 
     threads = set_threads(args.threads)  # chosen once here, so every path runs on the same count
+    if small:
+        rows = batch(args.sequences, args.prompt_len, args.completion_len, vocab=49152)
+        games_in = ""
+    else:
+        played = recipe_rows("fresh" if args.shape == "recipe" else "multi_turn", 0, args.matches)
+        rows = [(p_, c, a) for p_, c, a, _ in played]
+        count = {g: sum(r[3] == g for r in played) for g in dict.fromkeys(r[3] for r in played)}
+        games_in = ", ".join(f"{g} {n}" for g, n in count.items())
     passed = [a for a in (argv if argv is not None else sys.argv[1:])]
     runs: dict[str, list[dict]] = {path: [] for path in paths}
     loads = [os.getloadavg()[0]]
-    for r in range(args.repeats):
-        for path in paths[r % len(paths) :] + paths[: r % len(paths)]:
-            cmd = [sys.executable, __file__, *passed, "--threads", str(threads), "--_path", path]
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise SystemExit(f"{path} path failed: {out.stderr.strip().splitlines()[-1]}")
-            runs[path].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            loads.append(os.getloadavg()[0])
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(rows, f)
+    try:
+        for r in range(args.repeats):
+            for path in paths[r % len(paths) :] + paths[: r % len(paths)]:
+                cmd = [sys.executable, __file__, *passed, "--threads", str(threads)]
+                cmd += ["--_path", path, "--_rows", f.name]
+                out = subprocess.run(cmd, capture_output=True, text=True)
+                if out.returncode != 0:
+                    raise SystemExit(f"{path} path failed: {out.stderr.strip().splitlines()[-1]}")
+                runs[path].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                loads.append(os.getloadavg()[0])
+    finally:
+        os.unlink(f.name)
     results = {
         path: {key: statistics.median(x[key] for x in rs) for key in rs[0]}
         for path, rs in runs.items()
@@ -357,72 +395,62 @@ def main(argv: list[str] | None = None) -> dict:
     prompt, completion = sum(len(p) for p, _, _ in rows), sum(len(c) for _, c, _ in rows)
     context = round((prompt + completion) / len(rows) / 2)  # mean tokens a token attends to
     config = model_config(args.model)
-    passes = 3 + (
-        kl > 0
-    )  # forward + backward (2 forwards' worth), and the reference's forward for the KL
+    passes = 3 + (kl > 0)  # forward + backward (2 forwards' worth), and the reference's forward
 
-    def mfu(path: str) -> float:
-        flops = matmul["float32" if path in ("plain", "learner fp32") else "bfloat16"]
-        return utilisation(
-            config,
-            prompt,
-            completion,
-            results[path]["seconds_per_step"],
-            context,
-            flops,
-            passes=passes,
-        )
+    def mfu(path: str, computed: bool = False) -> float:
+        flops = matmul["bfloat16" if results[path]["bf16"] else "float32"]
+        seen = results[path]["computed_tokens"] - completion if computed else prompt
+        seconds = results[path]["seconds_per_step"]
+        return utilisation(config, seen, completion, seconds, context, flops, passes=passes)
 
     from rich.console import Console
     from rich.table import Table
 
+    lengths = [len(p) for p, _, _ in rows]
     what = (
-        f"recipe-shaped step (train_mars_smollm2: prompts {min(len(p) for p, _, _ in rows)}-{max(len(p) for p, _, _ in rows)} "
-        f"tokens, {args.completion_len}-token replies, KL {kl}, micro-batches of {args.micro_batch_tokens} tokens)"
-        if recipe
-        else f"~{args.prompt_len + args.completion_len} tokens"
+        f"~{args.prompt_len + args.completion_len} tokens"
+        if small
+        else f"a train_mars_smollm2 step, mode {'fresh' if args.shape == 'recipe' else 'multi_turn'} "
+        f"({games_in}; prompts {min(lengths)}-{max(lengths)} tokens, mean {np.mean(lengths):.0f}; "
+        f"KL {kl}, micro-batches of {args.micro_batch_tokens} tokens)"
     )
     table = Table(
-        title=f"{args.model}: {len(rows)} sequences, {prompt + completion} tokens, {what}, {args.steps} timed steps, "
-        f"{threads} threads, load {min(loads):.1f}-{max(loads):.1f}"
+        title=f"{args.model}: {len(rows)} sequences, {prompt + completion} tokens, {what}, "
+        f"{args.steps} timed steps, {threads} threads, load {min(loads):.1f}-{max(loads):.1f}"
         + (f", median of {args.repeats} interleaved runs" if args.repeats > 1 else "")
     )
-    for col in (
-        "path",
-        "tokens/s",
-        "s/step",
-        "CPU s/step",
-        "fixed s/step",
-        "MFU",
-        "peak RSS MiB",
-        "each run s/step (CPU)",
-    ):
+    columns = ("path", "dtype", "tokens/s", "s/step", "CPU s/step", "computed tokens", "MFU")
+    columns += ("MFU computed", "peak RSS MiB", "each run s/step (CPU)")
+    for col in columns:
         table.add_column(col, justify="right" if col != "path" else "left")
     for path, r in results.items():
-        fixed = (
-            f"{r['fixed_per_step']:.2f} ({r['fixed_cpu_per_step']:.2f})"
-            if "fixed_per_step" in r
-            else "-"
-        )
         table.add_row(
             path,
+            "bf16" if r["bf16"] else "fp32",
             f"{r['tokens_per_s']:.0f}",
             f"{r['seconds_per_step']:.2f}",
             f"{r['cpu_per_step']:.2f}",
-            fixed,
+            f"{r['computed_tokens']:.0f}",
             f"{mfu(path):.1%}",
+            f"{mfu(path, computed=True):.1%}",
             f"{r['peak_rss_mib']:.0f}",
             " ".join(f"{x['seconds_per_step']:.1f} ({x['cpu_per_step']:.1f})" for x in runs[path]),
         )
-    console = Console()
+    console = Console(width=200)
     console.print(table)
     f32, b16 = matmul["float32"], matmul["bfloat16"]
     console.print(
         f"matmul (2048^2, median over the path processes): fp32 {f32 / 1e9:.0f} / bf16 {b16 / 1e9:.0f} GFLOP/s = "
-        f"{b16 / f32:.2f}x, the ceiling of a bf16 / fp32 step ratio; MFU: {passes}x the batch's forward FLOPs "
-        "per second over the path dtype's rate"
+        f"{b16 / f32:.2f}x; MFU: {passes}x the forward FLOPs per second over the path dtype's rate"
     )
-    out = {"mfu": {path: mfu(path) for path in paths}, "matmul_ratio": b16 / f32, **results}
+    out = {
+        "mfu": {path: mfu(path) for path in paths},
+        "mfu_computed": {path: mfu(path, computed=True) for path in paths},
+        "matmul_ratio": b16 / f32,
+        "sequences": len(rows),
+        "tokens": prompt + completion,
+        **results,
+    }
     rate = {path: r["tokens_per_s"] for path, r in results.items()}
     if {"plain", "learner fp32"} <= rate.keys():
         out["ratio"] = ratio = rate["learner fp32"] / rate["plain"]
@@ -439,43 +467,28 @@ def main(argv: list[str] | None = None) -> dict:
             f"learner bf16 / learner fp32 = {bf16:.2f}x wall, {cpu_bf16:.2f}x per CPU second  "
             f"(target >= 2x: {'met' if min(bf16, cpu_bf16) >= 2 else 'MISSED'}; ceiling {b16 / f32:.2f}x)"
         )
-        if "learner bf16, stochastic" in rate:
-            stochastic = b["cpu_per_step"] / results["learner bf16, stochastic"]["cpu_per_step"]
-            console.print(
-                f"learner bf16, stochastic rounding / learner bf16 (nearest) = "
-                f"{rate['learner bf16, stochastic'] / rate['learner bf16']:.2f}x wall, {stochastic:.2f}x per CPU second"
-            )
-        if "learner bf16, sdpa" in rate:
-            sdpa = results["learner bf16, sdpa"]["cpu_per_step"] / b["cpu_per_step"]
-            console.print(
-                f"learner bf16 / learner bf16 with sdpa attention = {rate['learner bf16'] / rate['learner bf16, sdpa']:.2f}x wall, "
-                f"{sdpa:.2f}x per CPU second"
-            )
-        if (
-            recipe and not args.quick
-        ):  # a whole step of legal play: the per-token part scaled, the fixed part once
-            full = (
-                RECIPE_SEQUENCES
-                * (np.mean(RECIPE_PROMPTS) + args.completion_len)
-                / (prompt + completion)
-            )
-
-            def whole(r: dict, key: str, fixed: str) -> float:
-                return r[fixed] + (r[key] - r[fixed]) * full
-
-            out["full_step"] = {
-                path: whole(results[path], "cpu_per_step", "fixed_cpu_per_step")
-                for path in ("learner fp32", "learner bf16")
-            }
-            wall = whole(f, "seconds_per_step", "fixed_per_step") / whole(
-                b, "seconds_per_step", "fixed_per_step"
-            )
-            cpu = out["full_step"]["learner fp32"] / out["full_step"]["learner bf16"]
-            console.print(
-                f"a step of legal play ({RECIPE_SEQUENCES} sequences, {full:.1f}x these tokens; fixed costs once): "
-                f"fp32 {out['full_step']['learner fp32']:.0f} / bf16 {out['full_step']['learner bf16']:.0f} CPU s "
-                f"= {wall:.2f}x wall, {cpu:.2f}x per CPU second"
-            )
+        for other in ("learner bf16, stochastic", "learner bf16, sdpa"):
+            if other in rate:
+                console.print(
+                    f"{other} / learner bf16 = {rate[other] / rate['learner bf16']:.2f}x wall, "
+                    f"{b['cpu_per_step'] / results[other]['cpu_per_step']:.2f}x per CPU second"
+                )
+    if {PER_SEQUENCE, SHARED} <= rate.keys():
+        per, shared = results[PER_SEQUENCE], results[SHARED]
+        out["shared_ratio"] = wall = per["seconds_per_step"] / shared["seconds_per_step"]
+        out["shared_cpu_ratio"] = cpu = per["cpu_per_step"] / shared["cpu_per_step"]
+        target = 2.5 if args.shape == "recipe" else 4.0 if args.shape == "multi_turn" else None
+        verdict = (
+            f" (target >= {target}x: {'met' if min(wall, cpu) >= target else 'MISSED'})"
+            if target
+            else ""
+        )
+        console.print(
+            f"per CPU second {cpu:.2f}x{verdict}; tokens computed {per['computed_tokens']:.0f} -> "
+            f"{shared['computed_tokens']:.0f} ({per['computed_tokens'] / shared['computed_tokens']:.2f}x "
+            f"fewer); peak RSS {per['peak_rss_mib']:.0f} -> {shared['peak_rss_mib']:.0f} MiB"
+        )
+        console.print(f"shared prefix / per sequence: {wall:.2f}x")
     return out
 
 

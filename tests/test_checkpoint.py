@@ -21,12 +21,14 @@ def tok():
 
 
 def make_batches(tok):
-    """Fixed token batches: real tokenised prompts and completions."""
+    """Fixed token batches: real tokenised prompts and completions; three of the four prompts
+    share their rules (the learner's prefix tree computes them once)."""
+    rules = "Tic-tac-toe: three in a row wins; answer with a cell. "
     texts = [
-        ("X to move. Board: ...|...|...", " 4"),
-        ("O to move. Board: X..|...|...", " 0 is best"),
+        (rules + "X to move. Board: ...|...|...", " 4"),
+        (rules + "O to move. Board: X..|...|...", " 0 is best"),
         ("Kuhn poker, you hold K.", " bet"),
-        ("Pick a cell", " 8<|im_end|>"),
+        (rules + "Pick a cell", " 8<|im_end|>"),
     ]
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
     return [
@@ -69,8 +71,9 @@ def seed_all(seed):
             lr=1e-3, precision="bfloat16", loss=LossConfig(kl_coef=0.1)
         ),  # the bf16 copy is rebuilt from the loaded masters
         LearnerConfig(lr=1e-3, precision="float32"),
+        LearnerConfig(lr=1e-3, shared_prefix=False, loss=LossConfig(kl_coef=0.1)),
     ],
-    ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32"],
+    ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32", "per_sequence"],
 )
 def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     batches = make_batches(tok)

@@ -178,7 +178,7 @@ def test_micro_batches_accumulate_to_one_batch_step(tok):
 
 def test_completion_logprobs_sum_each_completion_and_carry_grad(tok):
     learner = Learner(
-        fresh(), tok, LearnerConfig(micro_batch_tokens=40, precision="float32")
+        fresh(), tok, LearnerConfig(micro_batch_tokens=16, precision="float32")
     )  # several micro-batches
     seqs = batch(tok)
     parts = list(learner.completion_logprobs(seqs))

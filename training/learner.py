@@ -53,6 +53,7 @@ import torch
 from agents.constrained import allowed_token_ids
 from core.machine import compute_dtype
 from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
+from training.prefix_tree import TreePlan, build_tree, tree_hidden
 
 BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
 
@@ -77,7 +78,14 @@ class LearnerConfig:
     min_lr_ratio: float = 0.0
     """cosine floor as a fraction of lr"""
     micro_batch_tokens: int = 8192
-    """padded tokens per micro-batch (gradient accumulation beyond that)"""
+    """padded tokens per micro-batch (gradient accumulation beyond that); with shared_prefix,
+    the distinct tokens of a micro-batch's prefix tree"""
+    shared_prefix: bool = True
+    """compute each token the step's sequences share once (a prefix tree of the micro-batch: one
+    game's rules, one conversation's earlier turns), every continuation attending to it: the
+    same loss and gradients as one pass per sequence, in fewer FLOPs (`training.prefix_tree`).
+    Needs a plain linear LM head and sdpa or eager attention; otherwise, or false, every
+    sequence runs whole"""
     temperature: float = 1.0
     """sampling temperature of the rollouts: logits are divided by it"""
     lora_rank: int = 0
@@ -233,11 +241,11 @@ def render_prompt(tokenizer, messages) -> list[int]:
 
 @dataclass
 class _Micro:
-    """One padded micro-batch."""
+    """One padded micro-batch: a row per sequence (`input_ids` ...), or a prefix tree (`plan`)."""
 
-    input_ids: torch.Tensor  # (B, P + C - 1)
-    attention_mask: torch.Tensor  # (B, P + C - 1)
-    position_ids: torch.Tensor  # (B, P + C - 1)
+    input_ids: torch.Tensor | None  # (B, P + C - 1)
+    attention_mask: torch.Tensor | None  # (B, P + C - 1)
+    position_ids: torch.Tensor | None  # (B, P + C - 1)
     targets: torch.Tensor  # (B, C) completion tokens (pad beyond each length)
     mask: torch.Tensor  # (B, C) 1 on completion tokens
     advantages: torch.Tensor  # (B,)
@@ -247,6 +255,8 @@ class _Micro:
     has_old: torch.Tensor  # (B,) bool: behaviour logprobs recorded
     constrained: list[tuple[int, int, list[int]]]  # (row, position, allowed ids)
     index: list[int]  # rows -> positions in the caller's list
+    plan: TreePlan | None = None  # the shared-prefix layout (then input_ids etc. are None)
+    hidden_index: torch.Tensor | None = None  # (B, C) where each scored position is in the plan
 
 
 def _allowed_index(constrained: list[tuple[int, int, list[int]]], device):
@@ -296,6 +306,33 @@ def _plain_lm_head(model) -> bool:
 
 
 BF16_ATTENTION = "learner_bf16_eager"
+SHARED_ATTENTION = ("sdpa", "eager", BF16_ATTENTION)  # take the 4D masks of `training.prefix_tree`
+SHARED_MIN_TOKENS = 32  # share a prefix-tree segment when that saves this many token passes
+SHARED_BUCKET_COST = 32  # one more padded pass over a tree depth, counted in token passes
+
+
+def _shares_prefix(model, attention: str | None) -> bool:
+    """`model` can run a prefix tree (`training.prefix_tree`): a plain LM head, an attention that
+    takes a custom 4D mask, and no sliding-window layers (the tree's past is not windowed)."""
+    config = getattr(model, "config", None)
+    if config is None or not _plain_lm_head(model):
+        return False
+    layer_types = getattr(config, "layer_types", None) or []
+    sliding = any(t != "full_attention" for t in layer_types) or (
+        getattr(config, "sliding_window", None) is not None
+        and getattr(config, "use_sliding_window", True)
+    )
+    return not sliding and (attention or config._attn_implementation) in SHARED_ATTENTION
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """The number of leading tokens `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def bf16_eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -382,6 +419,7 @@ class Learner:
             if self.compute_dtype == "bfloat16" and self.device.type == "cpu"
             else None
         )
+        self.shared_prefix = self.cfg.shared_prefix and _shares_prefix(self.policy, self.attention)
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
@@ -448,6 +486,8 @@ class Learner:
     # --- batching ---------------------------------------------------------------------
 
     def _micro_batches(self, seqs: list[Sequence]) -> list[_Micro]:
+        if self.shared_prefix:
+            return self._tree_batches(seqs)
         order = sorted(
             range(len(seqs)),
             key=lambda i: (len(seqs[i].prompt_ids) + len(seqs[i].completion_ids), i),
@@ -466,7 +506,29 @@ class Learner:
             groups.append(cur)
         return [self._pad([seqs[i] for i in g], g) for g in groups]
 
-    def _pad(self, rows: list[Sequence], index: list[int]) -> _Micro:
+    def _tree_batches(self, seqs: list[Sequence]) -> list[_Micro]:
+        """Micro-batches of sequences in token order (so those sharing a prefix are together),
+        each at most `micro_batch_tokens` distinct tokens, laid out as a prefix tree."""
+        fed = [
+            s.prompt_ids + s.completion_ids[:-1] for s in seqs
+        ]  # the last token predicts nothing
+        order = sorted(range(len(seqs)), key=lambda i: (fed[i], i))
+        groups, cur, distinct, prev = [], [], 0, None
+        for i in order:
+            new = len(fed[i]) - (_common_prefix(prev, fed[i]) if prev is not None else 0)
+            if cur and distinct + new > self.cfg.micro_batch_tokens:
+                groups.append(cur)
+                cur, distinct, new = [], 0, len(fed[i])
+            cur.append(i)
+            distinct, prev = distinct + new, fed[i]
+        if cur:
+            groups.append(cur)
+        return [self._pad([seqs[i] for i in g], g, [fed[i] for i in g]) for g in groups]
+
+    def _pad(
+        self, rows: list[Sequence], index: list[int], fed: list[list[int]] | None = None
+    ) -> _Micro:
+        """The micro-batch of `rows`: padded rows, or (`fed`: each row's input tokens) a prefix tree."""
         P = max(len(s.prompt_ids) for s in rows)
         C = max(len(s.completion_ids) for s in rows)
         B = len(rows)
@@ -497,10 +559,21 @@ class Learner:
             torch.arange(C)[None, :] < torch.tensor([len(s.completion_ids) for s in rows])[:, None]
         ).float()
         dev = self.device
+        plan = hidden_index = None
+        if fed is not None:
+            plan = TreePlan(
+                build_tree(fed, SHARED_MIN_TOKENS), self.pad_id, dev, SHARED_BUCKET_COST
+            )
+            hidden_index = torch.zeros((B, C), dtype=torch.long)
+            for b, s in enumerate(rows):
+                p = len(s.prompt_ids)
+                for j in range(len(s.completion_ids)):  # position p - 1 + j predicts token j
+                    hidden_index[b, j] = plan.index(b, p - 1 + j)
+            hidden_index = hidden_index.to(dev)
         return _Micro(
-            input_ids=ids[:, :-1].to(dev),  # the last token predicts nothing
-            attention_mask=attn[:, :-1].to(dev),
-            position_ids=pos[:, :-1].to(dev),
+            input_ids=None if plan else ids[:, :-1].to(dev),  # the last token predicts nothing
+            attention_mask=None if plan else attn[:, :-1].to(dev),
+            position_ids=None if plan else pos[:, :-1].to(dev),
             targets=ids[:, P:].to(dev),
             mask=mask.to(dev),
             advantages=torch.tensor([s.advantage for s in rows], dtype=torch.float32).to(dev),
@@ -514,6 +587,8 @@ class Learner:
             has_old=has_old.to(dev),
             constrained=constrained,
             index=index,
+            plan=plan,
+            hidden_index=hidden_index,
         )
 
     # --- log-probabilities ------------------------------------------------------------
@@ -525,24 +600,30 @@ class Learner:
         entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
         if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
             return self._constrained_logprobs(model, mb, entropy_mode)
-        C, L = mb.targets.shape[1], mb.input_ids.shape[1]
-        # the last C positions as an index tensor, not the int C: transformers slices `[:, -C:]` for
-        # an int, a strided view the LM head's matmul runs as a batched one, whose weight gradient
-        # went through a (B, hidden, vocab) temporary (0.6 s of a 1000-token bf16 step)
-        keep = torch.arange(L - C, L, device=mb.input_ids.device)
-        with attention_implementation(model, self.attention):
-            out = model(
-                input_ids=mb.input_ids,
-                attention_mask=mb.attention_mask,
-                position_ids=mb.position_ids,
-                logits_to_keep=keep,
-                use_cache=False,
-                output_hidden_states=hidden,
-            )
-        state = (
-            out.hidden_states[-1][:, -C].float() if hidden else None
-        )  # the final norm is applied
-        logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
+        if mb.plan is not None:  # a plain head (`shared_prefix`): the logits of the gathered states
+            last = self._hidden(model, mb)  # (B, C, H)
+            state = last[:, 0].float() if hidden else None
+            head = model.get_output_embeddings()
+            logits = head(last).float() / self.cfg.temperature
+        else:
+            C, L = mb.targets.shape[1], mb.input_ids.shape[1]
+            # the last C positions as an index tensor, not the int C: transformers slices `[:, -C:]`
+            # for an int, a strided view the LM head's matmul runs as a batched one, whose weight
+            # gradient went through a (B, hidden, vocab) temporary (0.6 s of a 1000-token bf16 step)
+            keep = torch.arange(L - C, L, device=mb.input_ids.device)
+            with attention_implementation(model, self.attention):
+                out = model(
+                    input_ids=mb.input_ids,
+                    attention_mask=mb.attention_mask,
+                    position_ids=mb.position_ids,
+                    logits_to_keep=keep,
+                    use_cache=False,
+                    output_hidden_states=hidden,
+                )
+            state = (
+                out.hidden_states[-1][:, -C].float() if hidden else None
+            )  # the final norm is applied
+            logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
         taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
         entropy = floor = None
@@ -576,13 +657,7 @@ class Learner:
         allowed tokens' rows of its weight only, never over the whole vocabulary (a tiny
         model's step was mostly a 49k-wide softmax and its backward)."""
         B, C = mb.targets.shape
-        with attention_implementation(model, self.attention):
-            hidden = model.get_decoder()(
-                input_ids=mb.input_ids,
-                attention_mask=mb.attention_mask,
-                position_ids=mb.position_ids,
-                use_cache=False,
-            ).last_hidden_state[:, -C:]
+        hidden = self._hidden(model, mb)
         head = model.get_output_embeddings()
         dev = hidden.device
         rows, cols, idx, valid = _allowed_index(mb.constrained, dev)
@@ -613,6 +688,22 @@ class Learner:
                     * mb.mask
                 )
         return logp * mb.mask, entropy, hidden[:, 0].float(), floor
+
+    def _hidden(self, model, mb: _Micro) -> torch.Tensor:
+        """(B, C, H) the final hidden states (the final norm applied) at the positions that
+        predict each completion token: the last prompt token's, then the completion's."""
+        C = mb.targets.shape[1]
+        with attention_implementation(model, self.attention):
+            if mb.plan is None:
+                return model.get_decoder()(
+                    input_ids=mb.input_ids,
+                    attention_mask=mb.attention_mask,
+                    position_ids=mb.position_ids,
+                    use_cache=False,
+                ).last_hidden_state[:, -C:]
+            kind = "bool" if model.config._attn_implementation == "sdpa" else "additive"
+            flat = tree_hidden(model.get_decoder(), mb.plan, kind)
+        return flat[mb.hidden_index]
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
@@ -653,6 +744,15 @@ class Learner:
             for b, i in enumerate(mb.index):
                 out[i] = v[b]
         return out
+
+    def computed_tokens(self, seqs: list[Sequence]) -> int:
+        """The token positions a pass over `seqs` computes, padding not counted: every prompt and
+        completion token but each completion's last, once per sequence, or (`shared_prefix`)
+        once per micro-batch's prefix tree."""
+        seqs = [s for s in seqs if s.completion_ids]
+        if not self.shared_prefix:
+            return sum(len(s.prompt_ids) + len(s.completion_ids) - 1 for s in seqs)
+        return sum(mb.plan.tree.distinct_tokens() for mb in self._micro_batches(seqs))
 
     def prepare(self, seqs: list[Sequence]) -> None:
         """Fill missing behaviour logprobs from the current policy (before several steps on one batch)."""

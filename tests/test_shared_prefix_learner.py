@@ -1,0 +1,153 @@
+"""The learner with `shared_prefix` on the real tiny Llama: the same log-probabilities, loss,
+values and gradients as one padded row per sequence, in fewer computed tokens."""
+
+import copy
+
+import pytest
+import torch
+
+from agents.models import tiny_llama
+from training.learner import Learner, LearnerConfig, Sequence
+from training.loss import LossConfig
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A tiny Llama whose logits are far from uniform (init 0.2), and its tokenizer."""
+    return tiny_llama(0, init=0.2)
+
+
+def ids(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def game_batch(tok):
+    """A step's sequences: prompts of two seats sharing the rules, a conversation's two
+    turns (the second extends the first), a duplicate, a constrained turn, and a sequence that
+    shares nothing with the others."""
+    rules = ids(tok, "GAME RULES: tic-tac-toe on a 3x3 board; three in a row wins. Answer [cell].")
+    eos = tok.eos_token_id
+    first = Sequence(
+        rules + ids(tok, " You play X. Board: . . . / . . . / . . ."), ids(tok, " [4]") + [eos], 1.0
+    )
+    later = Sequence(
+        first.prompt_ids + first.completion_ids + ids(tok, " O played 0. Board: O . . / . X ."),
+        ids(tok, " [8] to block") + [eos],
+        0.5,
+    )
+    moves = ["1", "2", "5"]
+    return [
+        first,
+        later,
+        Sequence(rules + ids(tok, " You play O. Board: X . ."), ids(tok, " [0]") + [eos], -0.5),
+        Sequence(rules + ids(tok, " You play O. Board: X . ."), ids(tok, " [0]") + [eos], 0.3),
+        Sequence(
+            rules + ids(tok, " You play O. Board: . X ."), ids(tok, "5") + [eos], -1.0, None, moves
+        ),
+        Sequence(ids(tok, "Kuhn poker: you hold K."), ids(tok, " [Bet]"), 0.8),
+    ]
+
+
+def with_values(seqs):
+    for s, v in zip(seqs, (0.5, -1.0, 0.2, 0.1, -0.3, 0.9)):
+        s.value_target = v
+    return seqs
+
+
+def learners(model, tok, **kw):
+    """(per sequence, shared prefix): the same weights; with LoRA the same adapters, their B
+    drawn at random rather than zero (so that A has a gradient too)."""
+    out = []
+    for shared in (False, True):
+        torch.manual_seed(1)
+        learner = Learner(copy.deepcopy(model), tok, LearnerConfig(shared_prefix=shared, **kw))
+        with torch.no_grad():
+            for name, p in learner.model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0.0, 0.1)
+        learner.sync_policy()
+        out.append(learner)
+    return out
+
+
+def grads(learner):
+    return {n: p.grad for n, p in learner.model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize(
+    "precision,lora", [("float32", 0), ("float32", 4), ("bfloat16", 0), ("bfloat16", 4)]
+)
+def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora):
+    """Per-token log-probabilities, the values, the loss with its KL to the reference, the
+    entropy and the value loss, and every parameter's gradient: equal within fp32's tolerance
+    (another summation order), or bf16's in bf16."""
+    model, tok = tiny
+    cfg = dict(
+        lr=1e-3,
+        precision=precision,
+        lora_rank=lora,
+        value_coef=0.5,
+        max_grad_norm=0.0,  # compare the gradients themselves, unclipped
+        loss=LossConfig(kl_coef=0.1, entropy_coef=0.01),
+    )
+    per, shared = learners(model, tok, **cfg)
+    assert not per.shared_prefix and shared.shared_prefix
+    seqs = with_values(game_batch(tok))
+    assert shared.computed_tokens(seqs) < 0.6 * per.computed_tokens(seqs)
+    fp32 = precision == "float32"
+    tol = 1e-5 if fp32 else 0.05  # bf16: 8 mantissa bits, through every layer
+    a, b = per.logprobs(seqs), shared.logprobs(seqs)
+    assert [len(x) for x in a] == [len(x) for x in b] == [len(s.completion_ids) for s in seqs]
+    assert max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)) < tol
+    ra, rb = per.logprobs(seqs, reference=True), shared.logprobs(seqs, reference=True)
+    assert max(abs(x - y) for u, v in zip(ra, rb) for x, y in zip(u, v)) < tol
+    ma, mb = per.step(seqs), shared.step(seqs)  # (the value head starts at zero)
+    for key in ("loss", "kl_ref", "entropy", "value_loss", "grad_norm"):
+        assert mb[key] == pytest.approx(ma[key], rel=1e-4 if fp32 else 0.02, abs=1e-7), key
+    ga, gb = grads(per), grads(shared)
+    assert ga.keys() == gb.keys() and len(ga) > 0
+    for name in ga:
+        scale = float(ga[name].abs().max())
+        assert scale > 0, name
+        if fp32:
+            torch.testing.assert_close(gb[name], ga[name], rtol=1e-4, atol=1e-5 * scale)
+        else:  # the gradient rounded in bf16: its direction and size, within bf16's error
+            assert float((gb[name] - ga[name]).norm() / ga[name].norm()) < 0.03, name
+    assert shared.values(seqs) == pytest.approx(per.values(seqs), abs=1e-5 if fp32 else 0.02)
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_first_update_on_its_own_behaviour_logprobs_has_ratio_exactly_one(tiny, precision):
+    """Behaviour log-probabilities recorded by the shared-prefix learner (`prepare`) are the
+    ones its step recomputes, bit for bit: the first PPO ratio is exactly 1, nothing clips."""
+    model, tok = tiny
+    learner = Learner(
+        copy.deepcopy(model),
+        tok,
+        LearnerConfig(lr=1e-3, precision=precision, loss=LossConfig(kl_coef=0.1)),
+    )
+    seqs = game_batch(tok)
+    learner.prepare(seqs)
+    first = learner.step(seqs)
+    assert first["ratio_min"] == first["ratio_max"] == 1.0 and first["clip_frac"] == 0.0
+    second = learner.step(seqs)
+    assert second["ratio_max"] > 1.0 or second["ratio_min"] < 1.0  # the policy moved
+
+
+def test_a_conversation_is_scored_in_one_pass_over_its_last_turn(tiny):
+    """multi_turn: each turn's prompt is the last turn's prompt, reply and the new observation;
+    every turn's reply is scored from one pass over the final conversation."""
+    model, tok = tiny
+    eos = tok.eos_token_id
+    prompt = ids(tok, "<|im_start|>system\nRules.<|im_end|>\n<|im_start|>user\nBoard 1")
+    turns = []
+    for k in range(4):
+        reply = ids(tok, f" [{k}]") + [eos]
+        turns.append(Sequence(list(prompt), reply, 1.0))
+        prompt = prompt + reply + ids(tok, f"\n<|im_start|>user\nBoard {k + 2}")
+    per, shared = learners(model, tok, precision="float32")
+    last = turns[-1]
+    assert shared.computed_tokens(turns) == len(last.prompt_ids) + len(last.completion_ids) - 1
+    assert per.computed_tokens(turns) > 2 * shared.computed_tokens(turns)
+    a, b = per.logprobs(turns), shared.logprobs(turns)
+    assert max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)) < 1e-5
