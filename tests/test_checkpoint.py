@@ -72,8 +72,11 @@ def seed_all(seed):
         ),  # the bf16 copy is rebuilt from the loaded masters
         LearnerConfig(lr=1e-3, precision="float32"),
         LearnerConfig(lr=1e-3, shared_prefix=False, loss=LossConfig(kl_coef=0.1)),
+        LearnerConfig(
+            lr=1e-3, micro_batch_tokens=40, value_coef=0.5, loss=LossConfig(kl_coef=0.1)
+        ),  # micro-batches sharing the rules through a trunk
     ],
-    ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32", "per_sequence"],
+    ids=["full", "lora", "critic", "adaptive_entropy", "bf16", "fp32", "per_sequence", "trunk"],
 )
 def test_resume_equals_uninterrupted_run(tmp_path, tok, cfg):
     batches = make_batches(tok)

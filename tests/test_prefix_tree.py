@@ -99,7 +99,7 @@ def test_tree_hidden_states_equal_one_forward_per_sequence(model, attention, kin
     model.config._attn_implementation = attention
     try:
         with torch.no_grad():
-            flat = tree_hidden(model.get_decoder(), plan, kind)
+            flat = tree_hidden(model.get_decoder(), plan, kind).hidden
             for i, x in enumerate(inputs):
                 alone = model(input_ids=torch.tensor([x]), output_hidden_states=True)
                 want = alone.hidden_states[-1][0]  # final norm applied
@@ -117,7 +117,7 @@ def test_gradients_flow_through_the_shared_keys_and_values(model):
     plan = TreePlan(build_tree([x, y], min_shared=0), pad_id=0)
     assert len(plan.buckets) == 2  # the prefix, then both continuations
     weight = model.model.layers[0].self_attn.k_proj.weight
-    flat = tree_hidden(model.get_decoder(), plan, "bool")
+    flat = tree_hidden(model.get_decoder(), plan, "bool").hidden
     (tree_grad,) = torch.autograd.grad(flat[plan.index(0, len(x) - 1)].sum(), weight)
     plain = model(input_ids=torch.tensor([x]), output_hidden_states=True).hidden_states[-1]
     (plain_grad,) = torch.autograd.grad(plain[0, -1].sum(), weight)

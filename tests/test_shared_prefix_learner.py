@@ -75,9 +75,17 @@ def grads(learner):
 
 
 @pytest.mark.parametrize(
-    "precision,lora", [("float32", 0), ("float32", 4), ("bfloat16", 0), ("bfloat16", 4)]
+    "precision,lora,micro_batch_tokens",
+    [
+        ("float32", 0, 8192),
+        ("float32", 4, 8192),
+        ("bfloat16", 0, 8192),
+        ("bfloat16", 4, 8192),
+        ("float32", 0, 72),  # micro-batches sharing a trunk (the rules), computed once a pass
+        ("bfloat16", 4, 72),
+    ],
 )
-def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora):
+def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora, micro_batch_tokens):
     """Per-token log-probabilities, the values, the loss with its KL to the reference, the
     entropy and the value loss, and every parameter's gradient: equal within fp32's tolerance
     (another summation order), or bf16's in bf16."""
@@ -88,11 +96,17 @@ def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora):
         lora_rank=lora,
         value_coef=0.5,
         max_grad_norm=0.0,  # compare the gradients themselves, unclipped
+        micro_batch_tokens=micro_batch_tokens,
         loss=LossConfig(kl_coef=0.1, entropy_coef=0.01),
     )
     per, shared = learners(model, tok, **cfg)
     assert not per.shared_prefix and shared.shared_prefix
     seqs = with_values(game_batch(tok))
+    mbs = shared._micro_batches(seqs)
+    if micro_batch_tokens < 100:  # several micro-batches, the rules in their trunk
+        assert len(mbs) > 1 and all(mb.trunk is mbs[0].trunk is not None for mb in mbs)
+    one_batch = Learner(copy.deepcopy(model), tok, LearnerConfig(micro_batch_tokens=8192))
+    assert shared.computed_tokens(seqs) == one_batch.computed_tokens(seqs)  # each token once
     assert shared.computed_tokens(seqs) < 0.6 * per.computed_tokens(seqs)
     fp32 = precision == "float32"
     tol = 1e-5 if fp32 else 0.05  # bf16: 8 mantissa bits, through every layer
@@ -117,15 +131,20 @@ def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora):
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_first_update_on_its_own_behaviour_logprobs_has_ratio_exactly_one(tiny, precision):
+@pytest.mark.parametrize("micro_batch_tokens", [8192, 72])
+def test_first_update_on_its_own_behaviour_logprobs_has_ratio_exactly_one(
+    tiny, precision, micro_batch_tokens
+):
     """Behaviour log-probabilities recorded by the shared-prefix learner (`prepare`) are the
     ones its step recomputes, bit for bit: the first PPO ratio is exactly 1, nothing clips."""
     model, tok = tiny
-    learner = Learner(
-        copy.deepcopy(model),
-        tok,
-        LearnerConfig(lr=1e-3, precision=precision, loss=LossConfig(kl_coef=0.1)),
+    cfg = LearnerConfig(
+        lr=1e-3,
+        precision=precision,
+        micro_batch_tokens=micro_batch_tokens,
+        loss=LossConfig(kl_coef=0.1),
     )
+    learner = Learner(copy.deepcopy(model), tok, cfg)
     seqs = game_batch(tok)
     learner.prepare(seqs)
     first = learner.step(seqs)

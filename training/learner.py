@@ -53,7 +53,7 @@ import torch
 from agents.constrained import allowed_token_ids
 from core.machine import compute_dtype
 from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
-from training.prefix_tree import TreePlan, build_tree, tree_hidden
+from training.prefix_tree import TreeOutput, TreePlan, build_tree, tree_hidden
 
 BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
 
@@ -257,6 +257,16 @@ class _Micro:
     index: list[int]  # rows -> positions in the caller's list
     plan: TreePlan | None = None  # the shared-prefix layout (then input_ids etc. are None)
     hidden_index: torch.Tensor | None = None  # (B, C) where each scored position is in the plan
+    trunk: _Trunk | None = None  # the segments this micro-batch shares with others (plan.outer)
+
+
+@dataclass
+class _Trunk:
+    """The prefix-tree segments several micro-batches of a step share: computed once per pass
+    (`Learner._trunk`), each micro-batch attending to `state`."""
+
+    plan: TreePlan
+    state: TreeOutput | None = None  # during a pass: its output (leaves of the pass's graph)
 
 
 def _allowed_index(constrained: list[tuple[int, int, list[int]]], device):
@@ -323,6 +333,42 @@ def _shares_prefix(model, attention: str | None) -> bool:
         and getattr(config, "use_sliding_window", True)
     )
     return not sliding and (attention or config._attn_implementation) in SHARED_ATTENTION
+
+
+def _mask_kind(model) -> str:
+    """The 4D mask `model`'s attention takes in a prefix tree: boolean for sdpa, else additive."""
+    return "bool" if model.config._attn_implementation == "sdpa" else "additive"
+
+
+def _token_groups(
+    order: list[int], fed: list[list[int]], budget: int, trunk: bool = True
+) -> list[list[int]]:
+    """`order` (sequences sorted by their tokens) cut into runs of at most `budget` distinct
+    tokens each: a sequence's tokens past the prefix it shares with the one before, which
+    is the trunk's when that one is in another run (without a `trunk`, the run's first
+    sequence counts whole); a sequence longer than `budget` alone."""
+    groups, cur, distinct, prev = [], [], 0, None
+    for i in order:
+        new = len(fed[i]) - (_common_prefix(prev, fed[i]) if prev is not None else 0)
+        if cur and distinct + new > budget:
+            groups.append(cur)
+            cur, distinct = [], 0
+            new = new if trunk else len(fed[i])
+        cur.append(i)
+        distinct, prev = distinct + new, fed[i]
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _shared_segments(tree, groups: list[list[int]]) -> list[int]:
+    """The segments of `tree` on the paths of more than one group, parents first."""
+    users: dict[int, set[int]] = {}
+    for g, seqs in enumerate(groups):
+        for i in seqs:
+            for k in tree.path(i):
+                users.setdefault(k, set()).add(g)
+    return sorted(k for k, gs in users.items() if len(gs) > 1)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -508,27 +554,53 @@ class Learner:
 
     def _tree_batches(self, seqs: list[Sequence]) -> list[_Micro]:
         """Micro-batches of sequences in token order (so those sharing a prefix are together),
-        each at most `micro_batch_tokens` distinct tokens, laid out as a prefix tree."""
+        laid out on the step's prefix tree: the segments several micro-batches share (the
+        trunk: a game's rules, a conversation's opening) are computed once per pass, and each
+        micro-batch computes its own at most `micro_batch_tokens` distinct tokens, trunk
+        included, so that a pass holds no more activations than without the trunk."""
         fed = [
             s.prompt_ids + s.completion_ids[:-1] for s in seqs
         ]  # the last token predicts nothing
         order = sorted(range(len(seqs)), key=lambda i: (fed[i], i))
-        groups, cur, distinct, prev = [], [], 0, None
-        for i in order:
-            new = len(fed[i]) - (_common_prefix(prev, fed[i]) if prev is not None else 0)
-            if cur and distinct + new > self.cfg.micro_batch_tokens:
-                groups.append(cur)
-                cur, distinct, new = [], 0, len(fed[i])
-            cur.append(i)
-            distinct, prev = distinct + new, fed[i]
-        if cur:
-            groups.append(cur)
-        return [self._pad([seqs[i] for i in g], g, [fed[i] for i in g]) for g in groups]
+        tree = build_tree(fed, SHARED_MIN_TOKENS)
+        budget = self.cfg.micro_batch_tokens
+        groups, trunk = _token_groups(order, fed, budget), []
+        shared = _shared_segments(tree, groups)
+        room = budget - sum(len(tree.segments[k].tokens) for k in shared)
+        if shared and room >= budget // 2:  # regroup in the room the trunk leaves
+            groups = _token_groups(order, fed, room)
+            trunk = _shared_segments(tree, groups)
+        elif shared:  # too big a trunk: each micro-batch computes what it needs
+            groups = _token_groups(order, fed, budget, trunk=False)
+        dev = self.device
+        outer = None
+        if trunk:
+            plan = TreePlan(tree, self.pad_id, dev, SHARED_BUCKET_COST, segments=trunk)
+            outer = _Trunk(plan)
+        in_trunk = set(trunk)
+        out = []
+        for g in groups:
+            used = sorted({k for i in g for k in tree.path(i)} - in_trunk)
+            plan = TreePlan(
+                tree,
+                self.pad_id,
+                dev,
+                SHARED_BUCKET_COST,
+                segments=used,
+                outer=outer.plan if outer is not None else None,
+            )
+            out.append(self._pad([seqs[i] for i in g], g, plan, outer))
+        return out
 
     def _pad(
-        self, rows: list[Sequence], index: list[int], fed: list[list[int]] | None = None
+        self,
+        rows: list[Sequence],
+        index: list[int],
+        plan: TreePlan | None = None,
+        trunk: _Trunk | None = None,
     ) -> _Micro:
-        """The micro-batch of `rows`: padded rows, or (`fed`: each row's input tokens) a prefix tree."""
+        """The micro-batch of `rows` (`index`: their places in the caller's list): padded rows,
+        or the `plan` of a prefix tree over the caller's list (`trunk`: its outer plan's)."""
         P = max(len(s.prompt_ids) for s in rows)
         C = max(len(s.completion_ids) for s in rows)
         B = len(rows)
@@ -559,16 +631,13 @@ class Learner:
             torch.arange(C)[None, :] < torch.tensor([len(s.completion_ids) for s in rows])[:, None]
         ).float()
         dev = self.device
-        plan = hidden_index = None
-        if fed is not None:
-            plan = TreePlan(
-                build_tree(fed, SHARED_MIN_TOKENS), self.pad_id, dev, SHARED_BUCKET_COST
-            )
+        hidden_index = None
+        if plan is not None:
             hidden_index = torch.zeros((B, C), dtype=torch.long)
-            for b, s in enumerate(rows):
+            for b, (s, i) in enumerate(zip(rows, index)):
                 p = len(s.prompt_ids)
                 for j in range(len(s.completion_ids)):  # position p - 1 + j predicts token j
-                    hidden_index[b, j] = plan.index(b, p - 1 + j)
+                    hidden_index[b, j] = plan.index(i, p - 1 + j)
             hidden_index = hidden_index.to(dev)
         return _Micro(
             input_ids=None if plan else ids[:, :-1].to(dev),  # the last token predicts nothing
@@ -589,6 +658,7 @@ class Learner:
             index=index,
             plan=plan,
             hidden_index=hidden_index,
+            trunk=trunk,
         )
 
     # --- log-probabilities ------------------------------------------------------------
@@ -701,16 +771,54 @@ class Learner:
                     position_ids=mb.position_ids,
                     use_cache=False,
                 ).last_hidden_state[:, -C:]
-            kind = "bool" if model.config._attn_implementation == "sdpa" else "additive"
-            flat = tree_hidden(model.get_decoder(), mb.plan, kind)
-        return flat[mb.hidden_index]
+            kind = _mask_kind(model)
+            outer = None
+            if mb.trunk is not None:  # computed for the whole pass (`_trunk`), or here
+                outer = mb.trunk.state or tree_hidden(
+                    model.get_decoder(), mb.trunk.plan, kind, keep_kv=True
+                )
+            out = tree_hidden(model.get_decoder(), mb.plan, kind, outer=outer)
+        return out.hidden[mb.hidden_index]
+
+    @contextlib.contextmanager
+    def _trunk(self, model, mbs: list[_Micro], grad: bool = False):
+        """Inside the block, the micro-batches of `mbs` read their shared trunk from one pass of
+        `model` over it. `grad`: the micro-batches backpropagate into it (each `backward` inside
+        the block), and the block's end carries those gradients on through the trunk's pass."""
+        trunk = mbs[0].trunk if mbs else None
+        if trunk is None:
+            yield
+            return
+        with torch.set_grad_enabled(grad), attention_implementation(model, self.attention):
+            out = tree_hidden(model.get_decoder(), trunk.plan, _mask_kind(model), keep_kv=True)
+        trunk.state = out.detached() if grad else out
+        try:
+            yield
+            if grad:
+                pairs = [
+                    (t, leaf.grad)
+                    for t, leaf in zip(out.tensors(), trunk.state.tensors())
+                    if leaf.grad is not None
+                ]
+                if pairs:
+                    torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
+        finally:
+            trunk.state = None
+
+    @contextlib.contextmanager
+    def _reference(self):
+        """The reference model inside the block: the frozen copy, or the LoRA base (adapter off)."""
+        if self.ref_model is not None:
+            yield self.ref_model
+            return
+        with self.policy.disable_adapter():  # LoRA: the base model is the reference
+            yield self.policy
 
     @torch.no_grad()
-    def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
-        if self.ref_model is not None:
-            return self._logprobs(self.ref_model, mb, None)[0]
-        with self.policy.disable_adapter():  # LoRA: the base model is the reference
-            return self._logprobs(self.policy, mb, None)[0]
+    def _ref_logprobs(self, mbs: list[_Micro]) -> list[torch.Tensor]:
+        """The reference's log-probabilities (B, C) of each micro-batch."""
+        with self._reference() as model, self._trunk(model, mbs):
+            return [self._logprobs(model, mb, None)[0] for mb in mbs]
 
     def completion_logprobs(self, seqs: list[Sequence]) -> Iterator[tuple[torch.Tensor, list[int]]]:
         """The policy's log-probability of each whole completion, micro-batch by micro-batch:
@@ -723,8 +831,13 @@ class Learner:
     def logprobs(self, seqs: list[Sequence], reference: bool = False) -> list[list[float]]:
         """Per-token log-probabilities of each completion under the policy (or the reference)."""
         out: list[list[float]] = [[] for _ in seqs]
-        for mb in self._micro_batches(seqs):
-            lp = self._ref_logprobs(mb) if reference else self._logprobs(self.policy, mb, None)[0]
+        mbs = self._micro_batches(seqs)
+        if reference:
+            lps = self._ref_logprobs(mbs)
+        else:
+            with self._trunk(self.policy, mbs):
+                lps = [self._logprobs(self.policy, mb, None)[0] for mb in mbs]
+        for mb, lp in zip(mbs, lps):
             for b, i in enumerate(mb.index):
                 out[i] = lp[b, : len(seqs[i].completion_ids)].tolist()
         return out
@@ -735,14 +848,13 @@ class Learner:
         if self.value_head is None:
             raise ValueError("this learner has no value head (set learner.value_coef > 0)")
         out = [0.0] * len(seqs)
-        for mb in self._micro_batches(seqs):
-            v = (
-                self.value_head(self._logprobs(self.policy, mb, None, hidden=True)[2])
-                .squeeze(-1)
-                .tolist()
-            )
-            for b, i in enumerate(mb.index):
-                out[i] = v[b]
+        mbs = self._micro_batches(seqs)
+        with self._trunk(self.policy, mbs):
+            for mb in mbs:
+                state = self._logprobs(self.policy, mb, None, hidden=True)[2]
+                v = self.value_head(state).squeeze(-1).tolist()
+                for b, i in enumerate(mb.index):
+                    out[i] = v[b]
         return out
 
     def computed_tokens(self, seqs: list[Sequence]) -> int:
@@ -752,7 +864,9 @@ class Learner:
         seqs = [s for s in seqs if s.completion_ids]
         if not self.shared_prefix:
             return sum(len(s.prompt_ids) + len(s.completion_ids) - 1 for s in seqs)
-        return sum(mb.plan.tree.distinct_tokens() for mb in self._micro_batches(seqs))
+        mbs = self._micro_batches(seqs)
+        trunk = mbs[0].trunk.plan.distinct_tokens() if mbs and mbs[0].trunk else 0
+        return trunk + sum(mb.plan.distinct_tokens() for mb in mbs)
 
     def prepare(self, seqs: list[Sequence]) -> None:
         """Fill missing behaviour logprobs from the current policy (before several steps on one batch)."""
@@ -801,47 +915,49 @@ class Learner:
         self.policy.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
-        for mb in self._micro_batches(seqs):
-            ref = self._ref_logprobs(mb) if lcfg.kl_coef > 0 else None
-            want = (
-                "grad"
-                if lcfg.entropy_coef > 0 or lcfg.floor_coef > 0
-                else "metric"
-                if self.cfg.log_entropy or lcfg.entropy_target > 0
-                else None
-            )
-            logp, entropy, state, floor = self._logprobs(
-                self.policy, mb, want, hidden=num_values > 0
-            )
-            old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
-            loss, m = policy_loss(
-                logp,
-                old,
-                mb.advantages,
-                mb.mask,
-                lcfg,
-                ref_logp=ref,
-                entropy=entropy,
-                num_tokens=num_tokens,
-                num_seqs=num_seqs,
-                floor=floor,
-            )
-            if num_values:
-                err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
-                value_loss = 0.5 * (err**2).sum() / num_values
-                loss = loss + self.cfg.value_coef * value_loss
-                value_total += float(
-                    value_loss.detach()
-                )  # each micro-batch's share of the batch's value loss
-            loss.backward()
-            loss_total += float(loss.detach())
-            n = m.pop("tokens")
-            ratio_min, ratio_max = (
-                min(ratio_min, m.pop("ratio_min")),
-                max(ratio_max, m.pop("ratio_max")),
-            )
-            for k, v in m.items():
-                sums[k] = sums.get(k, 0.0) + v * n
+        mbs = self._micro_batches(seqs)
+        refs = self._ref_logprobs(mbs) if lcfg.kl_coef > 0 else [None] * len(mbs)
+        with self._trunk(self.policy, mbs, grad=True):  # its backward at the block's end
+            for mb, ref in zip(mbs, refs):
+                want = (
+                    "grad"
+                    if lcfg.entropy_coef > 0 or lcfg.floor_coef > 0
+                    else "metric"
+                    if self.cfg.log_entropy or lcfg.entropy_target > 0
+                    else None
+                )
+                logp, entropy, state, floor = self._logprobs(
+                    self.policy, mb, want, hidden=num_values > 0
+                )
+                old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
+                loss, m = policy_loss(
+                    logp,
+                    old,
+                    mb.advantages,
+                    mb.mask,
+                    lcfg,
+                    ref_logp=ref,
+                    entropy=entropy,
+                    num_tokens=num_tokens,
+                    num_seqs=num_seqs,
+                    floor=floor,
+                )
+                if num_values:
+                    err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
+                    value_loss = 0.5 * (err**2).sum() / num_values
+                    loss = loss + self.cfg.value_coef * value_loss
+                    value_total += float(
+                        value_loss.detach()
+                    )  # each micro-batch's share of the batch's value loss
+                loss.backward()
+                loss_total += float(loss.detach())
+                n = m.pop("tokens")
+                ratio_min, ratio_max = (
+                    min(ratio_min, m.pop("ratio_min")),
+                    max(ratio_max, m.pop("ratio_max")),
+                )
+                for k, v in m.items():
+                    sums[k] = sums.get(k, 0.0) + v * n
         for master, copied in self._pairs():  # bf16 gradients onto the fp32 masters
             master.grad = None if copied.grad is None else copied.grad.float()
             copied.grad = None

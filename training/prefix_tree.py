@@ -193,39 +193,54 @@ class _Bucket:
     position_ids: torch.Tensor  # (R, S)
     lengths: torch.Tensor  # (R,)
     past_lengths: torch.Tensor  # (R,)
-    sources: list[int]  # earlier buckets whose keys/values the past gathers from, in order
-    past_index: torch.Tensor | None  # (R, P) into those buckets' keys/values, concatenated
+    sources: list[int]  # whose keys/values the past gathers from, in order (-1: the outer plan)
+    past_index: torch.Tensor | None  # (R, P) into those keys/values, concatenated
     keep: bool  # later buckets read this one's keys/values
+
+
+OUTER = -1  # a past source: the keys and values of the plan's outer plan (its trunk)
 
 
 @dataclass
 class TreePlan:
-    """A `PrefixTree` scheduled into padded buckets, with the index of every sequence position.
+    """Segments of a `PrefixTree` scheduled into padded buckets, with where each sequence
+    position's hidden state lands.
+
+    A plan may compute a subset of the tree (`segments`), the rest of each path coming from
+    an `outer` plan run before it: the trunk of segments that several micro-batches share,
+    computed once per step (`tree_hidden(..., outer=...)`).
 
     Args:
         tree: the segments.
         pad_id: the token id of padding.
         device: where the tensors go.
         bucket_cost: what one more pass costs, in token computations (see `buckets_by_length`).
+        segments: the segments this plan computes, parents before children (default: all);
+            their ancestors outside it are the outer plan's.
+        outer: the plan that computes those ancestors.
     """
 
     tree: PrefixTree
     pad_id: int
     device: torch.device | str = "cpu"
     bucket_cost: int = 32
+    segments: list[int] | None = None
+    outer: TreePlan | None = None
     buckets: list[_Bucket] = field(init=False)
-    _where: list[tuple[int, int, int]] = field(init=False)  # segment -> (bucket, row, flat base)
+    _where: dict[int, tuple[int, int, int]] = field(init=False)  # segment -> (bucket, row, flat)
 
     def __post_init__(self):
         segs = self.tree.segments
-        depth = [0] * len(segs)
-        for k, s in enumerate(segs):  # parents come before children
-            depth[k] = depth[s.parent] + 1 if s.parent >= 0 else 0
-        parents = {s.parent for s in segs}
-        self.buckets, self._where = [], [(-1, -1, -1)] * len(segs)
-        flat = 0
-        for d in range(max(depth, default=-1) + 1):
-            level = [k for k in range(len(segs)) if depth[k] == d]
+        mine = list(range(len(segs))) if self.segments is None else list(self.segments)
+        depth: dict[int, int] = {}
+        for k in mine:  # parents come before children
+            parent = segs[k].parent
+            depth[k] = depth[parent] + 1 if parent in depth else 0
+        parents = {segs[k].parent for k in mine}
+        self.buckets, self._where = [], {}
+        flat = self.outer.computed_tokens() if self.outer is not None else 0
+        for d in range(max(depth.values(), default=-1) + 1):
+            level = [k for k in mine if depth[k] == d]
             for group in buckets_by_length([len(segs[k].tokens) for k in level], self.bucket_cost):
                 rows = [level[g] for g in group]
                 b = len(self.buckets)
@@ -243,7 +258,11 @@ class TreePlan:
                 base, total = {}, 0
                 for src in sources:
                     base[src] = total
-                    total += self.buckets[src].input_ids.numel()
+                    total += (
+                        self.outer.computed_tokens()
+                        if src == OUTER
+                        else self.buckets[src].input_ids.numel()
+                    )
                 P = max(len(p) for p in past)
                 index = None
                 if P:
@@ -265,29 +284,42 @@ class TreePlan:
                 )
 
     def _past_positions(self, k: int) -> list[tuple[int, int]]:
-        """(bucket, flat position within it) of every token before segment k, in order."""
+        """(source, flat position within it) of every token before segment k, in order."""
         out: list[tuple[int, int]] = []
         path, s = [], self.tree.segments[k].parent
         while s >= 0:
             path.append(s)
             s = self.tree.segments[s].parent
         for s in reversed(path):
-            b, r, _ = self._where[s]
-            S = self.buckets[b].input_ids.shape[1]
-            out += [(b, r * S + i) for i in range(len(self.tree.segments[s].tokens))]
+            n = len(self.tree.segments[s].tokens)
+            if s in self._where:
+                b, r, _ = self._where[s]
+                S = self.buckets[b].input_ids.shape[1]
+                out += [(b, r * S + i) for i in range(n)]
+            else:
+                if self.outer is None or s not in self.outer._where:
+                    raise ValueError(f"segment {s} is in neither this plan nor its outer plan")
+                start = self.outer._where[s][2]
+                out += [(OUTER, start + i) for i in range(n)]
         return out
 
     def index(self, seq: int, position: int) -> int:
-        """Where position `position` of sequence `seq` is in `tree_hidden`'s output."""
+        """Where position `position` of sequence `seq` is in `tree_hidden`'s hidden states (the
+        outer plan's positions first)."""
         for s in self.tree.path(seq):
             seg = self.tree.segments[s]
             if position < seg.start + len(seg.tokens):
-                return self._where[s][2] + position - seg.start
+                where = self._where.get(s) or self.outer._where[s]
+                return where[2] + position - seg.start
         raise IndexError(f"sequence {seq} has {self.tree.lengths[seq]} tokens, not {position + 1}")
 
     def computed_tokens(self) -> int:
         """Positions the buckets compute, padding included."""
         return sum(b.input_ids.numel() for b in self.buckets)
+
+    def distinct_tokens(self) -> int:
+        """Tokens of the segments this plan computes, padding not counted."""
+        return sum(len(self.tree.segments[k].tokens) for k in self._where)
 
     def mask(self, b: int, kind: str, dtype: torch.dtype) -> torch.Tensor:
         """Bucket b's 4D attention mask (R, 1, S, P + S): row r's queries see its past (its
@@ -316,6 +348,29 @@ class TreePlan:
         return torch.where(allowed, zero, torch.finfo(dtype).min)
 
 
+@dataclass
+class TreeOutput:
+    """What `tree_hidden` computed: the final hidden states of every position (the outer
+    plan's first) and, when asked, every layer's keys and values in the same order."""
+
+    hidden: torch.Tensor
+    """(positions, hidden size)"""
+    kv: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+    """layer -> (keys, values), each (positions, key/value heads, head size)"""
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor held: hidden, then each layer's keys and values."""
+        kv = [] if self.kv is None else [t for layer in sorted(self.kv) for t in self.kv[layer]]
+        return [self.hidden, *kv]
+
+    def detached(self) -> TreeOutput:
+        """The same values as leaves of a new graph (requiring grad): passes built on them
+        backpropagate into their `.grad`, to be carried on into this output's graph."""
+        leaf = lambda t: t.detach().requires_grad_(True)
+        kv = None if self.kv is None else {n: (leaf(k), leaf(v)) for n, (k, v) in self.kv.items()}
+        return TreeOutput(leaf(self.hidden), kv)
+
+
 class _TreeCache:
     """What an attention layer sees as its cache in `tree_hidden`: `update` keeps the bucket's
     own keys and values and returns them after the rows' past (gathered when first asked)."""
@@ -336,7 +391,9 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3])
 
 
-def tree_hidden(decoder, plan: TreePlan, mask_kind: str) -> torch.Tensor:
+def tree_hidden(
+    decoder, plan: TreePlan, mask_kind: str, outer: TreeOutput | None = None, keep_kv: bool = False
+) -> TreeOutput:
     """The decoder's final hidden states at every position `plan` computes.
 
     Args:
@@ -344,12 +401,20 @@ def tree_hidden(decoder, plan: TreePlan, mask_kind: str) -> torch.Tensor:
             norm) whose attention layers call `past_key_values.update` and take a 4D mask.
         plan: the buckets.
         mask_kind: "bool" for sdpa, "additive" for eager attentions.
+        outer: the output of `plan.outer` (computed with `keep_kv`), when the plan has one.
+        keep_kv: also return every layer's keys and values (for plans built on this one).
 
     Returns:
-        (positions, hidden) hidden states, flattened bucket by bucket (`plan.index`).
+        The hidden states, flattened bucket by bucket after the outer plan's (`plan.index`).
     """
+    if (plan.outer is None) != (outer is None):
+        raise ValueError("pass the outer plan's output exactly when the plan has an outer plan")
+    if outer is not None and outer.kv is None:
+        raise ValueError("the outer plan's output has no keys and values (keep_kv=True)")
     dtype = next(decoder.parameters()).dtype
-    kv: dict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}  # bucket -> layer -> flat
+    kv: dict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}  # source -> layer -> flat
+    if outer is not None:
+        kv[OUTER] = outer.kv
     out = []
     for b, bucket in enumerate(plan.buckets):
         past = None
@@ -375,7 +440,17 @@ def tree_hidden(decoder, plan: TreePlan, mask_kind: str) -> torch.Tensor:
             past_key_values=cache,
             use_cache=True,
         ).last_hidden_state
-        if bucket.keep:
+        if bucket.keep or keep_kv:
             kv[b] = {layer: (_flat(k), _flat(v)) for layer, (k, v) in cache.own.items()}
         out.append(hidden.reshape(-1, hidden.shape[-1]))
-    return torch.cat(out) if len(out) > 1 else out[0]
+    if outer is not None:
+        out.insert(0, outer.hidden)
+    kept = None
+    if keep_kv:
+        own = [kv[b] for b in range(len(plan.buckets))]
+        if outer is not None:
+            own.insert(0, outer.kv)
+        kept = {
+            layer: tuple(torch.cat([x[layer][i] for x in own]) for i in (0, 1)) for layer in own[0]
+        }
+    return TreeOutput(torch.cat(out) if len(out) > 1 else out[0], kept)
