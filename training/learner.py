@@ -341,23 +341,44 @@ def _mask_kind(model) -> str:
 
 
 def _token_groups(
-    order: list[int], fed: list[list[int]], budget: int, trunk: bool = True
+    order: list[int], fed: list[list[int]], budget: int, trunk: dict[int, int] | None = None
 ) -> list[list[int]]:
-    """`order` (sequences sorted by their tokens) cut into runs of at most `budget` distinct
-    tokens each: a sequence's tokens past the prefix it shares with the one before, which
-    is the trunk's when that one is in another run (without a `trunk`, the run's first
-    sequence counts whole); a sequence longer than `budget` alone."""
-    groups, cur, distinct, prev = [], [], 0, None
-    for i in order:
-        new = len(fed[i]) - (_common_prefix(prev, fed[i]) if prev is not None else 0)
-        if cur and distinct + new > budget:
-            groups.append(cur)
-            cur, distinct = [], 0
-            new = new if trunk else len(fed[i])
-        cur.append(i)
-        distinct, prev = distinct + new, fed[i]
-    if cur:
-        groups.append(cur)
+    """`order` (sequences sorted by their tokens) cut into runs that compute at most `budget`
+    tokens each: a sequence adds its tokens past the prefix it shares with the one before in
+    its run, or past its part in the `trunk` (sequence -> its tokens there, computed once for
+    every run). A run is cut where the least would be computed twice (between two games
+    rather than inside one conversation), once it holds half the budget. A run may hold as
+    many tokens as its longest sequence (a conversation longer than the budget, whose last
+    turn a pass without sharing would hold in one row too)."""
+    trunk = trunk or {}
+    n = len(order)
+    lcp = [0] + [_common_prefix(fed[order[k - 1]], fed[order[k]]) for k in range(1, n)]
+
+    def cost(k: int, first: bool) -> int:
+        i = order[k]
+        return len(fed[i]) - (trunk.get(i, 0) if first else max(lcp[k], trunk.get(i, 0)))
+
+    def twice(j: int) -> int:  # computed in both runs when one ends before j
+        return max(0, lcp[j] - trunk.get(order[j], 0))
+
+    groups, start, total, k = [], 0, 0, 0
+    while k < n:
+        c = cost(k, k == start)
+        if k > start and total + c > max(budget, cost(k, True)):
+            cuts, filled = [k], 0
+            for j in range(start + 1, k):  # cut before j: [start, j) is a run
+                filled += cost(j - 1, j - 1 == start)
+                if filled >= budget // 2:
+                    cuts.append(j)
+            best = min(cuts, key=lambda j: (twice(j), -j))
+            groups.append(order[start:best])
+            start = k = best
+            total = 0
+            continue
+        total += c
+        k += 1
+    if start < n:
+        groups.append(order[start:])
     return groups
 
 
@@ -564,14 +585,23 @@ class Learner:
         order = sorted(range(len(seqs)), key=lambda i: (fed[i], i))
         tree = build_tree(fed, SHARED_MIN_TOKENS)
         budget = self.cfg.micro_batch_tokens
-        groups, trunk = _token_groups(order, fed, budget), []
-        shared = _shared_segments(tree, groups)
-        room = budget - sum(len(tree.segments[k].tokens) for k in shared)
-        if shared and room >= budget // 2:  # regroup in the room the trunk leaves
-            groups = _token_groups(order, fed, room)
-            trunk = _shared_segments(tree, groups)
-        elif shared:  # too big a trunk: each micro-batch computes what it needs
-            groups = _token_groups(order, fed, budget, trunk=False)
+        groups = _token_groups(order, fed, budget, None)
+        trunk: list[int] = []  # what several runs share, parents first, at most half the budget
+        for k in _shared_segments(tree, groups):
+            parent = tree.segments[k].parent
+            size = len(tree.segments[k].tokens)
+            if (parent < 0 or parent in trunk) and sum(
+                len(tree.segments[t].tokens) for t in trunk
+            ) + size <= budget // 2:
+                trunk.append(k)
+        if trunk:  # regroup in the room the trunk leaves
+            in_trunk = set(trunk)
+            part = {
+                i: sum(len(tree.segments[k].tokens) for k in tree.path(i) if k in in_trunk)
+                for i in order
+            }
+            room = budget - sum(len(tree.segments[k].tokens) for k in trunk)
+            groups = _token_groups(order, fed, room, part)
         dev = self.device
         outer = None
         if trunk:
