@@ -90,7 +90,8 @@ def batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 
 
 class RandomLegalBackend:
     """A backend that answers every turn with a uniformly random legal move, in brackets, then
-    `FILLER`, cut at `max_new_tokens`; its prompt ids are the chat template of the conversation."""
+    `FILLER`, cut at `max_new_tokens` (constrained decoding: the move alone, then end of
+    sequence); its prompt ids are the chat template of the conversation."""
 
     name = "random-legal"
 
@@ -102,21 +103,30 @@ class RandomLegalBackend:
         from training.learner import render_prompt
 
         out = []
-        for conv in conversations:
+        for n, conv in enumerate(conversations):
+            prompt = render_prompt(self.tokenizer, conv)
+            if allowed is not None and allowed[n] is not None:
+                move = allowed[n][int(self.rng.integers(len(allowed[n])))]
+                ids = self.tokenizer(move, add_special_tokens=False)["input_ids"]
+                ids.append(self.tokenizer.eos_token_id)
+                out.append(Generation(move, ids, [], prompt, "stop"))
+                continue
             listed = conv[-1]["content"].rsplit("LEGAL MOVES:", 1)[-1]
             moves = re.findall(r"\[([^\]]+)\]", listed)
             move = moves[int(self.rng.integers(len(moves)))]
             ids = self.tokenizer(f"[{move}]{FILLER}", add_special_tokens=False)["input_ids"]
             ids = ids[: params.max_new_tokens]
-            text = self.tokenizer.decode(ids)
-            out.append(Generation(text, ids, [], render_prompt(self.tokenizer, conv), "length"))
+            out.append(Generation(self.tokenizer.decode(ids), ids, [], prompt, "length"))
         return out
 
 
-def recipe_rows(mode: str = "fresh", seed: int = 0, matches: int | None = None):
-    """(prompt ids, completion ids, advantage, game) of every policy turn of a recipe step's
-    matches (`matches`, default the recipe's `matches_per_step`, in pairs of seat orders spread
-    evenly over its games), played by `RandomLegalBackend` with the recipe's agent in `mode`."""
+def recipe_rows(
+    mode: str = "fresh", seed: int = 0, matches: int | None = None, config: Path = RECIPE
+):
+    """(prompt ids, completion ids, advantage, game) of every policy turn of a training step's
+    matches (`matches`, default the `config`'s `matches_per_step`, in pairs of seat orders
+    spread evenly over its games), played by `RandomLegalBackend` with the config's agent in
+    `mode` (its tokenizer's chat template)."""
     from dataclasses import replace
 
     from agents.llm_agent import LLMAgent
@@ -124,7 +134,7 @@ def recipe_rows(mode: str = "fresh", seed: int = 0, matches: int | None = None):
     from arena.runner import plan_matches, play
     from training.config import POLICY, load_config
 
-    cfg = load_config(RECIPE)
+    cfg = load_config(config)
     tok = load_tokenizer(cfg.model)
     agent = LLMAgent(
         POLICY, RandomLegalBackend(tok, seed), replace(cfg.agent, mode=mode, seed=seed)
@@ -145,11 +155,11 @@ def recipe_rows(mode: str = "fresh", seed: int = 0, matches: int | None = None):
     return rows
 
 
-def recipe_learner() -> tuple[float, int]:
-    """The recipe's KL coefficient and micro-batch tokens."""
+def recipe_learner(config: Path = RECIPE) -> tuple[float, int]:
+    """The config's KL coefficient and micro-batch tokens."""
     from training.config import load_config
 
-    cfg = load_config(RECIPE)
+    cfg = load_config(config)
     return cfg.learner.loss.kl_coef, cfg.learner.micro_batch_tokens
 
 

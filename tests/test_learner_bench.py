@@ -1,9 +1,10 @@
-"""bench/learner_throughput.py's recipe-shaped step on the real tiny Llama."""
+"""bench/learner_throughput.py: the recipe's real prompts, and its shared-prefix path beside the
+per-sequence one on the real tiny Llama."""
 
 import importlib.util
 from pathlib import Path
 
-import numpy as np
+from agents.models import load_tokenizer
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "learner_throughput.py"
 
@@ -15,48 +16,35 @@ def load():
     return module
 
 
-def test_recipe_batch_keeps_the_recipes_mix_of_short_and_long_prompts():
+def test_recipe_rows_are_the_prompts_the_recipes_agent_sends():
     bench = load()
-    rows = bench.recipe_batch(16, 12, vocab=49152)
-    prompts = [len(p) for p, _, _ in rows]
-    assert all(len(c) == 12 for _, c, _ in rows)
-    assert min(bench.RECIPE_PROMPTS) <= min(prompts) and max(prompts) <= max(bench.RECIPE_PROMPTS)
-    for short in (
-        True,
-        False,
-    ):  # tic-tac-toe/Kuhn prompts vs hanabi_mini's, in the recipe's proportion (one may fall between)
-        share = np.mean([(p < 400) == short and not 400 <= p <= 700 for p in prompts])
-        recipe = np.mean([(p < 400) == short for p in bench.RECIPE_PROMPTS])
-        assert abs(share - recipe) <= 1.5 / 16
-    assert abs(np.mean(prompts) - np.mean(bench.RECIPE_PROMPTS)) < 30
+    tok = load_tokenizer("smollm2-135m")
+    rows = bench.recipe_rows("fresh", matches=6)  # one pair of seat orders per game
+    assert {game for *_, game in rows} == {"tic_tac_toe", "kuhn_poker", "hanabi_mini"}
+    names = {"tic_tac_toe": "Tic-tac-toe", "kuhn_poker": "Kuhn poker", "hanabi_mini": "Hanabi"}
+    for prompt, completion, _, game in rows:
+        text = tok.decode(prompt)
+        assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+        assert f"GAME RULES:\n{names[game]}" in text and "LEGAL MOVES:" in text
+        assert len(completion) == 12  # the recipe's max_new_tokens: replies cut there
+        assert tok.decode(completion).startswith("[")
+    conversations = bench.recipe_rows("multi_turn", matches=6)
+    # the same matches; every later turn's prompt is an earlier turn's prompt and reply, then more
+    assert len(conversations) == len(rows)
+    firsts = [p for p, *_ in conversations if tok.decode(p).count("<|im_start|>user") == 1]
+    for prompt, *_ in conversations:
+        if prompt not in firsts:
+            assert any(prompt[: len(p) + len(c)] == p + c for p, c, *_ in conversations)
 
 
-def test_recipe_shape_times_the_learner_paths_and_scales_to_a_whole_step():
+def test_recipe_shape_times_the_shared_prefix_beside_the_per_sequence_learner():
     out = load().main(
-        [
-            "--model",
-            "tiny-llama",
-            "--shape",
-            "recipe",
-            "--sequences",
-            "4",
-            "--steps",
-            "1",
-            "--threads",
-            "1",
-            "--paths",
-            "learner fp32;learner bf16;learner bf16, sdpa",
-        ]
+        ["--model", "tiny-llama", "--shape", "recipe", "--matches", "2", "--threads", "1"]
     )
-    for path in ("learner fp32", "learner bf16", "learner bf16, sdpa"):
-        r = out[path]
-        assert (
-            r["seconds_per_step"] > r["fixed_per_step"] > 0
-            and r["cpu_per_step"] > 0
-            and out["mfu"][path] > 0
-        )
-    assert out["bf16_ratio"] > 0 and out["bf16_cpu_ratio"] > 0 and out["matmul_ratio"] > 0
-    # the whole step: 61 sequences' worth of the per-token part plus the fixed part once
-    assert out["full_step"]["learner fp32"] > 61 / 4 * 0.5 * (
-        out["learner fp32"]["cpu_per_step"] - out["learner fp32"]["fixed_cpu_per_step"]
-    )
+    per, shared = out["per sequence"], out["shared prefix"]
+    assert per["seconds_per_step"] > 0 and shared["seconds_per_step"] > 0
+    assert out["shared_ratio"] > 0 and out["shared_cpu_ratio"] > 0
+    assert per["computed_tokens"] == out["tokens"]  # every token of every sequence
+    assert shared["computed_tokens"] < 0.8 * out["tokens"]  # the rules once
+    assert out["mfu_computed"]["shared prefix"] < out["mfu"]["shared prefix"]
+    assert out["mfu_computed"]["per sequence"] == out["mfu"]["per sequence"]

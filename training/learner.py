@@ -4,10 +4,20 @@ A training example is a `Sequence`: prompt token ids, completion token ids, one 
 the behaviour log-probabilities (or None) and, for a turn decoded under legal-move
 constraints, the allowed strings. `Learner.step(seqs)` makes one optimizer step over them:
 
-1. sort by length and pack into micro-batches of at most `micro_batch_tokens` padded
-   tokens; each row is laid out `[pad.. prompt | completion ..pad]` so every completion
-   starts at the same column, positions count real tokens only (as a left-padded
-   rollout does), and the LM head runs on completion positions only (`logits_to_keep`);
+1. micro-batches. With `shared_prefix` (the default): sort the sequences by their tokens and
+   cut them into micro-batches of at most `micro_batch_tokens` distinct tokens, laid out on
+   the step's prefix tree (`training.prefix_tree`): every token several sequences share (a
+   game's rules, a conversation's earlier turns) is computed once, forward and backward,
+   each continuation attending to its keys and values; segments several micro-batches
+   share (the trunk) are computed once per pass and their gradients carried back at the
+   end of the step. The hidden states of the positions that predict completion tokens are
+   gathered and the LM head runs on those only. Without it (or on a model the tree does not
+   fit: `_shares_prefix`): sort by length and pack into micro-batches of at most
+   `micro_batch_tokens` padded tokens; each row is laid out `[pad.. prompt | completion
+   ..pad]` so every completion starts at the same column, positions count real tokens only
+   (as a left-padded rollout does), and the LM head runs on completion positions only
+   (`logits_to_keep`). Both give the same log-probabilities and gradients up to the
+   summation order;
 2. new log-probabilities are `log_softmax(logits / temperature)` of the taken tokens. On a
    constrained turn the softmax runs over `agents.constrained.allowed_token_ids` at
    each position - the distribution the rollout sampled from;
