@@ -42,9 +42,10 @@ and reports medians (the machine is shared; its speed drifts). Tokens/s counts p
 completion tokens; CPU seconds per step (the subprocess's CPU time) are steadier than wall
 time on a shared machine. Every path process also measures the fp32 and bf16 matmul rates
 under the load it ran in. MFU: 3x (4x with the KL's reference forward) the forward FLOPs
-(`machine_limit.utilisation`) per second over the matmul FLOP/s of the path's dtype, counted
-on all the batch's tokens ("MFU") and on the tokens the path computes ("MFU computed": a
-shared prefix's tokens once; padding not counted).
+(`core.machine.flops_per_token`: the weight matmuls, attention to every earlier token, the
+LM head at completion positions) per second over the matmul FLOP/s of the path's dtype,
+counted on every token of every sequence ("MFU") and on what the path computes ("MFU
+computed": a shared prefix's tokens once, `Learner.computed_spans`; padding not counted).
 The last line is the shared prefix / per sequence wall-time ratio; the line before it the
 CPU-time ratio and both peak RSS.
 """
@@ -72,7 +73,8 @@ SHAPES = ("small", "recipe", "multi_turn")
 
 
 def batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 0):
-    """`n` (prompt, completion, advantage) rows of random token ids (the small shape)."""
+    """`n` (prompt, completion, advantage, allowed) rows of random token ids (the small shape;
+    allowed None: free text)."""
     rng = np.random.default_rng(seed)
     rows = []
     for _i in range(n):
@@ -83,6 +85,7 @@ def batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: int = 
                 rng.integers(100, vocab - 1, p).tolist(),
                 rng.integers(100, vocab - 1, c).tolist(),
                 float(rng.normal()),
+                None,
             )
         )
     return rows
@@ -123,10 +126,11 @@ class RandomLegalBackend:
 def recipe_rows(
     mode: str = "fresh", seed: int = 0, matches: int | None = None, config: Path = RECIPE
 ):
-    """(prompt ids, completion ids, advantage, game) of every policy turn of a training step's
-    matches (`matches`, default the `config`'s `matches_per_step`, in pairs of seat orders
-    spread evenly over its games), played by `RandomLegalBackend` with the config's agent in
-    `mode` (its tokenizer's chat template)."""
+    """(prompt ids, completion ids, advantage, game, allowed) of every policy turn of a training
+    step's matches (`matches`, default the `config`'s `matches_per_step`, in pairs of seat
+    orders spread evenly over its games), played by `RandomLegalBackend` with the config's
+    agent in `mode` (its tokenizer's chat template); allowed: the legal moves of a turn
+    decoded under legal-move constraints, else None."""
     from dataclasses import replace
 
     from agents.llm_agent import LLMAgent
@@ -149,9 +153,9 @@ def recipe_rows(
     for record in play(plans, {POLICY: agent}, concurrency=len(plans)):
         for t in record.turns:
             if t.agent == POLICY and t.token_ids:
-                rows.append(
-                    (list(t.prompt_token_ids), list(t.token_ids), float(rng.normal()), record.game)
-                )
+                allowed = list(t.legal_moves) if t.constrained else None
+                prompt, completion = list(t.prompt_token_ids), list(t.token_ids)
+                rows.append((prompt, completion, float(rng.normal()), record.game, allowed))
     return rows
 
 
@@ -199,8 +203,8 @@ def run_path(
     torch.manual_seed(0)
     model, tok = load_model(model_name, dtype="float32")
     model.train()
-    tokens = sum(len(p) + len(c) for p, c, _ in rows)
-    computed, dtype = tokens, "float32"
+    tokens = sum(len(p) + len(c) for p, c, *_ in rows)
+    spans, dtype = [(0, len(p) + len(c) - 1) for p, c, *_ in rows], "float32"
     if path.startswith("learner") or path in (PER_SEQUENCE, SHARED):
         from training.learner import Learner, LearnerConfig, Sequence
         from training.loss import LossConfig
@@ -222,21 +226,20 @@ def run_path(
         dtype = learner.compute_dtype
         if path.endswith("sdpa"):
             learner.attention = None  # the module's own (sdpa) attention
-        seqs = [Sequence(p, c, a) for p, c, a in rows]
+        seqs = [Sequence(p, c, a, allowed=allowed) for p, c, a, allowed in rows]
         learner.step([Sequence(rows[0][0][:16], rows[0][1][:1], 1.0)])  # optimizer state, kernels
-        # what the passes compute: the completion's last token predicts nothing
-        computed = learner.computed_tokens(seqs) + len(seqs)
+        spans = learner.computed_spans(seqs)  # what the passes compute
 
         def step():
             learner.step(seqs)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        width = max(len(p) + len(c) for p, c, _ in rows)
+        width = max(len(p) + len(c) for p, c, *_ in rows)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         ids = torch.full((len(rows), width), pad)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         labels = torch.full((len(rows), width), -100)
-        for i, (p, c, _) in enumerate(rows):
+        for i, (p, c, *_) in enumerate(rows):
             ids[i, : len(p) + len(c)] = torch.tensor(p + c)
             mask[i, : len(p) + len(c)] = 1
             labels[i, len(p) : len(p) + len(c)] = torch.tensor(c)
@@ -265,7 +268,8 @@ def run_path(
         "seconds_per_step": seconds / steps,
         "cpu_per_step": cpu / steps,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "computed_tokens": computed,
+        "computed_tokens": sum(n for _, n in spans) + len(rows),  # + each reply's last token
+        "spans": spans,
         "bf16": float(dtype == "bfloat16" or path.endswith("autocast")),
     }
     out.update({f"matmul_{dt}": matmul_flops(dt, seconds=0.5) for dt in ("float32", "bfloat16")})
@@ -283,6 +287,12 @@ def main(argv: list[str] | None = None) -> dict:
         default="small",
         help="small: 8 x ~160 random tokens, KL off; recipe: a train_mars_smollm2 step (its real "
         "prompts, KL 0.2); multi_turn: the same matches as growing conversations",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=RECIPE,
+        help="recipe/multi_turn: the training config whose step is played (default: the MARS recipe)",
     )
     p.add_argument(
         "--matches",
@@ -326,7 +336,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--_rows", help=argparse.SUPPRESS)  # internal: the rows, as JSON
     args = p.parse_args(argv)
     small = args.shape == "small"
-    kl, recipe_micro = (0.0, 8192) if small else recipe_learner()
+    kl, recipe_micro = (0.0, 8192) if small else recipe_learner(args.config)
     defaults = {
         "sequences": 8,
         "micro_batch_tokens": recipe_micro,
@@ -363,17 +373,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     import statistics
 
-    from machine_limit import model_config, utilisation
+    from machine_limit import model_config
 
-    from core.machine import set_threads
+    from core.machine import flops_per_token, set_threads
 
     threads = set_threads(args.threads)  # chosen once here, so every path runs on the same count
     if small:
         rows = batch(args.sequences, args.prompt_len, args.completion_len, vocab=49152)
         games_in = ""
     else:
-        played = recipe_rows("fresh" if args.shape == "recipe" else "multi_turn", 0, args.matches)
-        rows = [(p_, c, a) for p_, c, a, _ in played]
+        mode = "fresh" if args.shape == "recipe" else "multi_turn"
+        played = recipe_rows(mode, 0, args.matches, args.config)
+        rows = [(p_, c, a, allowed) for p_, c, a, _, allowed in played]
         count = {g: sum(r[3] == g for r in played) for g in dict.fromkeys(r[3] for r in played)}
         games_in = ", ".join(f"{g} {n}" for g, n in count.items())
     passed = [a for a in (argv if argv is not None else sys.argv[1:])]
@@ -394,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         os.unlink(f.name)
     results = {
-        path: {key: statistics.median(x[key] for x in rs) for key in rs[0]}
+        path: {key: statistics.median(x[key] for x in rs) for key in rs[0] if key != "spans"}
         for path, rs in runs.items()
     }
     matmul = {
@@ -402,25 +413,35 @@ def main(argv: list[str] | None = None) -> dict:
         for dt in ("float32", "bfloat16")
     }
 
-    prompt, completion = sum(len(p) for p, _, _ in rows), sum(len(c) for _, c, _ in rows)
-    context = round((prompt + completion) / len(rows) / 2)  # mean tokens a token attends to
+    prompt, completion = sum(len(p) for p, *_ in rows), sum(len(c) for _, c, *_ in rows)
     config = model_config(args.model)
     passes = 3 + (kl > 0)  # forward + backward (2 forwards' worth), and the reference's forward
+    body = flops_per_token(config, 0, head=False)
+    per_key = flops_per_token(config, 1, head=False) - body  # attention to one more token
+    head = flops_per_token(config, 0) - body
+
+    def forward_flops(spans) -> float:
+        """The forward FLOPs of computing `spans` (each token attends to every one before it
+        and itself), and the LM head at every completion position."""
+        keys = sum(n * start + n * (n + 1) / 2 for start, n in spans)
+        return sum(n for _, n in spans) * body + keys * per_key + completion * head
+
+    everything = forward_flops([(0, len(p) + len(c) - 1) for p, c, *_ in rows])
+    needed = {path: forward_flops(runs[path][0]["spans"]) for path in paths}
 
     def mfu(path: str, computed: bool = False) -> float:
-        flops = matmul["bfloat16" if results[path]["bf16"] else "float32"]
-        seen = results[path]["computed_tokens"] - completion if computed else prompt
-        seconds = results[path]["seconds_per_step"]
-        return utilisation(config, seen, completion, seconds, context, flops, passes=passes)
+        rate = matmul["bfloat16" if results[path]["bf16"] else "float32"]
+        flops = needed[path] if computed else everything
+        return passes * flops / results[path]["seconds_per_step"] / rate
 
     from rich.console import Console
     from rich.table import Table
 
-    lengths = [len(p) for p, _, _ in rows]
+    lengths = [len(p) for p, *_ in rows]
     what = (
         f"~{args.prompt_len + args.completion_len} tokens"
         if small
-        else f"a train_mars_smollm2 step, mode {'fresh' if args.shape == 'recipe' else 'multi_turn'} "
+        else f"a {Path(args.config).stem} step, mode {'fresh' if args.shape == 'recipe' else 'multi_turn'} "
         f"({games_in}; prompts {min(lengths)}-{max(lengths)} tokens, mean {np.mean(lengths):.0f}; "
         f"KL {kl}, micro-batches of {args.micro_batch_tokens} tokens)"
     )
@@ -487,7 +508,8 @@ def main(argv: list[str] | None = None) -> dict:
         per, shared = results[PER_SEQUENCE], results[SHARED]
         out["shared_ratio"] = wall = per["seconds_per_step"] / shared["seconds_per_step"]
         out["shared_cpu_ratio"] = cpu = per["cpu_per_step"] / shared["cpu_per_step"]
-        target = 2.5 if args.shape == "recipe" else 4.0 if args.shape == "multi_turn" else None
+        targets = {"recipe": 2.5, "multi_turn": 4.0}  # on the MARS recipe's step
+        target = targets.get(args.shape) if Path(args.config) == RECIPE else None
         verdict = (
             f" (target >= {target}x: {'met' if min(wall, cpu) >= target else 'MISSED'})"
             if target
@@ -496,8 +518,10 @@ def main(argv: list[str] | None = None) -> dict:
         console.print(
             f"per CPU second {cpu:.2f}x{verdict}; tokens computed {per['computed_tokens']:.0f} -> "
             f"{shared['computed_tokens']:.0f} ({per['computed_tokens'] / shared['computed_tokens']:.2f}x "
-            f"fewer); peak RSS {per['peak_rss_mib']:.0f} -> {shared['peak_rss_mib']:.0f} MiB"
+            f"fewer), FLOPs {needed[PER_SEQUENCE] / needed[SHARED]:.2f}x fewer (attention included); "
+            f"peak RSS {per['peak_rss_mib']:.0f} -> {shared['peak_rss_mib']:.0f} MiB"
         )
+        out["shared_flops_ratio"] = needed[PER_SEQUENCE] / needed[SHARED]
         console.print(f"shared prefix / per sequence: {wall:.2f}x")
     return out
 

@@ -897,16 +897,21 @@ class Learner:
                     out[i] = v[b]
         return out
 
-    def computed_tokens(self, seqs: list[Sequence]) -> int:
-        """The token positions a pass over `seqs` computes, padding not counted: every prompt and
-        completion token but each completion's last, once per sequence, or (`shared_prefix`)
-        once per micro-batch's prefix tree."""
+    def computed_spans(self, seqs: list[Sequence]) -> list[tuple[int, int]]:
+        """What a pass over `seqs` computes, padding not counted: (position of the first token,
+        tokens) of each run of positions computed together. One per sequence (every prompt
+        and completion token but the completion's last), or (`shared_prefix`) one per segment
+        of the micro-batches' prefix trees, shared tokens once."""
         seqs = [s for s in seqs if s.completion_ids]
         if not self.shared_prefix:
-            return sum(len(s.prompt_ids) + len(s.completion_ids) - 1 for s in seqs)
+            return [(0, len(s.prompt_ids) + len(s.completion_ids) - 1) for s in seqs]
         mbs = self._micro_batches(seqs)
-        trunk = mbs[0].trunk.plan.distinct_tokens() if mbs and mbs[0].trunk else 0
-        return trunk + sum(mb.plan.distinct_tokens() for mb in mbs)
+        trunk = mbs[0].trunk.plan.spans() if mbs and mbs[0].trunk else []
+        return trunk + [span for mb in mbs for span in mb.plan.spans()]
+
+    def computed_tokens(self, seqs: list[Sequence]) -> int:
+        """The token positions a pass over `seqs` computes (`computed_spans`)."""
+        return sum(n for _, n in self.computed_spans(seqs))
 
     def prepare(self, seqs: list[Sequence]) -> None:
         """Fill missing behaviour logprobs from the current policy (before several steps on one batch)."""

@@ -319,7 +319,12 @@ class TreePlan:
 
     def distinct_tokens(self) -> int:
         """Tokens of the segments this plan computes, padding not counted."""
-        return sum(len(self.tree.segments[k].tokens) for k in self._where)
+        return sum(n for _, n in self.spans())
+
+    def spans(self) -> list[tuple[int, int]]:
+        """(position of the first token, tokens) of each segment this plan computes."""
+        segs = self.tree.segments
+        return [(segs[k].start, len(segs[k].tokens)) for k in self._where]
 
     def mask(self, b: int, kind: str, dtype: torch.dtype) -> torch.Tensor:
         """Bucket b's 4D attention mask (R, 1, S, P + S): row r's queries see its past (its
