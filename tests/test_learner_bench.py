@@ -20,9 +20,10 @@ def test_recipe_rows_are_the_prompts_the_recipes_agent_sends():
     bench = load()
     tok = load_tokenizer("smollm2-135m")
     rows = bench.recipe_rows("fresh", matches=6)  # one pair of seat orders per game
-    assert {game for *_, game in rows} == {"tic_tac_toe", "kuhn_poker", "hanabi_mini"}
+    assert {row[3] for row in rows} == {"tic_tac_toe", "kuhn_poker", "hanabi_mini"}
     names = {"tic_tac_toe": "Tic-tac-toe", "kuhn_poker": "Kuhn poker", "hanabi_mini": "Hanabi"}
-    for prompt, completion, _, game in rows:
+    for prompt, completion, _, game, allowed in rows:
+        assert allowed is None  # free text: the recipe does not constrain decoding
         text = tok.decode(prompt)
         assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
         assert f"GAME RULES:\n{names[game]}" in text and "LEGAL MOVES:" in text
