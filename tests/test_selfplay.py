@@ -125,6 +125,10 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "agent.max_retries": (-1, "agent: max_retries must be >= 0, got -1"),
     "agent.fallback": ("skip", "agent.fallback must be one of forfeit, random, got 'skip'"),
     "agent.fallback_message": (3, "agent.fallback_message must be str, got 3"),
+    "agent.on_truncated": (
+        "drop",
+        "agent: on_truncated must be one of accept, invalid; got 'drop'",
+    ),
     "agent.constrained": (1, "agent.constrained must be bool, got 1"),
     "agent.max_new_tokens": (0, "agent: max_new_tokens must be >= 1, got 0"),
     "agent.temperature": (0.0, "agent.temperature must be > 0"),
@@ -201,6 +205,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         "learner.lora_targets must be a module pattern or a list of module names, got []",
     ),
     "learner.log_entropy": ("no", "learner.log_entropy must be bool"),
+    "learner.shared_prefix": ("yes", "learner.shared_prefix must be bool, got 'yes'"),
     "learner.value_coef": (-1, "learner: value_coef must be >= 0, got -1.0"),
     "learner.loss.clip_low": (1, "learner.loss: clip ranges must be clip_low in [0, 1)"),
     "learner.loss.clip_high": (
