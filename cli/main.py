@@ -7,7 +7,7 @@ arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
 arena tournament CONFIG                      create or resume a tournament
 arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
            [--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
-arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...]   self-play RL
+arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...] [--plan]   self-play RL
 arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 """
 
@@ -381,6 +381,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override any config key, dotted for sections (e.g. --set learner.lr=1e-4); repeatable; the flags above win",
+    )
+    tr.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the predicted peak device memory (weights, master copy, optimizer state, KL "
+        "reference, gradients, activations, the rollout engine's share) and whether it fits; train nothing",
+    )
+    tr.add_argument(
+        "--device-memory",
+        type=float,
+        metavar="GIB",
+        help="with --plan: plan for a card of this many GiB (default: the CUDA card present, else this machine's memory)",
     )
     tr.set_defaults(func=cmd_train)
 
