@@ -38,7 +38,8 @@ plus the learner's tensors before it). The default tests run it, so the script c
 
 What the GPU machine needs beside the source tree: the tokenizer folder (`--write-tokenizer`,
 3.5 MB) and the wheels of open_spiel, pettingzoo, gymnasium, farama-notifications, openskill
-and ml-collections (docs/guides/gpu.md). Works on torch >= 2.4 and transformers 5.
+and ml-collections (docs/guides/gpu.md). Written for such an image's torch 2.11 and
+transformers 5.17: the dry run passes on transformers 5.17 (with torch 2.13 on a CPU).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from rollout_throughput import CountingBackend, run_arena  # noqa: E402
 
 from agents.models import (  # noqa: E402
     SMOLLM2,
+    SMOLLM2_SPECIAL,
     SMOLLM2_VOCAB,
     load_tokenizer,
     model_config,
@@ -184,6 +186,7 @@ def shrink(config):
         **{
             **config.to_dict(),
             "vocab_size": SMOLLM2_VOCAB,
+            **SMOLLM2_SPECIAL,
             "num_hidden_layers": 2,
             "hidden_size": 64,
             "intermediate_size": 128,

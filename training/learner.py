@@ -38,6 +38,11 @@ run `bf16_eager_attention` (torch's CPU sdpa kernel is no faster in bf16 than in
 rollouts keep the module's attention. A recipe-shaped step (bench/learner_throughput.py
 --shape recipe) takes 1.74-1.79x less CPU time in bf16 than in fp32, against a 2.23-2.26x matmul ratio.
 LoRA (`peft`) when `lora_rank > 0`.
+
+Device memory (`training.memory_plan` predicts it): `offload_optimizer` keeps the fp32 masters,
+their gradients and the AdamW state on the CPU (`master_device`) while the passes run on the
+device's copy, with the same arithmetic; `gradient_checkpointing` keeps one layer's
+activations at a time, recomputing each layer in the backward with the learner's attention.
 """
 
 from __future__ import annotations
