@@ -384,8 +384,9 @@ def selfplay(device: str, dry: bool, procs: list, folder: Path, seed: int = 0) -
     non-losing rate within the CPU seeds' lowest and highest, widened by two binomial standard
     errors of the window's matches against random (its own sampling noise)."""
     steps = 1 if dry else STEPS
-    start = time.perf_counter()
+    start, threads = time.perf_counter(), torch.get_num_threads()
     curve = selfplay_run(device, steps, seed, folder / "device_run", dry)
+    torch.set_num_threads(threads)  # the run set the config's own (1)
     seconds = time.perf_counter() - start
     cpu = {}
     for proc in procs:
@@ -528,7 +529,14 @@ def render(result: dict) -> None:
             num(row, "plan_ratio", ".2f"),
             row.get("note", ""),
         )
-    Console(width=220).print(table)
+    console = Console(width=220)
+    console.print(table)
+    ratios = [r["plan_ratio"] for r in result["rows"] if r.get("plan_ratio") is not None]
+    close = sum(abs(x - 1) <= 0.15 for x in ratios)
+    console.print(
+        f"memory plan within 15% of the measured peak: {close} of {len(ratios)} steps "
+        f"(plan / measured {min(ratios, default=0):.2f}-{max(ratios, default=0):.2f})"
+    )
 
 
 def write_tokenizer(folder: Path) -> Path:

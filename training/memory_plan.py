@@ -214,8 +214,8 @@ def activation_bytes(
         config: a transformers model config.
         tokens: padded tokens in the micro-batch (rows x their common width).
         completion_positions: positions the LM head runs on (rows x the longest completion).
-        row_tokens: the micro-batch's width (its longest row): the attention mask is
-            tokens x row_tokens.
+        row_tokens: the micro-batch's width (its longest row): the attention mask is tokens x
+            row_tokens, boolean and as an additive copy in the compute dtype.
         dtype_bytes: bytes per value of the compute dtype.
         checkpointing: gradient checkpointing (`learner.gradient_checkpointing`): every layer
             keeps only its input, and one layer at a time is recomputed in the backward.
@@ -230,7 +230,7 @@ def activation_bytes(
     else:
         body = tokens * w["layers"] * per_layer
     final_norm = tokens * (4 + dtype_bytes) * w["hidden"]
-    mask = tokens * row_tokens * dtype_bytes
+    mask = tokens * row_tokens * (1 + dtype_bytes)  # the boolean mask and its additive copy
     head = completion_positions * w["vocab"] * ACTIVATION_HEAD * dtype_bytes / 2
     return body + final_norm + mask + head
 
