@@ -340,11 +340,11 @@ def test_missing_config_file(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_quickstart_config_is_valid():
+def test_smollm2_tournament_config_is_valid():
     from agents.by_game import build_agent
     from tournaments.config import arena_options, load_config
 
-    cfg = load_config(ROOT / "configs" / "quickstart.yaml")
+    cfg = load_config(ROOT / "configs" / "tournament_smollm2.yaml")
     assert (
         cfg.format == "round_robin"
         and [g.name for g in cfg.games] == ["tic_tac_toe"]
@@ -399,6 +399,35 @@ def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
     assert [(g.name, g.params) for g in cfg.games] == [
         (g["name"], g["params"]) for g in trained["games"]
     ]
+    assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
+    arena_options(cfg.arena)
+    for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
+        if isinstance(spec, dict) and spec.get("type") == "llm":
+            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
+        else:
+            build_agent(name, spec)
+
+
+def test_the_main_job_ranks_every_checkpoint_its_training_run_keeps(tmp_path, monkeypatch):
+    """configs/quickstart.yaml reads the run configs/quickstart_train.yaml writes: one player
+    per checkpoint (the untrained step 0 included), on the board that run trains on."""
+    from agents.by_game import build_agent
+    from agents.llm_agent import LLMAgentConfig
+    from tournaments.config import arena_options, load_config
+    from training.selfplay import load_config as load_train_config
+
+    train = load_train_config(ROOT / "configs" / "quickstart_train.yaml")
+    assert train.checkpoint_initial and train.keep_checkpoints == 0
+    steps = list(range(0, train.steps + 1, train.checkpoint_every))
+    assert steps == [0, 10, 20, 30, 40]
+    run = tmp_path / train.run_dir
+    for step in steps:
+        (run / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(ROOT / "configs" / "quickstart.yaml")
+    assert list(cfg.players)[: len(steps)] == [f"tiny@{s}" for s in steps]
+    assert {"smollm2", "random", "mcts-10", "mcts-100", "minimax"} <= set(cfg.players)
+    assert [(g.name, g.params) for g in cfg.games] == [(g.name, g.params) for g in train.games]
     assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
     arena_options(cfg.arena)
     for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
