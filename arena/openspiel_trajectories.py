@@ -78,11 +78,15 @@ def _next_agent(env: OpenSpielEnv) -> str | None:
     return None
 
 
-def replay(record: MatchRecord) -> OpenSpielEnv:
+def replay(record: MatchRecord, envs: dict | None = None) -> OpenSpielEnv:
     """The env after replaying `record` from its seed; ValueError when the recorded moves are
     not what the seed and the game give (another game version, or a match imported from
-    another program's trajectory, whose seed does not replay its chance events)."""
-    env = _env(record.game, record.params)
+    another program's trajectory, whose seed does not replay its chance events). `envs`: a
+    cache of envs by game and params, reused across matches (building one costs more than a replay)."""
+    key = (record.game, json.dumps(record.params, sort_keys=True))
+    env = (envs or {}).get(key) or _env(record.game, record.params)
+    if envs is not None:
+        envs[key] = env
     env.reset(seed=record.seed)
     why = (
         f"match {record.match_id} does not replay from its seed {record.seed} ({{}}); "
@@ -122,16 +126,17 @@ def _annotate(game: pyspiel.Game, transitions: list[dict]) -> None:
         state.apply_action(t["action"])
 
 
-def to_openspiel(record: MatchRecord) -> dict:
+def to_openspiel(record: MatchRecord, envs: dict | None = None) -> dict:
     """The OpenSpiel trajectory (a JSON-ready dict) of a match of an OpenSpiel game.
 
     Args:
         record: a match of a game on OpenSpiel's rules.
+        envs: a cache of envs reused across calls (`replay`).
 
     Returns:
         `{"header": ..., "transitions": [...]}` as `pyspiel.Trajectory` reads it (module docstring).
     """
-    env = replay(record)
+    env = replay(record, envs)
     trajectory = json.loads(pyspiel.Trajectory(env.state).to_string())
     _annotate(env.game, trajectory["transitions"])
     covered = sum(h.player != CHANCE for h in env.state.full_history())
@@ -343,11 +348,13 @@ def export_openspiel(
     paths = check_inputs(files)
     summary = OpenSpielExport(Path(out), 0)
 
+    envs: dict = {}
+
     def lines() -> Iterator[str]:
         for path in paths:
             for record in read_records(path):
                 try:
-                    trajectory = to_openspiel(record)
+                    trajectory = to_openspiel(record, envs)
                 except NotOpenSpiel:
                     summary.skipped[record.game] = summary.skipped.get(record.game, 0) + 1
                     continue
