@@ -149,7 +149,18 @@ def evaluation_table(rows: list[dict]) -> str:
 
 
 def model_card(folder: Path, meta: dict, config: dict, dtype: str, where: str = "PATH") -> str:
-    """The README.md of an exported checkpoint (module docstring); `where`: the folder's path in its usage snippet."""
+    """The README.md of an exported checkpoint (module docstring).
+
+    Args:
+        folder: the checkpoint folder.
+        meta: its meta.json.
+        config: the run config it holds.
+        dtype: the dtype of the exported weights.
+        where: the folder's path in the card's usage snippet.
+
+    Returns:
+        The card's Markdown, with a YAML header for the hub.
+    """
     base = str(config["model"])
     lora = (config.get("learner") or {}).get("lora_rank", 0) or 0
     hub = HUB_IDS.get(base.lower()) or (

@@ -22,6 +22,7 @@ chunk (the `datasets` format holds the table in memory to save it).
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -128,7 +129,15 @@ def _deciding_error(turn) -> str | None:
 
 
 def turn_rows(record: MatchRecord, source: str) -> Iterator[dict]:
-    """The turn rows (`TURN_COLUMNS`) of one match."""
+    """The turn rows (`TURN_COLUMNS`) of one match.
+
+    Args:
+        record: the match.
+        source: the name of the file it came from (the `source` column).
+
+    Returns:
+        An iterator of row dicts, one per agent turn (opening moves left out), in match order.
+    """
     seats = list(record.seats)
     params = json.dumps(record.params, sort_keys=True)
     for t in record.turns:
@@ -176,7 +185,15 @@ def turn_rows(record: MatchRecord, source: str) -> Iterator[dict]:
 
 
 def match_row(record: MatchRecord, source: str) -> dict:
-    """The match row (`MATCH_COLUMNS`) of one match."""
+    """The match row (`MATCH_COLUMNS`) of one match.
+
+    Args:
+        record: the match.
+        source: the name of the file it came from (the `source` column).
+
+    Returns:
+        The row as a dict.
+    """
     seats = list(record.seats)
     played = [t for t in record.turns if t.agent != OPENING]
     winners = [s for s in seats if record.outcome.get(s) == "win"]
@@ -237,10 +254,11 @@ def _tables(files: list[Path], per: str, chunk: int) -> Iterator[tuple[pa.Table,
 
 
 def _table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    """Rows as an Arrow table, built column by column (10x faster than `Table.from_pylist`)."""
-    return pa.table(
-        {f.name: pa.array([r[f.name] for r in rows], type=f.type) for f in schema}, schema=schema
-    )
+    """Rows as an Arrow table, built column by column (transposed in C: 10x faster than
+    `Table.from_pylist`)."""
+    names = schema.names
+    values = zip(*map(operator.itemgetter(*names), rows)) if rows else [[] for _ in names]
+    return pa.table([pa.array(list(v), type=f.type) for v, f in zip(values, schema)], schema=schema)
 
 
 def output_path(out: str | os.PathLike, format: str) -> Path:

@@ -79,10 +79,19 @@ def _next_agent(env: OpenSpielEnv) -> str | None:
 
 
 def replay(record: MatchRecord, envs: dict | None = None) -> OpenSpielEnv:
-    """The env after replaying `record` from its seed; ValueError when the recorded moves are
-    not what the seed and the game give (another game version, or a match imported from
-    another program's trajectory, whose seed does not replay its chance events). `envs`: a
-    cache of envs by game and params, reused across matches (building one costs more than a replay)."""
+    """Replay a match from its seed and its recorded moves.
+
+    Args:
+        record: a match of a game on OpenSpiel's rules.
+        envs: a cache of envs by game and params, reused across matches (building one costs
+            more than a replay).
+
+    Returns:
+        The env after the last recorded move. NotOpenSpiel for a text-native game; ValueError
+        when the recorded moves are not what the seed and the game give (another game version,
+        or a match imported from another program's trajectory, whose seed does not replay its
+        chance events).
+    """
     key = (record.game, json.dumps(record.params, sort_keys=True))
     env = (envs or {}).get(key) or _env(record.game, record.params)
     if envs is not None:
