@@ -12,7 +12,9 @@ Observation `{"observation": float32 vector, "action_mask": int8 vector}`; the v
 Rewards     each step hands out what `state.returns()` gained since the previous step, so
             a player's rewards summed over the episode equal `state.returns()` exactly
             (Shimmy's wrapper double-counts the second player's final reward; we don't).
-Chance      sampled from `chance_outcomes()` with the env's seeded `np_random`.
+Chance      sampled from `chance_outcomes()` with the env's seeded `np_random`; a recorded
+            match is replayed with `reset(options={"chance": [outcome, ...]})`, which plays
+            those outcomes in order instead (then samples again once they run out).
 Simultaneous games are played in AEC turn order with actions buffered until every player
             has chosen, then applied together (`apply_actions`); nobody sees a buffered
             action. Such games also have a Parallel API (`games.make_parallel`).
@@ -134,10 +136,14 @@ class OpenSpielEnv(TextEnv):
         """New episode. `options={"history": [action, ...]}` starts it at the state after
         that OpenSpiel action history instead (chance outcomes included, sequential games
         only): the position exactly as the players would have reached it, e.g. to ask an
-        agent for its move at every information state (`evaluation.exploitability`)."""
+        agent for its move at every information state (`evaluation.exploitability`).
+        `options={"chance": [outcome, ...]}` plays these chance outcomes (OpenSpiel action
+        ids), in order, at the chance nodes that follow instead of sampling: a recorded
+        match (e.g. an OpenSpiel trajectory) replays with its own deals."""
         self._seed(seed)
         self.state = self.game.new_initial_state()
         self.moves = []
+        self._chance = [int(a) for a in (options or {}).get("chance", [])][::-1]
         self._buffer: dict[int, int] = {}
         self._paid = [0.0] * len(self.possible_agents)
         self._start_episode()
@@ -185,7 +191,14 @@ class OpenSpielEnv(TextEnv):
         state = self.state
         while state.is_chance_node():
             outcomes, probs = zip(*state.chance_outcomes())
-            outcome = outcomes[self.np_random.choice(len(outcomes), p=probs)]
+            if self._chance:  # a recorded match replayed: its own chance outcome
+                outcome = self._chance.pop()
+                if outcome not in outcomes:
+                    raise ValueError(
+                        f"{self.game_name}: chance outcome {outcome} is not possible after {state.history()}"
+                    )
+            else:
+                outcome = outcomes[self.np_random.choice(len(outcomes), p=probs)]
             state.apply_action(outcome)
             self.moves.append((-1, outcome))
         if state.is_terminal() or self._intermediate_rewards:

@@ -57,3 +57,16 @@ def test_ray_training_step_quick_trains_both_paths_and_measures_the_sync():
     assert out["ratio"] > 0 and out["step_ratio"] > 0
     (full, lora) = [row for row in out["sync"] if row[0] == "tiny-llama"]
     assert full[2] > 10 * lora[2] > 0  # LoRA publishes its adapters only
+
+
+def test_export_throughput_quick_times_every_export_against_the_read(tmp_path):
+    out = load("export_throughput").main(["--quick", "--json", str(tmp_path / "f.json")])
+    assert out["matches"] == 200 and out["agent_turns"] > 200
+    assert set(out["results"]) >= {
+        "read the JSONL",
+        "parquet, a row per turn",
+        "parquet, a row per match",
+        "openspiel trajectories (replays every match)",
+    }
+    assert all(r["seconds"] > 0 and r["vs_read"] > 0 for r in out["results"].values())
+    assert (tmp_path / "f.json").is_file()
