@@ -87,6 +87,23 @@ def test_tournament_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
     for name in CONFIG["players"]:
         assert name in out
     assert f"{stored} match(es) played now" in out
+    # the leaderboard as data, beside the report: W/D/L counted here from the records
+    board = json.loads(html.with_suffix(".json").read_text())
+    assert board["matches"] == stored and board["rating_reference"] == "random"
+    rows = {r["player"]: r for r in board["players"]}
+    assert set(rows) == set(CONFIG["players"]) and [r["rank"] for r in board["players"]] == list(
+        range(1, len(rows) + 1)
+    )
+    for name, row in rows.items():
+        outcomes = [r.outcome[seat] for r in records for seat, p in r.seats.items() if p == name]
+        assert (row["wins"], row["draws"], row["losses"]) == tuple(
+            outcomes.count(o) for o in ("win", "draw", "loss")
+        )
+    assert rows["random"]["elo"] == 1000 and set(board["first_mover_elo"]) <= {
+        "tic_tac_toe",
+        "kuhn_poker",
+        "prisoners_dilemma",
+    }
 
     # a rerun of a finished tournament plays nothing (and builds no agent)
     assert arena_main(["tournament", str(cfg)]) == 0
