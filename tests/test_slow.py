@@ -79,7 +79,7 @@ def main_job() -> list[str]:
 )
 def test_the_main_job_ranks_the_trained_checkpoints_above_the_untrained_network(tmp_path):
     """Run as the README writes it (from a folder holding configs/): training keeps step 0 and
-    every 10th step, the tournament ranks them with the bots and SmolLM2; run again, both
+    every 5th step, the tournament ranks them with the bots and SmolLM2; run again, both
     commands find their work done."""
     import shutil
 
@@ -103,7 +103,7 @@ def test_the_main_job_ranks_the_trained_checkpoints_above_the_untrained_network(
         (stored,) = conn.execute("SELECT COUNT(*) FROM matches").fetchone()
     assert stored == 450  # 10 players, 45 pairings, 10 matches each; the second run added none
     ratings = load_tournament(db).ratings
-    steps = [0, 10, 20, 30, 40]
+    steps = [0, 5, 10, 15, 20]
     assert {f"tiny@{s}" for s in steps} | {"smollm2", "random"} <= set(ratings)
     untrained = ratings["tiny@0"].elo
     assert all(ratings[f"tiny@{s}"].elo > untrained for s in steps[1:])

@@ -436,7 +436,7 @@ def test_the_main_job_ranks_every_checkpoint_its_training_run_keeps(tmp_path, mo
     train = load_train_config(ROOT / "configs" / "quickstart_train.yaml")
     assert train.checkpoint_initial and train.keep_checkpoints == 0
     steps = list(range(0, train.steps + 1, train.checkpoint_every))
-    assert steps == [0, 10, 20, 30, 40]
+    assert steps == [0, 5, 10, 15, 20]
     run = tmp_path / train.run_dir
     for step in steps:
         (run / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
