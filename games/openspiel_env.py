@@ -132,9 +132,8 @@ class OpenSpielEnv(TextEnv):
         self.state: pyspiel.State | None = None
         self.moves: list[tuple[int, Any]] = []  # (player or -1 for chance, action or joint list)
         self._legal: dict[int, list[int]] = {}  # player -> pyspiel's legal actions at `state`
-        self._current = int(
-            pyspiel.PlayerId.INVALID
-        )  # `state.current_player()`, read once per state
+        # `state.current_player()`, read once per state
+        self._current = int(pyspiel.PlayerId.INVALID)
         self._texts: dict[int, str] = {}  # action -> move text, with `static_move_text`
         self._pairs: dict[str, tuple[list[int], list[str]]] = {}  # agent -> its legal_pairs
 
