@@ -15,9 +15,15 @@ def load(name):
     return module
 
 
-def test_env_throughput_quick_measures_both_games():
-    ratios = load("env_throughput").main(["--quick"])
-    assert set(ratios) == {"tic_tac_toe", "connect_four"} and all(r > 0 for r in ratios.values())
+def test_env_throughput_quick_measures_both_games(monkeypatch, capsys):
+    bench = load("env_throughput")
+    ratios = bench.main(["--quick"])
+    assert {"tic_tac_toe", "connect_four"} <= set(ratios) and all(r > 0 for r in ratios.values())
+    if bench.has_textarena():  # the text layer against TextArena's, per wall and CPU second
+        assert {"tic_tac_toe text", "tic_tac_toe text, per CPU s"} <= set(ratios)
+    monkeypatch.setattr(bench, "has_textarena", lambda: False)
+    assert set(bench.main(["--quick"])) == {"tic_tac_toe", "connect_four"}
+    assert "skipped, textarena is not installed" in capsys.readouterr().out
 
 
 def test_rollout_throughput_quick_replays_the_arena_batches_in_both_dtypes():
