@@ -385,12 +385,25 @@ def test_smollm2_tournament_config_is_valid():
             build_agent(name, spec)
 
 
+def players_build(cfg) -> None:
+    """The config's arena options are valid and every player builds: bots for real, LLM
+    options checked without loading a model."""
+    from agents.by_game import build_agent
+    from agents.llm_agent import LLMAgentConfig
+    from tournaments.config import arena_options
+
+    arena_options(cfg.arena)
+    for name, spec in cfg.players.items():
+        if isinstance(spec, dict) and spec.get("type") == "llm":
+            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
+        else:
+            build_agent(name, spec)
+
+
 def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
     """configs/tournament_checkpoints.yaml: one player per checkpoint of runs/tictactoe_tiny and its
     best/, on the board the tiny tic-tac-toe run trains on."""
-    from agents.by_game import build_agent
-    from agents.llm_agent import LLMAgentConfig
-    from tournaments.config import arena_options, load_config
+    from tournaments.config import load_config
 
     run = tmp_path / "runs" / "tictactoe_tiny"
     for step in (580, 600):
@@ -417,20 +430,13 @@ def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
         (g["name"], g["params"]) for g in trained["games"]
     ]
     assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
-    arena_options(cfg.arena)
-    for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
-        if isinstance(spec, dict) and spec.get("type") == "llm":
-            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
-        else:
-            build_agent(name, spec)
+    players_build(cfg)
 
 
 def test_the_main_job_ranks_every_checkpoint_its_training_run_keeps(tmp_path, monkeypatch):
     """configs/quickstart.yaml reads the run configs/quickstart_train.yaml writes: one player
     per checkpoint (the untrained step 0 included), on the board that run trains on."""
-    from agents.by_game import build_agent
-    from agents.llm_agent import LLMAgentConfig
-    from tournaments.config import arena_options, load_config
+    from tournaments.config import load_config
     from training.selfplay import load_config as load_train_config
 
     train = load_train_config(ROOT / "configs" / "quickstart_train.yaml")
@@ -446,12 +452,7 @@ def test_the_main_job_ranks_every_checkpoint_its_training_run_keeps(tmp_path, mo
     assert {"smollm2", "random", "mcts-10", "mcts-100", "minimax"} <= set(cfg.players)
     assert [(g.name, g.params) for g in cfg.games] == [(g.name, g.params) for g in train.games]
     assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
-    arena_options(cfg.arena)
-    for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
-        if isinstance(spec, dict) and spec.get("type") == "llm":
-            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
-        else:
-            build_agent(name, spec)
+    players_build(cfg)
 
 
 def _one_line_error(proc, command="tournament"):
