@@ -407,7 +407,23 @@ def settle_best(run_dir: Path, step: int, say) -> None:
 
 
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
-    parts = [f"step {step:>4}", f"reward {m['reward']:+.3f}"]
+    """A step's console line: its metrics `m` (none before the first step) and evaluation rows."""
+    if not m:
+        parts = [f"step {step:>4}", "before training"]
+    else:
+        parts = [f"step {step:>4}", *_metric_parts(m)]
+    for r in ev:
+        held = " (held out)" if r.get("split") == "held_out" else ""
+        parts.append(
+            f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        )
+    if ev and ev[0].get("selection_score", -1) >= 0:
+        parts.append(f"| selection {ev[0]['selection_score']:.3f}")
+    return "  ".join(parts)
+
+
+def _metric_parts(m: dict) -> list[str]:
+    parts = [f"reward {m['reward']:+.3f}"]
     if "win_rate" in m:
         parts.append(f"win {m['win_rate']:.2f}")
     parts += [
@@ -419,14 +435,7 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
         f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}",
         f"{m['step_seconds']:.1f}s",
     ]
-    for r in ev:
-        held = " (held out)" if r.get("split") == "held_out" else ""
-        parts.append(
-            f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        )
-    if ev and ev[0].get("selection_score", -1) >= 0:
-        parts.append(f"| selection {ev[0]['selection_score']:.3f}")
-    return "  ".join(parts)
+    return parts
 
 
 # --- the loop -----------------------------------------------------------------------------
@@ -613,24 +622,13 @@ def train(
         settle_best(run_dir, step, console.print)
 
     last_eval: list[dict] = []
-    if start_step == 0:
+    if start_step == 0 and not resume:  # a resume from a step-0 checkpoint has its evaluation
         t0 = time.perf_counter()
         last_eval = run_eval(0)
         elapsed += time.perf_counter() - t0
-        console.print(
-            _console_line(
-                0,
-                {
-                    "reward": 0.0,
-                    "invalid_rate": 0.0,
-                    "response_length": 0.0,
-                    "rollout_tokens_per_s": 0.0,
-                    "learn_tokens_per_s": 0.0,
-                    "step_seconds": 0.0,
-                },
-                last_eval,
-            )
-        )
+        console.print(_console_line(0, {}, last_eval))
+        if cfg.checkpoint_initial:
+            save(0)
 
     step = start_step
     for step in range(start_step + 1, cfg.steps + 1 if not spent else 0):
