@@ -61,7 +61,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the source tree, run as a script
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other bench scripts it reuses
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
