@@ -392,7 +392,9 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
                 f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)"
             )
         path = found
-    files = read_files(path, learner.device)
+    # the masters and the optimizer state live on the learner's master device (the CPU when offloaded)
+    masters = getattr(learner, "master_device", learner.device)
+    files = read_files(path, masters)
     meta, optimizer, rngs = files["meta"], files["optimizer"], files["rng"]
     needs_head = getattr(learner, "value_head", None) is not None
     value_head = files["value_head"] if needs_head else None
@@ -409,7 +411,7 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         check_weights(reference)
     try:
         missing, unexpected = load_model(
-            learner.model, str(path / "model.safetensors"), strict=False, device=str(learner.device)
+            learner.model, str(path / "model.safetensors"), strict=False, device=str(masters)
         )
     except RuntimeError as e:  # shape mismatch
         raise ValueError(

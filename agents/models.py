@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.machine import announce_threads, compute_dtype
+from core.machine import announce_threads, compute_dtype, resolve_device
 
 SMOLLM2 = "smollm2-135m"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -187,16 +187,70 @@ def load_tokenizer(name: str):
     return tok
 
 
-def tiny_llama(
-    seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02
-):
-    """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
-    import torch  # start-up time: torch
-    from transformers import LlamaConfig, LlamaForCausalLM  # start-up time: transformers
+SMOLLM2_VOCAB = 49152  # tokens of the SmolLM2 tokenizer (tiny-llama's vocabulary too)
+SMOLLM2_SPECIAL = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
 
-    tok = load_tokenizer(SMOLLM2)
-    config = LlamaConfig(
-        vocab_size=len(tok),
+# Shapes of models by name, known without their files (a memory plan needs no download):
+# the transformers config class and its arguments, from each model's published config.json.
+KNOWN_SHAPES: dict[str, tuple[str, dict]] = {
+    SMOLLM2: (
+        "LlamaConfig",
+        dict(
+            vocab_size=SMOLLM2_VOCAB,
+            hidden_size=576,
+            intermediate_size=1536,
+            num_hidden_layers=30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            head_dim=64,
+            max_position_embeddings=8192,
+            rope_theta=100000.0,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
+            **SMOLLM2_SPECIAL,
+        ),
+    ),
+    **{
+        f"qwen/qwen3-{size}": (
+            "Qwen3Config",
+            dict(
+                vocab_size=151936,
+                hidden_size=hidden,
+                intermediate_size=ffn,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                num_key_value_heads=8,
+                head_dim=128,
+                max_position_embeddings=40960,
+                rope_theta=1000000.0,
+                rms_norm_eps=1e-6,
+                tie_word_embeddings=True,
+                bos_token_id=151643,
+                eos_token_id=151645,
+            ),
+        )
+        for size, hidden, ffn, layers, heads in (
+            ("0.6b", 1024, 3072, 28, 16),
+            ("1.7b", 2048, 6144, 28, 16),
+            ("4b", 2560, 9728, 36, 32),
+        )
+    },
+}
+
+
+def tiny_llama_config(
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    init: float = 0.02,
+    vocab_size: int = SMOLLM2_VOCAB,
+    **special,
+):
+    """The `LlamaConfig` of a tiny-llama (`tiny_llama`'s shape keywords; the seed plays no part)."""
+    from transformers import LlamaConfig  # start-up time: transformers
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
         hidden_size=hidden,
         intermediate_size=hidden * 4,
         num_hidden_layers=layers,
@@ -205,6 +259,51 @@ def tiny_llama(
         max_position_embeddings=2048,
         initializer_range=init,
         tie_word_embeddings=True,
+        **{**SMOLLM2_SPECIAL, **special},
+    )
+
+
+def model_config(name: str):
+    """The transformers config of the model `name` names, without loading its weights: a
+    tiny-llama's from its keywords, a known model's (`KNOWN_SHAPES`: smollm2-135m, Qwen/Qwen3-0.6B,
+    -1.7B, -4B) from its published shape, a training checkpoint's base model's, else
+    `AutoConfig` on the folder or hub id (`resolve`).
+
+    Args:
+        name: a model name as `load_model` takes it.
+
+    Returns:
+        A `transformers.PretrainedConfig`.
+    """
+    import transformers  # start-up time: transformers
+
+    if name.lower().startswith(TINY):
+        args = tiny_llama_args(name)
+        args.pop("seed", None)
+        return tiny_llama_config(**args)
+    if name.lower() in KNOWN_SHAPES:
+        cls, kwargs = KNOWN_SHAPES[name.lower()]
+        return getattr(transformers, cls)(**kwargs)
+    check_name(name)
+    if (folder := find_checkpoint(name)) is not None:
+        return model_config(checkpoint_config(folder)["model"])
+    return transformers.AutoConfig.from_pretrained(resolve(name))
+
+
+def tiny_llama(
+    seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4, init: float = 0.02
+):
+    """A randomly initialised small Llama with the SmolLM2 tokenizer: (model, tokenizer)."""
+    import torch  # start-up time: torch
+    from transformers import LlamaForCausalLM  # start-up time: transformers
+
+    tok = load_tokenizer(SMOLLM2)
+    config = tiny_llama_config(
+        hidden,
+        layers,
+        heads,
+        init,
+        vocab_size=len(tok),
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
@@ -369,8 +468,7 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     quiet_transformers()
 
     announce_threads()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     dtype = compute_dtype(dtype, device)  # checks the name; "auto" measures once per process
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))

@@ -85,7 +85,7 @@ def plan_matches(
     players = (
         games.info(game).num_players
         if not game.startswith("openspiel:")
-        else games.make(game, **(params or {})).num_agents
+        else len(games.make(game, **(params or {})).possible_agents)  # before reset: no .agents yet
     )
     plans = []
     for i in range(n):

@@ -7,8 +7,12 @@ arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
 arena tournament CONFIG                      create or resume a tournament
 arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
            [--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
-arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...]   self-play RL
+arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...] [--plan]   self-play RL
 arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
+arena export model CHECKPOINT_OR_RUN OUT_DIR [--dtype D]      a Hugging Face model folder
+arena export trajectories FILE.jsonl ... OUT [--format parquet|hf] [--per turn|match]   a dataset
+arena export openspiel FILE.jsonl ... OUT.jsonl               OpenSpiel trajectories
+arena import openspiel TRAJECTORIES ... OUT.jsonl             OpenSpiel trajectories as match records
 """
 
 from __future__ import annotations
@@ -185,6 +189,111 @@ def cmd_train(args: argparse.Namespace) -> None:
     from training.selfplay import main as train_main  # start-up time: this command only
 
     train_main(args)
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    if args.what == "model":
+        from agents.hf_export import export_model  # start-up time: torch and transformers
+
+        done = export_model(args.source, args.out, dtype=args.dtype, overwrite=args.overwrite)
+        print(
+            f"{done.path}: {done.checkpoint} (step {done.step}, base {done.base_model}"
+            f"{', LoRA merged' if done.lora_merged else ''}) as a Hugging Face model, {done.dtype}"
+        )
+    elif args.what == "trajectories":
+        from arena.dataset import export_trajectories  # start-up time: pyarrow
+
+        start = time.perf_counter()
+        done = export_trajectories(
+            args.inputs, args.out, format=args.format, per=args.per, overwrite=args.overwrite
+        )
+        print(
+            f"{done.path}: {done.rows:,} rows ({args.per} rows) from {done.matches:,} matches in "
+            f"{done.files} file{'s' * (done.files != 1)}, {time.perf_counter() - start:.1f} s"
+        )
+    else:
+        from arena.openspiel_trajectories import export_openspiel  # start-up time: pyspiel
+
+        done = export_openspiel(args.inputs, args.out, overwrite=args.overwrite)
+        skipped = ", ".join(f"{n} of {g}" for g, n in sorted(done.skipped.items()))
+        print(
+            f"{done.path}: {done.matches:,} OpenSpiel trajectories"
+            + (f" (skipped, not OpenSpiel games: {skipped})" if skipped else "")
+        )
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    from arena.openspiel_trajectories import import_openspiel  # start-up time: pyspiel
+
+    done = import_openspiel(args.inputs, args.out, overwrite=args.overwrite)
+    print(f"{done.path}: {done.matches:,} matches")
+
+
+def _export_parsers(sub) -> None:
+    ex = sub.add_parser(
+        "export",
+        help="a checkpoint as a Hugging Face model; trajectories as a dataset or OpenSpiel's",
+    )
+    what = ex.add_subparsers(dest="what", required=True)
+    m = what.add_parser(
+        "model",
+        help="a training checkpoint as a Hugging Face model folder (transformers, vLLM, the hub)",
+    )
+    m.add_argument(
+        "source",
+        metavar="CHECKPOINT_OR_RUN",
+        help="a run folder (its best/ policy, else its newest intact checkpoint), its checkpoints/ "
+        "folder, or a step_N or best/ folder",
+    )
+    m.add_argument("out", metavar="OUT_DIR", help="the model folder to write")
+    m.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="weights dtype (default auto: as the checkpoint saved them)",
+    )
+    t = what.add_parser(
+        "trajectories", help="trajectory JSONL files as Parquet or a Hugging Face datasets folder"
+    )
+    t.add_argument("inputs", nargs="+", metavar="FILE.jsonl", help="trajectory files")
+    t.add_argument(
+        "out", metavar="OUT", help="OUT.parquet is written (or the folder OUT with --format hf)"
+    )
+    t.add_argument(
+        "--format",
+        default="parquet",
+        choices=["parquet", "hf"],
+        help="parquet (default), or hf: a datasets folder (Dataset.save_to_disk; needs datasets)",
+    )
+    t.add_argument(
+        "--per",
+        default="turn",
+        choices=["turn", "match"],
+        help="a row per agent turn (default) or per match",
+    )
+    o = what.add_parser(
+        "openspiel", help="matches of OpenSpiel games as OpenSpiel trajectories (JSONL)"
+    )
+    o.add_argument("inputs", nargs="+", metavar="FILE.jsonl", help="trajectory files")
+    o.add_argument("out", metavar="OUT.jsonl", help="one OpenSpiel trajectory per line")
+    for p in (m, t, o):
+        p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    ex.set_defaults(func=cmd_export)
+
+    im = sub.add_parser("import", help="OpenSpiel trajectories as match records")
+    imw = im.add_subparsers(dest="what", required=True)
+    i = imw.add_parser(
+        "openspiel", help="OpenSpiel trajectories (JSON or JSONL) as a trajectory JSONL file"
+    )
+    i.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="TRAJECTORIES",
+        help="OpenSpiel trajectory files (JSON or JSONL)",
+    )
+    i.add_argument("out", metavar="OUT.jsonl", help="the trajectory JSONL file to write")
+    i.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    im.set_defaults(func=cmd_import)
 
 
 def _ray_flags(p: argparse.ArgumentParser) -> None:
@@ -382,6 +491,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override any config key, dotted for sections (e.g. --set learner.lr=1e-4); repeatable; the flags above win",
     )
+    tr.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the predicted peak device memory (weights, master copy, optimizer state, KL "
+        "reference, gradients, activations, the rollout engine's share) and whether it fits; train nothing",
+    )
+    tr.add_argument(
+        "--device-memory",
+        type=float,
+        metavar="GIB",
+        help="with --plan: plan for a card of this many GiB (default: the CUDA card present, else this machine's memory)",
+    )
     tr.set_defaults(func=cmd_train)
 
     pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")
@@ -394,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pt.add_argument("--target", type=float, help="draw a dotted line at this rate (e.g. 0.9)")
     pt.set_defaults(func=cmd_plot)
+    _export_parsers(sub)
     return p
 
 

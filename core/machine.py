@@ -77,8 +77,12 @@ def announce_threads(printer=None) -> None:
         printer(line) if printer else print(line, file=sys.stderr)
 
 
-def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0) -> float:
-    """Measured FLOP/s of a square matmul in `dtype` at torch's current thread count.
+def matmul_flops(
+    dtype: str = "float32", size: int = 2048, seconds: float = 1.0, device: str = "cpu"
+) -> float:
+    """Measured FLOP/s of a square matmul in `dtype` at torch's current thread count (on a
+    CUDA `device`: the card's, each product waited for; fp32 as torch runs it, without TF32
+    unless `torch.backends.cuda.matmul.allow_tf32` is set).
 
     A CPU without native bf16 (no AVX-512 BF16 / AMX) runs bf16 matmuls hundreds of times
     slower than fp32; a 256 probe first shrinks `size` so one product takes a fraction of
@@ -87,18 +91,26 @@ def matmul_flops(dtype: str = "float32", size: int = 2048, seconds: float = 1.0)
     import torch  # start-up time: torch
 
     dt = getattr(torch, dtype)
+    cuda = str(device).startswith("cuda")
 
     def rate(n: int, budget: float) -> float:
-        a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
+        a = torch.randn(n, n, dtype=dt, device=device)
+        b = torch.randn(n, n, dtype=dt, device=device)
         a @ b  # warm-up (kernel selection, page faults)
+        if cuda:
+            torch.cuda.synchronize()
         runs, start = 0, time.perf_counter()
         while True:
             a @ b
+            if cuda:
+                torch.cuda.synchronize()
             runs += 1
             elapsed = time.perf_counter() - start
             if elapsed >= budget:
                 return 2 * n**3 * runs / elapsed
 
+    if cuda:  # no slow dtype to guard against; a small probe would measure launch latency
+        return rate(size, seconds)
     probe = rate(256, 0.05)
     while size > 256 and 2 * size**3 / probe > seconds / 4:
         size //= 2
@@ -165,6 +177,22 @@ def model_flops(config, prompt_tokens: int, completion_tokens: int, context: int
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def resolve_device(device: str) -> str:
+    """A device name with "auto" resolved: "cuda" when torch sees a CUDA device, else "cpu".
+
+    Args:
+        device: "auto", "cpu", "cuda" or "cuda:N".
+
+    Returns:
+        The device name torch takes.
+    """
+    import torch  # start-up time: torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
 
 
 def compute_dtype(precision: str, device: str = "cpu") -> str:

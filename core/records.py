@@ -44,6 +44,10 @@ TurnRecord
     finish_reason   str | None         how the deciding generation ended (LLM turns): "stop" (it
                                        ended by itself), "length" (cut at max_new_tokens: a
                                        truncated reply) or "error" (the backend failed); None for bots
+    action_probs    list[list]         [[action, probability], ...]: the exact distribution the move
+                                       was drawn from, over the legal actions, where the evaluation
+                                       asked the agent for it (`arena eval` on the repeated
+                                       dilemmas, `evaluation.run.OwnStream`); empty elsewhere
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class TurnRecord:
     constrained: bool = False
     explored: bool = False
     finish_reason: str | None = None
+    action_probs: list[list] = field(default_factory=list)
 
 
 @dataclass

@@ -10,8 +10,9 @@
     stats.py           Wilson, t and paired-bootstrap intervals
     exploitability.py  the agent's policy at every information state -> OpenSpiel NashConv
     blunders.py        moves that lower the game-theoretic value (exact solver)
-    social.py          cooperation, exploitation, welfare, fairness; negotiation agreement
-                       and Pareto efficiency
+    social.py          cooperation, exploitation, welfare, fairness, the memory-1 profile
+                       and the nearest named strategy; negotiation agreement and Pareto
+                       efficiency
     report.py          eval.json, the terminal tables, the HTML page
 
 From Python (the training loop's periodic evaluation, `training.selfplay.evaluate`, is this):

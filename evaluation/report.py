@@ -9,7 +9,11 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     diff, ci, verdict} (`evaluation.metrics.Difference`), paired bootstrap CI
     exploitability  {"game", "exploitability", "nash_conv", "method", ...}
     blunders        the share of an agent's moves that lowered the game-theoretic value, per seat
-    social          cooperation, exploitation, welfare and fairness per (game, opponent)
+    social          cooperation, exploitation, welfare and fairness per (game, opponent), and
+                    pooled over the opponents ("all"); on the dilemmas the memory-1 profile
+                    ({method, first, CC, CD, DC, DD}, each {p, ci, n}) and the nearest named
+                    strategy with its distance (`evaluation.social`), shown in a table of
+                    their own
 
 The HTML page (self-contained, figures as inline PNGs) has per game a chart of the win
 and non-losing rates with their CIs per opponent, a forest plot of the paired differences
@@ -27,6 +31,7 @@ from rich.table import Table
 
 from core.console import NARROW_TABLE, make_console
 from evaluation.metrics import ALL
+from evaluation.social import PROFILE_FIELDS, STATES
 from tournaments.report import CSS, escape, png_base64
 
 
@@ -133,7 +138,7 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             t = Table(title=title, **style)
-            cols = [k for k in extra[0] if k != "kind"]
+            cols = [k for k in extra[0] if k != "kind" and k not in PROFILE_FIELDS]
             for c in cols:
                 text = isinstance(extra[0][c], str)  # names: kept whole, the numbers wrap
                 t.add_column(
@@ -144,6 +149,69 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
             for r in extra:
                 t.add_row(*[_cell(r[c]) for c in cols])
             console.print(t)
+    profiles = profile_rows(rows, sep)
+    if profiles:
+        t = Table(title=PROFILE_TITLE, **style)
+        columns = list(profiles[0])
+        if narrow:  # an agent or game column that never changes says nothing
+            columns = [
+                c
+                for c in columns
+                if c not in ("agent", "game") or len({r[c] for r in profiles}) > 1
+            ]
+        for c in columns:  # names fold rather than end in an ellipsis
+            text = c in PROFILE_TEXT
+            t.add_column(c, justify="left" if text else "right", overflow="fold" if text else None)
+        for r in profiles:
+            t.add_row(*(r[c] for c in columns))
+        console.print(t)
+
+
+SHORT = {  # the strategies' usual abbreviations, for the tables
+    "tit_for_tat": "TFT",
+    "generous_tit_for_tat": "GTFT",
+    "win_stay_lose_shift": "WSLS",
+    "grim_trigger": "grim",
+    "always_defect": "ALLD",
+    "always_cooperate": "ALLC",
+    "alternation": "ALT",
+}
+PROFILE_TITLE = (
+    "memory-1 profile: P(cooperate) in round 1 and after each last round (own move first), "
+    "95% CI, visits; nearest named strategy, Euclidean distance over the visited states "
+    f"({', '.join(f'{v} {k}' for k, v in SHORT.items())}; ties all named)"
+)
+PROFILE_TEXT = ("agent", "game", "opponent", "from", "nearest")
+
+
+def profile_rows(rows: list[dict], sep: str = " ") -> list[dict[str, str]]:
+    """The memory-1 profile of every social row that has one, as display strings.
+
+    Args:
+        rows: eval.json's rows.
+        sep: between a rate and its CI (a newline in the narrow tables).
+
+    Returns:
+        Per social row with a profile: agent, game, opponent, from (exact / counted), first,
+        CC, CD, DC, DD ("p [low, high] (visits)", "-" if never visited), nearest (abbreviated,
+        `SHORT`) and distance.
+    """
+    out = []
+    for r in rows:
+        prof = r.get("profile") if r["kind"] == "social" else None
+        if not prof:
+            continue
+        line = {"agent": r["agent"], "game": r["game"], "opponent": r["opponent"]}
+        line["from"] = prof["method"]
+        for state in ("first", *STATES):
+            x = prof[state]
+            line[state] = "-" if x["p"] is None else f"{_rate(x['p'], x['ci'], sep)}{sep}({x['n']})"
+        names = (r["nearest"] or "-").split(" or ")
+        line["nearest"] = " / ".join(SHORT.get(n, n) for n in names)
+        dist = r["nearest_distance"]
+        line["distance"] = "-" if dist is None else f"{dist:.2f}"
+        out.append(line)
+    return out
 
 
 def _game_or_seat(r: dict) -> str:
@@ -285,7 +353,12 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
     for kind in ("exploitability", "blunders", "social"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
-            parts.append(f"<h2>{kind}</h2>{_table_html(extra)}")
+            shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]
+            parts.append(f"<h2>{kind}</h2>{_table_html(shown)}")
+    profiles = profile_rows(rows)
+    if profiles:
+        parts.append(f"<h2>memory-1 profile</h2><p>{escape(PROFILE_TITLE)}</p>")
+        parts.append(_table_html(profiles))
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")
     return path

@@ -62,11 +62,20 @@ AGENT, BASELINE = "agent", "baseline"
 
 
 class OwnStream:
-    """An agent that draws from its own generator per (match, seat): default_rng([seed, 3, seat])."""
+    """An agent that draws from its own generator per (match, seat): default_rng([seed, 3, seat]).
 
-    def __init__(self, agent, seeds: dict[str, int]):
+    With `exact_probs`, on the turns of the repeated dilemmas (games whose moves are each
+    cooperative or not, `is_cooperative`) the agent is first asked for its exact move
+    distribution (`action_probabilities`, where it has one and it has a closed form), which
+    is kept on the turn's record (`TurnRecord.action_probs`) for the social rows' memory-1
+    profile (`evaluation.social`). Asking draws nothing and changes no state the move
+    depends on: the matches are the same with it or without it.
+    """
+
+    def __init__(self, agent, seeds: dict[str, int], exact_probs: bool = False):
         self.agent, self.seeds = agent, seeds  # seeds: match_id -> match seed
         self.name = agent.name
+        self.exact_probs = exact_probs
         self._rngs: dict[tuple[str, str], np.random.Generator] = {}
 
     def act(self, turns: list[PendingTurn]):
@@ -78,7 +87,26 @@ class OwnStream:
                     [self.seeds[t.match_id], 3, t.env.possible_agents.index(t.player)]
                 )
             own.append(PendingTurn(t.match_id, t.env, t.player, self._rngs[key]))
-        return self.agent.act(own)
+        probs = self._distributions(own) if self.exact_probs else {}
+        records = self.agent.act(own)
+        for i, dist in probs.items():
+            records[i].action_probs = [
+                [a.item() if hasattr(a, "item") else a, float(p)] for a, p in dist.items()
+            ]
+        return records
+
+    def _distributions(self, turns: list[PendingTurn]) -> dict[int, dict]:
+        """Turn index -> the agent's exact distribution, for the turns of repeated dilemmas."""
+        ask = getattr(self.agent, "action_probabilities", None)
+        idx = [
+            i
+            for i, t in enumerate(turns)
+            if hasattr(getattr(t.env, "unwrapped", t.env), "is_cooperative")
+        ]
+        if ask is None or not idx:
+            return {}
+        dists = ask([turns[i] for i in idx])
+        return {} if dists is None else dict(zip(idx, dists))
 
     def end_match(self, match_id: str) -> None:
         for key in [k for k in self._rngs if k[0] == match_id]:
@@ -129,15 +157,20 @@ def play_suite(
     progress=None,
     skip: set[str] | None = None,
     opponent_agents: dict | None = None,
+    exact_probs: bool = False,
 ):
     """Play every evaluated agent (name -> Agent; "agent", "baseline") against the suite.
 
     Yields each finished MatchRecord (appended to `out` first, when given). `skip`: match
-    ids already played. This is the call the training loop's evaluation makes (with
-    {"agent": policy}); `evaluation.metrics.cells(records, "agent")` then gives its rows.
+    ids already played. `exact_probs`: record the evaluated agents' exact move distributions
+    on the repeated dilemmas (`OwnStream`; one more model pass per LLM batch there). This is
+    the call the training loop's evaluation makes (with {"agent": policy});
+    `evaluation.metrics.cells(records, "agent")` then gives its rows.
     """
     todo = suite_plans(list(evaluated), games_, matches, seed, skip)
-    agents = suite_agents(evaluated, games_, {p.match_id: p.seed for p in todo}, opponent_agents)
+    agents = suite_agents(
+        evaluated, games_, {p.match_id: p.seed for p in todo}, opponent_agents, exact_probs
+    )
     yield from play(
         todo, agents, concurrency=concurrency, out=out, max_turns=max_turns, progress=progress
     )
@@ -174,20 +207,29 @@ def suite_agents(
     games_: list[GameSpec],
     seeds: dict[str, int],
     opponent_agents: dict | None = None,
+    exact_probs: bool = False,
 ) -> dict:
-    """Every seat's agent (evaluated agents and opponents), each on its own stream (`OwnStream`)."""
+    """Every seat's agent (evaluated agents and opponents), each on its own stream (`OwnStream`;
+    `exact_probs`: the evaluated agents' turns on the repeated dilemmas carry their distributions)."""
     built = dict(opponent_agents or build_opponents(games_))
     for name, spec in opponents(games_).items():
         if spec == SELF:
             if len(evaluated) != 1:
                 raise ValueError(f"opponent {SELF!r} needs a single evaluated agent (no baseline)")
             built[name] = next(iter(evaluated.values()))
-    return {name: OwnStream(a, seeds) for name, a in {**built, **evaluated}.items()}
+    return {
+        name: OwnStream(a, seeds, exact_probs and name in evaluated)
+        for name, a in {**built, **evaluated}.items()
+    }
 
 
-def build_suite_agents(specs: dict, games_: list[GameSpec], seeds: dict[str, int]) -> dict:
+def build_suite_agents(
+    specs: dict, games_: list[GameSpec], seeds: dict[str, int], exact_probs: bool = False
+) -> dict:
     """`suite_agents` from the evaluated agents' specs (built on a Ray worker)."""
-    return suite_agents({n: build_agent(n, spec) for n, spec in specs.items()}, games_, seeds)
+    return suite_agents(
+        {n: build_agent(n, spec) for n, spec in specs.items()}, games_, seeds, None, exact_probs
+    )
 
 
 @dataclass
@@ -290,7 +332,11 @@ def run_eval(
                 todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
                 pool = ray_pool(
                     functools.partial(
-                        build_suite_agents, names, config.games, {p.match_id: p.seed for p in todo}
+                        build_suite_agents,
+                        names,
+                        config.games,
+                        {p.match_id: p.seed for p in todo},
+                        exact_probs=True,
                     )
                 )
                 records = pool.play(
@@ -311,6 +357,7 @@ def run_eval(
                     out=str(jsonl),
                     progress=progress,
                     skip=done,
+                    exact_probs=True,
                 )
             for rec in records:
                 store.add_result(MatchResult.from_record(rec, jsonl))

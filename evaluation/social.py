@@ -22,6 +22,30 @@ Per (evaluated agent, game, opponent):
     agent_share      the agent's share of the summed returns
     fairness         Jain's index of the players' returns, mean over matches (1 = equal)
 
+The memory-1 profile (`Memory1Profile`) tells apart policies that reciprocity scores alike
+(tit-for-tat and alternation both score near 1). A state is the last round's moves, the
+agent's own first, then the other's (with more players: whether all the others cooperated):
+
+    first            P(C) in round 1
+    CC, CD, DC, DD   P(C | last round: I cooperated and the other cooperated), P(C | I
+                     cooperated, the other defected), P(C | I defected, the other
+                     cooperated), P(C | both defected): tit-for-tat (1, 0, 1, 0)
+    method           "exact": each visit counts the agent's own probability of cooperating
+                     there (`TurnRecord.action_probs`, which `arena eval` records for an agent
+                     with `action_probabilities`, e.g. a constrained LLM on the transformers
+                     backend), the CI a t interval over matches (a point for a policy that
+                     sees only the last round); "counted": each visit counts 1 if it
+                     cooperated, the CI Wilson's over the visits (exact for a memory-1
+                     policy, whose moves in a state are independent draws)
+    nearest          the named strategy of `NAMED` nearest to the profile, Euclidean
+                     distance over the states the agent visited (`distance`, at most 2);
+                     states it never visited do not count, so strategies that differ only
+                     there tie and are all named ("tit_for_tat or grim_trigger")
+
+An agent that met more than one opponent in a dilemma also has a row pooled over them
+(opponent "all"): a policy's profile is best read there, where the opponents together visit
+every state (against always_defect alone it only ever sees CD and DD).
+
 Negotiation (`negotiation`, `simple_negotiation`):
 
     agreement        share of matches with at least one accepted trade
@@ -42,11 +66,76 @@ import numpy as np
 
 import games
 from core.records import MatchRecord
-from evaluation.stats import ratio_ci
+from evaluation.stats import ratio_ci, wilson
 from evaluation.suites import plan_key, unkey
 
 DILEMMAS = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
 NEGOTIATION = ("negotiation", "simple_negotiation")
+ALL = "all"  # the opponent of a row pooled over a game's opponents
+STATES = ("CC", "CD", "DC", "DD")  # the last round: own move first, then the other's
+
+# Named memory-1 strategies: P(C) after CC, CD, DC, DD (own move first).
+NAMED: dict[str, tuple[float, float, float, float]] = {
+    "tit_for_tat": (1.0, 0.0, 1.0, 0.0),  # copy the other's last move
+    # forgive a defection with probability 1/3: Nowak and Sigmund's generosity
+    # min(1 - (T - R) / (R - S), (R - P) / (T - P)) at R=3, S=0, T=5, P=1
+    "generous_tit_for_tat": (1.0, 1 / 3, 1.0, 1 / 3),
+    "win_stay_lose_shift": (1.0, 0.0, 0.0, 1.0),  # repeat after R or T, switch after S or P
+    # grim trigger as memory-1: cooperate only after mutual cooperation. From a cooperative
+    # start it plays as grim does: once either defects, CC never comes back
+    "grim_trigger": (1.0, 0.0, 0.0, 0.0),
+    "always_defect": (0.0, 0.0, 0.0, 0.0),
+    "always_cooperate": (1.0, 1.0, 1.0, 1.0),
+    # cooperate only after defecting against a cooperator: with tit-for-tat it alternates
+    # C, D, C, D ..., against a defector it defects
+    "alternation": (0.0, 0.0, 1.0, 0.0),
+}
+
+
+@dataclass
+class StateRate:
+    """P(cooperate) in one state: the mean over the agent's visits, its 95% CI, the visits."""
+
+    p: float | None  # None: never visited
+    ci: tuple[float, float] | None
+    n: int
+
+
+@dataclass
+class Memory1Profile:
+    """An agent's P(cooperate) in round 1 and after each outcome of the last round."""
+
+    method: str  # "exact" (from the agent's distributions) | "counted" (from its moves)
+    first: StateRate
+    CC: StateRate
+    CD: StateRate
+    DC: StateRate
+    DD: StateRate
+
+    def vector(self) -> dict[str, float | None]:
+        """P(C) per state of `STATES` (None where never visited)."""
+        return {s: getattr(self, s).p for s in STATES}
+
+
+def nearest_strategy(vector: dict[str, float | None]) -> tuple[str | None, float | None]:
+    """The `NAMED` strategy nearest to a profile and its Euclidean distance over the visited states.
+
+    Args:
+        vector: P(C) per state of `STATES`; None for a state never visited (left out).
+
+    Returns:
+        (name, distance): the names tied at the smallest distance joined by " or ", in
+        `NAMED` order; (None, None) when no state was visited.
+    """
+    seen = [i for i, s in enumerate(STATES) if vector.get(s) is not None]
+    if not seen:
+        return None, None
+    dist = {
+        name: float(np.sqrt(sum((vector[STATES[i]] - ref[i]) ** 2 for i in seen)))
+        for name, ref in NAMED.items()
+    }
+    best = min(dist.values())
+    return " or ".join(n for n, d in dist.items() if d <= best + 1e-9), best
 
 
 @dataclass
@@ -68,7 +157,13 @@ class SocialRow:
     agreement: float | None = None
     pareto: float | None = None
     gains: float | None = None
+    profile: Memory1Profile | None = None
+    nearest: str | None = None
+    nearest_distance: float | None = None
     kind: str = "social"
+
+
+PROFILE_FIELDS = ("profile", "nearest", "nearest_distance")  # the report prints them apart
 
 
 def replay(rec: MatchRecord):
@@ -121,25 +216,43 @@ def pareto_efficient(inventory: np.ndarray, values: np.ndarray) -> bool:
 
 
 def social_rows(records: list[MatchRecord], who: str) -> list[SocialRow]:
-    """One row per (game, opponent) of the dilemma and negotiation games `who` played."""
+    """The social rows of an evaluated agent.
+
+    Args:
+        records: evaluation matches (`evaluation.suites` match ids); other games are skipped.
+        who: the evaluated agent's name in the matches' seats.
+
+    Returns:
+        One row per (game, opponent) of the dilemma and negotiation games `who` played, and on
+        a dilemma with more than one opponent a row pooled over them (opponent "all") after them.
+    """
     groups: dict[tuple[str, str], list[MatchRecord]] = defaultdict(list)
     for rec in records:
         if rec.game in DILEMMAS + NEGOTIATION and who in rec.seats.values():
             game, opponent, _ = plan_key(rec.match_id)
             groups[(game, opponent)].append(rec)
     rows = []
-    for (game, opponent), recs in sorted(groups.items()):
+    games_ = sorted({game for game, _ in groups})
+    for game in games_:
         name = unkey(game)
-        row = SocialRow(who, name, unkey(opponent), len(recs))
-        if name in NEGOTIATION:
-            _negotiation(row, recs, who)
-        else:
+        mine = {o: recs for (g, o), recs in sorted(groups.items()) if g == game}
+        for opponent, recs in mine.items():
+            row = SocialRow(who, name, unkey(opponent), len(recs))
+            if name in NEGOTIATION:
+                _negotiation(row, recs, who)
+            else:
+                dilemma_metrics(row, recs, who)
+            rows.append(row)
+        if name not in NEGOTIATION and len(mine) > 1:
+            recs = [r for rs in mine.values() for r in rs]
+            row = SocialRow(who, name, ALL, len(recs))
             dilemma_metrics(row, recs, who)
-        rows.append(row)
+            rows.append(row)
     return rows
 
 
 def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
+    """Fill `row` with `who`'s dilemma metrics and memory-1 profile over `recs` (module doc)."""
     coop = mutual = sucker = rounds = 0
     gaps, shares, fair, per_match, total, optimum = [], [], [], [], 0.0, 0.0
     best: dict[str, float] = {}
@@ -147,9 +260,11 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         True: [0, 0],
         False: [0, 0],
     }  # the others all cooperated last round -> [my cooperations, rounds]
+    replayed = []
     for rec in recs:
         env = replay(rec)
         seat = next(p for p, a in rec.seats.items() if a == who)
+        replayed.append((rec, env, seat))
         history = env.cooperation_history(seat)
         rounds += len(history)
         if history:
@@ -187,6 +302,87 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
     row.welfare = total / optimum if optimum else None
     row.agent_share = sum(shares) / total if total else None
     row.fairness = float(np.mean(fair))
+    if rounds:
+        row.profile = _profile(replayed)
+        row.nearest, row.nearest_distance = nearest_strategy(row.profile.vector())
+
+
+def cooperation_probabilities(rec: MatchRecord, env, seat: str) -> list[float] | None:
+    """A player's exact probability of cooperating in each round of a repeated dilemma.
+
+    Args:
+        rec: the match, its turns carrying `action_probs`.
+        env: the match's env, replayed (`replay`): it says which actions cooperate.
+        seat: the player ("player_0", ...).
+
+    Returns:
+        P(cooperate) per round, from the player's turns' `action_probs`; None when the game
+        has no per-move cooperation (`is_cooperative`) or a turn lacks its distribution.
+    """
+    if not hasattr(env, "is_cooperative"):
+        return None
+    turns = [t for t in rec.turns if t.player == seat]  # one decision per round
+    if not turns or any(not t.action_probs for t in turns):
+        return None
+    return [
+        float(sum(p for a, p in t.action_probs if env.is_cooperative(a)))
+        / float(sum(p for _, p in t.action_probs))
+        for t in turns
+    ]
+
+
+def memory1_profile(recs: list[MatchRecord], who: str) -> Memory1Profile:
+    """`who`'s memory-1 profile over its rounds in `recs` (see the module doc): exact when every
+    match carries its distributions (`cooperation_probabilities`), else counted from its moves.
+
+    Args:
+        recs: matches of a dilemma game that `who` played.
+        who: the agent's name in the matches' seats.
+
+    Returns:
+        P(C) in round 1 and in each state of `STATES`, with CIs and visits.
+    """
+    matches = []
+    for rec in recs:
+        seat = next(p for p, a in rec.seats.items() if a == who)
+        matches.append((rec, replay(rec), seat))
+    return _profile(matches)
+
+
+def _profile(matches: list[tuple[MatchRecord, object, str]]) -> Memory1Profile:
+    """`memory1_profile` of (record, replayed env, seat) triples."""
+    visits: dict[str, list[tuple[float, int]]] = {s: [] for s in ("first", *STATES)}
+    per_match = [
+        (env.cooperation_history(seat), cooperation_probabilities(rec, env, seat))
+        for rec, env, seat in matches
+    ]
+    exact = all(probs is not None and len(probs) >= len(h) for h, probs in per_match)
+    for history, probs in per_match:
+        values = probs if exact else [float(mine) for mine, _ in history]
+        match: dict[str, list[float]] = defaultdict(list)
+        for k, (value, _) in enumerate(zip(values, history)):
+            if k == 0:
+                state = "first"
+            else:
+                mine, others = history[k - 1]
+                state = ("C" if mine else "D") + ("C" if all(others) else "D")
+            match[state].append(value)
+        for state, v in match.items():
+            visits[state].append((sum(v), len(v)))
+    rates = {s: _state_rate(v, exact) for s, v in visits.items()}
+    return Memory1Profile("exact" if exact else "counted", **rates)
+
+
+def _state_rate(per_match: list[tuple[float, int]], exact: bool) -> StateRate:
+    """One state's rate from (sum of P(C) or cooperations, visits) per match that visited it."""
+    n = sum(k for _, k in per_match)
+    if n == 0:
+        return StateRate(None, None, 0)
+    total = sum(c for c, _ in per_match)
+    if exact:
+        rate, lo, hi = ratio_ci([c for c, _ in per_match], [k for _, k in per_match])
+        return StateRate(rate, (max(0.0, lo), min(1.0, hi)), n)
+    return StateRate(total / n, wilson(round(total), n), n)
 
 
 def _negotiation(row: SocialRow, recs: list[MatchRecord], who: str) -> None:

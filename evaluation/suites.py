@@ -179,11 +179,10 @@ def opponent_label(spec: Any) -> str:
 
 
 def num_seats(g: GameSpec) -> int:
-    return (
-        games.make(g.name, **g.params).num_agents
-        if g.name.startswith("openspiel:")
-        else games.info(g.name).num_players
-    )
+    """The game's seats with its params (public_goods' `num_players`, an OpenSpiel game's own)."""
+    if g.params or g.name.startswith("openspiel:"):
+        return len(games.make(g.name, **g.params).possible_agents)
+    return games.info(g.name).num_players
 
 
 def rounded_matches(n: int, seats: int) -> int:

@@ -34,6 +34,8 @@ class ConnectFour(OpenSpielEnv):
         "is_parallelizable": False,
     }
 
+    static_move_text = True  # the column number
+
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__("connect_four", render_mode=render_mode, illegal_reward=illegal_reward)
         self.rows, self.columns = (

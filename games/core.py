@@ -43,7 +43,7 @@ class GameInfo:
     description: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class TextView:
     """Everything one player may know at one decision, as text."""
 
@@ -65,7 +65,7 @@ class TextView:
         if self.free_text:
             parts.append(f"Write your message (at most {self.max_chars} characters).")
         else:
-            parts.append("LEGAL MOVES: " + ", ".join(f"[{m}]" for m in self.legal_moves))
+            parts.append("LEGAL MOVES: [" + "], [".join(self.legal_moves) + "]")
         return "\n\n".join(parts)
 
 
@@ -112,8 +112,13 @@ class TextEnv(AECEnv):
         raise NotImplementedError
 
     def legal_moves(self, agent: str | None = None) -> list[str]:
-        agent = agent or self.agent_selection
-        return [self.move_text(agent, a) for a in self.legal_actions(agent)]
+        return list(self.legal_pairs(agent or self.agent_selection)[1])
+
+    def legal_pairs(self, agent: str) -> tuple[list[Any], list[str]]:
+        """(legal actions, their move strings) of `agent` now. A game may hand out the same
+        lists for as long as its state does not change (`OpenSpielEnv`): do not modify them."""
+        actions = self.legal_actions(agent)
+        return actions, [self.move_text(agent, a) for a in actions]
 
     def is_free_text(self, agent: str) -> bool:
         """True when this agent's current move is a free-text message."""
@@ -124,25 +129,24 @@ class TextEnv(AECEnv):
     def view(self, agent: str | None = None) -> TextView:
         agent = agent or self.agent_selection
         free = self.is_free_text(agent)
-        actions = [] if free else self.legal_actions(agent)
-        return TextView(
-            agent=agent,
-            rules=self.rules_text(agent),
-            state=self.state_text(agent),
-            history=self.history_text(agent),
-            legal_moves=[self.move_text(agent, a) for a in actions],
-            actions=actions,
-            free_text=free,
-            max_chars=self.max_message_chars if free else 0,
+        actions, moves = ([], []) if free else self.legal_pairs(agent)
+        return TextView(  # positional: TextView's field order
+            agent,
+            self.rules_text(agent),
+            self.state_text(agent),
+            self.history_text(agent),
+            list(moves),
+            list(actions),
+            free,
+            self.max_message_chars if free else 0,
         )
 
     def parse(self, agent: str, reply: str) -> Any:
         """Turn a model's reply into one legal env action, or raise `ParseError`."""
         if self.is_free_text(agent):
             return parse_message(reply, self.max_message_chars)
-        actions = self.legal_actions(agent)
-        index = parse_move(reply, [self.move_text(agent, a) for a in actions])
-        return actions[index]
+        actions, moves = self.legal_pairs(agent)
+        return actions[parse_move(reply, moves)]
 
     # --- rendering --------------------------------------------------------------------
     def render(self) -> str | None:
@@ -160,8 +164,21 @@ class TextEnv(AECEnv):
 
     # --- AEC bookkeeping shared by all games ------------------------------------------
     def _seed(self, seed: int | None) -> None:
+        """Seed `np_random` for this episode (None: the generator runs on); it is built on first
+        use, so a game without chance never pays for building it."""
         if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
+            self._np_random, self._np_seed = None, seed
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The env's generator: gymnasium's `seeding.np_random` of the last seed given to `reset`."""
+        if getattr(self, "_np_random", None) is None:
+            self._np_random, _ = seeding.np_random(getattr(self, "_np_seed", None))
+        return self._np_random
+
+    @np_random.setter
+    def np_random(self, rng: np.random.Generator) -> None:
+        self._np_random = rng
 
     def _start_episode(self) -> None:
         self.agents = list(self.possible_agents)

@@ -39,6 +39,8 @@ RETURNS = {
 class Goofspiel(OpenSpielEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "goofspiel", "is_parallelizable": True}
 
+    static_move_text = True  # the card's value
+
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0, **params):
         super().__init__(
             "goofspiel", render_mode=render_mode, illegal_reward=illegal_reward, **params

@@ -30,6 +30,8 @@ MOVES = ("Pass", "Bet")
 class KuhnPoker(OpenSpielEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "kuhn_poker", "is_parallelizable": False}
 
+    static_move_text = True  # Pass / Bet
+
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__("kuhn_poker", render_mode=render_mode, illegal_reward=illegal_reward)
 

@@ -38,6 +38,8 @@ class LeducPoker(OpenSpielEnv):
         "is_parallelizable": False,
     }
 
+    static_move_text = True  # Fold / Call / Raise
+
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__("leduc_poker", render_mode=render_mode, illegal_reward=illegal_reward)
 

@@ -12,7 +12,9 @@ Observation `{"observation": float32 vector, "action_mask": int8 vector}`; the v
 Rewards     each step hands out what `state.returns()` gained since the previous step, so
             a player's rewards summed over the episode equal `state.returns()` exactly
             (Shimmy's wrapper double-counts the second player's final reward; we don't).
-Chance      sampled from `chance_outcomes()` with the env's seeded `np_random`.
+Chance      sampled from `chance_outcomes()` with the env's seeded `np_random`; a recorded
+            match is replayed with `reset(options={"chance": [outcome, ...]})`, which plays
+            those outcomes in order instead (then samples again once they run out).
 Simultaneous games are played in AEC turn order with actions buffered until every player
             has chosen, then applied together (`apply_actions`); nobody sees a buffered
             action. Such games also have a Parallel API (`games.make_parallel`).
@@ -74,6 +76,9 @@ class OpenSpielEnv(TextEnv):
     """A PettingZoo AEC env over one OpenSpiel game (see the module docstring)."""
 
     metadata = {"render_modes": ["human", "ansi"], "name": "openspiel", "is_parallelizable": False}
+    static_move_text = False
+    """`move_text` depends on the action alone (not the agent, not the state): `legal_pairs`
+    then makes each action's text once per env, not once per state."""
 
     def __init__(
         self,
@@ -128,16 +133,25 @@ class OpenSpielEnv(TextEnv):
         self.action_spaces = {a: spaces.Discrete(self.num_actions) for a in self.possible_agents}
         self.state: pyspiel.State | None = None
         self.moves: list[tuple[int, Any]] = []  # (player or -1 for chance, action or joint list)
+        self._legal: dict[int, list[int]] = {}  # player -> pyspiel's legal actions at `state`
+        # `state.current_player()`, read once per state
+        self._current = int(pyspiel.PlayerId.INVALID)
+        self._texts: dict[int, str] = {}  # action -> move text, with `static_move_text`
+        self._pairs: dict[str, tuple[list[int], list[str]]] = {}  # agent -> its legal_pairs
 
     # --- AEC protocol ---------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         """New episode. `options={"history": [action, ...]}` starts it at the state after
         that OpenSpiel action history instead (chance outcomes included, sequential games
         only): the position exactly as the players would have reached it, e.g. to ask an
-        agent for its move at every information state (`evaluation.exploitability`)."""
+        agent for its move at every information state (`evaluation.exploitability`).
+        `options={"chance": [outcome, ...]}` plays these chance outcomes (OpenSpiel action
+        ids), in order, at the chance nodes that follow instead of sampling: a recorded
+        match (e.g. an OpenSpiel trajectory) replays with its own deals."""
         self._seed(seed)
         self.state = self.game.new_initial_state()
         self.moves = []
+        self._chance = [int(a) for a in (options or {}).get("chance", [])][::-1]
         self._buffer: dict[int, int] = {}
         self._paid = [0.0] * len(self.possible_agents)
         self._start_episode()
@@ -160,14 +174,16 @@ class OpenSpielEnv(TextEnv):
         if self.terminations[agent] or self.truncations[agent]:
             return self._was_dead_step(action)
         self._cumulative_rewards[agent] = 0.0
+        rewards = self.rewards
         for a in self.agents:
-            self.rewards[a] = 0.0
+            rewards[a] = 0.0
         player = self._index[agent]
         if action is None or not self._is_legal(player, action):
             return self._illegal(agent, action)
         action = int(action)
-        if self.simultaneous_node:
+        if self.simultaneous and self.state.is_simultaneous_node():
             self._buffer[player] = action
+            self._pairs = {}  # the buffered player has no move left this round
             if len(self._buffer) < len(self._to_move):
                 self.agent_selection = self.possible_agents[self._to_move[len(self._buffer)]]
                 return
@@ -183,24 +199,34 @@ class OpenSpielEnv(TextEnv):
     def _advance(self) -> None:
         """Play chance, hand out rewards, pick the next agent or end the game."""
         state = self.state
+        self._legal, self._pairs = {}, {}  # every change of `state` (reset, a move) comes here
         while state.is_chance_node():
             outcomes, probs = zip(*state.chance_outcomes())
-            outcome = outcomes[self.np_random.choice(len(outcomes), p=probs)]
+            if self._chance:  # a recorded match replayed: its own chance outcome
+                outcome = self._chance.pop()
+                if outcome not in outcomes:
+                    raise ValueError(
+                        f"{self.game_name}: chance outcome {outcome} is not possible after {state.history()}"
+                    )
+            else:
+                outcome = outcomes[self.np_random.choice(len(outcomes), p=probs)]
             state.apply_action(outcome)
             self.moves.append((-1, outcome))
-        if state.is_terminal() or self._intermediate_rewards:
+        terminal = state.is_terminal()
+        self._current = state.current_player()
+        if terminal or self._intermediate_rewards:
             returns = state.returns()
             for i, a in enumerate(self.possible_agents):
                 self.rewards[a] = returns[i] - self._paid[i]
                 self._paid[i] = returns[i]
-        if state.is_terminal():
+        if terminal:
             for a in self.agents:
                 self.terminations[a] = True
-        elif state.is_simultaneous_node():
+        elif self.simultaneous and state.is_simultaneous_node():
             self._to_move = [p for p in range(len(self.possible_agents)) if state.legal_actions(p)]
             self.agent_selection = self.possible_agents[self._to_move[0]]
         else:
-            self.agent_selection = self.possible_agents[state.current_player()]
+            self.agent_selection = self.possible_agents[self._current]
         self._accumulate_rewards()
 
     @property
@@ -209,9 +235,17 @@ class OpenSpielEnv(TextEnv):
 
     def _is_legal(self, player: int, action: Any) -> bool:
         try:
-            return int(action) in self.state.legal_actions(player)
+            return int(action) in self._state_legal(player)
         except (TypeError, ValueError):
             return False
+
+    def _state_legal(self, player: int) -> list[int]:
+        """pyspiel's legal actions of `player` at the current state, asked once per state (the
+        mask, the view, the parser and the step all read them). Do not modify the list."""
+        legal = self._legal.get(player)
+        if legal is None:
+            legal = self._legal[player] = self.state.legal_actions(player)
+        return legal
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         player = self._index[agent]
@@ -230,18 +264,51 @@ class OpenSpielEnv(TextEnv):
                 obs = np.zeros(self._obs_size, np.float32)
         mask = np.zeros(self.num_actions, np.int8)
         if not self.terminations.get(agent, True) and not self.truncations.get(agent, True):
-            mask[self.legal_actions(agent)] = 1
+            legal = self._legal_of(agent)
+            if legal:
+                mask[legal] = 1
         return {"observation": obs, "action_mask": mask}
 
     # --- text layer: generic, from OpenSpiel's strings -------------------------------
     def legal_actions(self, agent: str | None = None) -> list[int]:
-        agent = agent or self.agent_selection
-        state, player = self.state, self._index[agent]
-        if state.is_terminal() or self.terminations.get(agent) or self.truncations.get(agent):
+        return list(self._legal_of(agent or self.agent_selection))
+
+    def legal_pairs(self, agent: str) -> tuple[list[int], list[str]]:
+        """`TextEnv.legal_pairs`, made once per state and agent: the cache is emptied whenever
+        the state, a termination or the simultaneous-move buffer changes."""
+        pairs = self._pairs.get(agent)
+        if pairs is None:
+            actions = self._legal_of(agent)
+            if self.static_move_text:
+                known = self._texts.get
+                moves = [known(a) or self._text_of(agent, a) for a in actions]
+            else:
+                moves = [self.move_text(agent, a) for a in actions]
+            pairs = self._pairs[agent] = (actions, moves)
+        return pairs
+
+    def _text_of(self, agent: str, action: int) -> str:
+        """`move_text`, kept for the next state (with `static_move_text`)."""
+        text = self._texts[action] = self.move_text(agent, action)
+        return text
+
+    def _illegal(self, agent: str, action: Any) -> None:
+        self._pairs = {}  # the game ends without a change of state
+        super()._illegal(agent, action)
+
+    def _was_dead_step(self, action: Any) -> None:
+        self._pairs = {}
+        super()._was_dead_step(action)
+
+    def _legal_of(self, agent: str) -> list[int]:
+        """`legal_actions(agent)`, possibly the cached list itself (not to be modified)."""
+        if self.terminations.get(agent) or self.truncations.get(agent):
             return []
-        if self.simultaneous_node:
-            return [] if player in self._buffer else list(state.legal_actions(player))
-        return list(state.legal_actions(player)) if state.current_player() == player else []
+        state, player = self.state, self._index[agent]
+        if self.simultaneous and state.is_simultaneous_node():
+            return [] if player in self._buffer else self._state_legal(player)
+        # a terminal state's current player is OpenSpiel's terminal id, never a player's
+        return self._state_legal(player) if self._current == player else []
 
     def move_text(self, agent: str, action: int) -> str:
         return self.state.action_to_string(self._index[agent], int(action))

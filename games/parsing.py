@@ -25,7 +25,9 @@ it; a `</think>` without its opening tag, as when the chat template opened the b
 everything before it). Matching ignores case, Unicode width variants (NFKC), zero-width
 characters, surrounding quotes/backticks/trailing punctuation, runs of whitespace and one
 wrapping pair of `<>`, `[]`, `{}` or `()` (MARS-style `<answer><Bet></answer>`); an explicit
-answer may itself hold a `\\boxed{}`. Every step is linear in the reply's length.
+answer may itself hold a `\\boxed{}`. Every step is linear in the reply's length. The
+normalised legal moves (and their number shapes) are computed once per list of legal moves
+(`_legal_forms`, cached), not on every reply: a game offers the same lists again and again.
 Failures raise `ParseError` whose `kind` is one of:
 
 - `empty`     nothing left after removing the thinking;
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 ERROR_KINDS = ("empty", "no_move", "illegal", "ambiguous", "too_long")
 
@@ -104,6 +107,8 @@ _WORD = re.compile(r"\w")
 
 def strip_thinking(reply: str) -> str:
     """The reply without `<think>...</think>` blocks (an unclosed block runs to the end)."""
+    if "<" not in reply:  # no tag at all: nothing to drop
+        return reply
     text = _THINK.sub(" ", reply)
     closing = text.lower().rfind("</think>")
     return text[closing + len("</think>") :] if closing >= 0 else text
@@ -111,6 +116,8 @@ def strip_thinking(reply: str) -> str:
 
 def normalize(move: str) -> str:
     """Canonical form for comparing moves: lower case, single spaces, no wrapping quotes."""
+    if move.isalnum() and move.isascii():  # letters and digits only: nothing to strip or join
+        return move.lower()
     if not move.isascii():
         move = _ZERO_WIDTH.sub("", unicodedata.normalize("NFKC", move))
     move = move.rstrip(_STRIP)
@@ -193,6 +200,8 @@ def _answers(text: str) -> list[str]:
     """The contents of `<answer>` tags in order; nested tags give the innermost, and an
     unclosed last tag runs to the end."""
     found, opened = [], None
+    if "<" not in text:
+        return found
     for m in _ANSWER_TAG.finditer(text):
         if not m.group(1):
             opened = m.end()
@@ -268,22 +277,67 @@ def _mentions(text: str, forms: dict[str, int]) -> set[int]:
     return found
 
 
+@lru_cache(maxsize=1024)
+def _legal_forms(
+    legal_moves: tuple[str, ...],
+) -> tuple[dict[str, int], frozenset[str], dict[str, int]]:
+    """The normalised legal moves (form -> index, the last of equal forms), their shapes, and
+    each legal move string as given -> the index its normalised form finds."""
+    index = {normalize(m): i for i, m in enumerate(legal_moves)}
+    verbatim = {m: index[normalize(m)] for m in legal_moves}
+    return index, frozenset(_shape(form) for form in index), verbatim
+
+
+def _plain(reply: str, index: dict[str, int], verbatim: dict[str, int]) -> int | None:
+    """The move a plain reply names, found without the full parse's passes: a reply that is,
+    once stripped, `[MOVE]` (one bracket) or `MOVE`, in ASCII with no `<` (no tag) and no
+    backslash (no box), whose MOVE normalises to a legal move. The full parse returns the
+    same move for it: no think block, answer or box comes first, and the one bracket (or,
+    without brackets, the whole reply) is looked up as that normalised form first. A MOVE
+    written exactly as a legal move is found without normalising it (`verbatim`). None for
+    any other reply (the full parse decides)."""
+    if not reply.isascii() or "<" in reply or "\\" in reply:
+        return None
+    text = reply.strip()
+    if text[:1] == "[" and text[-1:] == "]":
+        inner = text[1:-1]
+        if "[" in inner or "]" in inner or not 1 <= len(inner) <= _MAX_MOVE:
+            return None
+        found = verbatim.get(inner)
+        return found if found is not None else index.get(normalize(inner))
+    if "[" in text or not text:
+        return None
+    found = verbatim.get(text)
+    return found if found is not None else index.get(normalize(text))
+
+
 def parse_move(reply: str, legal_moves: list[str], max_chars: int = 20_000) -> int:
     """Index into `legal_moves` of the one move `reply` names; raises `ParseError`."""
     if reply is None:
         raise ParseError("empty", "the reply is empty")
     if len(reply) > max_chars:
         raise ParseError("too_long", f"the reply has {len(reply)} characters (limit {max_chars})")
+    index, shapes, verbatim = _legal_forms(tuple(legal_moves))
+    found = _plain(reply, index, verbatim)
+    if found is not None:
+        return found
+    return _parse(reply, legal_moves, index, shapes, max_chars)
+
+
+def _parse(
+    reply: str, legal_moves: list[str], index: dict[str, int], shapes: frozenset, max_chars: int
+) -> int:
+    """`parse_move` without its shortcut for plain replies: every style, in order."""
     text = _nfkc(strip_thinking(reply), max_chars)
     if text is None:
         raise ParseError(
             "too_long", f"the reply has over {max_chars} characters once Unicode-normalised (NFKC)"
         )
-    text = _ZERO_WIDTH.sub("", text).strip()
+    if not text.isascii():
+        text = _ZERO_WIDTH.sub("", text)
+    text = text.strip()
     if not text:
         raise ParseError("empty", "the reply is empty once <think> blocks are removed")
-    index = {normalize(m): i for i, m in enumerate(legal_moves)}
-    shapes = {_shape(form) for form in index}
 
     def lookup(candidate: str) -> tuple[int | None, bool]:
         """(index of the legal move `candidate` names or None, whether it is shaped like a move)."""

@@ -44,10 +44,31 @@ BOARDS = ("grid", "line", "relative", "numbered")
 RELATIVE = ("Y", "T")  # board="relative": the reader's marks, the opponent's
 
 
+RULES = tuple(  # per seat: the rules as that player is told them
+    "Tic-tac-toe on a 3x3 board. Players take turns placing their mark in an empty cell; "
+    "X moves first. Three of your marks in a row, column or diagonal wins (+1); the loser gets -1; "
+    "a full board with no line is a draw (0).\n"
+    f"You play {MARKS[me]} ({'first' if me == 0 else 'second'}); your opponent plays {MARKS[1 - me]}.\n"
+    "Cells are numbered 0-8 row by row: 0 1 2 / 3 4 5 / 6 7 8. A move is the number of an empty cell."
+    for me in (0, 1)
+)
+
+
+CELLS = tuple(str(i) for i in range(9))
+_GRID_TEMPLATE = "\n---+---+---\n".join([" {} | {} | {}"] * 3)
+# per reader, per player: the history line's prefix and the state's last line
+_WHO = tuple(
+    tuple(f"{'you' if p == me else 'opponent'} ({MARKS[p]}): " for p in (0, 1)) for me in (0, 1)
+)
+_TO_MOVE = tuple(
+    tuple(f"\n{MARKS[p]} to move" + (" (you)." if p == me else ".") for p in (0, 1))
+    for me in (0, 1)
+)
+
+
 def board_text(cells: list[str]) -> str:
     """Render 9 cell strings ('X', 'O' or the cell number) as a grid."""
-    rows = [" " + " | ".join(cells[r * 3 : r * 3 + 3]) for r in range(3)]
-    return "\n---+---+---\n".join(rows)
+    return _GRID_TEMPLATE.format(*cells)
 
 
 class TicTacToe(OpenSpielEnv):
@@ -56,6 +77,7 @@ class TicTacToe(OpenSpielEnv):
         "name": "tic_tac_toe",
         "is_parallelizable": False,
     }
+    static_move_text = True  # the cell number
 
     def __init__(
         self, render_mode: str | None = None, illegal_reward: float = -1.0, board: str = "grid"
@@ -66,24 +88,19 @@ class TicTacToe(OpenSpielEnv):
         super().__init__("tic_tac_toe", render_mode=render_mode, illegal_reward=illegal_reward)
 
     def _cells(self) -> list[str]:
-        cells = [str(i) for i in range(9)]
+        cells = list(CELLS)
         for player, action in self.moves:
             cells[action] = MARKS[player]
         return cells
 
     def rules_text(self, agent: str) -> str:
-        me = self._index[agent]
-        return (
-            "Tic-tac-toe on a 3x3 board. Players take turns placing their mark in an empty cell; "
-            "X moves first. Three of your marks in a row, column or diagonal wins (+1); the loser gets -1; "
-            "a full board with no line is a draw (0).\n"
-            f"You play {MARKS[me]} ({'first' if me == 0 else 'second'}); your opponent plays {MARKS[1 - me]}.\n"
-            "Cells are numbered 0-8 row by row: 0 1 2 / 3 4 5 / 6 7 8. A move is the number of an empty cell."
-        )
+        return RULES[self._index[agent]]
 
     def state_text(self, agent: str) -> str:
         cells = self._cells()
-        if self.board == "line":
+        if self.board == "grid":
+            text = board_text(cells)
+        elif self.board == "line":
             text = "Board: " + " ".join(c if c in MARKS else "." for c in cells)
         elif self.board == "relative":
             mine = MARKS[self._index[agent]]
@@ -93,24 +110,18 @@ class TicTacToe(OpenSpielEnv):
             text = (
                 "Board: |" + "|".join(RELATIVE[c != mine] if c in MARKS else c for c in cells) + "|"
             )
-        else:
-            text = board_text(cells)
-        if self.state.is_terminal():
+        to_move = self._current  # the state's current player (negative once it is over)
+        if to_move < 0:
             r = self.state.returns()[self._index[agent]]
             return text + "\n" + ("You won." if r > 0 else "You lost." if r < 0 else "Draw.")
-        to_move = self.state.current_player()
-        return (
-            text
-            + f"\n{MARKS[to_move]} to move"
-            + (" (you)." if to_move == self._index[agent] else ".")
-        )
+        return text + _TO_MOVE[self._index[agent]][to_move]
 
     def move_text(self, agent: str, action: int) -> str:
         return str(int(action))
 
     def history_text(self, agent: str) -> list[str]:
-        me = self._index[agent]
-        return [f"{'you' if p == me else 'opponent'} ({MARKS[p]}): {a}" for p, a in self.moves]
+        who = _WHO[self._index[agent]]
+        return [who[p] + CELLS[a] for p, a in self.moves]
 
 
 def _symmetries() -> list[tuple[int, ...]]:

@@ -15,9 +15,15 @@ def load(name):
     return module
 
 
-def test_env_throughput_quick_measures_both_games():
-    ratios = load("env_throughput").main(["--quick"])
-    assert set(ratios) == {"tic_tac_toe", "connect_four"} and all(r > 0 for r in ratios.values())
+def test_env_throughput_quick_measures_both_games(monkeypatch, capsys):
+    bench = load("env_throughput")
+    ratios = bench.main(["--quick"])
+    assert {"tic_tac_toe", "connect_four"} <= set(ratios) and all(r > 0 for r in ratios.values())
+    if bench.has_textarena():  # the text layer against TextArena's, per wall and CPU second
+        assert {"tic_tac_toe text", "tic_tac_toe text, per CPU s"} <= set(ratios)
+    monkeypatch.setattr(bench, "has_textarena", lambda: False)
+    assert set(bench.main(["--quick"])) == {"tic_tac_toe", "connect_four"}
+    assert "skipped, textarena is not installed" in capsys.readouterr().out
 
 
 def test_rollout_throughput_quick_replays_the_arena_batches_in_both_dtypes():
@@ -57,3 +63,16 @@ def test_ray_training_step_quick_trains_both_paths_and_measures_the_sync():
     assert out["ratio"] > 0 and out["step_ratio"] > 0
     (full, lora) = [row for row in out["sync"] if row[0] == "tiny-llama"]
     assert full[2] > 10 * lora[2] > 0  # LoRA publishes its adapters only
+
+
+def test_export_throughput_quick_times_every_export_against_the_read(tmp_path):
+    out = load("export_throughput").main(["--quick", "--json", str(tmp_path / "f.json")])
+    assert out["matches"] == 200 and out["agent_turns"] > 200
+    assert set(out["results"]) >= {
+        "read the JSONL",
+        "parquet, a row per turn",
+        "parquet, a row per match",
+        "openspiel trajectories (replays every match)",
+    }
+    assert all(r["seconds"] > 0 and r["vs_read"] > 0 for r in out["results"].values())
+    assert (tmp_path / "f.json").is_file()

@@ -41,8 +41,13 @@ def test_every_config_field_is_documented():
 def test_reference_pages_are_generated():
     hook = _hook()
     cli = hook.cli_page()
-    for command in ("games", "play", "serve", "tournament", "eval", "train", "plot"):
+    for command in ("games", "play", "serve", "tournament", "eval", "train", "plot", "export"):
         assert f"## arena {command}\n" in cli
+    for command in ("export model", "export trajectories", "export openspiel", "import openspiel"):
+        assert f"### arena {command}\n" in cli  # nested subcommands get their own tables
+    assert "`--dtype DTYPE`" in cli.split("### arena export model")[1].split("###")[0]
+    dataset = hook.dataset_page()
+    assert "| `is_truncated` | `bool` |" in dataset and "| `winner` | `string` |" in dataset
     config = hook.config_page()
     assert "`learner.loss.kl_coef`" in config and "`rating.ci`" in config
 

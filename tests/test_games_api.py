@@ -243,3 +243,78 @@ def test_hanabi_presets_follow_mars():
 def test_bad_parameters_give_a_one_line_value_error(name, params, message):
     with pytest.raises(ValueError, match=message):
         games.make(name, **params)
+
+
+def _replayed(name: str, seed: int, actions: list):
+    env = games.make(name)
+    env.reset(seed=seed)
+    for action in actions:
+        env.step(action)
+    return env
+
+
+@pytest.mark.parametrize(
+    "name", ["tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "goofspiel", "liars_dice"]
+)
+def test_the_legal_moves_and_view_an_env_keeps_are_those_of_a_fresh_replay(name):
+    """The env reads its legal moves once per state (and a move's text once per env where it
+    depends on the action alone): at every decision they, the view and the moves of every
+    other player are those of a fresh env replayed to the same point."""
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        env, actions = games.make(name), []
+        env.reset(seed=seed)
+        for agent in env.agent_iter():
+            if env.terminations[agent] or env.truncations[agent]:
+                env.step(None)
+                actions.append(None)
+                continue
+            fresh = _replayed(name, seed, actions)
+            for other in env.possible_agents:
+                assert env.legal_moves(other) == fresh.legal_moves(other)
+                assert env.legal_actions(other) == fresh.legal_actions(other)
+            assert env.view(agent) == fresh.view(agent)
+            env.legal_actions(agent).clear()  # a copy: the env's own list stays whole
+            legal = env.legal_actions(agent)
+            assert legal == fresh.legal_actions(agent)
+            action = legal[int(rng.integers(len(legal)))]
+            assert env.parse(agent, f"[{env.move_text(agent, action)}]") == action
+            env.step(action)
+            actions.append(action)
+
+
+def test_an_illegal_move_or_a_buffered_one_empties_that_players_moves():
+    env = games.make("tic_tac_toe")
+    env.reset(seed=0)
+    x, o = env.possible_agents
+    assert env.legal_moves(x) == [str(i) for i in range(9)]
+    env.step(4)
+    assert env.legal_moves(x) == [] and "4" not in env.legal_moves(o)
+    env.step(4)  # taken: o loses, the game is over
+    assert env.terminations[o] and env.legal_moves(o) == [] and env.legal_moves(x) == []
+    sim = games.make("goofspiel")
+    sim.reset(seed=0)
+    first, second = sim.possible_agents
+    theirs = sim.legal_moves(second)
+    sim.step(sim.legal_actions(first)[0])  # buffered until the other bids
+    assert sim.legal_moves(first) == [] and sim.legal_moves(second) == theirs
+
+
+def test_the_generator_is_built_on_first_use_from_the_reset_seed():
+    """A game without chance never builds it; a game with chance deals from gymnasium's
+    `seeding.np_random(seed)` stream, as an independent replay of OpenSpiel's chance shows."""
+    import pyspiel
+    from gymnasium.utils import seeding
+
+    env = games.make("tic_tac_toe")
+    env.reset(seed=3)
+    assert env._np_random is None
+    env = games.make("leduc_poker")
+    env.reset(seed=3)
+    rng, _ = seeding.np_random(3)
+    state, deals = pyspiel.load_game("leduc_poker").new_initial_state(), []
+    while state.is_chance_node():
+        outcomes, probs = zip(*state.chance_outcomes())
+        deals.append(outcomes[rng.choice(len(outcomes), p=probs)])
+        state.apply_action(deals[-1])
+    assert [a for p, a in env.moves if p == -1] == deals

@@ -216,3 +216,35 @@ def test_strip_thinking():
 
 def test_module_examples():
     assert doctest.testmod(games.parsing).failed == 0
+
+
+def _outcome(parse, reply: str, moves: list[str]):
+    try:
+        return parse(reply, moves)
+    except ParseError as e:
+        return e.kind
+
+
+ODD_MOVES = ["a.\x0c", "A", "Offer 2 Wood for 1 Gold", "x  y", ".5", "[7]", "4"]
+
+
+@pytest.mark.parametrize("moves", [CELLS, POKER, IPD, TRADE, ODD_MOVES, CELLS[:3]])
+def test_the_plain_reply_shortcut_answers_as_the_full_parse(moves):
+    """`parse_move` finds a plain reply ("[4]", "Bet") without the full parse's passes; for
+    every reply it gives what the full parse (`_parse`, every style in order) gives."""
+    forms = games.parsing._legal_forms(tuple(moves))
+
+    def full(reply, legal):
+        return games.parsing._parse(reply, legal, forms[0], forms[1], 20_000)
+
+    shapes = ["{}", "[{}]", " [{}] ", "{}.", "[{}.]", "[ {} ]", "[{}]]", "[[{}]", "[{}] [{}]"]
+    shapes += ["'{}'", "[{}]\t", "{} ", "[{}] and", "<b>[{}]</b>", "\\[{}]", "[{}\u200b]"]
+    words = [*moves, *(m.upper() for m in moves), *(m.lower() + "." for m in moves)]
+    words += ["a.", "a", "9", "04", "x y", "", " ", "[", "offer 2 wood for 1 gold"]
+    checked = 0
+    for word in words:
+        for shape in shapes:
+            reply = shape.replace("{}", word)
+            assert _outcome(parse_move, reply, moves) == _outcome(full, reply, moves), reply
+            checked += 1
+    assert checked == len(words) * len(shapes)

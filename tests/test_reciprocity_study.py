@@ -198,6 +198,10 @@ def test_end_to_end_tiny_study(tmp_path):
     )
     assert [r.estimator for r in results] == ["advantage_alignment", "mars"]
     assert all(0 <= r.coop_tft <= 1 and 0 <= r.payoff_ad <= 50 for r in results)
+    # the constrained policy's own distributions give its profile, which names a strategy
+    assert all(
+        r.profile_method == "exact" and r.nearest and 0 < r.profile["first"][0] < 1 for r in results
+    )
     saved = json.loads((tmp_path / "out" / "reciprocity.json").read_text())
     assert len(saved) == 2 and (tmp_path / "out" / "reciprocity.md").read_text().count("\n") == 6
     assert (tmp_path / "fig.png").stat().st_size > 0 and not (

@@ -110,6 +110,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "minibatches": (0, "minibatches must be >= 1, got 0"),
     "max_turns": (0, "max_turns must be >= 1, got 0"),
     "checkpoint_every": (-1, "checkpoint_every must be >= 0, got -1"),
+    "checkpoint_initial": ("yes", "checkpoint_initial must be bool, got 'yes'"),
     "keep_checkpoints": (-1, "keep_checkpoints must be >= 0, got -1"),
     "log_every": (0, "log_every must be >= 1, got 0"),
     "agent.mode": (
@@ -206,6 +207,8 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     ),
     "learner.log_entropy": ("no", "learner.log_entropy must be bool"),
     "learner.shared_prefix": ("yes", "learner.shared_prefix must be bool, got 'yes'"),
+    "learner.offload_optimizer": ("yes", "learner.offload_optimizer must be bool, got 'yes'"),
+    "learner.gradient_checkpointing": (1, "learner.gradient_checkpointing must be bool, got 1"),
     "learner.value_coef": (-1, "learner: value_coef must be >= 0, got -1.0"),
     "learner.loss.clip_low": (1, "learner.loss: clip ranges must be clip_low in [0, 1)"),
     "learner.loss.clip_high": (
@@ -920,6 +923,37 @@ def test_resume_continues_exactly(tmp_path, variant):
     # the weights did change after the resume
     c = load_file(str(tmp_path / "split" / "league" / "step_00000003.safetensors"))
     assert not all(torch.equal(c[k], a[k]) for k in c.keys() & a.keys())
+
+
+def test_checkpoint_initial_keeps_the_untrained_policy_and_a_resume_from_it_is_the_unbroken_run(
+    tmp_path,
+):
+    """checkpoint_initial: step_0 holds the network the run starts from (the seed's tiny Llama);
+    resuming from that checkpoint alone trains what the unbroken run trained."""
+    over = {
+        "seed": 3,
+        "steps": 2,
+        "checkpoint_every": 2,
+        "checkpoint_initial": True,
+        "keep_checkpoints": 0,
+        "eval": {"every": 0},
+    }
+    train(tiny(tmp_path, "straight", **over), console=quiet())
+    ckpts = tmp_path / "straight" / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("step_*")) == ["step_00000000", "step_00000002"]
+    initial = load_file(str(ckpts / "step_00000000" / "model.safetensors"))
+    own = tiny_llama(seed=3)[0].state_dict()  # TINY's network, built apart from the run
+    assert initial and all(torch.equal(v, own[k]) for k, v in initial.items())
+    trained = load_file(str(ckpts / "step_00000002" / "model.safetensors"))
+    assert not all(torch.equal(trained[k], initial[k]) for k in initial)
+
+    split = tmp_path / "split"
+    train(tiny(tmp_path, "split", **{**over, "steps": 2}), console=quiet())
+    shutil.rmtree(split / "checkpoints" / "step_00000002")  # as if killed before step 2's save
+    (split / "checkpoints" / "latest").unlink(missing_ok=True)
+    train(tiny(tmp_path, "split", **over), resume=True, console=quiet())
+    again = load_file(str(split / "checkpoints" / "step_00000002" / "model.safetensors"))
+    assert all(torch.equal(again[k], trained[k]) for k in trained)
 
 
 SMALL = {

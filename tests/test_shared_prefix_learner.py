@@ -170,3 +170,32 @@ def test_a_conversation_is_scored_in_one_pass_over_its_last_turn(tiny):
     assert per.computed_tokens(turns) > 2 * shared.computed_tokens(turns)
     a, b = per.logprobs(turns), shared.logprobs(turns)
     assert max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)) < 1e-5
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_shared_prefix_with_the_memory_options_takes_the_same_steps(tiny, precision):
+    """Gradient checkpointing (each layer recomputed in the backward, the tree's gathered past
+    with it) and an offloaded optimizer change no number of a shared-prefix step: the same
+    losses and, after two steps, the very same weights, micro-batches sharing a trunk."""
+    model, tok = tiny
+    seqs = game_batch(tok)
+
+    def learner(**options):
+        cfg = LearnerConfig(
+            lr=1e-3,
+            precision=precision,
+            micro_batch_tokens=72,
+            loss=LossConfig(kl_coef=0.1, entropy_coef=0.01),
+            **options,
+        )
+        return Learner(copy.deepcopy(model), tok, cfg)
+
+    plain = learner()
+    lean = learner(gradient_checkpointing=True, offload_optimizer=True)
+    assert lean.shared_prefix and lean.policy.is_gradient_checkpointing
+    assert lean._micro_batches(seqs)[0].trunk is not None
+    for _ in range(2):
+        a, b = plain.step(seqs), lean.step(seqs)
+        assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"]
+    for (name, x), y in zip(plain.model.state_dict().items(), lean.model.state_dict().values()):
+        assert torch.equal(x, y), name

@@ -87,6 +87,23 @@ def test_tournament_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
     for name in CONFIG["players"]:
         assert name in out
     assert f"{stored} match(es) played now" in out
+    # the leaderboard as data, beside the report: W/D/L counted here from the records
+    board = json.loads(html.with_suffix(".json").read_text())
+    assert board["matches"] == stored and board["rating_reference"] == "random"
+    rows = {r["player"]: r for r in board["players"]}
+    assert set(rows) == set(CONFIG["players"]) and [r["rank"] for r in board["players"]] == list(
+        range(1, len(rows) + 1)
+    )
+    for name, row in rows.items():
+        outcomes = [r.outcome[seat] for r in records for seat, p in r.seats.items() if p == name]
+        assert (row["wins"], row["draws"], row["losses"]) == tuple(
+            outcomes.count(o) for o in ("win", "draw", "loss")
+        )
+    assert rows["random"]["elo"] == 1000 and set(board["first_mover_elo"]) <= {
+        "tic_tac_toe",
+        "kuhn_poker",
+        "prisoners_dilemma",
+    }
 
     # a rerun of a finished tournament plays nothing (and builds no agent)
     assert arena_main(["tournament", str(cfg)]) == 0
@@ -340,11 +357,11 @@ def test_missing_config_file(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_quickstart_config_is_valid():
+def test_smollm2_tournament_config_is_valid():
     from agents.by_game import build_agent
     from tournaments.config import arena_options, load_config
 
-    cfg = load_config(ROOT / "configs" / "quickstart.yaml")
+    cfg = load_config(ROOT / "configs" / "tournament_smollm2.yaml")
     assert (
         cfg.format == "round_robin"
         and [g.name for g in cfg.games] == ["tic_tac_toe"]
@@ -368,12 +385,25 @@ def test_quickstart_config_is_valid():
             build_agent(name, spec)
 
 
+def players_build(cfg) -> None:
+    """The config's arena options are valid and every player builds: bots for real, LLM
+    options checked without loading a model."""
+    from agents.by_game import build_agent
+    from agents.llm_agent import LLMAgentConfig
+    from tournaments.config import arena_options
+
+    arena_options(cfg.arena)
+    for name, spec in cfg.players.items():
+        if isinstance(spec, dict) and spec.get("type") == "llm":
+            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
+        else:
+            build_agent(name, spec)
+
+
 def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
     """configs/tournament_checkpoints.yaml: one player per checkpoint of runs/tictactoe_tiny and its
     best/, on the board the tiny tic-tac-toe run trains on."""
-    from agents.by_game import build_agent
-    from agents.llm_agent import LLMAgentConfig
-    from tournaments.config import arena_options, load_config
+    from tournaments.config import load_config
 
     run = tmp_path / "runs" / "tictactoe_tiny"
     for step in (580, 600):
@@ -400,12 +430,29 @@ def test_checkpoints_config_is_valid(tmp_path, monkeypatch):
         (g["name"], g["params"]) for g in trained["games"]
     ]
     assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
-    arena_options(cfg.arena)
-    for name, spec in cfg.players.items():  # bots build; LLM options are checked without a model
-        if isinstance(spec, dict) and spec.get("type") == "llm":
-            LLMAgentConfig(**{k: v for k, v in spec.items() if k not in ("type", "model")})
-        else:
-            build_agent(name, spec)
+    players_build(cfg)
+
+
+def test_the_main_job_ranks_every_checkpoint_its_training_run_keeps(tmp_path, monkeypatch):
+    """configs/quickstart.yaml reads the run configs/quickstart_train.yaml writes: one player
+    per checkpoint (the untrained step 0 included), on the board that run trains on."""
+    from tournaments.config import load_config
+    from training.selfplay import load_config as load_train_config
+
+    train = load_train_config(ROOT / "configs" / "quickstart_train.yaml")
+    assert train.checkpoint_initial and train.keep_checkpoints == 0
+    steps = list(range(0, train.steps + 1, train.checkpoint_every))
+    assert steps == [0, 5, 10, 15, 20]
+    run = tmp_path / train.run_dir
+    for step in steps:
+        (run / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(ROOT / "configs" / "quickstart.yaml")
+    assert list(cfg.players)[: len(steps)] == [f"tiny@{s}" for s in steps]
+    assert {"smollm2", "random", "mcts-10", "mcts-100", "minimax"} <= set(cfg.players)
+    assert [(g.name, g.params) for g in cfg.games] == [(g.name, g.params) for g in train.games]
+    assert cfg.games[0].opening > 0 and cfg.rating.reference == "random"
+    players_build(cfg)
 
 
 def _one_line_error(proc, command="tournament"):

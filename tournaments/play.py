@@ -40,7 +40,7 @@ from arena.runner import MatchPlan, play
 from core.progress import Progress
 from core.records import check_writable
 from tournaments.config import arena_options, load_config
-from tournaments.report import print_leaderboard, write_html
+from tournaments.report import print_leaderboard, write_html, write_json
 from tournaments.run import run_tournament, tournament_so_far
 from tournaments.store import DamagedStore, MatchResult, Store, jsonl_beside, kept_on_interrupt
 
@@ -187,6 +187,7 @@ def main(args: argparse.Namespace) -> None:
         )
         warn_missing(result, listing=db.with_suffix(".missing.txt"))
     print_leaderboard(result)
-    check_writable(report)
+    check_writable(report, report.with_suffix(".json"))
     write_html(result, report)
-    print(f"report: {report}")
+    write_json(result, report.with_suffix(".json"))
+    print(f"report: {report} (the leaderboard as data: {report.with_suffix('.json').name})")

@@ -26,8 +26,9 @@ import html
 import io
 import json
 import math
+import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
@@ -204,6 +205,41 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
     console.print(table)
     for note in (rating_note(result), points_note(result, rows)):  # wrapped, also when piped
         console.print(note, soft_wrap=False, markup=False)
+
+
+def leaderboard_json(result: TournamentResult) -> dict:
+    """The leaderboard as data: the tournament's name, format and match count, one row per
+    player (`Row`'s fields; an unbounded interval end is null) and each game's first-mover
+    advantage in Elo with its interval."""
+
+    def num(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    rows = []
+    for r in leaderboard(result):
+        row = asdict(r)
+        row.update(elo=num(r.elo), lo=num(r.lo), hi=num(r.hi))
+        rows.append(row)
+    cfg = result.config
+    return {
+        "name": cfg.name,
+        "format": cfg.format,
+        "matches": len(result.results),
+        "rating_reference": cfg.rating.reference,
+        "players": rows,
+        "first_mover_elo": {
+            g: {"elo": num(a.elo), "lo": num(a.lo), "hi": num(a.hi), "games": a.games}
+            for g, a in result.seat.items()
+        },
+    }
+
+
+def write_json(result: TournamentResult, path: str | Path) -> None:
+    """Write `leaderboard_json` to `path` (replaced in one piece)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(leaderboard_json(result), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 # --- figures --------------------------------------------------------------------------------

@@ -213,8 +213,11 @@ class TrainConfig:
     """decisions after which a match is aborted (it then carries no learning signal)"""
     checkpoint_every: int = 20
     """checkpoint every N steps (and at the end); 0: only at the end"""
+    checkpoint_initial: bool = False
+    """also checkpoint the initial policy (step 0) before the first update, so that a tournament
+    of the run's checkpoints ranks the untrained policy beside the trained ones"""
     keep_checkpoints: int = 2
-    """checkpoints kept on disk"""
+    """checkpoints kept on disk, the newest; 0: all"""
     log_every: int = 1
     """console line every N steps (TensorBoard and metrics.jsonl get every step)"""
     agent: LLMAgentConfig = field(

@@ -49,6 +49,11 @@ rollouts keep the module's attention. A recipe-shaped step (bench/learner_throug
 --shape recipe --paths 'learner fp32;learner bf16', one row per sequence) took 1.74-1.79x less
 CPU time in bf16 than in fp32, against a 2.23-2.26x matmul ratio.
 LoRA (`peft`) when `lora_rank > 0`.
+
+Device memory (`training.memory_plan` predicts it): `offload_optimizer` keeps the fp32 masters,
+their gradients and the AdamW state on the CPU (`master_device`) while the passes run on the
+device's copy, with the same arithmetic; `gradient_checkpointing` keeps one layer's
+activations at a time, recomputing each layer in the backward with the learner's attention.
 """
 
 from __future__ import annotations
@@ -96,7 +101,8 @@ class LearnerConfig:
     game's rules, one conversation's earlier turns), every continuation attending to it: the
     same loss and gradients as one pass per sequence, in fewer FLOPs (`training.prefix_tree`).
     Needs a plain linear LM head and sdpa or eager attention; otherwise, or false, every
-    sequence runs whole"""
+    sequence runs whole. Works with offload_optimizer and gradient_checkpointing (a
+    checkpointed layer recomputes with the same gathered past: the same steps)"""
     temperature: float = 1.0
     """sampling temperature of the rollouts: logits are divided by it"""
     lora_rank: int = 0
@@ -122,6 +128,16 @@ class LearnerConfig:
     nearest-rounded copy only moves once they add up to half of it). Measured both ways (README,
     "bf16 vs fp32 on SmolLM2"): on SmolLM2 both within fp32's seed noise, on the tiny config
     stochastic lower on three seeds of four; so nearest, the cheaper, is the default"""
+    offload_optimizer: bool = False
+    """keep the fp32 master weights, their gradients and the AdamW state in host memory (CPU):
+    the device holds only the copy the passes run on (bf16 under precision bfloat16/auto on a
+    GPU); each step moves the gradients to the host, steps there and copies the weights back.
+    The same arithmetic as without; a trained weight takes 4 bytes of the device (its bf16 copy
+    and gradient) instead of 18 (a 4B full fine-tune: 60 GiB off the card)"""
+    gradient_checkpointing: bool = False
+    """keep only each decoder layer's input from the forward pass and recompute the layer in the
+    backward (transformers' gradient checkpointing): the same gradients for about a third more
+    compute, and activation memory of one layer instead of all"""
     loss: LossConfig = field(default_factory=LossConfig)
     """the policy loss"""
 
@@ -464,15 +480,21 @@ def attention_implementation(model, name: str | None):
 class Learner:
     """Holds the policy, its optimizer and the frozen reference; see the module docstring."""
 
-    def __init__(self, model, tokenizer, cfg: LearnerConfig | None = None):
+    def __init__(self, model, tokenizer, cfg: LearnerConfig | None = None, device=None):
+        """`model` becomes the fp32 master weights; the passes run on `device` (default: the
+        model's), on a copy when the compute dtype is bf16 or the masters are offloaded."""
         self.cfg = cfg or LearnerConfig()
         self.tokenizer = tokenizer
         self.pad_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
-        self.device = next(model.parameters()).device
+        self.device = (
+            torch.device(device) if device is not None else next(model.parameters()).device
+        )
+        # where the masters, their gradients and the optimizer state live
+        self.master_device = torch.device("cpu") if self.cfg.offload_optimizer else self.device
         self.compute_dtype = compute_dtype(self.cfg.precision, self.device.type)
-        model.float()  # the master weights
+        model.to(device=self.master_device, dtype=torch.float32)  # the master weights
         if self.cfg.lora_rank > 0:
             from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
 
@@ -489,8 +511,14 @@ class Learner:
         self._rounding_scratch: torch.Tensor | None = (
             None  # stochastic rounding's random bits, reused every step
         )
-        if self.compute_dtype != "float32":
-            self.policy = copy.deepcopy(model).to(getattr(torch, self.compute_dtype))
+        if self.compute_dtype != "float32" or self.master_device != self.device:
+            self.policy = copy.deepcopy(model).to(
+                device=self.device, dtype=getattr(torch, self.compute_dtype)
+            )
+        if self.cfg.gradient_checkpointing:  # active in train mode only: rollouts keep their cache
+            self.policy.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         # the learner's own forward passes (not the rollouts that share `policy`)
         self.attention = (
             register_bf16_attention()
@@ -552,10 +580,12 @@ class Learner:
             for master, copied in pairs:
                 copied.copy_(master)
             return
-        generator = torch.Generator(device=self.device).manual_seed(self.step_count)
+        generator = torch.Generator(device=self.master_device).manual_seed(self.step_count)
         largest = max(master.numel() for master, _ in pairs)
         if self._rounding_scratch is None or self._rounding_scratch.numel() < largest:
-            self._rounding_scratch = torch.empty(largest, dtype=torch.int32, device=self.device)
+            self._rounding_scratch = torch.empty(
+                largest, dtype=torch.int32, device=self.master_device
+            )
         for master, copied in pairs:
             stochastic_round(
                 master, copied.dtype, generator, out=copied, scratch=self._rounding_scratch
@@ -841,8 +871,9 @@ class Learner:
                     for t, leaf in zip(out.tensors(), trunk.state.tensors())
                     if leaf.grad is not None
                 ]
-                if pairs:
-                    torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
+                if pairs:  # with the forward's attention (checkpointed layers recompute)
+                    with attention_implementation(model, self.attention):
+                        torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
         finally:
             trunk.state = None
 
@@ -995,7 +1026,10 @@ class Learner:
                     value_total += float(
                         value_loss.detach()
                     )  # each micro-batch's share of the batch's value loss
-                loss.backward()
+                # gradient checkpointing recomputes layers in the backward: with the forward's
+                # attention
+                with attention_implementation(self.policy, self.attention):
+                    loss.backward()
                 loss_total += float(loss.detach())
                 n = m.pop("tokens")
                 ratio_min, ratio_max = (
@@ -1005,7 +1039,11 @@ class Learner:
                 for k, v in m.items():
                     sums[k] = sums.get(k, 0.0) + v * n
         for master, copied in self._pairs():  # bf16 gradients onto the fp32 masters
-            master.grad = None if copied.grad is None else copied.grad.float()
+            master.grad = (
+                None
+                if copied.grad is None
+                else copied.grad.to(device=master.device, dtype=torch.float32)
+            )
             copied.grad = None
         params = self.parameters()
         grad_norm = torch.nn.utils.clip_grad_norm_(

@@ -25,13 +25,15 @@ runs the decoder (a transformers base model: `model.get_decoder()`) over the buc
 order: a bucket's rows are its segments, right-padded, at their true positions (a segment
 starts where its ancestors end), with its ancestors' keys and values gathered per layer as
 the rows' past, and a 4D mask that lets each row see its own ancestors and itself causally.
-Gradients flow through the gathered keys and values back to the passes that computed them.
+Gradients flow through the gathered keys and values back to the passes that computed them;
+under gradient checkpointing each layer keeps the tree's cache and recomputes with it.
 It returns the final hidden states of every computed position, flattened; `plan.index(seq,
 position)` says where a sequence's position is.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -396,6 +398,32 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3])
 
 
+@contextlib.contextmanager
+def _cache_through_checkpointing(decoder):
+    """Inside the block, `decoder`'s gradient-checkpointed layers keep the tree's cache.
+
+    transformers drops `past_key_values` from a checkpointed layer (a cache that grows would
+    grow again when the backward recomputes the layer); `_TreeCache.update` only records the
+    layer's own keys and values and returns them after the gathered past, so the recompute
+    sees the same past and gives the same numbers."""
+    layers = [
+        m
+        for m in decoder.modules()
+        if getattr(m, "gradient_checkpointing", False) and hasattr(m, "_can_checkpoint_with_cache")
+    ]
+    before = [m.__dict__.get("_can_checkpoint_with_cache") for m in layers]
+    for m in layers:
+        m._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for m, was in zip(layers, before):
+            if was is None:
+                del m._can_checkpoint_with_cache  # back to the class's value
+            else:
+                m._can_checkpoint_with_cache = was
+
+
 def tree_hidden(
     decoder, plan: TreePlan, mask_kind: str, outer: TreeOutput | None = None, keep_kv: bool = False
 ) -> TreeOutput:
@@ -438,13 +466,14 @@ def tree_hidden(
                 )
 
         cache = _TreeCache(past)
-        hidden = decoder(
-            input_ids=bucket.input_ids,
-            attention_mask=plan.mask(b, mask_kind, dtype),
-            position_ids=bucket.position_ids,
-            past_key_values=cache,
-            use_cache=True,
-        ).last_hidden_state
+        with _cache_through_checkpointing(decoder):
+            hidden = decoder(
+                input_ids=bucket.input_ids,
+                attention_mask=plan.mask(b, mask_kind, dtype),
+                position_ids=bucket.position_ids,
+                past_key_values=cache,
+                use_cache=False,  # the tree cache is passed in (no model-made cache)
+            ).last_hidden_state
         if bucket.keep or keep_kv:
             kv[b] = {layer: (_flat(k), _flat(v)) for layer, (k, v) in cache.own.items()}
         out.append(hidden.reshape(-1, hidden.shape[-1]))

@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -98,7 +99,7 @@ from agents.models import load_model
 from agents.transformers_backend import TransformersBackend
 from arena.runner import play
 from core.console import make_console
-from core.machine import announce_threads, set_threads
+from core.machine import announce_threads, resolve_device, set_threads
 from core.overrides import merge, parse_overrides
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_json_lines
@@ -119,6 +120,7 @@ from training.config import (  # noqa: F401 (SELF, parse_config: the loop's call
 from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
+from training.memory_plan import plan_config, render
 from training.plots import plot_eval
 from training.ray_rollouts import RayRollouts
 from training.restarts import RestartBuffer, lost_positions
@@ -405,7 +407,23 @@ def settle_best(run_dir: Path, step: int, say) -> None:
 
 
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
-    parts = [f"step {step:>4}", f"reward {m['reward']:+.3f}"]
+    """A step's console line: its metrics `m` (none before the first step) and evaluation rows."""
+    if not m:
+        parts = [f"step {step:>4}", "before training"]
+    else:
+        parts = [f"step {step:>4}", *_metric_parts(m)]
+    for r in ev:
+        held = " (held out)" if r.get("split") == "held_out" else ""
+        parts.append(
+            f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        )
+    if ev and ev[0].get("selection_score", -1) >= 0:
+        parts.append(f"| selection {ev[0]['selection_score']:.3f}")
+    return "  ".join(parts)
+
+
+def _metric_parts(m: dict) -> list[str]:
+    parts = [f"reward {m['reward']:+.3f}"]
     if "win_rate" in m:
         parts.append(f"win {m['win_rate']:.2f}")
     parts += [
@@ -417,14 +435,7 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
         f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}",
         f"{m['step_seconds']:.1f}s",
     ]
-    for r in ev:
-        held = " (held out)" if r.get("split") == "held_out" else ""
-        parts.append(
-            f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        )
-    if ev and ev[0].get("selection_score", -1) >= 0:
-        parts.append(f"| selection {ev[0]['selection_score']:.3f}")
-    return "  ".join(parts)
+    return parts
 
 
 # --- the loop -----------------------------------------------------------------------------
@@ -486,9 +497,12 @@ def train(
 
     # model, learner, rollout backend, league
     seed_everything(cfg.seed)  # LoRA init draws from torch
-    # fp32 master weights; the learner computes in a bf16 copy when learner.precision says so
-    model, tokenizer = load_model(cfg.model, dtype="float32", device=cfg.device)
-    learner = Learner(model, tokenizer, cfg.learner)
+    # fp32 master weights (built on the host when the learner keeps them there); the learner
+    # computes in a bf16 copy on the device when learner.precision says so
+    device = resolve_device(cfg.device)
+    master_device = "cpu" if cfg.learner.offload_optimizer else device
+    model, tokenizer = load_model(cfg.model, dtype="float32", device=master_device)
+    learner = Learner(model, tokenizer, cfg.learner, device=device)
     backend = make_backend(cfg, learner, tokenizer)
     rng = seed_everything(
         cfg.seed
@@ -608,24 +622,13 @@ def train(
         settle_best(run_dir, step, console.print)
 
     last_eval: list[dict] = []
-    if start_step == 0:
+    if start_step == 0 and not resume:  # a resume from a step-0 checkpoint has its evaluation
         t0 = time.perf_counter()
         last_eval = run_eval(0)
         elapsed += time.perf_counter() - t0
-        console.print(
-            _console_line(
-                0,
-                {
-                    "reward": 0.0,
-                    "invalid_rate": 0.0,
-                    "response_length": 0.0,
-                    "rollout_tokens_per_s": 0.0,
-                    "learn_tokens_per_s": 0.0,
-                    "step_seconds": 0.0,
-                },
-                last_eval,
-            )
-        )
+        console.print(_console_line(0, {}, last_eval))
+        if cfg.checkpoint_initial:
+            save(0)
 
     step = start_step
     for step in range(start_step + 1, cfg.steps + 1 if not spent else 0):
@@ -814,7 +817,15 @@ def main(args: argparse.Namespace) -> None:
         overrides["threads"] = args.threads
     if getattr(args, "ray", None):
         overrides = merge(overrides, {"ray": {"address": args.ray}})
+    device_memory = getattr(args, "device_memory", None)
+    if device_memory is not None and not (math.isfinite(device_memory) and device_memory > 0):
+        raise ValueError(f"--device-memory must be a size in GiB > 0, got {device_memory:g}")
+    if device_memory is not None and not getattr(args, "plan", False):
+        raise ValueError("--device-memory sizes the card of a memory plan: add --plan")
     cfg = load_config(args.config, overrides)
+    if getattr(args, "plan", False):  # the memory plan instead of a run
+        print(render(plan_config(cfg, device_memory), f"{args.config}: {cfg.model}"))
+        return
     given = [yaml.safe_load(Path(args.config).read_text(encoding="utf-8")), overrides]
     horizon_given = any(((d.get("learner") or {}).get("total_steps") or 0) for d in given)
     try:

@@ -6,6 +6,7 @@
                          tournament formats' signatures
     reference/games.md   the game catalogue, from each game module's docstring (PettingZoo's
                          pattern) and `games.CATALOGUE`
+    reference/dataset.md the columns of `arena export trajectories`, from `arena.dataset`
 
 Nothing generated is committed. A config field documents itself with a string literal on
 the line after it (an attribute docstring, as in `training/config.py`); `tests/test_docs_reference.py`
@@ -125,15 +126,24 @@ def cli_page() -> str:
         "`arena COMMAND --help` prints the same.\n",
         f"```text\n{parser.format_usage().strip()}\n```\n",
     ]
+    _command_sections(parser, "arena", "##", out)
+    return "\n".join(out)
+
+
+def _command_sections(parser: argparse.ArgumentParser, prefix: str, level: str, out: list) -> None:
+    """A section per subcommand of `parser`; one with subcommands of its own (`arena export
+    model`) gets a subsection per subcommand instead of an argument table."""
     helps = _subcommand_help(parser)
     for name, sub in _subcommands(parser).items():
         sub.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100)
-        out.append(f"## arena {name}\n")
+        out.append(f"{level} {prefix} {name}\n")
         if helps.get(name):
             out.append(_escape(helps[name]).rstrip(".") + ".\n")
         out.append(f"```text\n{sub.format_usage().strip()}\n```\n")
-        out.append(_table(["argument", "default", "meaning"], _argument_rows(sub)))
-    return "\n".join(out)
+        if _subcommands(sub):
+            _command_sections(sub, f"{prefix} {name}", level + "#", out)
+        else:
+            out.append(_table(["argument", "default", "meaning"], _argument_rows(sub)))
 
 
 # --- reference/config.md ------------------------------------------------------------------
@@ -446,12 +456,40 @@ def games_page() -> str:
     return "\n".join(out)
 
 
+# --- reference/dataset.md -----------------------------------------------------------------
+
+
+def dataset_page() -> str:
+    """`reference/dataset.md`: the columns of the turn and match rows, from `arena.dataset`."""
+    from arena import dataset
+
+    def rows(columns) -> list[list[str]]:
+        return [[f"`{n}`", f"`{t}`", _escape(doc)] for n, t, doc in columns]
+
+    return "\n".join(
+        [
+            "# Dataset schema\n",
+            "The columns `arena export trajectories` writes (Parquet, or a `datasets` folder "
+            "with `--format hf`), generated from `arena.dataset` when the site is built; types "
+            "are Arrow's (a `datasets` feature of the same name). A bot's turn has empty chat and "
+            "token columns and a null `finish_reason`; other nulls are said per column. "
+            "[Exporting results](../guides/export.md) shows how to write and read them.\n",
+            "## A row per agent turn (`--per turn`, the default)\n",
+            _table(["column", "type", "meaning"], rows(dataset.TURN_COLUMNS)),
+            "## A row per match (`--per match`)\n",
+            "Lists are in seat order (`seats`).\n",
+            _table(["column", "type", "meaning"], rows(dataset.MATCH_COLUMNS)),
+        ]
+    )
+
+
 # --- the hook -----------------------------------------------------------------------------
 
 PAGES = {
     "reference/cli.md": cli_page,
     "reference/config.md": config_page,
     "reference/games.md": games_page,
+    "reference/dataset.md": dataset_page,
 }
 
 

@@ -17,6 +17,13 @@ sampling at its training temperature, against tit_for_tat and always_defect and 
     payoff_ad       mean points per match against always_defect
     not_exploited   payoff_ad >= mutual defection's payoff minus one round's P - S (what
                     tit-for-tat itself concedes: it cooperates once)
+    profile         the memory-1 profile over all three opponents' matches: P(C) in round 1
+                    and after each last round CC, CD, DC, DD (own move first), each
+                    [p, low, high, visits], exact from the policy's own distributions
+                    (`evaluation.social.memory1_profile`); tit-for-tat 1, 0, 1, 0
+    nearest         the named strategy nearest to the profile (tit_for_tat, alternation, ...)
+                    and its Euclidean distance over the visited states: reciprocity scores
+                    tit-for-tat and alternation (0, 0, 1, 0) alike, the profile does not
 
 `--state-gradients` (no training) asks what each estimator teaches a memory-1 policy: a
 stochastic player cooperating with probability p[s] in state s (`first`, or the other's
@@ -45,12 +52,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from core.overrides import merge, parse_overrides
+from evaluation.social import STATES
 
 ESTIMATORS = ("advantage_alignment", "mars")
 OPPONENTS = ["tit_for_tat", "always_defect", "self"]
@@ -74,6 +83,10 @@ class RunResult:
     mutual_defection: float  # P x rounds: what always_defect against itself earns
     not_exploited: bool
     load: float = 0.0  # the machine's 1-minute load average when training ended
+    profile: dict[str, list] | None = None  # state -> [p, low, high, visits] (p None: unvisited)
+    profile_method: str = ""  # "exact" | "counted"
+    nearest: str | None = None
+    nearest_distance: float | None = None
 
 
 @dataclass
@@ -358,6 +371,11 @@ def summarise(
     env = ad_envs[0]
     mutual_defection = env.P * float(np.mean([e.num_rounds for e in ad_envs]))
     ad = pooled["always_defect"]
+    prof = pooled_social.profile
+    profile = {
+        state: [rate.p, *(rate.ci or (None, None)), rate.n]
+        for state, rate in ((x, getattr(prof, x)) for x in ("first", *STATES))
+    }
     return RunResult(
         estimator,
         seed,
@@ -375,6 +393,10 @@ def summarise(
         mutual_defection,
         bool(ad.mean_return >= mutual_defection - (env.P - env.S)),
         load,
+        profile,
+        prof.method,
+        pooled_social.nearest,
+        pooled_social.nearest_distance,
     )
 
 
@@ -388,12 +410,13 @@ def markdown(results: list[RunResult]) -> str:
         return "-" if v is None else f"{v:+.2f}"
 
     lines = [
-        "| estimator | seed | coop. with tit_for_tat | coop. in self-play | reciprocity | points vs tit_for_tat | points vs always_defect | not exploited | steps | train min (load) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| estimator | seed | coop. with tit_for_tat | coop. in self-play | reciprocity | P(C) first | P(C \\| CC, CD, DC, DD) | nearest strategy (distance) | points vs tit_for_tat | points vs always_defect | not exploited | steps | train min (load) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.estimator} | {r.seed} | {ci(r.coop_tft, r.coop_tft_ci)} | {ci(r.coop_self, r.coop_self_ci)} | {opt(r.reciprocity)} | "
+            f"{_first(r)} | {_states(profile_values(r))} | {_nearest(r)} | "
             f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {ci(r.payoff_ad, r.payoff_ad_ci, 1)} (mutual defection {r.mutual_defection:g}) | "
             f"{'yes' if r.not_exploited else 'no'} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |"
         )
@@ -406,22 +429,52 @@ def markdown(results: list[RunResult]) -> str:
         rec = [r.reciprocity for r in rs if r.reciprocity is not None]
         m = mean_ci(rec) if rec else None
         rec_text = ci(m[0], m[1:]) if m else "-"
+        firsts = [
+            r.profile["first"][0] for r in rs if r.profile and r.profile["first"][0] is not None
+        ]
+        means = {s: [v[s] for v in map(profile_values, rs) if v.get(s) is not None] for s in STATES}
+        names = Counter(r.nearest for r in rs if r.nearest)
         lines.append(
             f"| **{est}** | mean of {len(rs)} | {ci(cols[0][0], cols[0][1:])} | {ci(cols[1][0], cols[1][1:])} | {rec_text} | "
+            f"{f'{np.mean(firsts):.2f}' if firsts else '-'} | "
+            f"{_states({s: float(np.mean(v)) if v else None for s, v in means.items()})} | "
+            f"{', '.join(f'{n} {k}' for n, k in names.most_common()) or '-'} | "
             f"{ci(cols[2][0], cols[2][1:], 1)} | {ci(cols[3][0], cols[3][1:], 1)} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
             f"{sum(r.steps for r in rs) / len(rs):g} | {sum(r.train_minutes for r in rs) / len(rs):.1f} |"
         )
     return "\n".join(lines) + "\n"
 
 
+def profile_values(r: RunResult) -> dict[str, float | None]:
+    """P(C) per state of `STATES` ({} for a run summarised without a profile)."""
+    return {s: r.profile[s][0] for s in STATES} if r.profile else {}
+
+
+def _first(r: RunResult) -> str:
+    p = r.profile["first"][0] if r.profile else None
+    return "-" if p is None else f"{p:.2f}"
+
+
+def _states(values: dict[str, float | None]) -> str:
+    if not values:
+        return "-"
+    return ", ".join("-" if values.get(s) is None else f"{values[s]:.2f}" for s in STATES)
+
+
+def _nearest(r: RunResult) -> str:
+    return "-" if r.nearest is None else f"{r.nearest} ({r.nearest_distance:.2f})"
+
+
 def figure(results: list[RunResult], path: Path) -> None:
-    """Per metric, a bar per estimator (mean over seeds, t 95% CI) and a dot per seed."""
+    """Per metric, a bar per estimator (mean over seeds, t 95% CI) and a dot per seed; then each
+    run's memory-1 profile (a line per run, coloured by estimator) beside the named strategies'."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from evaluation.social import NAMED
     from evaluation.stats import mean_ci
 
     panels = [
@@ -431,7 +484,7 @@ def figure(results: list[RunResult], path: Path) -> None:
         ("payoff_ad", "points vs always_defect", None),
     ]
     estimators = list(dict.fromkeys(r.estimator for r in results))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4 * (len(panels) + 1), 3.4))
     for ax, (key, title, ylim) in zip(axes, panels):
         for i, est in enumerate(estimators):
             vals = [
@@ -459,6 +512,18 @@ def figure(results: list[RunResult], path: Path) -> None:
         ax.set_title(title, fontsize=9)
         if ylim:
             ax.set_ylim(*ylim)
+    ax = axes[-1]
+    x = np.arange(len(STATES))
+    for name, style in (("tit_for_tat", "--"), ("alternation", ":")):
+        ax.plot(x, NAMED[name], color="gray", ls=style, lw=1.2, label=name)
+    for i, est in enumerate(estimators):
+        for j, r in enumerate(r for r in results if r.estimator == est and r.profile):
+            y = [np.nan if v is None else v for v in (profile_values(r)[s] for s in STATES)]
+            ax.plot(x, y, "o-", color=f"C{i}", alpha=0.7, lw=1, ms=4, label=est if j == 0 else None)
+    ax.set_xticks(x, [f"after {s}" for s in STATES], fontsize=8)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("memory-1 profile per run: P(C | last round, own move first)", fontsize=9)
+    ax.legend(fontsize=7)
     seeds = sorted({r.seed for r in results})
     fig.suptitle(
         f"iterated prisoner's dilemma, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)",
