@@ -405,7 +405,8 @@ def test_tabular_learning_with_own_move_has_five_states_and_memory1_plays_them()
     tft = make_agent("tit_for_tat")
     agents = {alternation.name: alternation, tft.name: tft}
     (record,) = play([MatchPlan("m", "prisoners_dilemma", [alternation.name, tft.name], 0)], agents)
-    moves = replay(record).cooperation_history(alternation.name)
+    seat = next(s for s, name in record.seats.items() if name == alternation.name)
+    moves = replay(record).cooperation_history(seat)
     assert [mine for mine, _ in moves] == [k % 2 == 1 for k in range(len(moves))]
     assert [others[0] for _, others in moves] == [k % 2 == 0 for k in range(len(moves))]
 
