@@ -252,6 +252,37 @@ def test_advantage_alignment_normalised_as_the_paper_code():
     )  # up to eps
 
 
+def test_advantage_alignment_whitened_with_the_past_summed():
+    """`aa_past_sum`: the whitened advantages of the test above, the past own advantages summed
+    as in the paper's equation, not averaged over the t past decisions: only t >= 2 changes."""
+    cfg = AdvantageConfig(
+        estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, aa_past_sum=True, **RAW
+    )
+    moves = [("p0", 1.0), ("p1", 0.0), ("p0", 0.0), ("p1", 1.0), ("p0", 1.0), ("p1", 1.0)]
+    m0 = match([(p, r, 1) for p, r in moves])
+    m1 = match([(p, 0.0, 1) for p, _ in moves])
+    # a1 as above (c = 1 / sqrt(30/11)): m0 p0 [2c, c, c], p1 [2c, 2c, c]; beta g = 1.
+    # t2, past summed: p0 0.25 [c + (0.5 c + 0.25 2c) c] = 0.25 (c + c^2);
+    #                  p1 0.25 [c + (0.5 2c + 0.25 2c) c] = 0.25 (c + 1.5 c^2)
+    c = 1 / (math.sqrt(30 / 11) + cfg.eps)
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {
+            (0, 0): 2 * c,
+            (0, 2): 0.5 * (c + 2 * c**2),
+            (0, 4): 0.25 * (c + c**2),
+            (0, 1): 2 * c,
+            (0, 3): 0.5 * (2 * c + c**2),
+            (0, 5): 0.25 * (c + 1.5 * c**2),
+            (1, 0): -2 * c,
+            (1, 2): 0.5 * (-c + 2 * c**2),
+            (1, 4): 0.25 * (-c + c**2),
+            (1, 1): -2 * c,
+            (1, 3): 0.5 * (-2 * c + c**2),
+            (1, 5): 0.25 * (-c + 1.5 * c**2),
+        }
+    )
+
+
 def test_advevo_public_baseline():
     cfg = AdvantageConfig(
         estimator="advevo", functional_groups={"p0": "team", "p1": "team", "p2": "attacker"}, **RAW

@@ -8,16 +8,22 @@ import pytest
 from rich.console import Console
 
 from agents import make_agent
+from arena.runner import MatchPlan, play
 from evaluation.run import play_suite
+from evaluation.social import replay
 from evaluation.suites import GameSpec
 from experiments.reciprocity.reciprocity_study import (
     OPPONENTS,
+    Memory1,
     figure,
     main,
     markdown,
+    memory1_state,
     summarise,
+    tabular_learning,
     train_config,
 )
+from training.advantages import AdvantageConfig
 
 
 def scripted(strategy: str):
@@ -368,6 +374,41 @@ def test_tabular_learning_advantage_alignment_reaches_tit_for_tat_mars_defects()
     assert aa[0] == {"first": 0.5, "C": 0.5, "D": 0.5}
     assert aa[-1]["C"] > 0.7 and aa[-1]["D"] < 0.2
     assert mars[-1]["C"] < 0.3 and mars[-1]["D"] < 0.3
+
+
+def test_memory1_state_by_the_others_move_or_by_both_moves():
+    """`cooperation_history` rows are (own move, the others' moves); the state is `first` before
+    any round, else the other's last move, or with own_move both last moves, own first."""
+    history = [(True, (True,)), (False, (True,)), (True, (False,))]
+    assert memory1_state([]) == "first" and memory1_state([], own_move=True) == "first"
+    assert [memory1_state(history[: k + 1]) for k in range(3)] == ["C", "C", "D"]
+    assert [memory1_state(history[: k + 1], own_move=True) for k in range(3)] == [
+        "CC",
+        "DC",
+        "CD",
+    ]
+
+
+def test_tabular_learning_with_own_move_has_five_states_and_memory1_plays_them():
+    """With own_move the tabular policy has a logit for the first round and for each of the last
+    round's CC, CD, DC, DD (all 0: p = 0.5 before training), and a Memory1 player whose p is 1
+    after DC and 0 elsewhere (alternation) against tit-for-tat defects in round one, then
+    alternates: C, D, C, ... (tit-for-tat copies its move, so it sees DC, CD, DC, ...)."""
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
+    history = tabular_learning(
+        AdvantageConfig(estimator="mars", **raw), iterations=1, matches=20, own_move=True
+    )
+    assert history[0] == {"first": 0.5, "CC": 0.5, "CD": 0.5, "DC": 0.5, "DD": 0.5}
+    assert set(history[1]) == set(history[0])
+
+    alternation = Memory1({"first": 0.0, "CC": 0.0, "CD": 0.0, "DC": 1.0, "DD": 0.0}, own_move=True)
+    tft = make_agent("tit_for_tat")
+    agents = {alternation.name: alternation, tft.name: tft}
+    (record,) = play([MatchPlan("m", "prisoners_dilemma", [alternation.name, tft.name], 0)], agents)
+    seat = next(s for s, name in record.seats.items() if name == alternation.name)
+    moves = replay(record).cooperation_history(seat)
+    assert [mine for mine, _ in moves] == [k % 2 == 1 for k in range(len(moves))]
+    assert [others[0] for _, others in moves] == [k % 2 == 0 for k in range(len(moves))]
 
 
 @pytest.mark.slow  # ~1-3 minutes on 2 cores

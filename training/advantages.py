@@ -37,8 +37,9 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
   with a1 the player's `loo` advantage and a2 the opponent's at its t-th decision, both
   whitened over every seat's decisions in the batch (mean 0, unbiased std 1): the shaping
   term is then the size of the own advantage, whatever the payoffs' scale and the horizon
-  (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`). With `aa_normalize: false`,
-  the paper's equation on the raw advantages: the past sum not divided by t, no whitening.
+  (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`). With `aa_past_sum: true`,
+  the past sum is not divided by t (the whitening kept); with `aa_normalize: false`, the
+  paper's equation on the raw advantages: the past sum not divided by t, no whitening.
 - `advevo` (AdvEvo-MARL public baseline): A = R - mean of R over every (match, seat) of
   the same game in the same functional group (`functional_groups` maps seat -> group;
   default: each seat is its own group).
@@ -133,6 +134,10 @@ class AdvantageConfig:
     """advantage_alignment: whiten the advantages over the batch and average (not sum) the past
     own advantages, as the paper's code does; False: the raw equation, whose shaping term grows
     with the payoffs squared and the horizon"""
+    aa_past_sum: bool = False
+    """advantage_alignment with `aa_normalize`: sum the past own advantages, as the paper's
+    equation does, instead of averaging them over the t past decisions (the whitening kept):
+    the shaping term then grows with t, so it outweighs a late round's own advantage"""
     functional_groups: dict[str, str] | None = None
     """advevo: seat -> functional group name; unlisted seats are their own group"""
     gigpo_weight: float = 1.0
@@ -467,7 +472,7 @@ def advantage_alignment(
             continue
         opp = next(p for p in seats[x.m] if p != x.player)
         past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
-        if cfg.aa_normalize and x.t:
+        if cfg.aa_normalize and x.t and not cfg.aa_past_sum:
             past /= x.t
         a2 = A1.get((x.m, opp, x.t), 0.0)
         adv[(x.m, x.k)] = g**x.t * (A1[(x.m, x.player, x.t)] + beta * g * past * a2)

@@ -92,11 +92,13 @@ class RunResult:
 @dataclass
 class Memory1:
     """An `Agent` for the IPD cooperating with probability `p[state]`, state = `first` in round
-    one, else the other's last move (`C` or `D`); its turns carry one token so that they learn."""
+    one, else the other's last move (`C` or `D`), or with `own_move` the last round's two moves,
+    own first (`CC`, `CD`, `DC`, `DD`); its turns carry one token so that they learn."""
 
     p: dict[str, float]
     name: str = "learner"
     seed: int = 0
+    own_move: bool = False
 
     def __post_init__(self) -> None:
         # its own stream, as an LLM's sampler: the two self-play matches of a seed differ
@@ -108,14 +110,21 @@ class Memory1:
         return [social_decision(turn, self.name, self.cooperates, token_ids=[0]) for turn in turns]
 
     def cooperates(self, history: list) -> bool:
-        return bool(self.rng.random() < self.p[memory1_state(history)])
+        return bool(self.rng.random() < self.p[memory1_state(history, self.own_move)])
 
     def end_match(self, match_id: str) -> None:
         pass
 
 
-def memory1_state(history: list) -> str:
-    return "first" if not history else ("C" if all(history[-1][1]) else "D")
+def memory1_state(history: list, own_move: bool = False) -> str:
+    """The state of a memory-1 policy after `history` (`cooperation_history`: per round, own
+    move and the others'): `first`, else the other's last move `C` / `D`, or with `own_move`
+    both last moves, own first (`CC`, `CD`, `DC`, `DD`)."""
+    if not history:
+        return "first"
+    mine, others = history[-1]
+    other = "C" if all(others) else "D"
+    return ("C" if mine else "D") + other if own_move else other
 
 
 def state_gradients(
@@ -130,7 +139,8 @@ def state_gradients(
     from evaluation.social import replay
     from training.advantages import compute_advantages
 
-    learner = Memory1(p, seed=seed)
+    own_move = any(len(s) == 2 for s in p)
+    learner = Memory1(p, seed=seed, own_move=own_move)
     other = learner if opponent == "self" else make_agent(opponent)
     plans = [
         MatchPlan(
@@ -154,7 +164,7 @@ def state_gradients(
         env = replay(r)
         states.append(
             [
-                memory1_state(env.cooperation_history(t.player)[: k // 2])
+                memory1_state(env.cooperation_history(t.player)[: k // 2], own_move)
                 for k, t in enumerate(r.turns)
             ]
         )
@@ -178,14 +188,16 @@ def tabular_learning(
     matches: int = 200,
     lr: float = 0.5,
     seed: int = 0,
+    own_move: bool = False,
 ) -> list[dict[str, float]]:
     """A tabular memory-1 policy (one logit per state, all 0: p = 0.5) trained by `adv`'s estimator:
     each iteration plays `matches` matches against `opponent` (`self`: the policy itself, both
     seats learning), takes `state_gradients` and moves every state's logit by lr x g[s] / max |g|
     (a scale-free step, as Adam's). Returns p per state before each iteration and after the last.
     What the estimator teaches when nothing is shared between states: the network policy's
-    learning is this plus generalisation across states."""
-    theta = {"first": 0.0, "C": 0.0, "D": 0.0}
+    learning is this plus generalisation across states. With `own_move` the states are the
+    last round's two moves (`memory1_state`): alternation (C only after DC) can be learned."""
+    theta = {s: 0.0 for s in ("first", *(STATES if own_move else ("C", "D")))}
     history = []
     for it in range(iterations):
         p = {s: float(1 / (1 + np.exp(-v))) for s, v in theta.items()}
@@ -198,20 +210,33 @@ def tabular_learning(
     return history
 
 
-def tabular_table(config: str, iterations: int = 30, matches: int = 200, seed: int = 0) -> str:
-    """`tabular_learning` in self-play for the config's advantage_alignment and for mars: p per state every 5 iterations."""
-    adv = train_config(config, "advantage_alignment", 0, Path("unused")).advantage
+def tabular_table(
+    config: str,
+    iterations: int = 30,
+    matches: int = 200,
+    seed: int = 0,
+    overrides: dict | None = None,
+    own_move: bool = False,
+) -> str:
+    """`tabular_learning` in self-play for the config's advantage_alignment and for mars: p per
+    state every 5 iterations (`own_move`: the states are the last round's two moves)."""
+    adv = train_config(config, "advantage_alignment", 0, Path("unused"), overrides=overrides)
+    adv = adv.advantage
+    states = ("first", *(STATES if own_move else ("C", "D")))
     lines = [
-        "| estimator | iteration | p(C) first | p(C) after C | p(C) after D |",
-        "|---|---|---|---|---|",
+        "| estimator | iteration | " + " | ".join(f"p(C) {s}" for s in states) + " |",
+        "|---|---|" + "---|" * len(states),
     ]
     for name, cfg in (
         (f"advantage_alignment (beta {adv.aa_beta:g})", adv),
         ("mars", replace(adv, estimator="mars")),
     ):
-        for it, p in enumerate(tabular_learning(cfg, "self", iterations, matches, seed=seed)):
+        history = tabular_learning(cfg, "self", iterations, matches, seed=seed, own_move=own_move)
+        for it, p in enumerate(history):
             if it % 5 == 0 or it == iterations:
-                lines.append(f"| {name} | {it} | {p['first']:.2f} | {p['C']:.2f} | {p['D']:.2f} |")
+                lines.append(
+                    f"| {name} | {it} | " + " | ".join(f"{p[s]:.2f}" for s in states) + " |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -636,6 +661,12 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         help="train tabular memory-1 policies in self-play with each estimator (no network)",
     )
     p.add_argument(
+        "--own-move",
+        action="store_true",
+        help="with --tabular: states are the last round's two moves (CC, CD, DC, DD), not the other's",
+    )
+    p.add_argument("--iterations", type=int, default=30, help="with --tabular: training iterations")
+    p.add_argument(
         "--supervised",
         action="store_true",
         help="fit the config's model to tit-for-tat's replies by cross-entropy: can it read the other's last move?",
@@ -645,7 +676,18 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         print(state_gradient_table(args.config, seed=args.eval_seed))
         return []
     if args.tabular:
-        print(tabular_table(args.config, seed=args.eval_seed))
+        try:
+            overrides = parse_overrides(args.set)
+            table = tabular_table(
+                args.config,
+                args.iterations,
+                seed=args.eval_seed,
+                overrides=overrides,
+                own_move=args.own_move,
+            )
+        except ValueError as e:
+            p.error(str(e))
+        print(table)
         return []
     if args.supervised:
         for row in supervised_tit_for_tat(args.config, steps=args.steps or 40):
