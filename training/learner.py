@@ -57,7 +57,13 @@ import torch
 
 from agents.constrained import allowed_token_ids
 from core.machine import compute_dtype
-from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
+from training.loss import (
+    LossConfig,
+    adapt_entropy_coef,
+    floor_coef_at,
+    magnet_coef_at,
+    policy_loss,
+)
 
 BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
 
@@ -118,6 +124,9 @@ class LearnerConfig:
     """keep only each decoder layer's input from the forward pass and recompute the layer in the
     backward (transformers' gradient checkpointing): the same gradients for about a third more
     compute, and activation memory of one layer instead of all"""
+    magnet_every: int = 0
+    """with loss.magnet_coef > 0: copy the policy into the magnet every N optimizer steps (Magnetic
+    Mirror Descent's moving magnet); 0: the magnet stays the initial policy"""
     loss: LossConfig = field(default_factory=LossConfig)
     """the policy loss"""
 
@@ -134,6 +143,8 @@ class LearnerConfig:
             )
         if self.value_coef < 0:
             raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
+        if self.magnet_every < 0:
+            raise ValueError(f"magnet_every must be >= 0, got {self.magnet_every}")
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
         if self.bf16_rounding not in BF16_ROUNDINGS:
@@ -293,6 +304,27 @@ def _uniform_kl(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -
     return -logp.sum(-1) / k - torch.log(k.to(sub.dtype))
 
 
+def _allowed_logdist(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities over the allowed tokens per row (`_masked_entropy`'s arguments), 0 where
+    `valid` is False."""
+    return (sub - sub_lse[:, None]).masked_fill(~valid, 0.0)
+
+
+def magnet_kl(logq: torch.Tensor, logm: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """KL(pi || magnet) per row over the allowed tokens: sum_k pi_k (log pi_k - log m_k).
+
+    Args:
+        logq: (N, K) the policy's log-probabilities over the allowed tokens (0 where not valid).
+        logm: (N, K) the magnet's, at the same positions and tokens.
+        valid: (N, K) which of the K columns are allowed tokens.
+
+    Returns:
+        (N,) the exact KL of each row's distribution to the magnet's (0 for one allowed token).
+    """
+    p = logq.exp() * valid
+    return (p * (logq - logm)).sum(-1)
+
+
 def _plain_lm_head(model) -> bool:
     """The logits are exactly `get_output_embeddings()(last hidden state)`: a Linear head,
     no soft-capping or logit scale (then `_constrained_logprobs` may slice the head)."""
@@ -412,6 +444,9 @@ class Learner:
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.magnet = None  # Magnetic Mirror Descent's magnet (loss.magnet_coef, magnet_every)
+        if self.cfg.loss.magnet_coef > 0:
+            self.magnet = copy.deepcopy(self.policy).eval().requires_grad_(False)
         self.value_head = None
         if self.cfg.value_coef > 0:
             self.value_head = torch.nn.Linear(model.config.hidden_size, 1).to(self.device)
@@ -548,8 +583,10 @@ class Learner:
     # --- log-probabilities ------------------------------------------------------------
 
     def _logprobs(self, model, mb: _Micro, entropy_mode: str | None, hidden: bool = False):
-        """(logp, entropy or None, state or None): logp and entropy (B, C) under the (possibly
-        masked) sampling distribution; state (B, H) the last prompt token's final hidden state.
+        """(logp, entropy or None, state or None, floor or None, allowed or None): logp and entropy
+        (B, C) under the (possibly masked) sampling distribution; state (B, H) the last prompt
+        token's final hidden state; floor (B, C) KL(uniform || pi) on constrained tokens; allowed
+        (N, K) the log-distribution over the allowed tokens at each of `mb.constrained`'s positions.
 
         entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
         if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
@@ -574,7 +611,7 @@ class Learner:
         logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
         taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
-        entropy = floor = None
+        entropy = floor = allowed = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
@@ -582,6 +619,7 @@ class Learner:
             rows, cols, idx, valid = _allowed_index(mb.constrained, logits.device)
             sub = logits[rows, cols].gather(-1, idx).masked_fill(~valid, float("-inf"))  # (N, K)
             sub_lse = torch.logsumexp(sub, dim=-1)
+            allowed = _allowed_logdist(sub, sub_lse, valid)
             lse = lse.index_put((rows, cols), sub_lse)
             if entropy is not None:
                 with torch.set_grad_enabled(entropy.requires_grad):
@@ -598,7 +636,7 @@ class Learner:
             floor = (
                 floor if floor is not None else torch.zeros_like(logp)
             )  # free-text turns: no floor
-        return logp, entropy, state, floor
+        return logp, entropy, state, floor, allowed
 
     def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
         """`_logprobs` when every completion token was constrained: the LM head runs on the
@@ -630,6 +668,7 @@ class Learner:
         pick = (idx == mb.targets[rows, cols].unsqueeze(-1)) & valid
         taken = sub.masked_fill(~pick, 0.0).sum(-1)
         logp = torch.zeros((B, C), device=dev).index_put((rows, cols), taken - sub_lse)
+        allowed = _allowed_logdist(sub, sub_lse, valid)
         entropy = floor = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
@@ -641,7 +680,23 @@ class Learner:
                     )
                     * mb.mask
                 )
-        return logp * mb.mask, entropy, hidden[:, 0].float(), floor
+        return logp * mb.mask, entropy, hidden[:, 0].float(), floor, allowed
+
+    def _magnet_kl(self, mb: _Micro, allowed: torch.Tensor | None, logp: torch.Tensor):
+        """(B, C) KL(pi || magnet) over the allowed tokens at each constrained position (0 elsewhere:
+        a free-text token has no move distribution to compare)."""
+        out = torch.zeros_like(logp)
+        if allowed is None:
+            return out
+        with torch.no_grad():
+            mag = self._logprobs(self.magnet, mb, None)[4]
+        rows, cols, _, valid = _allowed_index(mb.constrained, logp.device)
+        return out.index_put((rows, cols), magnet_kl(allowed, mag, valid)) * mb.mask
+
+    @torch.no_grad()
+    def refresh_magnet(self) -> None:
+        """Copy the policy's current weights into the magnet."""
+        self.magnet.load_state_dict(self.policy.state_dict())
 
     @torch.no_grad()
     def _ref_logprobs(self, mb: _Micro) -> torch.Tensor:
@@ -717,6 +772,7 @@ class Learner:
             self.cfg.loss,
             entropy_coef=self.entropy_coef,
             floor_coef=floor_coef_at(self.step_count, self.cfg.loss),
+            magnet_coef=magnet_coef_at(self.step_count, self.cfg.loss),
         )
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
@@ -739,9 +795,12 @@ class Learner:
                 if self.cfg.log_entropy or lcfg.entropy_target > 0
                 else None
             )
-            logp, entropy, state, floor = self._logprobs(
+            logp, entropy, state, floor, allowed = self._logprobs(
                 self.policy, mb, want, hidden=num_values > 0
             )
+            to_magnet = None
+            if lcfg.magnet_coef > 0:
+                to_magnet = self._magnet_kl(mb, allowed, logp)
             old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
             loss, m = policy_loss(
                 logp,
@@ -754,6 +813,7 @@ class Learner:
                 num_tokens=num_tokens,
                 num_seqs=num_seqs,
                 floor=floor,
+                magnet=to_magnet,
             )
             if num_values:
                 err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
@@ -787,6 +847,12 @@ class Learner:
         self.optimizer.step()
         self.step_count += 1
         self._round_masters_into_policy()
+        if (
+            self.magnet is not None
+            and self.cfg.magnet_every
+            and self.step_count % self.cfg.magnet_every == 0
+        ):
+            self.refresh_magnet()
         metrics = {k: v / num_tokens for k, v in sums.items()}
         if num_values:
             metrics["value_loss"] = value_total
@@ -801,6 +867,8 @@ class Learner:
         )
         if self.cfg.loss.floor_decay_steps > 0:
             metrics["floor_coef"] = lcfg.floor_coef
+        if self.cfg.loss.magnet_decay_steps > 0:
+            metrics["magnet_coef"] = lcfg.magnet_coef
         if lcfg.entropy_target > 0:
             metrics["entropy_coef"] = self.entropy_coef
             self.entropy_coef = adapt_entropy_coef(self.entropy_coef, metrics["entropy"], lcfg)
