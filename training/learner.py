@@ -18,6 +18,10 @@ constraints, the allowed strings. `Learner.step(seqs)` makes one optimizer step 
 4. `training.loss.policy_loss` with the full batch's token/sequence counts, so the
    micro-batch gradients add up to one big-batch gradient; clip the norm; AdamW.
 
+With `loss.magnet_coef > 0` the learner also holds a magnet: a frozen copy of the policy that
+`magnet_every` refreshes (`refresh_magnet`); each step adds the exact KL(pi || magnet) over the
+allowed tokens of every constrained position (`magnet_kl`; Magnetic Mirror Descent).
+
 With `value_coef > 0` the learner also holds a critic: a linear value head on the final
 hidden state of each sequence's last prompt token (the state the move was chosen in),
 sharing the policy's body. `values(seqs)` reads it; `step` adds

@@ -26,7 +26,10 @@ from a league, and is updated on turn-level advantages::
                              rates with Wilson 95% CIs per (game, opponent) -> eval.jsonl,
                              eval.png; the selection set (eval.select_seed, training games)
                              -> a new best score puts the policy in <run>/best-pending, which
-                             becomes <run>/best once a checkpoint covers it (`settle_best`)
+                             becomes <run>/best once a checkpoint covers it (`settle_best`);
+                             with eval.exploitability the exact exploitability of the policy
+                             on each training game (`exploitability_rows`) -> eval.jsonl,
+                             TensorBoard (eval/<game>/exploitability), the curve
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state, restart positions) -> `--resume`

@@ -3,7 +3,8 @@
     python experiments/kuhn_magnet/seeds.py --seeds 20 21 22 23 24 --out runs/kuhn_seeds
 
 For every seed and arm: `arena train configs/train_kuhn_tiny.yaml --set seed=S --out DIR` (the mars
-arm adds `--set advantage.estimator=mars --set learner.loss.magnet_coef=0`), then
+arm adds `--set advantage.estimator=mars --set learner.loss.magnet_coef=0 --set
+learner.loss.entropy_coef=0`: plain self-play, the method's terms off), then
 `arena eval --agent llm:DIR --games kuhn_poker --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps) to `--json` as it goes (a
 rerun skips the runs already scored) and the exploitability curves of every run (from each run's
@@ -23,7 +24,14 @@ from training.plots import plot_eval
 CONFIG = "configs/train_kuhn_tiny.yaml"
 ARMS = {
     "magnet": [],
-    "mars": ["--set", "advantage.estimator=mars", "--set", "learner.loss.magnet_coef=0"],
+    "mars": [
+        "--set",
+        "advantage.estimator=mars",
+        "--set",
+        "learner.loss.magnet_coef=0",
+        "--set",
+        "learner.loss.entropy_coef=0",
+    ],
 }
 
 
