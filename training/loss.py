@@ -110,16 +110,15 @@ class LossConfig:
                 self.floor_coef,
                 self.floor_decay_steps,
                 self.floor_coef_final,
-                self.magnet_coef,
-                self.magnet_decay_steps,
-                self.magnet_coef_final,
             )
             < 0
         ):
             raise ValueError(
-                "entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps, "
-                "floor_coef_final, magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0"
+                "entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps "
+                "and floor_coef_final must be >= 0"
             )
+        if min(self.magnet_coef, self.magnet_decay_steps, self.magnet_coef_final) < 0:
+            raise ValueError("magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0")
 
 
 def floor_coef_at(step: int, cfg: LossConfig) -> float:
