@@ -5,6 +5,8 @@ A checkpoint is a folder `<dir>/step_<N>/` holding
     model.safetensors   the policy's weights (with LoRA: base + adapters, as trained)
     optimizer.pt        the AdamW state
     value_head.pt       the critic's value head, when the learner has one
+    magnet.safetensors  the magnet of Magnetic Mirror Descent (loss.magnet_coef > 0), as it
+                        was at that step
     rng.pt              python `random`, numpy global, torch (CPU and CUDA) RNG states and,
                         when given, a numpy Generator's state
     meta.json           step, learner step, config, league state, estimator state
@@ -40,6 +42,7 @@ from safetensors.torch import load_model, save_model
 
 LATEST = "latest"
 REFERENCE = "reference.safetensors"
+MAGNET = "magnet.safetensors"
 TMP = re.compile(r"\.(?:tmp|old)-.+-(\d+)")  # a writer's temp file or folder; the number is its pid
 
 
@@ -121,6 +124,8 @@ def save(
         torch.save(learner.optimizer.state_dict(), tmp / "optimizer.pt")
         if getattr(learner, "value_head", None) is not None:
             torch.save(learner.value_head.state_dict(), tmp / "value_head.pt")
+        if getattr(learner, "magnet", None) is not None:
+            _save_weights(learner.magnet, tmp / MAGNET)
         rngs = {
             "python": random.getstate(),
             "numpy": np.random.get_state(),
@@ -409,6 +414,13 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
     )
     if reference is not None:
         check_weights(reference)
+    magnet = getattr(learner, "magnet", None)
+    if magnet is not None:
+        if not (path / MAGNET).exists():
+            raise ValueError(
+                f"checkpoint {path} has no magnet ({MAGNET}) and this learner needs one (learner.loss.magnet_coef > 0)"
+            )
+        check_weights(path / MAGNET)
     try:
         missing, unexpected = load_model(
             learner.model, str(path / "model.safetensors"), strict=False, device=str(masters)
@@ -423,6 +435,8 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         )
     if reference is not None:
         load_model(learner.ref_model, str(reference), device=str(learner.device))
+    if magnet is not None:
+        load_model(magnet, str(path / MAGNET), device=str(learner.device))
     try:
         if value_head is not None:
             learner.value_head.load_state_dict(value_head)

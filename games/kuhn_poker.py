@@ -15,7 +15,9 @@ Text       the player sees its own card, the pot and the betting so far, e.g.
                Your card: Q (Jack < Queen < King).
                Pot: 3 chips (you put in 1, your opponent 2).
                Your opponent bet. Bet to call (the showdown decides), or Pass to fold.
-           The opponent's card is never shown.
+           The opponent's card is never shown. The state text alone tells every information
+           state apart (player_0 facing a bet after its own pass reads "You passed, then your
+           opponent bet."), so `prompt: state` loses nothing.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class KuhnPoker(OpenSpielEnv):
             )
         elif self.state.current_player() != me:
             lines.append("Your opponent is to act.")
+        elif 1 in bets and len(bets) == 2:  # Pass, Bet: player_0's second decision
+            lines.append(
+                "You passed, then your opponent bet. Bet to call (the showdown decides), or Pass to fold."
+            )
         elif 1 in bets:
             lines.append("Your opponent bet. Bet to call (the showdown decides), or Pass to fold.")
         elif bets:

@@ -218,6 +218,19 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     ),
     "learner.loss.dual_clip": (1, "learner.loss: dual_clip must be > 1 (or None), got 1.0"),
     "learner.loss.kl_coef": (-0.1, "learner.loss.kl_coef must be >= 0, got -0.1"),
+    "learner.loss.magnet_coef": (
+        -0.1,
+        "learner.loss: magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0",
+    ),
+    "learner.loss.magnet_decay_steps": (
+        -1,
+        "learner.loss: magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0",
+    ),
+    "learner.loss.magnet_coef_final": (
+        -0.1,
+        "learner.loss: magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0",
+    ),
+    "learner.magnet_every": (-1, "learner: magnet_every must be >= 0, got -1"),
     "learner.loss.entropy_coef": (
         -0.1,
         "learner.loss: entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps and floor_coef_final must be >= 0",
@@ -277,6 +290,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     ),
     "eval.temperature": (-1, "eval.temperature must be >= 0, got -1.0"),
     "eval.keep_best": ("yes", "eval.keep_best must be bool"),
+    "eval.exploitability": ("yes", "eval.exploitability must be bool"),
     "eval.seed": (-1, "eval.seed must be in [0, 2**31), got -1"),
     "eval.select_seed": (1_000_000, "eval.select_seed must differ from eval.seed (1000000)"),
     "eval.select_games": (3, "eval.select_games must be even"),

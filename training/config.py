@@ -154,6 +154,11 @@ class EvalConfig:
     """match seeds of the report set (the same matches every time)"""
     select_seed: int = 2_000_000
     """match seeds of the selection set (must differ from eval.seed)"""
+    exploitability: bool = False
+    """also the exact exploitability of the policy as it plays in training (the `agent` settings, its
+    sampling temperature) on every training game at every evaluation point
+    (`evaluation.exploitability`: OpenSpiel games with at most 5000 information states, e.g. Kuhn
+    12, Leduc 936) -> eval.jsonl rows of kind "exploitability", TensorBoard, the curve"""
 
 
 @dataclass
@@ -563,6 +568,10 @@ def _validate(cfg: TrainConfig) -> None:
                 f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
                 "(the exploring move is a constrained reply held to one drawn legal move)"
             )
+    if cfg.learner.loss.magnet_coef > 0 and not cfg.agent.constrained:
+        raise ValueError(
+            "learner.loss.magnet_coef needs agent.constrained: true (the KL is taken over a turn's allowed moves)"
+        )
     if (adv.estimator == "critic") != (cfg.learner.value_coef > 0):
         raise ValueError(
             "advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)"
@@ -597,6 +606,12 @@ def _validate(cfg: TrainConfig) -> None:
     else:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
     _check_ray(cfg)
+    if cfg.eval.exploitability:
+        for g in cfg.games:
+            if getattr(games.make(g.name, **g.params), "game", None) is None:
+                raise ValueError(
+                    f"eval.exploitability needs OpenSpiel games; {g.name} is native (it has no game tree to walk)"
+                )
     if cfg.eval.select_seed == cfg.eval.seed:
         raise ValueError(
             f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"

@@ -28,6 +28,10 @@ constraints, the allowed strings. `Learner.step(seqs)` makes one optimizer step 
 4. `training.loss.policy_loss` with the full batch's token/sequence counts, so the
    micro-batch gradients add up to one big-batch gradient; clip the norm; AdamW.
 
+With `loss.magnet_coef > 0` the learner also holds a magnet: a frozen copy of the policy that
+`magnet_every` refreshes (`refresh_magnet`); each step adds the exact KL(pi || magnet) over the
+allowed tokens of every constrained position (`magnet_kl`; Magnetic Mirror Descent).
+
 With `value_coef > 0` the learner also holds a critic: a linear value head on the final
 hidden state of each sequence's last prompt token (the state the move was chosen in),
 sharing the policy's body. `values(seqs)` reads it; `step` adds
@@ -68,7 +72,13 @@ import torch
 
 from agents.constrained import allowed_token_ids
 from core.machine import compute_dtype
-from training.loss import LossConfig, adapt_entropy_coef, floor_coef_at, policy_loss
+from training.loss import (
+    LossConfig,
+    adapt_entropy_coef,
+    floor_coef_at,
+    magnet_coef_at,
+    policy_loss,
+)
 from training.prefix_tree import TreeOutput, TreePlan, build_tree, tree_hidden
 
 BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
@@ -138,6 +148,9 @@ class LearnerConfig:
     """keep only each decoder layer's input from the forward pass and recompute the layer in the
     backward (transformers' gradient checkpointing): the same gradients for about a third more
     compute, and activation memory of one layer instead of all"""
+    magnet_every: int = 0
+    """with loss.magnet_coef > 0: copy the policy into the magnet every N optimizer steps (Magnetic
+    Mirror Descent's moving magnet); 0: the magnet stays the initial policy"""
     loss: LossConfig = field(default_factory=LossConfig)
     """the policy loss"""
 
@@ -154,6 +167,8 @@ class LearnerConfig:
             )
         if self.value_coef < 0:
             raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
+        if self.magnet_every < 0:
+            raise ValueError(f"magnet_every must be >= 0, got {self.magnet_every}")
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
         if self.bf16_rounding not in BF16_ROUNDINGS:
@@ -323,6 +338,27 @@ def _uniform_kl(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -
     logp = (sub - sub_lse[:, None]).masked_fill(~valid, 0.0)
     k = valid.sum(-1).clamp(min=1)
     return -logp.sum(-1) / k - torch.log(k.to(sub.dtype))
+
+
+def _allowed_logdist(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities over the allowed tokens per row (`_masked_entropy`'s arguments), 0 where
+    `valid` is False."""
+    return (sub - sub_lse[:, None]).masked_fill(~valid, 0.0)
+
+
+def magnet_kl(logq: torch.Tensor, logm: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """KL(pi || magnet) per row over the allowed tokens: sum_k pi_k (log pi_k - log m_k).
+
+    Args:
+        logq: (N, K) the policy's log-probabilities over the allowed tokens (0 where not valid).
+        logm: (N, K) the magnet's, at the same positions and tokens.
+        valid: (N, K) which of the K columns are allowed tokens.
+
+    Returns:
+        (N,) the exact KL of each row's distribution to the magnet's (0 for one allowed token).
+    """
+    p = logq.exp() * valid
+    return (p * (logq - logm)).sum(-1)
 
 
 def _plain_lm_head(model) -> bool:
@@ -529,6 +565,9 @@ class Learner:
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.magnet = None  # Magnetic Mirror Descent's magnet (loss.magnet_coef, magnet_every)
+        if self.cfg.loss.magnet_coef > 0:
+            self.magnet = copy.deepcopy(self.policy).eval().requires_grad_(False)
         self.value_head = None
         if self.cfg.value_coef > 0:
             self.value_head = torch.nn.Linear(model.config.hidden_size, 1).to(self.device)
@@ -735,8 +774,10 @@ class Learner:
     # --- log-probabilities ------------------------------------------------------------
 
     def _logprobs(self, model, mb: _Micro, entropy_mode: str | None, hidden: bool = False):
-        """(logp, entropy or None, state or None): logp and entropy (B, C) under the (possibly
-        masked) sampling distribution; state (B, H) the last prompt token's final hidden state.
+        """(logp, entropy or None, state or None, floor or None, allowed or None): logp and entropy
+        (B, C) under the (possibly masked) sampling distribution; state (B, H) the last prompt
+        token's final hidden state; floor (B, C) KL(uniform || pi) on constrained tokens; allowed
+        (N, K) the log-distribution over the allowed tokens at each of `mb.constrained`'s positions.
 
         entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
         if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and _plain_lm_head(model):
@@ -767,7 +808,7 @@ class Learner:
             logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
         lse = torch.logsumexp(logits, dim=-1)  # (B, C)
         taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
-        entropy = floor = None
+        entropy = floor = allowed = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
                 entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
@@ -775,6 +816,7 @@ class Learner:
             rows, cols, idx, valid = _allowed_index(mb.constrained, logits.device)
             sub = logits[rows, cols].gather(-1, idx).masked_fill(~valid, float("-inf"))  # (N, K)
             sub_lse = torch.logsumexp(sub, dim=-1)
+            allowed = _allowed_logdist(sub, sub_lse, valid)
             lse = lse.index_put((rows, cols), sub_lse)
             if entropy is not None:
                 with torch.set_grad_enabled(entropy.requires_grad):
@@ -791,7 +833,7 @@ class Learner:
             floor = (
                 floor if floor is not None else torch.zeros_like(logp)
             )  # free-text turns: no floor
-        return logp, entropy, state, floor
+        return logp, entropy, state, floor, allowed
 
     def _constrained_logprobs(self, model, mb: _Micro, entropy_mode: str | None):
         """`_logprobs` when every completion token was constrained: the LM head runs on the
@@ -817,6 +859,7 @@ class Learner:
         pick = (idx == mb.targets[rows, cols].unsqueeze(-1)) & valid
         taken = sub.masked_fill(~pick, 0.0).sum(-1)
         logp = torch.zeros((B, C), device=dev).index_put((rows, cols), taken - sub_lse)
+        allowed = _allowed_logdist(sub, sub_lse, valid)
         entropy = floor = None
         if entropy_mode is not None:
             with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
@@ -828,7 +871,34 @@ class Learner:
                     )
                     * mb.mask
                 )
-        return logp * mb.mask, entropy, hidden[:, 0].float(), floor
+        return logp * mb.mask, entropy, hidden[:, 0].float(), floor, allowed
+
+    def _magnet_kl(
+        self,
+        mb: _Micro,
+        allowed: torch.Tensor | None,
+        mag: torch.Tensor | None,
+        logp: torch.Tensor,
+    ):
+        """(B, C) KL(pi || magnet) over the allowed tokens at each constrained position (0 elsewhere:
+        a free-text token has no move distribution to compare); `mag` from `_magnet_logdists`."""
+        out = torch.zeros_like(logp)
+        if allowed is None or mag is None:
+            return out
+        rows, cols, _, valid = _allowed_index(mb.constrained, logp.device)
+        return out.index_put((rows, cols), magnet_kl(allowed, mag, valid)) * mb.mask
+
+    @torch.no_grad()
+    def _magnet_logdists(self, mbs: list[_Micro]) -> list[torch.Tensor | None]:
+        """The magnet's log-distribution over the allowed tokens (N, K) of each micro-batch, from
+        its own pass (its own shared trunk), before the policy's."""
+        with self._trunk(self.magnet, mbs):
+            return [self._logprobs(self.magnet, mb, None)[4] for mb in mbs]
+
+    @torch.no_grad()
+    def refresh_magnet(self) -> None:
+        """Copy the policy's current weights into the magnet."""
+        self.magnet.load_state_dict(self.policy.state_dict())
 
     def _hidden(self, model, mb: _Micro) -> torch.Tensor:
         """(B, C, H) the final hidden states (the final norm applied) at the positions that
@@ -979,6 +1049,7 @@ class Learner:
             self.cfg.loss,
             entropy_coef=self.entropy_coef,
             floor_coef=floor_coef_at(self.step_count, self.cfg.loss),
+            magnet_coef=magnet_coef_at(self.step_count, self.cfg.loss),
         )
         num_tokens = sum(len(s.completion_ids) for s in seqs)
         num_seqs = len(seqs)
@@ -994,8 +1065,9 @@ class Learner:
         ratio_min, ratio_max, loss_total, value_total = math.inf, -math.inf, 0.0, 0.0
         mbs = self._micro_batches(seqs)
         refs = self._ref_logprobs(mbs) if lcfg.kl_coef > 0 else [None] * len(mbs)
+        magnets = self._magnet_logdists(mbs) if lcfg.magnet_coef > 0 else [None] * len(mbs)
         with self._trunk(self.policy, mbs, grad=True):  # its backward at the block's end
-            for mb, ref in zip(mbs, refs):
+            for mb, ref, mag in zip(mbs, refs, magnets):
                 want = (
                     "grad"
                     if lcfg.entropy_coef > 0 or lcfg.floor_coef > 0
@@ -1003,9 +1075,12 @@ class Learner:
                     if self.cfg.log_entropy or lcfg.entropy_target > 0
                     else None
                 )
-                logp, entropy, state, floor = self._logprobs(
+                logp, entropy, state, floor, allowed = self._logprobs(
                     self.policy, mb, want, hidden=num_values > 0
                 )
+                to_magnet = None
+                if lcfg.magnet_coef > 0:
+                    to_magnet = self._magnet_kl(mb, allowed, mag, logp)
                 old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
                 loss, m = policy_loss(
                     logp,
@@ -1018,6 +1093,7 @@ class Learner:
                     num_tokens=num_tokens,
                     num_seqs=num_seqs,
                     floor=floor,
+                    magnet=to_magnet,
                 )
                 if num_values:
                     err = (self.value_head(state).squeeze(-1) - mb.value_targets) * mb.has_value
@@ -1052,6 +1128,12 @@ class Learner:
         self.optimizer.step()
         self.step_count += 1
         self._round_masters_into_policy()
+        if (
+            self.magnet is not None
+            and self.cfg.magnet_every
+            and self.step_count % self.cfg.magnet_every == 0
+        ):
+            self.refresh_magnet()
         metrics = {k: v / num_tokens for k, v in sums.items()}
         if num_values:
             metrics["value_loss"] = value_total
@@ -1066,6 +1148,8 @@ class Learner:
         )
         if self.cfg.loss.floor_decay_steps > 0:
             metrics["floor_coef"] = lcfg.floor_coef
+        if self.cfg.loss.magnet_decay_steps > 0:
+            metrics["magnet_coef"] = lcfg.magnet_coef
         if lcfg.entropy_target > 0:
             metrics["entropy_coef"] = self.entropy_coef
             self.entropy_coef = adapt_entropy_coef(self.entropy_coef, metrics["entropy"], lcfg)

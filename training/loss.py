@@ -6,6 +6,7 @@ Per completion token t of sequence i, with ratio rho = exp(logp_new - logp_old):
     pg   = min(pg, -A dual_clip)               if A < 0 and dual_clip is set (c > 1)
     k3   = exp(logp_ref - logp_new) - (logp_ref - logp_new) - 1   (>= 0; clamped to 10)
     loss = pg + kl_coef k3 - entropy_coef H + floor_coef KL(uniform || pi)
+                + magnet_coef KL(pi || magnet)
 
 Aggregation over the (B, T) token grid (`mask` marks completion tokens):
 
@@ -29,6 +30,13 @@ negative.
 `floor_decay_steps` anneals it linearly to `floor_coef_final`: the floor keeps every move
 sampled while the policy finds out what each is worth, then lets go, since a floor that stays
 also holds a move the policy has rightly written off at a bounded probability.
+
+Magnet (`magnet_coef`): the exact KL(pi || magnet) over a constrained turn's allowed moves (the
+learner computes both distributions; 0 on free-text tokens), the magnet a frozen copy of the
+policy that `learner.magnet_every` refreshes: Magnetic Mirror Descent's reverse-KL pull toward
+a moving magnet (Sokota et al., ICLR 2023), which turns self-play's cycling in a zero-sum game
+into last-iterate convergence (docs/concepts/estimators/magnet.md). `magnet_decay_steps` anneals
+its weight linearly to `magnet_coef_final`.
 
 Gradient accumulation: pass the whole batch's `num_tokens` / `num_seqs` and every
 micro-batch's loss is its share of the full-batch loss, so the summed gradients equal one
@@ -69,6 +77,14 @@ class LossConfig:
     let the policy sharpen); 0: fixed"""
     floor_coef_final: float = 0.0
     """the floor's weight once floor_decay_steps have passed"""
+    magnet_coef: float = 0.0
+    """weight of the exact KL(pi || magnet) over a constrained turn's allowed moves, the magnet a frozen
+    copy of the policy refreshed every learner.magnet_every optimizer steps (Magnetic Mirror Descent;
+    0: off)"""
+    magnet_decay_steps: int = 0
+    """> 0: magnet_coef falls linearly to magnet_coef_final over this many optimizer steps; 0: fixed"""
+    magnet_coef_final: float = 0.0
+    """the magnet term's weight once magnet_decay_steps have passed"""
     aggregation: str = "seq_mean_token_mean"
     """one of AGGREGATIONS"""
     norm_constant: float = 4096.0
@@ -101,6 +117,8 @@ class LossConfig:
                 "entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps "
                 "and floor_coef_final must be >= 0"
             )
+        if min(self.magnet_coef, self.magnet_decay_steps, self.magnet_coef_final) < 0:
+            raise ValueError("magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0")
 
 
 def floor_coef_at(step: int, cfg: LossConfig) -> float:
@@ -109,6 +127,14 @@ def floor_coef_at(step: int, cfg: LossConfig) -> float:
         return cfg.floor_coef
     frac = min(1.0, step / cfg.floor_decay_steps)
     return cfg.floor_coef + (cfg.floor_coef_final - cfg.floor_coef) * frac
+
+
+def magnet_coef_at(step: int, cfg: LossConfig) -> float:
+    """The magnet term's weight at optimizer step `step` (see `magnet_decay_steps`)."""
+    if cfg.magnet_decay_steps <= 0:
+        return cfg.magnet_coef
+    frac = min(1.0, step / cfg.magnet_decay_steps)
+    return cfg.magnet_coef + (cfg.magnet_coef_final - cfg.magnet_coef) * frac
 
 
 def adapt_entropy_coef(coef: float, entropy: float, cfg: LossConfig) -> float:
@@ -136,6 +162,7 @@ def policy_loss(
     num_tokens: float | None = None,
     num_seqs: float | None = None,
     floor: torch.Tensor | None = None,
+    magnet: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The aggregated loss and its metrics.
 
@@ -147,6 +174,7 @@ def policy_loss(
         ref_logp: (B, T) reference log-probabilities; needed when cfg.kl_coef > 0.
         entropy: (B, T) per-token entropy of the new policy; needed when cfg.entropy_coef > 0.
         floor: (B, T) KL(uniform || pi) per token (0 off constrained tokens); needed when cfg.floor_coef > 0.
+        magnet: (B, T) KL(pi || magnet) per token (0 off constrained tokens); needed when cfg.magnet_coef > 0.
         num_tokens: the full batch's token count (gradient accumulation); default: this batch's.
         num_seqs: the full batch's sequence count; default: this batch's.
     Returns:
@@ -182,6 +210,10 @@ def policy_loss(
         if floor is None:
             raise ValueError("floor_coef > 0 needs floor")
         per_token = per_token + cfg.floor_coef * floor
+    if cfg.magnet_coef > 0:
+        if magnet is None:
+            raise ValueError("magnet_coef > 0 needs magnet")
+        per_token = per_token + cfg.magnet_coef * magnet
 
     tok_count = mask.sum()
     seq_tokens = mask.sum(-1)  # (B,)
@@ -216,4 +248,6 @@ def policy_loss(
             metrics["entropy"] = float((entropy * mask).sum() / denom)
         if floor is not None:
             metrics["uniform_kl"] = float((floor * mask).sum() / denom)
+        if magnet is not None:
+            metrics["magnet_kl"] = float((magnet * mask).sum() / denom)
     return loss, metrics

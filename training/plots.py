@@ -2,7 +2,8 @@
 
 One run: its non-losing rate per (game, opponent), training and held-out games (the
 report set of every evaluation point), with the 95% Wilson band and the legal-move rate
-(dashed), against training step and against wall-clock minutes; the loop rewrites
+(dashed), and with `eval.exploitability` the policy's exact exploitability per game (log
+scale), against training step and against wall-clock minutes; the loop rewrites
 `<run_dir>/eval.png` after every evaluation. Several runs (seeds, settings): one
 line per run on the same axes, for `arena plot RUN_A RUN_B ... --out compare.png`.
 """
@@ -48,12 +49,19 @@ def plot_eval(
         raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
     single = len(runs) == 1
     series: dict[tuple[str, str], list[tuple[str, list[dict]]]] = defaultdict(list)
+    gaps: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # exploitability rows
     for run, label in zip(runs, labels):
         by_key: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        by_game: dict[str, list[dict]] = defaultdict(list)
         for r in read_eval(run):
-            by_key[(r["game"], r["opponent"])].append(r)
+            if r.get("kind") == "exploitability":
+                by_game[r["game"]].append(r)
+            else:
+                by_key[(r["game"], r["opponent"])].append(r)
         for key, rows in by_key.items():
             series[key].append((label, rows))
+        for game, rows in by_game.items():
+            gaps[game].append((label, rows))
     gnames = sorted({g for g, _ in series})
     held_out = {
         g
@@ -61,7 +69,8 @@ def plot_eval(
         for _, rs in curves
         if rs[-1].get("split") == "held_out"
     }
-    fig, axes = plt.subplots(len(gnames), 2, figsize=(11, 3.6 * len(gnames)), squeeze=False)
+    panels = len(gnames) + len(gaps)
+    fig, axes = plt.subplots(panels, 2, figsize=(11, 3.6 * panels), squeeze=False)
     for i, game in enumerate(gnames):
         per_point = 0
         for (g, opp), curves in sorted(series.items()):
@@ -106,9 +115,36 @@ def plot_eval(
                 f"{game}{' (held out)' if game in held_out else ''} (95% Wilson CI, {per_point} games per point)"
             )
             ax.legend(loc="lower right", fontsize="small" if not single else None)
+    for i, game in enumerate(sorted(gaps), start=len(gnames)):
+        _plot_exploitability(axes[i], game, gaps[game], single)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _plot_exploitability(
+    axes, game: str, curves: list[tuple[str, list[dict]]], single: bool
+) -> None:
+    """Exploitability (NashConv / 2; NashConv beyond two-player zero-sum games) of each run's
+    policy against step and minutes, log scale."""
+    zero_sum = all(r["exploitability"] is not None for _, rs in curves for r in rs)
+    key = "exploitability" if zero_sum else "nash_conv"
+    for label, rs in curves:
+        for ax, x_key in zip(axes, ("step", "minutes")):
+            ax.plot(
+                [r[x_key] for r in rs],
+                [max(r[key], 1e-4) for r in rs],  # an exact equilibrium's 0 on the log axis
+                marker="o",
+                ms=3 if single else 2,
+                label="policy" if single else label,
+            )
+    for ax, x_key in zip(axes, ("step", "minutes")):
+        ax.set_yscale("log")
+        ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
+        ax.set_ylabel(key.replace("_", " "))
+        ax.grid(alpha=0.3, which="both")
+        ax.set_title(f"{game}: {key.replace('_', ' ')} of the policy (exact)")
+        ax.legend(loc="upper right", fontsize="small" if not single else None)

@@ -26,7 +26,10 @@ from a league, and is updated on turn-level advantages::
                              rates with Wilson 95% CIs per (game, opponent) -> eval.jsonl,
                              eval.png; the selection set (eval.select_seed, training games)
                              -> a new best score puts the policy in <run>/best-pending, which
-                             becomes <run>/best once a checkpoint covers it (`settle_best`)
+                             becomes <run>/best once a checkpoint covers it (`settle_best`);
+                             with eval.exploitability the exact exploitability of the policy
+                             on each training game (`exploitability_rows`) -> eval.jsonl,
+                             TensorBoard (eval/<game>/exploitability), the curve
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state, restart positions) -> `--resume`
@@ -103,6 +106,7 @@ from core.machine import announce_threads, resolve_device, set_threads
 from core.overrides import merge, parse_overrides
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_json_lines
+from evaluation.exploitability import exploitability
 from evaluation.metrics import summary
 from evaluation.run import evaluate as play_and_score
 from evaluation.suites import plans
@@ -270,6 +274,46 @@ def evaluate(cfg: TrainConfig, backend, step: int) -> tuple[list[dict], float]:
     return rows, score
 
 
+def exploitability_rows(cfg: TrainConfig, backend, step: int) -> list[dict]:
+    """The exact exploitability of the policy as it plays in training (`cfg.agent`, at its
+    sampling temperature: what `arena eval --agent llm:RUN --exploitability` scores) on each
+    training game, one eval.jsonl row per game (kind "exploitability"); none without
+    `eval.exploitability`.
+
+    Args:
+        cfg: the run's config.
+        backend: the rollout backend holding the current weights.
+        step: the evaluation point's step.
+
+    Returns:
+        Rows {"step", "split", "kind", "game", "exploitability", "nash_conv", "method", "states", "seconds"}.
+    """
+    if not cfg.eval.exploitability:
+        return []
+    policy = LLMAgent(POLICY, backend, replace(cfg.agent, seed=cfg.eval.seed))
+    rows, seen = [], set()
+    for g in cfg.games:
+        key = (g.name, json.dumps(g.params, sort_keys=True))
+        if key in seen:
+            continue
+        seen.add(key)
+        r = exploitability(policy, g.name, g.params, seed=cfg.eval.seed, name=POLICY)
+        rows.append(
+            {
+                "step": step,
+                "split": "train",
+                "kind": "exploitability",
+                "game": g.name,
+                "exploitability": r.exploitability,
+                "nash_conv": r.nash_conv,
+                "method": r.method,
+                "states": r.states,
+                "seconds": r.seconds,
+            }
+        )
+    return rows
+
+
 def _append(path: Path, row: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
@@ -406,6 +450,13 @@ def settle_best(run_dir: Path, step: int, say) -> None:
     )
 
 
+def _gap(row: dict) -> str:
+    """An exploitability row in words: "exploitability X" (two-player zero-sum), else "NashConv X"."""
+    if row["exploitability"] is None:
+        return f"NashConv {row['nash_conv']:.4f}"
+    return f"exploitability {row['exploitability']:.4f}"
+
+
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
     """A step's console line: its metrics `m` (none before the first step) and evaluation rows."""
     if not m:
@@ -413,6 +464,9 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
     else:
         parts = [f"step {step:>4}", *_metric_parts(m)]
     for r in ev:
+        if r.get("kind") == "exploitability":
+            parts.append(f"| {r['game']} {_gap(r)}")
+            continue
         held = " (held out)" if r.get("split") == "held_out" else ""
         parts.append(
             f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
@@ -594,6 +648,12 @@ def train(
             )
             writer.add_scalar(f"{tag}/non_losing", r["non_losing"], step)
             writer.add_scalar(f"{tag}/mean_return", r["mean_return"], step)
+        for r in exploitability_rows(cfg, backend, step):
+            r.update(minutes=elapsed / 60, train_games=games_played)
+            _append(run_dir / "eval.jsonl", r)
+            kind = "nash_conv" if r["exploitability"] is None else "exploitability"
+            writer.add_scalar(f"eval/{r['game']}/{kind}", r[kind], step)
+            rows.append(r)
         if score >= 0:
             writer.add_scalar("eval/selection_score", score, step)
         if rows:
@@ -845,6 +905,9 @@ def main(args: argparse.Namespace) -> None:
             raise
         raise ValueError(f"cannot write to {Path(e.filename).parent} ({e.strerror})") from None
     for r in result["eval"]:
+        if r.get("kind") == "exploitability":
+            print(f"final {r['game']}: {_gap(r)}")
+            continue
         held = " (held out)" if r.get("split") == "held_out" else ""
         print(
             f"final eval {r['game']}{held} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
