@@ -199,3 +199,39 @@ def test_shared_prefix_with_the_memory_options_takes_the_same_steps(tiny, precis
         assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"]
     for (name, x), y in zip(plain.model.state_dict().items(), lean.model.state_dict().values()):
         assert torch.equal(x, y), name
+
+
+def test_the_magnet_term_is_the_same_with_a_shared_prefix(tiny):
+    """The magnet (Magnetic Mirror Descent) reads its own pass, not the policy's shared trunk:
+    with micro-batches sharing a trunk, the magnet KL, the loss and every gradient, before and
+    after the magnet's refresh, equal the per-sequence learner's within fp32's tolerance."""
+    model, tok = tiny
+    cfg = dict(
+        lr=1e-2,
+        precision="float32",
+        max_grad_norm=0.0,
+        micro_batch_tokens=72,
+        magnet_every=2,
+        loss=LossConfig(magnet_coef=0.5),
+    )
+    per, shared = learners(model, tok, **cfg)
+    seqs = game_batch(tok)  # free-text turns too: no move distribution, no magnet term
+    rules = ids(tok, "GAME RULES: tic-tac-toe on a 3x3 board; three in a row wins. Answer [cell].")
+    eos = tok.eos_token_id
+    for board, move, adv in ((" . . X", "1", 0.7), (" X . .", "2", -0.4), (" . X .", "5", 0.2)):
+        prompt = rules + ids(tok, f" You play O. Board:{board}")
+        seqs.append(Sequence(prompt, ids(tok, move) + [eos], adv, None, ["1", "2", "5"]))
+    mbs = shared._micro_batches(seqs)
+    assert len(mbs) > 1 and all(mb.trunk is mbs[0].trunk is not None for mb in mbs)
+    kls = []
+    for _ in range(3):  # the policy leaves the magnet, then the magnet refreshes (after step 2)
+        ma, mb = per.step(seqs), shared.step(seqs)
+        for key in ("loss", "magnet_kl"):
+            assert mb[key] == pytest.approx(ma[key], rel=1e-4, abs=1e-7), key
+        kls.append(ma["magnet_kl"])
+        ga, gb = grads(per), grads(shared)
+        for name in ga:  # after the first step the weights differ by the summation order's
+            scale = float(ga[name].abs().max())  # rounding, through Adam: a looser bound
+            atol = (1e-5 if len(kls) == 1 else 1e-4) * scale + 1e-12
+            torch.testing.assert_close(gb[name], ga[name], rtol=1e-4, atol=atol)
+    assert kls[1] > 1e-4 and kls[2] < 1e-9  # live at step 2; the refreshed magnet is the policy
