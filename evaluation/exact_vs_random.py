@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -206,8 +207,9 @@ def move_distributions_at(table: PolicyTable, histories: list[list[int]]) -> lis
     return [table(s) for s in states]
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def table_parser(description: str) -> argparse.ArgumentParser:
+    """The command line of a tree-walking table: agent specs, --game, --params, --temperature."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("specs", nargs="+", help="agent specs, e.g. llm:runs/tictactoe_tiny/best")
     ap.add_argument("--game", default="tic_tac_toe")
     ap.add_argument("--params", default="board=relative", help="game params as k=v,k=v")
@@ -217,6 +219,21 @@ def main(argv: list[str] | None = None) -> None:
         default=0.0,
         help="the agent's temperature (0: greedy, as evaluation plays)",
     )
+    return ap
+
+
+def policy_tables(args: argparse.Namespace) -> Iterator[tuple[str, PolicyTable]]:
+    """(spec, its PolicyTable) for each agent spec of `table_parser`'s arguments."""
+    params = dict(kv.split("=", 1) for kv in args.params.split(",") if kv)
+    for spec in args.specs:
+        agent = make_agent(
+            f"{spec},temperature={args.temperature}" if spec.startswith("llm:") else spec, "agent"
+        )
+        yield spec, PolicyTable(agent, args.game, params)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = table_parser(__doc__.split("\n\n")[0])
     ap.add_argument(
         "--misses", type=int, default=0, help="print the N costliest missed wins/blocks per seat"
     )
@@ -226,15 +243,10 @@ def main(argv: list[str] | None = None) -> None:
         help="also print the move distribution after these histories, e.g. '0,4,1;0,4,2'",
     )
     args = ap.parse_args(argv)
-    params = dict(kv.split("=", 1) for kv in args.params.split(",") if kv)
     print(
         f"{'agent':<48} {'X non-losing':>12} {'O non-losing':>12} {'both':>6} {'X win/blk':>10} {'O win/blk':>10} {'O blk ent':>9}"
     )
-    for spec in args.specs:
-        agent = make_agent(
-            f"{spec},temperature={args.temperature}" if spec.startswith("llm:") else spec, "agent"
-        )
-        table = PolicyTable(agent, args.game, params)
+    for spec, table in policy_tables(args):
         x, o = exact_vs_random(table)
         cells = [
             f"{x.non_losing:12.4f}",

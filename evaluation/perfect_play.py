@@ -27,13 +27,11 @@ to the end (`evaluation.blunders.solvable`: tic-tac-toe, short `openspiel:` game
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import asdict, dataclass, field
 
-from agents import make_agent
 from evaluation.blunders import judge, solvable
-from evaluation.exact_vs_random import PolicyTable
+from evaluation.exact_vs_random import PolicyTable, policy_tables, table_parser
 
 
 @dataclass
@@ -148,25 +146,14 @@ def perfect_play(table: PolicyTable, seat: int, examples: int = 5) -> PerfectPla
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("specs", nargs="+", help="agent specs, e.g. llm:runs/tictactoe_tiny/best")
-    ap.add_argument("--game", default="tic_tac_toe")
-    ap.add_argument("--params", default="board=relative", help="game params as k=v,k=v")
-    ap.add_argument(
-        "--temperature", type=float, default=0.0, help="the agent's temperature (0: greedy)"
-    )
+    ap = table_parser(__doc__.split("\n\n")[0])
     ap.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
-    params = dict(kv.split("=", 1) for kv in args.params.split(",") if kv)
     rows = []
     print(
         f"{'agent':<44} {'seat':>4} {'positions':>9} {'blunders':>8} {'adv. return':>11} {'P(loss)':>8}"
     )
-    for spec in args.specs:
-        agent = make_agent(
-            f"{spec},temperature={args.temperature}" if spec.startswith("llm:") else spec, "agent"
-        )
-        table = PolicyTable(agent, args.game, params)
+    for spec, table in policy_tables(args):
         for seat in (0, 1):
             row = perfect_play(table, seat)
             row.agent = spec

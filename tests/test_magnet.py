@@ -194,31 +194,26 @@ def test_exploitability_at_every_eval_point_is_what_arena_eval_scores(tmp_path):
     assert (run / "eval.png").is_file()
 
 
-def test_exploitability_needs_openspiel_games(tmp_path):
-    with pytest.raises(ValueError, match="eval.exploitability needs OpenSpiel games"):
-        parse_config(
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (
+            {"games": ["prisoners_dilemma"], "eval": {"exploitability": True}},
+            "eval.exploitability needs OpenSpiel games",
+        ),
+        (
             {
-                "model": "tiny-llama",
-                "steps": 1,
-                "games": ["prisoners_dilemma"],
-                "run_dir": str(tmp_path / "r"),
-                "eval": {"exploitability": True},
-            }
-        )
-
-
-def test_magnet_needs_constrained_turns(tmp_path):
-    with pytest.raises(ValueError, match="magnet_coef needs agent.constrained"):
-        parse_config(
-            {
-                "model": "tiny-llama",
-                "steps": 1,
                 "games": ["kuhn_poker"],
-                "run_dir": str(tmp_path / "r"),
                 "agent": {"constrained": False},
                 "learner": {"loss": {"magnet_coef": 0.5}},
-            }
-        )
+            },
+            "magnet_coef needs agent.constrained",
+        ),
+    ],
+)
+def test_configs_the_method_cannot_serve_are_refused(tmp_path, extra, message):
+    with pytest.raises(ValueError, match=message):
+        parse_config({"model": "tiny-llama", "steps": 1, "run_dir": str(tmp_path / "r"), **extra})
 
 
 def test_kuhn_state_text_tells_every_information_state_apart():
