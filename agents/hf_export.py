@@ -133,18 +133,31 @@ def _number(row: dict, key: str, fmt: str) -> str:
 
 
 def evaluation_table(rows: list[dict]) -> str:
-    """The evaluation rows as a Markdown table (one row per game and opponent)."""
+    """The evaluation rows as Markdown: a table of the matches (one row per game and opponent),
+    then a table of the exact exploitability rows (`eval.exploitability`), if any."""
+    gaps = [r for r in rows if r.get("kind") == "exploitability"]
     lines = [
         "| game | split | opponent | games | W-D-L | non-losing [95% CI] | mean return | invalid rate |",
         "|---|---|---|---:|---|---|---:|---:|",
     ]
-    for r in rows:
+    for r in (r for r in rows if r.get("kind") != "exploitability"):
         wdl = f"{r.get('wins', '')}-{r.get('draws', '')}-{r.get('losses', '')}"
         lines.append(
             f"| {r.get('game', '')} | {r.get('split', '')} | {r.get('opponent', '')} | "
             f"{r.get('games', '')} | {wdl} | {_rate(r)} | {_number(r, 'mean_return', '+.3f')} | "
             f"{_number(r, 'invalid_rate', '.3f')} |"
         )
+    if gaps:
+        lines += [
+            "",
+            "| game | exploitability | NashConv | information states | method |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for r in gaps:
+            lines.append(
+                f"| {r.get('game', '')} | {_number(r, 'exploitability', '.4f')} | "
+                f"{_number(r, 'nash_conv', '.4f')} | {r.get('states', '')} | {r.get('method', '')} |"
+            )
     return "\n".join(lines)
 
 

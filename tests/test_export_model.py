@@ -157,9 +157,12 @@ def test_the_model_card_has_the_base_model_the_config_and_the_last_evaluation(tm
         "mean_return": 0.6,
         "invalid_rate": 0.025,
     }
+    gap = {"split": "train", "kind": "exploitability", "game": "kuhn_poker", "states": 12}
+    gap |= {"exploitability": 0.1871, "nash_conv": 0.3742, "method": "exact"}
     with open(run / "eval.jsonl", "w") as f:
         for step, wins in ((10, 3), (20, 30), (30, 99)):  # step 30 is after the checkpoint
             f.write(json.dumps({**row, "step": step, "wins": wins}) + "\n")
+            f.write(json.dumps({**gap, "step": step}) + "\n")
     export_model(run, tmp_path / "hf")
     card = (tmp_path / "hf" / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])
@@ -171,6 +174,8 @@ def test_the_model_card_has_the_base_model_the_config_and_the_last_evaluation(tm
         "| tic_tac_toe | train | random | 40 | 30-4-6 | 0.850 [0.710, 0.930] | +0.600 | 0.025 |"
         in card
     )
+    assert "| kuhn_poker | 0.1871 | 0.3742 | 12 | exact |" in card  # not a match row
+    assert "| kuhn_poker | train |" not in card
     assert "`prompt=compact`, `constrained=True`" in card
     yaml_block = card.split("## Training config\n\n```yaml\n")[1].split("```")[0]
     assert yaml.safe_load(yaml_block) == json.loads(json.dumps(config))  # as meta.json stores it
