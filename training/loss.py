@@ -121,20 +121,21 @@ class LossConfig:
             raise ValueError("magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0")
 
 
+def _linear(start: float, end: float, steps: int, step: int) -> float:
+    """`start` falling (or rising) linearly to `end` over `steps` optimizer steps; `start` if steps <= 0."""
+    if steps <= 0:
+        return start
+    return start + (end - start) * min(1.0, step / steps)
+
+
 def floor_coef_at(step: int, cfg: LossConfig) -> float:
     """The probability floor's weight at optimizer step `step` (see `floor_decay_steps`)."""
-    if cfg.floor_decay_steps <= 0:
-        return cfg.floor_coef
-    frac = min(1.0, step / cfg.floor_decay_steps)
-    return cfg.floor_coef + (cfg.floor_coef_final - cfg.floor_coef) * frac
+    return _linear(cfg.floor_coef, cfg.floor_coef_final, cfg.floor_decay_steps, step)
 
 
 def magnet_coef_at(step: int, cfg: LossConfig) -> float:
     """The magnet term's weight at optimizer step `step` (see `magnet_decay_steps`)."""
-    if cfg.magnet_decay_steps <= 0:
-        return cfg.magnet_coef
-    frac = min(1.0, step / cfg.magnet_decay_steps)
-    return cfg.magnet_coef + (cfg.magnet_coef_final - cfg.magnet_coef) * frac
+    return _linear(cfg.magnet_coef, cfg.magnet_coef_final, cfg.magnet_decay_steps, step)
 
 
 def adapt_entropy_coef(coef: float, entropy: float, cfg: LossConfig) -> float:
