@@ -39,6 +39,7 @@ from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from tournaments.formats import format_options
 from tournaments.run import stored_ratings
 from training.advantages import ESTIMATORS, AdvantageConfig
+from training.full_width import FullWidthConfig
 from training.league import WEIGHTINGS, tournament_names
 from training.learner import BF16_ROUNDINGS, LearnerConfig
 from training.loss import AGGREGATIONS
@@ -239,6 +240,9 @@ class TrainConfig:
     """periodic evaluation"""
     ray: RayConfig = field(default_factory=RayConfig)
     """rollout workers on a Ray cluster (absent: rollouts in this process)"""
+    full_width: FullWidthConfig = field(default_factory=FullWidthConfig)
+    """full-width self-play (training.full_width): no matches, exact move values over a small game's whole
+    tree, Magnetic Mirror Descent's target fitted at every information state"""
 
 
 # --- what each field may hold -----------------------------------------------------------------
@@ -469,7 +473,10 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     cfg.learner.temperature = cfg.agent.temperature
     cfg.advantage.learners = [POLICY]
     if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
-        cfg.learner.total_steps = cfg.steps * cfg.epochs * cfg.minibatches
+        per_step = (
+            cfg.full_width.fit_steps if cfg.full_width.enabled else cfg.epochs * cfg.minibatches
+        )
+        cfg.learner.total_steps = cfg.steps * per_step
     return cfg
 
 
@@ -606,6 +613,7 @@ def _validate(cfg: TrainConfig) -> None:
     else:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
     _check_ray(cfg)
+    _check_full_width(cfg)
     if cfg.eval.exploitability:
         for g in cfg.games:
             if getattr(games.make(g.name, **g.params), "game", None) is None:
@@ -674,6 +682,48 @@ def _check_league_ratings(lg: LeagueConfig) -> None:
     ):
         raise ValueError(
             f"league.tournament.max_matches: format {t.format} plays its whole schedule; use swiss (fewer rounds) or a format with a budget, or max_matches: 0"
+        )
+
+
+def _check_full_width(cfg: TrainConfig) -> None:
+    """full_width.enabled: constrained pure self-play on OpenSpiel games, and no sampled-play option that it would ignore."""
+    if not cfg.full_width.enabled:
+        return
+    for i, g in enumerate(cfg.games):
+        if getattr(games.make(g.name, **g.params), "game", None) is None:
+            raise ValueError(f"full_width needs OpenSpiel games; games[{i}] {g.name} is native")
+        if g.symmetries or g.restarts or g.opening:
+            raise ValueError(
+                f"full_width: games[{i}] sets symmetries, restarts or opening, which shape sampled matches; full width plays none"
+            )
+    if not cfg.agent.constrained:
+        raise ValueError(
+            "full_width needs agent.constrained: true (the policy is the exact distribution over the legal moves)"
+        )
+    lg, loss = cfg.league, cfg.learner.loss
+    if lg.self_play < 1 or lg.bots or lg.snapshot_every or lg.tournament.every:
+        raise ValueError(
+            "full_width is pure self-play: league.self_play 1, no league.bots, snapshots or tournaments"
+        )
+    if cfg.ray.address:
+        raise ValueError("full_width plays no matches: remove ray.address")
+    if cfg.epochs != 1 or cfg.minibatches != 1:
+        raise ValueError(
+            "full_width: set full_width.fit_steps instead of epochs / minibatches (keep both 1)"
+        )
+    terms = {
+        "learner.loss.kl_coef": loss.kl_coef,
+        "learner.loss.entropy_coef": loss.entropy_coef,
+        "learner.loss.entropy_target": loss.entropy_target,
+        "learner.loss.floor_coef": loss.floor_coef,
+        "learner.loss.magnet_coef": loss.magnet_coef,
+        "learner.value_coef": cfg.learner.value_coef,
+    }
+    on = [k for k, v in terms.items() if v]
+    if on:
+        raise ValueError(
+            f"full_width fits the step's target by cross-entropy alone; set {', '.join(on)} to 0 "
+            "(the magnet is full_width.magnet_coef)"
         )
 
 

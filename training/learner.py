@@ -71,6 +71,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from agents.constrained import allowed_token_ids
+from agents.transformers_backend import CPU_SDPA  # prefill goes to sdpa: it takes the tree's masks
 from core.machine import compute_dtype
 from training.loss import (
     LossConfig,
@@ -379,7 +380,12 @@ def _plain_lm_head(model) -> bool:
 
 
 BF16_ATTENTION = "learner_bf16_eager"
-SHARED_ATTENTION = ("sdpa", "eager", BF16_ATTENTION)  # take the 4D masks of `training.prefix_tree`
+SHARED_ATTENTION = (
+    "sdpa",
+    CPU_SDPA,
+    "eager",
+    BF16_ATTENTION,
+)  # take the 4D masks of `training.prefix_tree`
 SHARED_MIN_TOKENS = 32  # share a prefix-tree segment when that saves this many token passes
 SHARED_BUCKET_COST = 32  # one more padded pass over a tree depth, counted in token passes
 
@@ -400,7 +406,7 @@ def _shares_prefix(model, attention: str | None) -> bool:
 
 def _mask_kind(model) -> str:
     """The 4D mask `model`'s attention takes in a prefix tree: boolean for sdpa, else additive."""
-    return "bool" if model.config._attn_implementation == "sdpa" else "additive"
+    return "bool" if model.config._attn_implementation in ("sdpa", CPU_SDPA) else "additive"
 
 
 def _token_groups(

@@ -121,6 +121,7 @@ from training.config import (  # noqa: F401 (SELF, parse_config: the loop's call
     load_config,
     parse_config,
 )
+from training.full_width import FullWidth
 from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
@@ -477,6 +478,14 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
 
 
 def _metric_parts(m: dict) -> list[str]:
+    if "target_kl" in m:  # a full-width step (training.full_width): no matches
+        gap = [k for k in m if k.endswith("exploitability") or k.endswith("nash_conv")]
+        parts = [f"{k.replace('/', ' ')} {m[k]:.4f}" for k in gap if "exploitability" in k] or [
+            f"{k.replace('/', ' ')} {m[k]:.4f}" for k in gap
+        ]
+        parts += [f"target_kl {m['target_kl']:.4f}"] if "target_kl" in m else []
+        parts += [f"fit_kl {m['fit_kl']:.4f}"] if "fit_kl" in m else []
+        return parts + [f"lr {m['lr']:.2e}", f"{m['step_seconds']:.1f}s"]
     parts = [f"reward {m['reward']:+.3f}"]
     if "win_rate" in m:
         parts.append(f"win {m['win_rate']:.2f}")
@@ -609,6 +618,18 @@ def train(
             f"league: PFSP from the ratings in {cfg.league.ratings} ({len(elo)} players, {stands_for} stands for the policy)"
         )
     opponents = Opponents(cfg, learner.device)
+    full_width = None
+    if cfg.full_width.enabled:
+        full_width = FullWidth(
+            cfg, LLMAgent(POLICY, backend, replace(cfg.agent, seed=cfg.seed)), tokenizer
+        )
+        console.print(
+            f"full width: {full_width.sequences} move sequences over "
+            + ", ".join(
+                f"{t.name} ({len(t.policy.states)} information states)" for t in full_width.tables
+            )
+            + "; no matches are played"
+        )
     rollouts = None
     if cfg.ray.address:
         rollouts = RayRollouts.start(cfg, learner, start_step)
@@ -693,104 +714,115 @@ def train(
     step = start_step
     for step in range(start_step + 1, cfg.steps + 1 if not spent else 0):
         t0 = time.perf_counter()
-        # 1. matches: self-play pairs and PFSP-drawn league opponents
-        if rollouts is None:
-            planned = plan_step(cfg, league, rng, step, restarts)
-            agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
-            with Progress(
-                total=len(planned), desc=f"step {step} rollout", leave=False
-            ) as bar:  # the step's line follows
-                records = sorted(
-                    play(
-                        [p for p, _ in planned],
-                        agents,
-                        concurrency=cfg.concurrency,
-                        max_turns=cfg.max_turns,
-                        progress=bar,
-                    ),
-                    key=lambda r: r.match_id,
-                )  # completion order varies with timing; the batch must not
-            for rec in records:
-                rec.policy_version = step - 1
-        else:  # Ray workers; with max_staleness 1 this step's matches were started during the last update
-            planned, records = rollouts.collect(step, league, rng, restarts)
-        by_id = {p.match_id: opp for p, opp in planned}
-        match_opps = [by_id[r.match_id] for r in records]
-        for rec, opp in zip(records, match_opps):
-            if opp is not None and rec.error is None:
-                for o in _score(rec, POLICY):
-                    league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
-        if any(g.restarts for g in cfg.games):
-            league_only = {g.name for g in cfg.games if g.restart_from == "league"}
-            restarts.add(
-                lost_positions(
-                    [
-                        r
-                        for r, o in zip(records, match_opps)
-                        if o is not None or r.game not in league_only
-                    ],
-                    POLICY,
-                )
-            )
-        if rollouts is not None and cfg.ray.max_staleness and step < cfg.steps:
-            rollouts.start_step(
-                step + 1, league, rng, restarts
-            )  # on the current weights, while the learner updates
-        t_roll = time.perf_counter() - t0
-        rollout_tokens = sum(
-            len(t.prompt_token_ids) + len(t.token_ids)
-            for r in records
-            for t in r.turns
-            if t.agent == POLICY
-        )
-        games_played += len(records)
-
-        # 2. advantages -> sequences -> PPO updates
-        t1 = time.perf_counter()
-        extra = {}
-        if (
-            cfg.advantage.estimator == "critic"
-        ):  # the value head's estimates of every learning turn first
-            turns = learning_samples(records, cfg.advantage)
-            values = learner.values(sequences_from_samples(turns, tokenizer)) if turns else []
-            extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
-        samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
-        seqs = sequences_from_samples(
-            samples, tokenizer, recompute=behaviour_recompute(cfg, learner)
-        )
-        if images:
-            seqs += symmetric_sequences(samples, images, tokenizer, rng, positive_images)
-        m = rollout_metrics(records, match_opps)
-        if seqs:
-            if cfg.epochs * cfg.minibatches > 1:
-                learner.prepare(seqs)  # freeze behaviour logprobs before the first update
-            stats: dict[str, list[float]] = defaultdict(list)
-            for _ in range(cfg.epochs):
-                order = rng.permutation(len(seqs)) if cfg.minibatches > 1 else np.arange(len(seqs))
-                for chunk in np.array_split(order, cfg.minibatches):
-                    if len(chunk):
-                        for k, v in learner.step([seqs[i] for i in chunk]).items():
-                            stats[k].append(v)
-            m.update({k: float(np.mean(v)) for k, v in stats.items()})
-            m["ratio_min"], m["ratio_max"] = min(stats["ratio_min"]), max(stats["ratio_max"])
-            # the on-policy check: the first minibatch is scored by the policy that played, so its ratio is 1
-            # and nothing clips (to fp rounding); the figures above also hold the later minibatches, which
-            # follow updates (step 1's first Adam update, lr x sign(gradient) on every weight, is the largest)
-            m.update(
-                {
-                    f"first_{k}": stats[k][0]
-                    for k in ("ratio_min", "ratio_max", "approx_kl_behaviour", "clip_frac")
-                }
-            )
+        if full_width is not None:  # no matches: exact values over the game's whole tree
+            t1 = time.perf_counter()
+            m = full_width.step(learner, adv_state)
             sync_weights(learner, backend)
+            t_roll, t_learn = 0.0, time.perf_counter() - t1
+            rollout_tokens = 0
+            learn_tokens = full_width.tokens * cfg.full_width.fit_steps
         else:
-            console.print(
-                f"step {step}: no policy turns to learn from (all matches aborted?); no update"
+            # 1. matches: self-play pairs and PFSP-drawn league opponents
+            if rollouts is None:
+                planned = plan_step(cfg, league, rng, step, restarts)
+                agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
+                with Progress(
+                    total=len(planned), desc=f"step {step} rollout", leave=False
+                ) as bar:  # the step's line follows
+                    records = sorted(
+                        play(
+                            [p for p, _ in planned],
+                            agents,
+                            concurrency=cfg.concurrency,
+                            max_turns=cfg.max_turns,
+                            progress=bar,
+                        ),
+                        key=lambda r: r.match_id,
+                    )  # completion order varies with timing; the batch must not
+                for rec in records:
+                    rec.policy_version = step - 1
+            else:  # Ray workers; with max_staleness 1 this step's matches were started during the last update
+                planned, records = rollouts.collect(step, league, rng, restarts)
+            by_id = {p.match_id: opp for p, opp in planned}
+            match_opps = [by_id[r.match_id] for r in records]
+            for rec, opp in zip(records, match_opps):
+                if opp is not None and rec.error is None:
+                    for o in _score(rec, POLICY):
+                        league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
+            if any(g.restarts for g in cfg.games):
+                league_only = {g.name for g in cfg.games if g.restart_from == "league"}
+                restarts.add(
+                    lost_positions(
+                        [
+                            r
+                            for r, o in zip(records, match_opps)
+                            if o is not None or r.game not in league_only
+                        ],
+                        POLICY,
+                    )
+                )
+            if rollouts is not None and cfg.ray.max_staleness and step < cfg.steps:
+                rollouts.start_step(
+                    step + 1, league, rng, restarts
+                )  # on the current weights, while the learner updates
+            t_roll = time.perf_counter() - t0
+            rollout_tokens = sum(
+                len(t.prompt_token_ids) + len(t.token_ids)
+                for r in records
+                for t in r.turns
+                if t.agent == POLICY
             )
-        if rollouts is not None:
-            rollouts.publish(learner, step)  # version `step`: what the workers play next
-        t_learn = time.perf_counter() - t1
-        learn_tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in seqs) * cfg.epochs
+            games_played += len(records)
+
+            # 2. advantages -> sequences -> PPO updates
+            t1 = time.perf_counter()
+            extra = {}
+            if (
+                cfg.advantage.estimator == "critic"
+            ):  # the value head's estimates of every learning turn first
+                turns = learning_samples(records, cfg.advantage)
+                values = learner.values(sequences_from_samples(turns, tokenizer)) if turns else []
+                extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
+            samples = compute_advantages(records, cfg.advantage, adv_state, **extra)
+            seqs = sequences_from_samples(
+                samples, tokenizer, recompute=behaviour_recompute(cfg, learner)
+            )
+            if images:
+                seqs += symmetric_sequences(samples, images, tokenizer, rng, positive_images)
+            m = rollout_metrics(records, match_opps)
+            if seqs:
+                if cfg.epochs * cfg.minibatches > 1:
+                    learner.prepare(seqs)  # freeze behaviour logprobs before the first update
+                stats: dict[str, list[float]] = defaultdict(list)
+                for _ in range(cfg.epochs):
+                    order = (
+                        rng.permutation(len(seqs)) if cfg.minibatches > 1 else np.arange(len(seqs))
+                    )
+                    for chunk in np.array_split(order, cfg.minibatches):
+                        if len(chunk):
+                            for k, v in learner.step([seqs[i] for i in chunk]).items():
+                                stats[k].append(v)
+                m.update({k: float(np.mean(v)) for k, v in stats.items()})
+                m["ratio_min"], m["ratio_max"] = min(stats["ratio_min"]), max(stats["ratio_max"])
+                # the on-policy check: the first minibatch is scored by the policy that played, so its ratio is 1
+                # and nothing clips (to fp rounding); the figures above also hold the later minibatches, which
+                # follow updates (step 1's first Adam update, lr x sign(gradient) on every weight, is the largest)
+                m.update(
+                    {
+                        f"first_{k}": stats[k][0]
+                        for k in ("ratio_min", "ratio_max", "approx_kl_behaviour", "clip_frac")
+                    }
+                )
+                sync_weights(learner, backend)
+            else:
+                console.print(
+                    f"step {step}: no policy turns to learn from (all matches aborted?); no update"
+                )
+            if rollouts is not None:
+                rollouts.publish(learner, step)  # version `step`: what the workers play next
+            t_learn = time.perf_counter() - t1
+            learn_tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in seqs) * cfg.epochs
+            m["samples"] = float(len(seqs))
         elapsed += time.perf_counter() - t0
         m.update(
             rollout_seconds=t_roll,
@@ -800,7 +832,6 @@ def train(
             learn_tokens_per_s=learn_tokens / max(t_learn, 1e-9),
             games=float(games_played),
             minutes=elapsed / 60,
-            samples=float(len(seqs)),
         )
         for name, p in league.probabilities().items() if league.opponents else []:
             writer.add_scalar(f"league/p/{name}", p, step)

@@ -262,11 +262,12 @@ def _train_section() -> list[str]:
         RayConfig,
         TrainConfig,
     )
+    from training.full_width import FullWidthConfig
     from training.learner import LearnerConfig
     from training.loss import LossConfig
 
     notes = _train_notes()
-    sections = ("agent", "advantage", "learner", "league", "eval", "ray")
+    sections = ("agent", "advantage", "learner", "league", "eval", "ray", "full_width")
     out = [
         "## Training config\n",
         "`arena train CONFIG`: a YAML mapping of these keys (`training.config.TrainConfig`). "
@@ -293,6 +294,7 @@ def _train_section() -> list[str]:
         ("league.tournament", LeagueTournament, "league.tournament.", ()),
         ("eval", EvalConfig, "eval.", ()),
         ("ray", RayConfig, "ray.", ()),
+        ("full_width", FullWidthConfig, "full_width.", ()),
     ):
         doc = inspect.getdoc(cls) or ""
         first = doc.split("\n\n")[0].replace("\n", " ") if doc and cls.__doc__ else ""

@@ -1,14 +1,17 @@
-"""Kuhn poker seed sweep: the shipped config (magnet) and plain self-play (mars) on the same seeds.
+"""Poker seed sweeps: full-width self-play, sampled self-play with a magnet, and plain self-play.
 
-    python experiments/kuhn_magnet/seeds.py --seeds 20 21 22 23 24 --out runs/kuhn_seeds
+    python experiments/kuhn_magnet/seeds.py --arms full_width --seeds 20 21 22 23 24 \
+        --out runs/kuhn_seeds --json docs/figures/kuhn_full_width.json --png docs/figures/kuhn_full_width.png
+    python experiments/kuhn_magnet/seeds.py --game leduc_poker --arms full_width --seeds 20 21 22 23 24 \
+        --out runs/leduc_seeds --json docs/figures/leduc_full_width.json --png docs/figures/leduc_full_width.png
 
-For every seed and arm: `arena train configs/train_kuhn_tiny.yaml --set seed=S --out DIR` (the mars
-arm adds `--set advantage.estimator=mars --set learner.loss.magnet_coef=0 --set
-learner.loss.entropy_coef=0`: plain self-play, the method's terms off), then
-`arena eval --agent llm:DIR --games kuhn_poker --exploitability` scores the run's final policy.
+For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm's config
+(`ARMS`: full_width is the game's shipped config, magnet and mars the sampled Kuhn config,
+mars with the method's terms off: plain self-play), then
+`arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps) to `--json` as it goes (a
 rerun skips the runs already scored) and the exploitability curves of every run (from each run's
-eval.jsonl) to `--png`. One run at a time (`threads: 1` in the config).
+eval.jsonl) to `--png`. One run at a time (`threads: 1` in the configs).
 """
 
 from __future__ import annotations
@@ -21,17 +24,21 @@ from pathlib import Path
 
 from training.plots import plot_eval
 
-CONFIG = "configs/train_kuhn_tiny.yaml"
-ARMS = {
-    "magnet": [],
-    "mars": [
-        "--set",
-        "advantage.estimator=mars",
-        "--set",
-        "learner.loss.magnet_coef=0",
-        "--set",
-        "learner.loss.entropy_coef=0",
-    ],
+MARS = [
+    "--set",
+    "advantage.estimator=mars",
+    "--set",
+    "learner.loss.magnet_coef=0",
+    "--set",
+    "learner.loss.entropy_coef=0",
+]
+ARMS = {  # game -> arm -> (config, extra arguments)
+    "kuhn_poker": {
+        "full_width": ("configs/train_kuhn_tiny.yaml", []),
+        "magnet": ("configs/train_kuhn_tiny_sampled.yaml", []),
+        "mars": ("configs/train_kuhn_tiny_sampled.yaml", MARS),
+    },
+    "leduc_poker": {"full_width": ("configs/train_leduc_tiny.yaml", [])},
 }
 
 
@@ -40,7 +47,7 @@ def cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "cli.main", *args], check=True)
 
 
-def score(run: Path) -> dict:
+def score(run: Path, game: str) -> dict:
     """The final policy's exploitability (arena eval) and the run's minutes and steps."""
     out = run / "final-eval"
     if not (out / "eval.json").is_file():
@@ -49,7 +56,7 @@ def score(run: Path) -> dict:
             "--agent",
             f"llm:{run}",
             "--games",
-            "kuhn_poker",
+            game,
             "--exploitability",
             "--matches",
             "2",
@@ -69,22 +76,28 @@ def score(run: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[20, 21, 22, 23, 24])
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--game", default="kuhn_poker", choices=list(ARMS))
+    ap.add_argument("--arms", nargs="+", default=None, help="default: every arm of the game")
     ap.add_argument("--out", default="runs/kuhn_seeds", help="folder of the runs")
     ap.add_argument("--json", default="docs/figures/kuhn_seeds.json")
     ap.add_argument("--png", default="docs/figures/kuhn_seeds.png")
     args = ap.parse_args()
+    arms = ARMS[args.game]
+    for arm in args.arms or []:
+        if arm not in arms:
+            ap.error(f"{args.game} has no arm {arm!r} (arms: {', '.join(arms)})")
     path = Path(args.json)
     rows = json.loads(path.read_text()) if path.is_file() else []
     done = {(r["arm"], r["seed"]) for r in rows}
     for seed in args.seeds:
-        for arm in args.arms:
+        for arm in args.arms or list(arms):
             if (arm, seed) in done:
                 continue
             run = Path(args.out) / f"{arm}-{seed}"
             if not (run / "final-eval" / "eval.json").is_file():
-                cli("train", CONFIG, "--set", f"seed={seed}", "--out", str(run), *ARMS[arm])
-            rows.append({"arm": arm, "seed": seed, "run": str(run), **score(run)})
+                config, extra = arms[arm]
+                cli("train", config, "--set", f"seed={seed}", "--out", str(run), *extra)
+            rows.append({"arm": arm, "seed": seed, "run": str(run), **score(run, args.game)})
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(rows, indent=1) + "\n")
             print(f"{arm} seed {seed}: exploitability {rows[-1]['exploitability']:.4f}")
