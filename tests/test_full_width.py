@@ -45,6 +45,18 @@ def test_mmd_target_is_still_where_the_moves_pay_the_same_and_the_magnet_is_the_
     assert hedge == pytest.approx(w / w.sum(), abs=1e-12)
 
 
+def test_the_uniform_magnet_flattens_the_step():
+    """epsilon 1, eta 1, alpha 0, q = 0: the target is proportional to exp(log pi / 2) = sqrt(pi):
+    pi = (0.8, 0.2) -> sqrt = (0.894, 0.447) -> (2/3, 1/3); with q = (0, 1) the better move gains
+    by exp(1 / 2): (0.8^0.5, 0.2^0.5 e^0.5) normalised = (0.5481, 0.4519)."""
+    logp = np.log([[0.8, 0.2]])
+    legal = np.ones((1, 2), dtype=bool)
+    flat = mmd_target(logp, logp, np.zeros((1, 2)), legal, eta=1.0, alpha=0.0, epsilon=1.0)
+    assert flat[0] == pytest.approx([2 / 3, 1 / 3], abs=1e-9)
+    paid = mmd_target(logp, logp, np.array([[0.0, 1.0]]), legal, eta=1.0, alpha=0.0, epsilon=1.0)
+    assert paid[0] == pytest.approx([0.5481, 0.4519], abs=1e-4)
+
+
 def test_action_values_of_kuhn_under_the_uniform_policy_match_a_hand_computation():
     """Both seats uniform. Holding J first to act: a pass meets a pass (showdown, -1) or a bet
     (then fold -1 or call -2: -1.5), so q(pass) = -1.25; a bet is called (-2) or folded to (+1):
@@ -178,7 +190,7 @@ def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path):
         ({"league": {"self_play": 0.5, "bots": ["random"]}}, "full_width is pure self-play"),
         ({"learner": {"loss": {"entropy_coef": 0.1}}}, "set learner.loss.entropy_coef to 0"),
         ({"epochs": 2}, "set full_width.fit_steps instead"),
-        ({"full_width": {"eta": 0.0}}, "eta must be > 0"),
+        ({"full_width": {"eta": 0.0}}, "full_width: eta must be > 0, got 0.0"),
     ],
 )
 def test_configs_full_width_cannot_serve_are_refused(tmp_path, extra, message):

@@ -58,21 +58,27 @@ class FullWidthConfig:
     """alpha: the pull towards the magnet (and the temperature of the equilibrium a fixed magnet leads to)"""
     magnet_every: int = 10
     """replace the magnet with the current policy every N steps; 0: the magnet stays the initial policy"""
+    entropy_coef: float = 0.0
+    """epsilon: a second, fixed magnet at the uniform policy (an entropy bonus): it flattens every step's
+    target, so a move the policy has written off comes back when it pays (a pretrained model's peaked
+    distributions); the fixed point is then a quantal response equilibrium at temperature epsilon"""
     fit_steps: int = 1
     """learner steps per training step on the cross-entropy to the step's target"""
     max_states: int = 5000
     """refuse a game with more information states than this"""
 
     def __post_init__(self):
-        if self.eta <= 0 or self.magnet_coef < 0:
-            raise ValueError(
-                f"eta must be > 0 and magnet_coef >= 0, got {self.eta}, {self.magnet_coef}"
-            )
-        if self.magnet_every < 0 or self.fit_steps < 1 or self.max_states < 1:
-            raise ValueError(
-                "magnet_every must be >= 0, fit_steps >= 1 and max_states >= 1, got "
-                f"{self.magnet_every}, {self.fit_steps}, {self.max_states}"
-            )
+        checks = (
+            ("eta", self.eta > 0, "> 0"),
+            ("magnet_coef", self.magnet_coef >= 0, ">= 0"),
+            ("magnet_every", self.magnet_every >= 0, ">= 0"),
+            ("entropy_coef", self.entropy_coef >= 0, ">= 0"),
+            ("fit_steps", self.fit_steps >= 1, ">= 1"),
+            ("max_states", self.max_states >= 1, ">= 1"),
+        )
+        for name, ok, what in checks:
+            if not ok:
+                raise ValueError(f"{name} must be {what}, got {getattr(self, name)}")
 
 
 def mmd_target(
@@ -82,6 +88,7 @@ def mmd_target(
     legal: np.ndarray,
     eta: float,
     alpha: float,
+    epsilon: float = 0.0,
 ) -> np.ndarray:
     """Magnetic Mirror Descent's update at each information state (negative-entropy mirror map).
 
@@ -90,13 +97,15 @@ def mmd_target(
         log_magnet: (S, A) log-probabilities of the magnet.
         q: (S, A) the value of each move at each state.
         legal: (S, A) bool, the legal moves.
-        eta: step size; alpha: magnet weight.
+        eta: step size; alpha: magnet weight; epsilon: the weight of a second magnet at the
+            uniform policy (its log-probabilities are equal across the legal moves, so it only
+            adds to the denominator).
 
     Returns:
         (S, A) the next policy: proportional to exp((logp + alpha eta log_magnet + eta q) /
-        (1 + alpha eta)) over the legal moves, 0 elsewhere.
+        (1 + alpha eta + epsilon eta)) over the legal moves, 0 elsewhere.
     """
-    z = (logp + alpha * eta * log_magnet + eta * q) / (1.0 + alpha * eta)
+    z = (logp + alpha * eta * log_magnet + eta * q) / (1.0 + alpha * eta + epsilon * eta)
     z = np.where(legal, z, -np.inf)
     z = z - z.max(axis=1, keepdims=True)
     p = np.exp(z)
@@ -225,7 +234,7 @@ class FullWidth:
                 magnets[t.name] = pi.tolist()
             log_magnet = np.log(np.maximum(np.array(magnets[t.name]), 1e-30))
             q = action_values(t.game, t.policy)
-            target = mmd_target(logp, log_magnet, q, t.legal, c.eta, c.magnet_coef)
+            target = mmd_target(logp, log_magnet, q, t.legal, c.eta, c.magnet_coef, c.entropy_coef)
             metrics[f"{tag}target_kl"] = _kl(target, logp, t.legal)
             targets[t.name] = target.tolist()
             for s, (row, action) in zip(t.seqs, t.rows):
