@@ -29,6 +29,7 @@ from agents.models import TINY, seeded, tiny_llama_args
 from agents.transformers_backend import TransformersBackend
 from core.machine import PRECISIONS
 from core.overrides import merge
+from evaluation.exploitability import info_states
 from evaluation.suites import (
     SELF,  # eval opponent spec: the policy in every seat
     GameSpec,
@@ -690,8 +691,13 @@ def _check_full_width(cfg: TrainConfig) -> None:
     if not cfg.full_width.enabled:
         return
     for i, g in enumerate(cfg.games):
-        if getattr(games.make(g.name, **g.params), "game", None) is None:
+        game = getattr(games.make(g.name, **g.params), "game", None)
+        if game is None:
             raise ValueError(f"full_width needs OpenSpiel games; games[{i}] {g.name} is native")
+        try:  # a walk that stops at full_width.max_states: a game too large fails before the model loads
+            info_states(game, cfg.full_width.max_states)
+        except ValueError as e:
+            raise ValueError(f"full_width: games[{i}]: {e} (full_width.max_states)") from None
         if g.symmetries or g.restarts or g.opening:
             raise ValueError(
                 f"full_width: games[{i}] sets symmetries, restarts or opening, which shape sampled matches; full width plays none"

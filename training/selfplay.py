@@ -478,13 +478,15 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
 
 
 def _metric_parts(m: dict) -> list[str]:
-    if "target_kl" in m:  # a full-width step (training.full_width): no matches
-        gap = [k for k in m if k.endswith("exploitability") or k.endswith("nash_conv")]
-        parts = [f"{k.replace('/', ' ')} {m[k]:.4f}" for k in gap if "exploitability" in k] or [
-            f"{k.replace('/', ' ')} {m[k]:.4f}" for k in gap
+    if any(
+        k.endswith("target_kl") for k in m
+    ):  # a full-width step (training.full_width): no matches
+        gaps = [k for k in m if k.endswith("exploitability")] or [
+            k for k in m if k.endswith("nash_conv")
         ]
-        parts += [f"target_kl {m['target_kl']:.4f}"] if "target_kl" in m else []
-        parts += [f"fit_kl {m['fit_kl']:.4f}"] if "fit_kl" in m else []
+        named = ("target_kl", "fit_kl")
+        parts = [f"{k.replace('/', ' ')} {m[k]:.4f}" for k in gaps]
+        parts += [f"{k.replace('/', ' ')} {m[k]:.4f}" for k in m if k.endswith(named)]
         return parts + [f"lr {m['lr']:.2e}", f"{m['step_seconds']:.1f}s"]
     parts = [f"reward {m['reward']:+.3f}"]
     if "win_rate" in m:
