@@ -302,7 +302,10 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "ray.rollout_workers": (0, "ray.rollout_workers must be >= 1, got 0"),
     "ray.cpus": (0, "ray.cpus must be > 0, got 0.0"),
     "ray.gpus": (-1, "ray.gpus must be >= 0, got -1.0"),
-    "full_width.enabled": (True, "full_width is pure self-play"),
+    "full_width.enabled": (
+        True,
+        "full_width: games[0]: tic_tac_toe has more than 5000 information states",
+    ),
     "full_width.eta": (0, "full_width: eta must be > 0, got 0.0"),
     "full_width.magnet_coef": (-1, "full_width: magnet_coef must be >= 0, got -1.0"),
     "full_width.magnet_every": (-1, "full_width: magnet_every must be >= 0, got -1"),
