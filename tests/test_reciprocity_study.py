@@ -152,8 +152,10 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
             played.append(rec)
             yield rec
 
-    real_play = selfplay.play
-    monkeypatch.setattr(selfplay, "play", recording_play)
+    import training.rollouts as rollouts
+
+    real_play = rollouts.play
+    monkeypatch.setattr(rollouts, "play", recording_play)  # what the loop's play_step calls
     cfg = selfplay.load_config(
         "experiments/reciprocity/train_ipd_aa.yaml",
         {"steps": 1, "matches_per_step": 4, "concurrency": 4, "run_dir": str(tmp_path / "run")},

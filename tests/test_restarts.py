@@ -174,17 +174,18 @@ def test_plan_step_restarts_a_share_of_the_self_play_pairs_from_buffered_positio
 
 def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monkeypatch):
     """A short run: step 1 has nothing lost yet; from step 2 on, self-play matches start from lost positions."""
+    import training.rollouts as rollouts
     import training.selfplay as selfplay
     from tests.test_selfplay import quiet, tiny
 
-    starts, original = [], selfplay.play
+    starts, original = [], rollouts.play
 
     def spy(plans, *args, **kwargs):
         plans = list(plans)
         starts.append([p.start for p in plans])
         yield from original(plans, *args, **kwargs)
 
-    monkeypatch.setattr(selfplay, "play", spy)
+    monkeypatch.setattr(rollouts, "play", spy)  # what the loop's play_step calls
     selfplay.train(
         tiny(
             tmp_path,

@@ -22,7 +22,7 @@ from agents import checkpoint, make_agent
 from agents.llm_agent import LLMAgent
 from agents.models import load_model
 from agents.transformers_backend import TransformersBackend
-from arena.runner import MatchPlan, plan_matches
+from arena.runner import MatchPlan, plan_matches, play
 from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
     POLICY,
     SELF,
@@ -249,6 +249,22 @@ def plan_step(
                 )
             out.append((plan, opp))
     return out
+
+
+def play_step(planned: list, agents: dict, cfg: TrainConfig, progress=None) -> list:
+    """A step's planned matches (`plan_step`'s (plan, opponent) pairs) played by `agents`
+    (`arena.runner.play`), the records in match-id order: completion order varies with timing,
+    a step's batch must not."""
+    return sorted(
+        play(
+            [p for p, _ in planned],
+            agents,
+            concurrency=cfg.concurrency,
+            max_turns=cfg.max_turns,
+            progress=progress,
+        ),
+        key=lambda r: r.match_id,
+    )
 
 
 def _branch_head(j: int, n_self: int, branch: int) -> int:

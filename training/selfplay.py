@@ -100,7 +100,6 @@ from agents import checkpoint
 from agents.llm_agent import LLMAgent
 from agents.models import load_model
 from agents.transformers_backend import TransformersBackend
-from arena.runner import play
 from core.console import make_console
 from core.machine import announce_threads, resolve_device, set_threads
 from core.overrides import merge, parse_overrides
@@ -132,6 +131,7 @@ from training.restarts import RestartBuffer, lost_positions
 from training.rollouts import (
     Opponents,
     plan_step,
+    play_step,
     save_snapshot,
     start_league,
     step_agents,
@@ -731,16 +731,7 @@ def train(
                 with Progress(
                     total=len(planned), desc=f"step {step} rollout", leave=False
                 ) as bar:  # the step's line follows
-                    records = sorted(
-                        play(
-                            [p for p, _ in planned],
-                            agents,
-                            concurrency=cfg.concurrency,
-                            max_turns=cfg.max_turns,
-                            progress=bar,
-                        ),
-                        key=lambda r: r.match_id,
-                    )  # completion order varies with timing; the batch must not
+                    records = play_step(planned, agents, cfg, progress=bar)
                 for rec in records:
                     rec.policy_version = step - 1
             else:  # Ray workers; with max_staleness 1 this step's matches were started during the last update

@@ -20,7 +20,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from arena.runner import play
 from core.records import MatchRecord
 from evaluation.exact_vs_random import winning_cells
 from training.advantages import TurnSample, compute_advantages
@@ -53,6 +52,7 @@ def credit_table(
 def main(argv: list[str] | None = None) -> None:
     from agents import make_agent
     from training.config import load_config
+    from training.rollouts import play_step
     from training.selfplay import POLICY, plan_step, start_league
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -74,15 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         planned = plan_step(cfg, league, rng, b + 1)
         agents = {POLICY: policy, **{spec: make_agent(spec, spec) for spec in cfg.league.bots}}
         by_id = {p.match_id: opp for p, opp in planned}
-        records = sorted(
-            play(
-                [p for p, _ in planned],
-                agents,
-                concurrency=cfg.concurrency,
-                max_turns=cfg.max_turns,
-            ),
-            key=lambda r: r.match_id,
-        )
+        records = play_step(planned, agents, cfg)
         opps = [by_id[r.match_id] for r in records]
         for e in estimators:
             samples = compute_advantages(records, replace(cfg.advantage, estimator=e), {})
