@@ -39,10 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyspiel
 
 import games
-from evaluation.exploitability import info_states, turn_at
+from evaluation.exploitability import info_states, turn_at, two_player_zero_sum
 from training.learner import Sequence, render_prompt
 
 
@@ -168,11 +167,7 @@ class _Table:
             np.array([r for r, _ in self.rows]),
             np.array([a for _, a in self.rows]),
         )
-        zero_sum = self.game.num_players() == 2 and self.game.get_type().utility in (
-            pyspiel.GameType.Utility.ZERO_SUM,
-            pyspiel.GameType.Utility.CONSTANT_SUM,
-        )
-        self.zero_sum = zero_sum
+        self.zero_sum = two_player_zero_sum(self.game)
 
     def log_policy(self, logprobs: list[list[float]]) -> np.ndarray:
         """(S, A) log pi from each move sequence's per-token log-probabilities (-inf off the legal moves)."""
