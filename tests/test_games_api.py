@@ -318,3 +318,35 @@ def test_the_generator_is_built_on_first_use_from_the_reset_seed():
         deals.append(outcomes[rng.choice(len(outcomes), p=probs)])
         state.apply_action(deals[-1])
     assert [a for p, a in env.moves if p == -1] == deals
+
+
+def test_leduc_state_text_merges_information_states_that_the_history_tells_apart():
+    """Leduc's state text names the pot, not the betting that built it (its docstring): fewer
+    distinct texts than information states up to suit. With the move history added (what
+    `prompt: compact` shows) the texts tell apart exactly OpenSpiel's information states with
+    the suit dropped (card id // 2 is the rank)."""
+    import pyspiel
+
+    def rank_only(info: str) -> str:
+        return re.sub(r"\[(Private|Public): (\d)\]", lambda m: f"[{m[1]}: {int(m[2]) // 2}]", info)
+
+    game = pyspiel.load_game("leduc_poker")
+    by_rank, state_texts, compact_texts = set(), set(), set()
+    stack = [game.new_initial_state()]
+    while stack:
+        state = stack.pop()
+        if state.is_terminal():
+            continue
+        stack.extend(state.child(a) for a in state.legal_actions())
+        if state.is_chance_node():
+            continue
+        player = state.current_player()
+        env = games.make("leduc_poker")
+        env.reset(seed=0, options={"history": state.history()})
+        agent = env.agent_selection
+        view = env.view(agent)
+        by_rank.add(rank_only(state.information_state_string(player)))
+        state_texts.add(view.state)
+        compact_texts.add((tuple(env.history_text(agent)), view.state))
+    assert len(state_texts) < len(by_rank)
+    assert len(compact_texts) == len(by_rank)
