@@ -283,6 +283,26 @@ def test_advantage_alignment_whitened_with_the_past_summed():
     )
 
 
+def test_advantage_alignment_sums_the_past_from_batch_aa_past_sum_from():
+    """`aa_past_sum_from: 2`: the first two batches scored through one state dict average the
+    past (as without `aa_past_sum`), the third sums it (as `aa_past_sum` from the start); the
+    count lives in the state, so a fresh dict starts again at the averaged form."""
+    base = dict(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
+    moves = [("p0", 1.0), ("p1", 0.0), ("p0", 0.0), ("p1", 1.0), ("p0", 1.0), ("p1", 1.0)]
+    batch = [match([(p, r, 1) for p, r in moves]), match([(p, 0.0, 1) for p, _ in moves])]
+    averaged = adv(compute_advantages(batch, AdvantageConfig(**base)))
+    summed = adv(compute_advantages(batch, AdvantageConfig(aa_past_sum=True, **base)))
+    assert averaged[(0, 4)] != pytest.approx(summed[(0, 4)])  # t = 2: the forms differ
+    cfg = AdvantageConfig(aa_past_sum=True, aa_past_sum_from=2, **base)
+    state: dict = {}
+    got = [adv(compute_advantages(batch, cfg, state)) for _ in range(3)]
+    assert got[0] == averaged and got[1] == averaged and got[2] == summed
+    assert state["aa_batches"] == 3
+    assert adv(compute_advantages(batch, cfg, {})) == averaged
+    with pytest.raises(ValueError, match="aa_past_sum_from must be >= 0"):
+        AdvantageConfig(aa_past_sum_from=-1)
+
+
 def test_advevo_public_baseline():
     cfg = AdvantageConfig(
         estimator="advevo", functional_groups={"p0": "team", "p1": "team", "p2": "attacker"}, **RAW

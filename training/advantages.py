@@ -38,7 +38,8 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
   whitened over every seat's decisions in the batch (mean 0, unbiased std 1): the shaping
   term is then the size of the own advantage, whatever the payoffs' scale and the horizon
   (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`). With `aa_past_sum: true`,
-  the past sum is not divided by t (the whitening kept); with `aa_normalize: false`, the
+  the past sum is not divided by t (the whitening kept), from batch `aa_past_sum_from` on
+  (a count kept in `state`); with `aa_normalize: false`, the
   paper's equation on the raw advantages: the past sum not divided by t, no whitening.
 - `advevo` (AdvEvo-MARL public baseline): A = R - mean of R over every (match, seat) of
   the same game in the same functional group (`functional_groups` maps seat -> group;
@@ -138,6 +139,11 @@ class AdvantageConfig:
     """advantage_alignment with `aa_normalize`: sum the past own advantages, as the paper's
     equation does, instead of averaging them over the t past decisions (the whitening kept):
     the shaping term then grows with t, so it outweighs a late round's own advantage"""
+    aa_past_sum_from: int = 0
+    """advantage_alignment with `aa_past_sum`: average the past for the first N batches (training
+    steps; counted in the estimator state, so a resume keeps the count) and sum it from then
+    on. The averaged form separates the states (retaliation, contrition) but lets mutual
+    cooperation erode; summed from the start it tips every state the same way first"""
     functional_groups: dict[str, str] | None = None
     """advevo: seat -> functional group name; unlisted seats are their own group"""
     gigpo_weight: float = 1.0
@@ -149,6 +155,8 @@ class AdvantageConfig:
         for key in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise ValueError(f"{key} must be in [0, 1], got {getattr(self, key)}")
+        if self.aa_past_sum_from < 0:
+            raise ValueError(f"aa_past_sum_from must be >= 0, got {self.aa_past_sum_from}")
 
 
 @dataclass
@@ -466,13 +474,16 @@ def advantage_alignment(
         mean, std = vals.mean(), vals.std(ddof=1)
         A1 = {key: (a - mean) / (std + cfg.eps) for key, a in A1.items()}
     g, beta = cfg.aa_gamma, cfg.aa_beta
+    batch = state.get("aa_batches", 0)  # batches scored before this one
+    state["aa_batches"] = batch + 1
+    past_sum = cfg.aa_past_sum and batch >= cfg.aa_past_sum_from
     adv = {}
     for x in turns:
         if not x.learn:
             continue
         opp = next(p for p in seats[x.m] if p != x.player)
         past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
-        if cfg.aa_normalize and x.t and not cfg.aa_past_sum:
+        if cfg.aa_normalize and x.t and not past_sum:
             past /= x.t
         a2 = A1.get((x.m, opp, x.t), 0.0)
         adv[(x.m, x.k)] = g**x.t * (A1[(x.m, x.player, x.t)] + beta * g * past * a2)
