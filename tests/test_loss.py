@@ -75,6 +75,19 @@ def test_floor_coef_decays_linearly_to_its_final_weight():
         LossConfig(floor_decay_steps=-1)
 
 
+def test_floor_off_step_drops_the_floor_to_zero_at_that_optimizer_step():
+    cfg = LossConfig(floor_coef=0.3, floor_decay_steps=10, floor_coef_final=0.05, floor_off_step=20)
+    assert [round(floor_coef_at(s, cfg), 6) for s in (0, 5, 19, 20, 50)] == [
+        0.3,
+        0.175,
+        0.05,
+        0.0,
+        0.0,
+    ]
+    with pytest.raises(ValueError, match="floor_off_step must be >= 0"):
+        LossConfig(floor_off_step=-1)
+
+
 def test_probability_floor_term():
     logp, old = grid()
     floor = torch.tensor([[0.5, 1.0, 1.5], [2.0, 0.0, 100.0]])  # the padded 100 must not count

@@ -260,6 +260,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         -0.1,
         "learner.loss: entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps and floor_coef_final must be >= 0",
     ),
+    "learner.loss.floor_off_step": (-1, "learner.loss: floor_off_step must be >= 0, got -1"),
     "learner.loss.aggregation": (
         "token_sum",
         "learner.loss.aggregation must be one of token_mean, seq_mean_token_mean, seq_mean_token_sum_norm, got 'token_sum'",

@@ -30,6 +30,8 @@ negative.
 `floor_decay_steps` anneals it linearly to `floor_coef_final`: the floor keeps every move
 sampled while the policy finds out what each is worth, then lets go, since a floor that stays
 also holds a move the policy has rightly written off at a bounded probability.
+`floor_off_step` drops it to 0 at one optimizer step (a small floor held while the states of
+the policy separate, then let go at once).
 
 Magnet (`magnet_coef`): the exact KL(pi || magnet) over a constrained turn's allowed moves (the
 learner computes both distributions; 0 on free-text tokens), the magnet a frozen copy of the
@@ -77,6 +79,9 @@ class LossConfig:
     let the policy sharpen); 0: fixed"""
     floor_coef_final: float = 0.0
     """the floor's weight once floor_decay_steps have passed"""
+    floor_off_step: int = 0
+    """> 0: the floor's weight is 0 from this optimizer step on, whatever the schedule above says (a
+    small floor held while the policy's states separate, then dropped; 0: never)"""
     magnet_coef: float = 0.0
     """weight of the exact KL(pi || magnet) over a constrained turn's allowed moves, the magnet a frozen
     copy of the policy refreshed every learner.magnet_every optimizer steps (Magnetic Mirror Descent;
@@ -117,6 +122,8 @@ class LossConfig:
                 "entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps "
                 "and floor_coef_final must be >= 0"
             )
+        if self.floor_off_step < 0:
+            raise ValueError(f"floor_off_step must be >= 0, got {self.floor_off_step}")
         if min(self.magnet_coef, self.magnet_decay_steps, self.magnet_coef_final) < 0:
             raise ValueError("magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0")
 
@@ -129,7 +136,9 @@ def _linear(start: float, end: float, steps: int, step: int) -> float:
 
 
 def floor_coef_at(step: int, cfg: LossConfig) -> float:
-    """The probability floor's weight at optimizer step `step` (see `floor_decay_steps`)."""
+    """The probability floor's weight at optimizer step `step` (see `floor_decay_steps`, `floor_off_step`)."""
+    if cfg.floor_off_step and step >= cfg.floor_off_step:
+        return 0.0
     return _linear(cfg.floor_coef, cfg.floor_coef_final, cfg.floor_decay_steps, step)
 
 
