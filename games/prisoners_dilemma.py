@@ -16,6 +16,9 @@ Params     R, S, T, P; rounds=10; random_horizon=None | "geometric" | "uniform" 
            continuation / min_rounds / max_rounds (see `games.repeated_matrix`); players
            are told the horizon rule, never the drawn length. illegal_reward=-1.
            state_rounds=0: the state text also repeats the last k rounds (a memory-k prompt).
+           state_progress=True: the state text names the round and the totals; False (with
+           state_rounds) leaves only the last rounds, as "Last round: ...": a strict memory-k
+           prompt that cannot tell one round from another.
 Bots       cooperate = Cooperate, defect = Defect (`agents.social_bots`).
 """
 

@@ -25,6 +25,9 @@ Horizon       `rounds=10` fixed by default. `random_horizon="geometric"`: after 
               rule, never the drawn length (a known end invites backward induction).
 State text    round, totals (yours first, then the others in seat order) and, with `state_rounds=k` (2x2 games), the last k rounds'
               lines: with `prompt: state` a short memory-k prompt at fixed positions.
+              `state_progress=False` (2x2 games, with `state_rounds`) drops the round and the
+              totals and counts the rounds back from now ("Last round: ..."): a strict
+              memory-k prompt, the same text in every round with the same last k rounds.
 Bots          `round_moves(agent)`, `cooperation_history(agent)` and
               `social_action(agent, cooperate)` are what `agents.social_bots` reads; the
               same per-round data is in `infos[agent]["last_round"]`.
@@ -167,6 +170,7 @@ class RepeatedGame(TextEnv):
         self.state_rounds = (
             0  # the last rounds repeated in the state text (MatrixGame's `state_rounds`)
         )
+        self.state_progress = True  # the round number and the totals in the state text
 
     # --- stage game (subclasses) -----------------------------------------------------
     def payoffs(self, joint: tuple[int, ...]) -> tuple[float, ...]:
@@ -284,20 +288,30 @@ class RepeatedGame(TextEnv):
             if "illegal_move" in self.infos.get(agent, {}):
                 return f"The game ended early after an illegal move. Points from play: {totals}."
             return f"The game is over after {len(self.rounds)} rounds. Total points: {totals}."
-        text = f"{self.horizon.round_text(len(self.rounds) + 1)}. Total points so far: {totals}."
         recent = (
             self.history_text(agent)[-self.state_rounds :]
             if self.state_rounds and self.rounds
             else []
         )
-        if recent:
-            text += "\n" + "\n".join(recent)
+        if self.state_progress:
+            text = (
+                f"{self.horizon.round_text(len(self.rounds) + 1)}. Total points so far: {totals}."
+            )
+            lines = [text, *recent]
+        else:  # the last rounds alone, counted back from now: no round number, no totals
+            n = len(recent)
+            lines = [
+                f"{'Last round' if n - j == 1 else f'{n - j} rounds ago'}: {self.describe_round(agent, *r)}"
+                for j, r in enumerate(self.rounds[len(self.rounds) - n :])
+            ]
+        text = "\n".join(lines)
         if i in self._buffer:
             return (
                 text
-                + f"\nYou chose {self.move_text(agent, self._buffer[i])} this round; waiting for the others."
+                + ("\n" if text else "")
+                + f"You chose {self.move_text(agent, self._buffer[i])} this round; waiting for the others."
             )
-        return text + "\nChoose your move for this round."
+        return text + ("\n" if text else "") + "Choose your move for this round."
 
     def history_text(self, agent: str) -> list[str]:
         return [
@@ -330,6 +344,7 @@ class MatrixGame(RepeatedGame):
         render_mode: str | None = None,
         illegal_reward: float = -1.0,
         state_rounds: int = 0,
+        state_progress: bool = True,
     ):
         for key, value in (("R", R), ("S", S), ("T", T), ("P", P)):
             if not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(
@@ -338,6 +353,12 @@ class MatrixGame(RepeatedGame):
                 raise ValueError(f"payoff {key} must be a finite number, got {value!r}")
         if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
             raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
+        if not isinstance(state_progress, (bool, np.bool_)):
+            raise ValueError(f"state_progress must be true or false, got {state_progress!r}")
+        if not state_progress and not state_rounds:
+            raise ValueError(
+                "state_progress=False needs state_rounds >= 1 (else the state text is empty)"
+            )
         super().__init__(
             2,
             2,
@@ -347,6 +368,7 @@ class MatrixGame(RepeatedGame):
         )
         self.metadata = {**self.metadata, "name": name}
         self.state_rounds = int(state_rounds)
+        self.state_progress = bool(state_progress)
         self.moves = tuple(moves)
         self.story = story
         self.R, self.S, self.T, self.P = float(R), float(S), float(T), float(P)

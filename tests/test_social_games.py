@@ -584,6 +584,32 @@ def test_state_rounds_repeats_only_the_last_rounds_in_the_state_text():
         games.make("prisoners_dilemma", state_rounds=-1)
 
 
+def test_state_progress_false_leaves_a_strict_memory_one_state_text():
+    """`state_progress=False`: no round number, no totals; the same last round reads the same in
+    round 2 and in round 5, and each player reads it from its own side."""
+    env = games.make("prisoners_dilemma", state_rounds=1, state_progress=False)
+    env.reset(seed=0)
+    assert env.state_text("player_0") == "Choose your move for this round."
+    env.step(0)
+    env.step(1)
+    after_cd = env.state_text("player_0")
+    assert after_cd == (
+        "Last round: you Cooperate, the other player Defect -> you 0 points, the other player 5\n"
+        "Choose your move for this round."
+    )
+    assert env.state_text("player_1").startswith(
+        "Last round: you Defect, the other player Cooperate"
+    )
+    for a, b in ((1, 1), (1, 1), (0, 1)):
+        env.step(a)
+        env.step(b)
+    assert env.state_text("player_0") == after_cd  # round 5, the same last round
+    with pytest.raises(ValueError, match="state_progress=False needs state_rounds"):
+        games.make("prisoners_dilemma", state_progress=False)
+    with pytest.raises(ValueError, match="state_progress must be true or false"):
+        games.make("prisoners_dilemma", state_rounds=1, state_progress="no")
+
+
 UNEQUAL_ROUND = {  # one round whose payoffs differ between the seats
     "prisoners_dilemma": [0, 1],
     "stag_hunt": [0, 1],
