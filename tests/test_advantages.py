@@ -283,6 +283,57 @@ def test_advantage_alignment_whitened_with_the_past_summed():
     )
 
 
+def test_advantage_alignment_causal_past_counts_only_the_rewards_before_t():
+    """`aa_past: causal` on the raw equation: decision k's past advantage at t is its rewards
+    k .. t-1 minus the other match's, so nothing in the shaping term at t depends on the
+    action at t (the return-to-go form would count rewards t and after)."""
+    cfg = AdvantageConfig(
+        estimator="advantage_alignment",
+        aa_beta=2.0,
+        aa_gamma=0.5,
+        aa_normalize=False,
+        aa_past="causal",
+        **RAW,
+    )
+    # three rounds, turn order p0 p1 p0 p1 p0 p1. m0 rewards p0 [1, 0, 1], p1 [0, 1, 1]; m1 all 0
+    m0 = match(
+        [
+            ("p0", 1.0, 1),
+            ("p1", 0.0, 1),
+            ("p0", 0.0, 1),
+            ("p1", 1.0, 1),
+            ("p0", 1.0, 1),
+            ("p1", 1.0, 1),
+        ]
+    )
+    m1 = match([(p, 0.0, 1) for p in ("p0", "p1") * 3])
+    # A1 (return-to-go, loo): m0 p0 [2, 1, 1], p1 [2, 2, 1]; m1 the negatives.
+    # causal c(k, t): m0 p0 t1: c0 = 1; t2: c0 = 1 + 0, c1 = 0.  m0 p1 t1: c0 = 0; t2: c0 = 1, c1 = 1.
+    # m1: the negatives. past_t = sum_k g^(t-k) c(k, t); A*_t = g^t [A1_t + beta g past_t a2_t], beta g = 1
+    # m0 p0: 2; 0.5 (1 + 0.5 * 2) = 1;        0.25 (1 + (0.25 * 1 + 0.5 * 0) * 1) = 0.3125
+    # m0 p1: 2; 0.5 (2 + 0 * 1) = 1;           0.25 (1 + (0.25 * 1 + 0.5 * 1) * 1) = 0.4375
+    # m1 p0: -2; 0.5 (-1 + -0.5 * -2) = 0;     0.25 (-1 + (-0.25) * -1) = -0.1875
+    # m1 p1: -2; 0.5 (-2 + 0) = -1;            0.25 (-1 + (-0.75) * -1) = -0.0625
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {
+            (0, 0): 2,
+            (0, 2): 1,
+            (0, 4): 0.3125,
+            (0, 1): 2,
+            (0, 3): 1,
+            (0, 5): 0.4375,
+            (1, 0): -2,
+            (1, 2): 0,
+            (1, 4): -0.1875,
+            (1, 1): -2,
+            (1, 3): -1,
+            (1, 5): -0.0625,
+        }
+    )
+    with pytest.raises(ValueError, match="aa_past must be one of return, causal"):
+        AdvantageConfig(aa_past="critic")
+
+
 def test_advantage_alignment_sums_the_past_from_batch_aa_past_sum_from():
     """`aa_past_sum_from: 2`: the first two batches scored through one state dict average the
     past (as without `aa_past_sum`), the third sums it (as `aa_past_sum` from the start); the

@@ -166,6 +166,10 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "advantage.agent_specific_norm": ("no", "advantage.agent_specific_norm must be bool"),
     "advantage.aa_normalize": ("no", "advantage.aa_normalize must be bool"),
     "advantage.aa_past_sum": ("no", "advantage.aa_past_sum must be bool"),
+    "advantage.aa_past": (
+        "critic",
+        "advantage: aa_past must be one of return, causal, got 'critic'",
+    ),
     "advantage.aa_past_sum_from": (-1, "advantage: aa_past_sum_from must be >= 0, got -1"),
     "advantage.group_std": ("no", "advantage.group_std must be bool"),
     "advantage.eps": (0, "advantage.eps must be > 0, got 0.0"),

@@ -39,7 +39,9 @@ and seed, compared seat by seat. Estimators (`ESTIMATORS`):
   term is then the size of the own advantage, whatever the payoffs' scale and the horizon
   (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`). With `aa_past_sum: true`,
   the past sum is not divided by t (the whitening kept), from batch `aa_past_sum_from` on
-  (a count kept in `state`); with `aa_normalize: false`, the
+  (a count kept in `state`). With `aa_past: causal` the past own advantages count only the
+  rewards before t (decision k's rewards k .. t-1 against the group's), so the shaping term
+  does not depend on the action it weighs; with `aa_normalize: false`, the
   paper's equation on the raw advantages: the past sum not divided by t, no whitening.
 - `advevo` (AdvEvo-MARL public baseline): A = R - mean of R over every (match, seat) of
   the same game in the same functional group (`functional_groups` maps seat -> group;
@@ -139,6 +141,11 @@ class AdvantageConfig:
     """advantage_alignment with `aa_normalize`: sum the past own advantages, as the paper's
     equation does, instead of averaging them over the t past decisions (the whitening kept):
     the shaping term then grows with t, so it outweighs a late round's own advantage"""
+    aa_past: str = "return"
+    """advantage_alignment: what a past own advantage a1_k counts. "return": the return-to-go from
+    decision k (the paper's code), which holds the rewards of decision t and after, so the shaping
+    term depends on the very action it weighs; "causal": only the rewards of decisions k .. t-1
+    (what was known before acting at t), minus the same sum of the group's other matches"""
     aa_past_sum_from: int = 0
     """advantage_alignment with `aa_past_sum`: average the past for the first N batches (training
     steps; counted in the estimator state, so a resume keeps the count) and sum it from then
@@ -155,8 +162,13 @@ class AdvantageConfig:
         for key in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise ValueError(f"{key} must be in [0, 1], got {getattr(self, key)}")
+        if self.aa_past not in AA_PAST:
+            raise ValueError(f"aa_past must be one of {', '.join(AA_PAST)}, got {self.aa_past!r}")
         if self.aa_past_sum_from < 0:
             raise ValueError(f"aa_past_sum_from must be >= 0, got {self.aa_past_sum_from}")
+
+
+AA_PAST = ("return", "causal")
 
 
 @dataclass
@@ -452,6 +464,39 @@ def _loo_by_decision(turns: list[_Turn], cfg: AdvantageConfig) -> dict[tuple[int
     return out
 
 
+def _causal_past(turns: list[_Turn], gamma: float) -> dict[tuple[int, str, int, int], float]:
+    """(match, seat, k, t) -> decision k's leave-one-out advantage counted on the rewards of
+    decisions k .. t-1 only: sum_{j=k}^{t-1} gamma^(j-k) r_j minus the mean of the same sum over
+    the group's other matches (a match that already ended adds 0). Nothing in it depends on the
+    action at t, unlike the return-to-go."""
+    rewards: dict[tuple[int, str], list[float]] = defaultdict(list)
+    group_of = {}
+    for x in turns:  # in decision order within a match
+        rewards[(x.m, x.player)].append(x.reward)
+        group_of[(x.m, x.player)] = (x.group, x.player)
+    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
+    for seat in sorted(rewards):
+        groups[group_of[seat]].append(seat)
+
+    def window(r: list[float], k: int, t: int) -> float:
+        return sum(gamma ** (j - k) * r[j] for j in range(k, min(t, len(r))))
+
+    out = {}
+    for members in groups.values():
+        for s in members:
+            others = [o for o in members if o != s]
+            for t in range(len(rewards[s])):
+                for k in range(t):
+                    own = window(rewards[s], k, t)
+                    base = (
+                        sum(window(rewards[o], k, t) for o in others) / len(others)
+                        if others
+                        else own
+                    )
+                    out[(s[0], s[1], k, t)] = own - base
+    return out
+
+
 def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
     turns = _flatten(matches, cfg)
     A = _loo_by_decision(turns, cfg)
@@ -469,10 +514,13 @@ def advantage_alignment(
                 f"advantage_alignment needs two-player matches; match {matches[m].match_id!r} has {len(players)} players"
             )
     A1 = _loo_by_decision(turns, cfg)
+    scale = 1.0
     if cfg.aa_normalize and len(A1) > 1:
         vals = np.array(list(A1.values()))
         mean, std = vals.mean(), vals.std(ddof=1)
         A1 = {key: (a - mean) / (std + cfg.eps) for key, a in A1.items()}
+        scale = 1.0 / (std + cfg.eps)
+    causal = _causal_past(turns, cfg.gamma) if cfg.aa_past == "causal" else None
     g, beta = cfg.aa_gamma, cfg.aa_beta
     batch = state.get("aa_batches", 0)  # batches scored before this one
     state["aa_batches"] = batch + 1
@@ -482,7 +530,10 @@ def advantage_alignment(
         if not x.learn:
             continue
         opp = next(p for p in seats[x.m] if p != x.player)
-        past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
+        if causal is None:
+            past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
+        else:  # on the whitened advantages' scale (their batch mean is 0: loo)
+            past = scale * sum(g ** (x.t - k) * causal[(x.m, x.player, k, x.t)] for k in range(x.t))
         if cfg.aa_normalize and x.t and not past_sum:
             past /= x.t
         a2 = A1.get((x.m, opp, x.t), 0.0)
