@@ -423,3 +423,35 @@ def test_supervised_tit_for_tat_the_tiny_model_reads_the_others_last_move():
     rows = supervised_tit_for_tat("experiments/reciprocity/train_ipd_aa.yaml", steps=30, every=30)
     assert rows[0]["p"]["C"] < 0.7 and rows[0]["p"]["D"] < 0.7  # not there at initialisation
     assert rows[-1]["step"] == 30 and rows[-1]["p"]["C"] > 0.9 and rows[-1]["p"]["D"] > 0.9
+
+
+def test_by_round_splits_the_profile_by_round(tmp_path):
+    """Two hand-written 3-round matches against tit_for_tat: the agent cooperates, then defects
+    in round 2 of one match; P(C) per (state, round) is the mean of its own probabilities there."""
+    from experiments.reciprocity.by_round import by_round
+
+    def turn(agent, player, action, p_c=None):
+        t = {"agent": agent, "player": player, "action": action}
+        if p_c is not None:
+            t["action_probs"] = [[0, p_c], [1, 1 - p_c]]
+        return t
+
+    def record(agent_moves, probs):
+        turns, tft = [], 0
+        for a, p in zip(agent_moves, probs):
+            turns += [turn("agent", "player_0", a, p), turn("tit_for_tat", "player_1", tft)]
+            tft = a  # tit-for-tat copies the agent's last move
+        return {"seats": {"player_0": "agent", "player_1": "tit_for_tat"}, "turns": turns}
+
+    log = tmp_path / "eval.jsonl"
+    log.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in (record([0, 0, 0], [0.9, 0.8, 0.7]), record([0, 1, 0], [0.9, 0.6, 0.3]))
+        )
+    )
+    got = by_round(log)
+    assert got[("tit_for_tat", "first", 1)] == [0.9, 0.9]
+    assert got[("tit_for_tat", "CC", 2)] == [0.8, 0.6]
+    assert got[("tit_for_tat", "CC", 3)] == [0.7]  # match 1: both cooperated in round 2
+    assert got[("tit_for_tat", "DC", 3)] == [0.3]  # match 2: it defected, tit-for-tat cooperated
