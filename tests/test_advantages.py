@@ -206,9 +206,8 @@ def test_advantage_alignment_raw_equation():
         compute_advantages([three], cfg)
 
 
-def test_advantage_alignment_normalised_as_the_paper_code():
-    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
-    # three rounds, turn order p0 p1 p0 p1 p0 p1. m0 rewards p0 [1, 0, 1], p1 [0, 1, 1]; m1 all 0
+def three_rounds():
+    """Three rounds, turn order p0 p1 p0 p1 p0 p1. m0 rewards p0 [1, 0, 1], p1 [0, 1, 1]; m1 all 0."""
     m0 = match(
         [
             ("p0", 1.0, 1),
@@ -219,7 +218,12 @@ def test_advantage_alignment_normalised_as_the_paper_code():
             ("p1", 1.0, 1),
         ]
     )
-    m1 = match([(p, 0.0, 1) for p in ("p0", "p1", "p0", "p1", "p0", "p1")])
+    return m0, match([(p, 0.0, 1) for p in ("p0", "p1") * 3])
+
+
+def test_advantage_alignment_normalised_as_the_paper_code():
+    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
+    m0, m1 = three_rounds()
     # G m0 p0 [2, 1, 1], p1 [2, 2, 1]; m1 0. LOO: A1 m0 p0 [2, 1, 1], p1 [2, 2, 1], m1 the negatives.
     # Whitened over all 12: mean 0, unbiased var 2 (4+1+1+4+4+1) / 11 = 30/11, so a1 = c A1, c = 1 / (sqrt(30/11) + eps).
     # A*_t = g^t [a1_t + beta g (1/t sum_{k<t} g^(t-k) a1_k) a2_t], beta g = 1:
@@ -295,18 +299,7 @@ def test_advantage_alignment_causal_past_counts_only_the_rewards_before_t():
         aa_past="causal",
         **RAW,
     )
-    # three rounds, turn order p0 p1 p0 p1 p0 p1. m0 rewards p0 [1, 0, 1], p1 [0, 1, 1]; m1 all 0
-    m0 = match(
-        [
-            ("p0", 1.0, 1),
-            ("p1", 0.0, 1),
-            ("p0", 0.0, 1),
-            ("p1", 1.0, 1),
-            ("p0", 1.0, 1),
-            ("p1", 1.0, 1),
-        ]
-    )
-    m1 = match([(p, 0.0, 1) for p in ("p0", "p1") * 3])
+    m0, m1 = three_rounds()
     # A1 (return-to-go, loo): m0 p0 [2, 1, 1], p1 [2, 2, 1]; m1 the negatives.
     # causal c(k, t): m0 p0 t1: c0 = 1; t2: c0 = 1 + 0, c1 = 0.  m0 p1 t1: c0 = 0; t2: c0 = 1, c1 = 1.
     # m1: the negatives. past_t = sum_k g^(t-k) c(k, t); A*_t = g^t [A1_t + beta g past_t a2_t], beta g = 1
