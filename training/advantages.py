@@ -439,19 +439,29 @@ def rae(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[T
     return _samples(matches, turns, adv)
 
 
+def _seat_groups(
+    turns: list[_Turn], value: Callable[[_Turn], float]
+) -> tuple[dict[tuple[int, str], list[float]], list[list[tuple[int, str]]]]:
+    """Per seat (match, player), `value` of its decisions in decision order; and the seats
+    grouped by (the match's initial-state group, player): the matches a leave-one-out baseline
+    compares a seat with."""
+    values: dict[tuple[int, str], list[float]] = defaultdict(list)
+    group_of = {}
+    for x in turns:  # in decision order within a match
+        values[(x.m, x.player)].append(value(x))
+        group_of[(x.m, x.player)] = (x.group, x.player)
+    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
+    for seat in sorted(values):
+        groups[group_of[seat]].append(seat)
+    return values, list(groups.values())
+
+
 def _loo_by_decision(turns: list[_Turn], cfg: AdvantageConfig) -> dict[tuple[int, str, int], float]:
     """Leave-one-out advantage per (match, seat, decision t) for every seat in `turns`."""
     G = _rtg(turns, cfg.gamma)
-    rtg: dict[tuple[int, str], list[float]] = defaultdict(list)
-    group_of = {}
-    for x in turns:  # in decision order within a match
-        rtg[(x.m, x.player)].append(G[(x.m, x.k)])
-        group_of[(x.m, x.player)] = (x.group, x.player)
-    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
-    for seat in sorted(rtg):
-        groups[group_of[seat]].append(seat)
+    rtg, groups = _seat_groups(turns, lambda x: G[(x.m, x.k)])
     out = {}
-    for members in groups.values():
+    for members in groups:
         for s in members:
             others = [o for o in members if o != s]
             for t, g in enumerate(rtg[s]):
@@ -469,20 +479,13 @@ def _causal_past(turns: list[_Turn], gamma: float) -> dict[tuple[int, str, int, 
     decisions k .. t-1 only: sum_{j=k}^{t-1} gamma^(j-k) r_j minus the mean of the same sum over
     the group's other matches (a match that already ended adds 0). Nothing in it depends on the
     action at t, unlike the return-to-go."""
-    rewards: dict[tuple[int, str], list[float]] = defaultdict(list)
-    group_of = {}
-    for x in turns:  # in decision order within a match
-        rewards[(x.m, x.player)].append(x.reward)
-        group_of[(x.m, x.player)] = (x.group, x.player)
-    groups: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
-    for seat in sorted(rewards):
-        groups[group_of[seat]].append(seat)
+    rewards, groups = _seat_groups(turns, lambda x: x.reward)
 
     def window(r: list[float], k: int, t: int) -> float:
         return sum(gamma ** (j - k) * r[j] for j in range(k, min(t, len(r))))
 
     out = {}
-    for members in groups.values():
+    for members in groups:
         for s in members:
             others = [o for o in members if o != s]
             for t in range(len(rewards[s])):
