@@ -1,4 +1,4 @@
-"""Trust-and-Split: hidden rock-paper-scissors hands, free-text messages, then a coin split.
+"""Trust-and-Split: hidden rock-paper-scissors hands, messages, then a coin split.
 
 As in "Learning Robust Social Strategies" (dereckpiche/AdAlignLLM, TAS-RPS), text-native.
 
@@ -14,12 +14,17 @@ Rules      Two players, 10 rounds. Each round both are dealt rock-paper-scissors
            add up to more than 10 they are scaled down: q_i = 10 c_i / max(10, c_0 + c_1).
            Points of the round = q_i x own coin value.
            After the round both hands and both claims are revealed to both players.
-Moves      message phase: free text (`is_free_text(agent)` is True; the arena sends the
-           parsed message, a `str`, as the action). The env truncates a message to
-           `max_message_chars`; an empty string means "no message".
+Moves      message phase, `messages="free"` (default): free text (`is_free_text(agent)` is
+           True; the arena sends the parsed message, a `str`, as the action). The env
+           truncates a message to `max_message_chars`; an empty string means "no message".
+           message phase, `messages="hand"`: the message is a move: name a hand, true or
+           not (move strings "rock", "paper", "scissors"; the message sent is "My hand is
+           rock."), or "nothing" (no message). A model that cannot write yet (a tiny one
+           trained from scratch) can still learn to signal, and to trust or not.
            claim phase: action c in 0..10 = claim c coins; move strings "0" .. "10".
 Action space  `Discrete(coins + 2)`: 0..coins are claims, `coins + 1` (= 11, `SILENT`) is
-           "send no message", the only masked-in discrete action of a message phase.
+           "send no message", the only masked-in discrete action of a free message phase.
+           With `messages="hand"`, `Discrete(coins + 5)`: `coins + 2 + k` names `HANDS[k]`.
            A gymnasium `Text` space is not used because PettingZoo's `api_test` and
            `seed_test` sample every action space with the Discrete action mask, which a
            `Text` space cannot take, and a space that changed between phases would break
@@ -33,14 +38,21 @@ Rewards    each round's points when the claims resolve (0..100 per round by defa
            cumulative reward = total points. Illegal action (a str in a claim phase, a
            claim in a message phase, out of range, None): -1 to the offender, 0 to the
            other, game over.
+State text  the round (of how many), own hand, the totals and the phase; in a claim phase
+           with `messages="hand"`, this round's messages. `state_rounds=k` adds the last k
+           rounds' results ("Last round: your hand won; you claimed 10, the other claimed
+           0."); `state_progress=False` (needs `state_rounds`) drops the round and totals:
+           a strict memory-k prompt for `prompt: state`.
 Dynamics   mixed: sequential messages, simultaneous claims (buffered, player_0 then
            player_1; nobody sees the other's claim before the round resolves). Not
            parallelizable.
 Params     rounds=10 (+ random_horizon / continuation / min_rounds / max_rounds as in
            `games.repeated_matrix`), coins=10, high_value=10, low_value=1,
-           max_message_chars=500, illegal_reward=-1. `reset(options={"hands": [(h0, h1),
+           max_message_chars=500, messages="free" ("hand"), state_rounds=0,
+           state_progress=True, illegal_reward=-1. `reset(options={"hands": [(h0, h1),
            ...]})` fixes the hands of the first rounds (for evaluation and tests).
-Bots       (`agents.social_bots`) messages are always honest: "My hand is rock.". To
+Bots       (`agents.social_bots`) messages are always honest: "My hand is rock." (with
+           `messages="hand"`, the move naming its own hand). To
            cooperate is to claim 10 when your hand beats the hand the other player named in
            this round's messages, 0 when it loses, 5 when the other named no single hand; to
            defect is to claim 10. Judging a past round, a player defected iff it held the
@@ -60,6 +72,8 @@ from games.core import TextEnv
 from games.repeated_matrix import horizon, int_action
 
 HANDS = ("rock", "paper", "scissors")
+MESSAGE_MODES = ("free", "hand")
+NO_MESSAGE = "nothing"  # the move string of SILENT with messages="hand"
 BEATS = {"rock": "scissors", "scissors": "paper", "paper": "rock"}  # key beats value
 _HAND_WORD = re.compile(r"\b(rock|paper|scissors)\b", re.I)
 
@@ -99,6 +113,9 @@ class TrustAndSplit(TextEnv):
         high_value: float = 10.0,
         low_value: float = 1.0,
         max_message_chars: int = 500,
+        messages: str = "free",
+        state_rounds: int = 0,
+        state_progress: bool = True,
         render_mode: str | None = None,
         illegal_reward: float = -1.0,
     ):
@@ -113,21 +130,35 @@ class TrustAndSplit(TextEnv):
             raise ValueError(
                 f"need high_value > low_value >= 0, got {high_value!r} and {low_value!r}"
             )
+        if messages not in MESSAGE_MODES:
+            raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
+        if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
+            raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
+        if not isinstance(state_progress, (bool, np.bool_)):
+            raise ValueError(f"state_progress must be true or false, got {state_progress!r}")
+        if not state_progress and not state_rounds:
+            raise ValueError(
+                "state_progress=False needs state_rounds >= 1 (else the state text names no past)"
+            )
+        self.message_mode = messages
+        self.state_rounds, self.state_progress = int(state_rounds), bool(state_progress)
         self.horizon = horizon(rounds, random_horizon, continuation, min_rounds, max_rounds)
         self.coins = int(coins)
         self.high_value, self.low_value = float(high_value), float(low_value)
         self.max_message_chars = int(max_message_chars)
         self.SILENT = self.coins + 1
+        self.NAME = self.coins + 2  # NAME + k names HANDS[k] (messages="hand")
+        n_actions = self.coins + (5 if messages == "hand" else 2)
         self.possible_agents = ["player_0", "player_1"]
         self._index = {"player_0": 0, "player_1": 1}
         obs_space = spaces.Dict(
             {
                 "observation": spaces.Box(-np.inf, np.inf, (10,), np.float32),
-                "action_mask": spaces.Box(0, 1, (self.coins + 2,), np.int8),
+                "action_mask": spaces.Box(0, 1, (n_actions,), np.int8),
             }
         )
         self.observation_spaces = {a: obs_space for a in self.possible_agents}
-        self.action_spaces = {a: spaces.Discrete(self.coins + 2) for a in self.possible_agents}
+        self.action_spaces = {a: spaces.Discrete(n_actions) for a in self.possible_agents}
         self.results: list[RoundResult] = []
         self.messages: list[
             list[tuple[int, str]]
@@ -172,10 +203,13 @@ class TrustAndSplit(TextEnv):
         self._clear_rewards()
         i = self._index[agent]
         if self.phase == "message":
-            if isinstance(action, str):
+            a = None if isinstance(action, str) else int_action(action, self.NAME + 3)
+            if isinstance(action, str) and self.message_mode == "free":
                 text = action.strip()[: self.max_message_chars]
-            elif int_action(action, self.coins + 2) == self.SILENT:
+            elif a == self.SILENT:
                 text = ""
+            elif a is not None and a >= self.NAME and self.message_mode == "hand":
+                text = f"My hand is {HANDS[a - self.NAME]}."
             else:
                 return self._illegal(agent, action)
             self.messages[-1].append((i, text))
@@ -228,7 +262,7 @@ class TrustAndSplit(TextEnv):
             obs[8], obs[9] = last.claims[i], last.claims[1 - i]
         else:
             obs[8] = obs[9] = -1.0
-        mask = np.zeros(self.coins + 2, np.int8)
+        mask = np.zeros(self.action_spaces[agent].n, np.int8)
         mask[self.legal_actions(agent)] = 1
         return {"observation": obs, "action_mask": mask}
 
@@ -241,16 +275,28 @@ class TrustAndSplit(TextEnv):
             return []
         i = self._index[agent]
         if self.phase == "message":
-            return [self.SILENT] if agent == self.agent_selection else []
+            if agent != self.agent_selection:
+                return []
+            if self.message_mode == "hand":
+                return [self.NAME, self.NAME + 1, self.NAME + 2, self.SILENT]
+            return [self.SILENT]
         return [] if i in self._claims else list(range(self.coins + 1))
 
     def is_free_text(self, agent: str) -> bool:
-        return not self._over(agent) and self.phase == "message" and agent == self.agent_selection
+        return (
+            self.message_mode == "free"
+            and not self._over(agent)
+            and self.phase == "message"
+            and agent == self.agent_selection
+        )
 
     def move_text(self, agent: str, action: Any) -> str:
         if isinstance(action, str):
             return action
-        return "(no message)" if int(action) == self.SILENT else str(int(action))
+        a = int(action)
+        if self.message_mode == "hand" and a >= self.SILENT:
+            return NO_MESSAGE if a == self.SILENT else HANDS[a - self.NAME]
+        return "(no message)" if a == self.SILENT else str(a)
 
     # --- what scripted bots read -----------------------------------------------------
     def cooperation_history(self, agent: str) -> list[tuple[bool, tuple[bool]]]:
@@ -268,6 +314,8 @@ class TrustAndSplit(TextEnv):
         i = self._index[agent]
         mine = self.hands[i]
         if self.phase == "message":
+            if self.message_mode == "hand":
+                return self.NAME + HANDS.index(mine)
             return f"My hand is {mine}."
         if not cooperate:
             return self.coins
@@ -285,14 +333,24 @@ class TrustAndSplit(TextEnv):
             f"Each round there are {c} coins to split. Both players are dealt different rock-paper-scissors hands "
             "(rock beats scissors, scissors beats paper, paper beats rock). The player with the winning hand values "
             f"each coin at {hi:g} points, the other at {lo:g} point{'s' if lo != 1 else ''}. You see only your own hand.\n"
-            f"Each round: first both players may send one message (at most {self.max_message_chars} characters); "
-            "the first speaker alternates each round and the second speaker reads the first message. Then both claim, "
-            f"simultaneously, a number of coins from 0 to {c}. If the claims add up to more than {c}, they are scaled "
+            + (
+                "Each round: first both players may name a hand to the other (truly or not) or say nothing; "
+                "the first speaker alternates each round and the second speaker hears the first. Then both claim, "
+                if self.message_mode == "hand"
+                else f"Each round: first both players may send one message (at most {self.max_message_chars} characters); "
+                "the first speaker alternates each round and the second speaker reads the first message. Then both claim, "
+            )
+            + f"simultaneously, a number of coins from 0 to {c}. If the claims add up to more than {c}, they are scaled "
             f"down in proportion: you get {c} x (your claim) / (sum of claims). Your points = coins you get x your coin value.\n"
             "After each round both hands and both claims are revealed.\n"
             f"{self.horizon.text()}\n"
             "Your goal: as many points as possible in total over all rounds.\n"
-            f"When claiming, answer with a number of coins, e.g. [{c // 2}]. When messaging, write just the message."
+            + (
+                f"When claiming, answer with a number of coins, e.g. [{c // 2}]. When messaging, answer with a hand or "
+                f"{NO_MESSAGE}, e.g. [rock]."
+                if self.message_mode == "hand"
+                else f"When claiming, answer with a number of coins, e.g. [{c // 2}]. When messaging, write just the message."
+            )
         )
 
     def state_text(self, agent: str) -> str:
@@ -309,19 +367,53 @@ class TrustAndSplit(TextEnv):
             )
             return f"The game {end} after {len(self.results)} rounds. {score}"
         r = len(self.results)
-        lines = [f"{self.horizon.round_text(r + 1)}. Your hand: {self.hands[i]}. {score}"]
+        recent = self.results[r - min(r, self.state_rounds) :]
+        past = [
+            f"{'Last round' if len(recent) - j == 1 else f'{len(recent) - j} rounds ago'}: "
+            + self.describe_round(i, res)
+            for j, res in enumerate(recent)
+        ]
+        if self.state_progress:
+            lines = [
+                f"{self.horizon.round_text(r + 1)}. Your hand: {self.hands[i]}. {score}",
+                *past,
+            ]
+        else:
+            lines = [*past, f"Your hand: {self.hands[i]}."]
         if self.phase == "message":
             first = r % 2 == i
             lines.append(f"Message phase: you speak {'first' if first else 'second'}.")
+            if self.message_mode == "hand" and not first and self.messages[-1]:
+                lines.append(self.said(i, *self.messages[-1][0]))
             if agent == self.agent_selection:
-                lines.append("Write your message to the other player.")
+                lines.append(
+                    "Name a hand to the other player, or nothing."
+                    if self.message_mode == "hand"
+                    else "Write your message to the other player."
+                )
         elif i in self._claims:
             lines.append(
                 f"You claimed {self._claims[i]} coins; waiting for the other player's claim."
             )
         else:
+            if self.message_mode == "hand":
+                lines += [self.said(i, p, text) for p, text in self.messages[-1]]
             lines.append(f"Claim phase: how many of the {self.coins} coins do you claim?")
         return "\n".join(lines)
+
+    @staticmethod
+    def said(i: int, speaker: int, text: str) -> str:
+        """One message of this round as `i` reads it."""
+        who = "You" if speaker == i else "The other player"
+        return f'{who} said: "{text}"' if text else f"{who} said nothing."
+
+    def describe_round(self, i: int, res: RoundResult) -> str:
+        """A resolved round in one sentence, as player `i` reads it."""
+        won = "won" if res.values[i] > res.values[1 - i] else "lost"
+        return (
+            f"your hand {won} ({res.hands[i]} against {res.hands[1 - i]}); "
+            f"you claimed {res.claims[i]}, the other claimed {res.claims[1 - i]}."
+        )
 
     def history_text(self, agent: str) -> list[str]:
         i = self._index[agent]

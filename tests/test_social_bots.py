@@ -162,6 +162,20 @@ def test_trust_and_split_cooperators_give_every_coin_to_the_winning_hand():
         }  # honest messages
 
 
+def test_trust_and_split_hand_messages_bots_name_their_hand():
+    env = games.make("trust_and_split", messages="hand")
+    moves, totals = run(
+        env, {"player_0": SocialBot("always_cooperate"), "player_1": SocialBot("always_cooperate")}
+    )
+    assert sum(totals.values()) == pytest.approx(100.0 * 10)
+    for k, r in enumerate(env.results):
+        assert {text for _, text in env.messages[k]} == {f"My hand is {h}." for h in r.hands}
+    named = [a for a in actions(moves["player_0"]) if a > env.coins]
+    assert named == [
+        env.NAME + ["rock", "paper", "scissors"].index(r.hands[0]) for r in env.results
+    ]
+
+
 def test_trust_and_split_defectors_and_tit_for_tat():
     env = games.make("trust_and_split")
     _, totals = run(

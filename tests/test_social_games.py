@@ -62,6 +62,12 @@ def test_api_and_seed(name):
     quiet(seed_test, lambda: games.make(name), num_cycles=100)
 
 
+def test_trust_and_split_hand_messages_api_and_seed():
+    params = dict(messages="hand", state_rounds=1, state_progress=False)
+    quiet(api_test, games.make("trust_and_split", **params), num_cycles=300)
+    quiet(seed_test, lambda: games.make("trust_and_split", **params), num_cycles=100)
+
+
 @pytest.mark.parametrize("name", SIMULTANEOUS)
 def test_parallel_api_and_seed(name):
     quiet(parallel_api_test, games.make_parallel(name), num_cycles=200)
@@ -184,6 +190,65 @@ def test_trust_and_split_messages_are_truncated_and_empty_means_silent():
     play(env, ["  " + "x" * 50, ""])
     assert env.messages[0] == [(0, "x" * 10), (1, "")]
     assert "sent no message" in env.history_text("player_0")[1]
+
+
+def test_trust_and_split_hand_messages_are_moves():
+    env = games.make("trust_and_split", rounds=2, messages="hand")
+    assert env.action_space("player_0").n == 15  # 11 claims, nothing, three hands
+    env.reset(seed=0, options={"hands": [("rock", "scissors"), ("paper", "rock")]})
+    assert env.legal_moves("player_0") == ["rock", "paper", "scissors", "nothing"]
+    assert not env.is_free_text("player_0")
+    assert env.parse("player_0", "scissors") == env.NAME + 2
+    # player_0 (rock) names paper, a lie; player_1 (scissors) says nothing
+    play(env, [env.NAME + 1, env.SILENT])
+    assert env.messages[0] == [(0, "My hand is paper."), (1, "")]
+    claim_state = env.state_text("player_1")
+    assert 'The other player said: "My hand is paper."' in claim_state
+    assert "You said nothing." in claim_state
+    play(env, [10, 0])
+    assert env.results[0].points == (100.0, 0.0)
+    # round 2: player_1 speaks first; a string is not a hand move, nor a claim a message
+    for bad in ("My hand is rock.", 3):
+        probe = games.make("trust_and_split", rounds=2, messages="hand")
+        probe.reset(seed=0, options={"hands": [("rock", "scissors")]})
+        probe.step(bad)
+        assert probe.terminations["player_0"] and probe.rewards["player_0"] == -1.0
+
+
+def test_trust_and_split_free_messages_refuse_hand_moves():
+    env = games.make("trust_and_split")
+    env.reset(seed=0)
+    env.step(env.SILENT + 1)  # a hand move of messages="hand"
+    assert env.terminations["player_0"] and env.rewards["player_0"] == -1.0
+
+
+def test_trust_and_split_memory_one_state_text():
+    env = games.make(
+        "trust_and_split", rounds=3, messages="hand", state_rounds=1, state_progress=False
+    )
+    env.reset(seed=0, options={"hands": [("rock", "scissors"), ("paper", "scissors")]})
+    assert env.state_text("player_0").splitlines() == [
+        "Your hand: rock.",
+        "Message phase: you speak first.",
+        "Name a hand to the other player, or nothing.",
+    ]
+    play(env, [env.NAME, env.NAME + 2, 4, 10])  # both honest; scissors (losing) claims 10
+    # round 2: player_1 speaks first, player_0 reads its message before naming a hand
+    play(env, [env.NAME + 2])
+    assert env.state_text("player_0").splitlines() == [
+        "Last round: your hand won (rock against scissors); you claimed 4, the other claimed 10.",
+        "Your hand: paper.",
+        "Message phase: you speak second.",
+        'The other player said: "My hand is scissors."',
+        "Name a hand to the other player, or nothing.",
+    ]
+    assert env.state_text("player_1").startswith(
+        "Last round: your hand lost (scissors against rock); you claimed 10, the other claimed 4."
+    )
+    with pytest.raises(ValueError, match="state_progress=False needs state_rounds"):
+        games.make("trust_and_split", state_progress=False)
+    with pytest.raises(ValueError, match="messages must be one of"):
+        games.make("trust_and_split", messages="emoji")
 
 
 def _negotiation(**params):

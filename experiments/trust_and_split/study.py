@@ -1,0 +1,365 @@
+"""Does Advantage Alignment find the cooperative split in Trust-and-Split without being exploited?
+
+    python -m experiments.trust_and_split.study --seeds 60 61 62 --out runs/trust_and_split
+
+For every (estimator, seed): `arena train` on CONFIG (default
+`experiments/trust_and_split/train_tas_aa.yaml`: hand messages, a memory-1 state text) with
+`advantage.estimator` and `seed` replaced, then `arena eval`'s code on the final policy, at its
+training temperature, in self-play and against always_defect (the greedy bot: it names its
+hand truly and claims every coin) and tit_for_tat, on the game parameters it trained on. The
+evaluation seed fixes each match's seed, and a match's seed deals its hands: two runs
+evaluated with one --eval-seed meet the same hands in the same matches. Per run:
+
+    welfare         self-play: both players' points over the social optimum (the winning
+                    hand takes every coin: coins x high_value a round), mean over matches
+    honest          self-play: share of its messages that name its own hand
+    claim_win       self-play: mean claim holding the winning hand ...
+    claim_lose      ... and the losing hand (cooperation: 10 and 0; greed: 10 and 10)
+    payoff_greedy   points per match against always_defect
+    greedy_bar      what always_defect earns against itself on those matches' hands (5
+                    coins a round at the seat's coin value): mutual greed
+    not_exploited   payoff_greedy >= greedy_bar minus one losing round's half share
+                    (coins / 2 x low_value: what a cooperator concedes once, as tit-for-tat)
+    payoff_tft      points per match against tit_for_tat
+
+Per seed, the welfare difference Advantage Alignment - mars is paired over the same
+self-play matches (t interval over matches); the summary row pools the seeds' differences
+(t interval over seeds). Output in --out: one folder per run (a finished run is not trained
+again), `trust_and_split.json`, `trust_and_split.md` (the table) and the figure (--figure,
+default OUT/trust_and_split.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from core.overrides import parse_overrides
+from experiments.reciprocity.reciprocity_study import train_config
+
+ESTIMATORS = ("advantage_alignment", "mars")
+OPPONENTS = ["self", "always_defect", "tit_for_tat"]
+
+
+@dataclass
+class RunResult:
+    estimator: str
+    seed: int
+    train_minutes: float
+    steps: int
+    welfare: float
+    welfare_ci: tuple[float, float]
+    honest: float
+    claim_win: float
+    claim_lose: float
+    payoff_greedy: float
+    payoff_greedy_ci: tuple[float, float]
+    greedy_bar: float
+    not_exploited: bool
+    payoff_tft: float
+    payoff_tft_ci: tuple[float, float]
+    welfare_by_match: dict[str, float]  # self-play match (game|opponent|k) -> welfare share
+    load: float = 0.0
+
+
+def match_welfare(rec) -> float:
+    """Both players' points in a match over its social optimum."""
+    from evaluation.social import replay, social_optimum_per_round
+
+    env = replay(rec)
+    return sum(rec.returns.values()) / (social_optimum_per_round(env) * len(env.results))
+
+
+def self_play_behaviour(records) -> tuple[float, float, float]:
+    """(share of honest messages, mean claim with the winning hand, with the losing hand)
+    over the self-play matches, both seats."""
+    from evaluation.social import replay
+
+    honest, claims = [], {True: [], False: []}
+    for rec in records:
+        env = replay(rec)
+        for k, res in enumerate(env.results):
+            for speaker, text in env.messages[k]:
+                honest.append(text == f"My hand is {res.hands[speaker]}.")
+            for p in (0, 1):
+                claims[res.values[p] > res.values[1 - p]].append(res.claims[p])
+    return (
+        float(np.mean(honest)) if honest else float("nan"),
+        float(np.mean(claims[True])),
+        float(np.mean(claims[False])),
+    )
+
+
+def greedy_bar(records, agent: str) -> list[float]:
+    """Per match against always_defect: what always_defect would earn in the agent's seat
+    (half the coins every round, at that seat's coin value)."""
+    from evaluation.social import replay
+
+    out = []
+    for rec in records:
+        env = replay(rec)
+        seat = next(s for s, who in rec.seats.items() if who == agent)
+        p = env.possible_agents.index(seat)
+        out.append(sum(env.coins / 2 * res.values[p] for res in env.results))
+    return out
+
+
+def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
+    from evaluation.run import AGENT
+    from evaluation.social import replay
+    from evaluation.stats import mean_ci
+
+    def against(opponent: str) -> list:  # "self": the policy's copy holds the other seat
+        return [r for r in records if opponent in r.seats.values()]
+
+    def own(recs) -> list[float]:  # the agent's points, in matches where it holds one seat
+        return [sum(v for s, v in r.returns.items() if r.seats[s] == AGENT) for r in recs]
+
+    selfplay = against("self")
+    # keyed by the match without the agent's name: two runs' match k has one seed and seating
+    welfare = {r.match_id.split("|", 1)[1]: match_welfare(r) for r in selfplay}
+    w = mean_ci(list(welfare.values()))
+    honest, claim_win, claim_lose = self_play_behaviour(selfplay)
+    greedy = against("always_defect")
+    pay_g = mean_ci(own(greedy))
+    bar = float(np.mean(greedy_bar(greedy, AGENT)))
+    low = replay(greedy[0]).low_value
+    coins = replay(greedy[0]).coins
+    pay_t = mean_ci(own(against("tit_for_tat")))
+    return RunResult(
+        estimator,
+        seed,
+        trained["minutes"],
+        trained["steps"],
+        w[0],
+        (w[1], w[2]),
+        honest,
+        claim_win,
+        claim_lose,
+        pay_g[0],
+        (pay_g[1], pay_g[2]),
+        bar,
+        bool(pay_g[0] >= bar - coins / 2 * low),
+        pay_t[0],
+        (pay_t[1], pay_t[2]),
+        welfare,
+        trained.get("load", 0.0),
+    )
+
+
+def run_one(
+    config: str,
+    estimator: str,
+    seed: int,
+    out: Path,
+    steps: int | None,
+    matches: int,
+    eval_seed: int,
+    concurrency: int,
+    overrides: dict | None = None,
+) -> RunResult:
+    from evaluation.run import run_eval
+    from evaluation.suites import EvalConfig, GameSpec
+    from training.selfplay import train
+
+    run_dir = out / f"{estimator}_s{seed}"
+    done = run_dir / "study_train.json"
+    cfg = train_config(config, estimator, seed, run_dir, steps, overrides)
+    trained = json.loads(done.read_text()) if done.exists() else None
+    if trained and trained["steps"] > cfg.steps:
+        raise ValueError(
+            f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out"
+        )
+    if not trained or trained["steps"] < cfg.steps:
+        result = train(cfg, resume=True)
+        trained = {
+            "minutes": result["elapsed"] / 60,
+            "steps": result["step"],
+            "load": os.getloadavg()[0],
+        }
+        done.write_text(json.dumps(trained))
+    game = cfg.games[0]
+    ev = EvalConfig(
+        agent=f"llm:{run_dir}",
+        games=[GameSpec(game.name, list(OPPONENTS), dict(game.params))],
+        matches=matches,
+        seed=eval_seed,
+        concurrency=concurrency,
+        out=str(run_dir / f"eval_step{trained['steps']}"),
+    )
+    return summarise(run_eval(ev).records, estimator, seed, trained)
+
+
+def paired_welfare(a: RunResult, b: RunResult) -> tuple[float, float, float, int]:
+    """a - b welfare over the self-play matches both played (same match seed, same hands):
+    (mean, low, high, matches), a t interval over matches."""
+    from evaluation.stats import mean_ci
+
+    shared = sorted(set(a.welfare_by_match) & set(b.welfare_by_match))
+    if not shared:
+        raise ValueError(f"seed {a.seed}: no self-play match in common (use one --eval-seed)")
+    m = mean_ci([a.welfare_by_match[k] - b.welfare_by_match[k] for k in shared])
+    return (*m, len(shared))
+
+
+def markdown(results: list[RunResult]) -> str:
+    from evaluation.stats import mean_ci
+
+    def ci(v, lo_hi, digits=2):
+        return f"{v:.{digits}f} [{lo_hi[0]:.{digits}f}, {lo_hi[1]:.{digits}f}]"
+
+    lines = [
+        "| estimator | seed | welfare (self-play) | honest messages | claim winning / losing | points vs always_defect (mutual greed) | not exploited | points vs tit_for_tat | steps | train min (load) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.estimator} | {r.seed} | {ci(r.welfare, r.welfare_ci)} | {r.honest:.2f} | {r.claim_win:.1f} / {r.claim_lose:.1f} | "
+            f"{ci(r.payoff_greedy, r.payoff_greedy_ci, 1)} ({r.greedy_bar:.1f}) | {'yes' if r.not_exploited else 'no'} | "
+            f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |"
+        )
+    for est in dict.fromkeys(r.estimator for r in results):
+        rs = [r for r in results if r.estimator == est]
+        w = mean_ci([r.welfare for r in rs])
+        g = mean_ci([r.payoff_greedy for r in rs])
+        lines.append(
+            f"| **{est}** | mean of {len(rs)} | {ci(w[0], w[1:])} | {np.mean([r.honest for r in rs]):.2f} | "
+            f"{np.mean([r.claim_win for r in rs]):.1f} / {np.mean([r.claim_lose for r in rs]):.1f} | "
+            f"{ci(g[0], g[1:], 1)} ({np.mean([r.greedy_bar for r in rs]):.1f}) | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
+            f"{np.mean([r.payoff_tft for r in rs]):.1f} | {np.mean([r.steps for r in rs]):g} | {np.mean([r.train_minutes for r in rs]):.1f} |"
+        )
+    pairs = paired_rows(results)
+    if pairs:
+        lines += [
+            "",
+            "| seed | welfare, advantage_alignment - mars (paired over the same matches) | matches |",
+            "|---|---|---|",
+        ]
+        for seed, (m, lo, hi, n) in pairs.items():
+            lines.append(f"| {seed} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {n} |")
+        if len(pairs) > 1:
+            m, lo, hi = mean_ci([v[0] for v in pairs.values()])
+            lines.append(
+                f"| mean of {len(pairs)} seeds | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] (t over seeds) | |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def paired_rows(results: list[RunResult]) -> dict[int, tuple]:
+    """seed -> paired_welfare(advantage_alignment, mars) for every seed that has both."""
+    by = {(r.estimator, r.seed): r for r in results}
+    return {
+        seed: paired_welfare(by[("advantage_alignment", seed)], by[("mars", seed)])
+        for seed in dict.fromkeys(r.seed for r in results)
+        if ("advantage_alignment", seed) in by and ("mars", seed) in by
+    }
+
+
+def figure(results: list[RunResult], path: Path) -> None:
+    """Welfare, points against always_defect (beside mutual greed) and the claims by hand:
+    a bar per estimator (mean over seeds, t 95% CI) and a dot per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from evaluation.stats import mean_ci
+
+    panels = [
+        ("welfare", "welfare share in self-play", (0, 1)),
+        ("payoff_greedy", "points vs always_defect", None),
+        ("claim_win", "claim with the winning hand", (0, 10)),
+        ("claim_lose", "claim with the losing hand", (0, 10)),
+    ]
+    estimators = list(dict.fromkeys(r.estimator for r in results))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+    for ax, (key, title, ylim) in zip(axes, panels):
+        for i, est in enumerate(estimators):
+            vals = [getattr(r, key) for r in results if r.estimator == est]
+            m, lo, hi = mean_ci(vals)
+            ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
+            ax.scatter(
+                np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)),
+                vals,
+                color="k",
+                s=12,
+                zorder=3,
+            )
+        if key == "payoff_greedy":
+            bar = float(np.mean([r.greedy_bar for r in results]))
+            ax.axhline(bar, color="gray", ls="--", lw=1, label="mutual greed")
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_xticks(range(len(estimators)), estimators, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        if ylim:
+            ax.set_ylim(*ylim)
+    seeds = sorted({r.seed for r in results})
+    fig.suptitle(
+        f"Trust-and-Split, hand messages, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> list[RunResult]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="experiments/trust_and_split/train_tas_aa.yaml")
+    p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[60, 61, 62])
+    p.add_argument("--steps", type=int, default=None, help="override the config's steps")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, dotted for sections; repeatable",
+    )
+    p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
+    p.add_argument("--eval-seed", type=int, default=7)
+    p.add_argument("--concurrency", type=int, default=50)
+    p.add_argument("--out", default="runs/trust_and_split")
+    p.add_argument("--figure", default=None, help="figure path (default OUT/trust_and_split.png)")
+    args = p.parse_args(argv)
+    try:
+        overrides = parse_overrides(args.set)
+        for est in args.estimators:  # every run's config checked before the first one trains
+            train_config(args.config, est, args.seeds[0], Path(args.out), args.steps, overrides)
+    except ValueError as e:
+        p.error(str(e))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for seed in args.seeds:  # seed-major: a cut-short study has both estimators on its first seeds
+        for est in args.estimators:
+            r = run_one(
+                args.config,
+                est,
+                seed,
+                out,
+                args.steps,
+                args.matches,
+                args.eval_seed,
+                args.concurrency,
+                overrides,
+            )
+            results.append(r)
+            table = markdown(results)
+            (out / "trust_and_split.md").write_text(table)
+            (out / "trust_and_split.json").write_text(
+                json.dumps([asdict(x) for x in results], indent=1)
+            )
+            print(table, flush=True)
+    figure(results, Path(args.figure) if args.figure else out / "trust_and_split.png")
+    return results
+
+
+if __name__ == "__main__":
+    main()

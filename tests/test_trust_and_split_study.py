@@ -1,0 +1,116 @@
+"""The Trust-and-Split study's measures on scripted agents with hand-computed figures, and one
+tiny end-to-end run (train 1 step, evaluate, table, figure)."""
+
+import json
+
+import pytest
+
+from agents import make_agent
+from evaluation.run import play_suite
+from evaluation.social import replay
+from evaluation.suites import GameSpec
+from experiments.trust_and_split.study import (
+    OPPONENTS,
+    figure,
+    main,
+    markdown,
+    paired_welfare,
+    summarise,
+)
+
+HAND_MESSAGES = {"rounds": 5, "messages": "hand", "state_rounds": 1, "state_progress": False}
+
+
+def scripted(strategy: str, matches: int = 6):
+    records = list(
+        play_suite(
+            {"agent": make_agent(strategy)},
+            [GameSpec("trust_and_split", list(OPPONENTS), dict(HAND_MESSAGES))],
+            matches=matches,
+            seed=3,
+        )
+    )
+    return records, summarise(records, strategy, 0, {"minutes": 0.0, "steps": 0})
+
+
+def lost_rounds(records, agent="agent"):
+    """Per match against always_defect: the rounds the agent's hand lost (from the dealt hands)."""
+    out = []
+    for rec in records:
+        if "always_defect" not in rec.seats.values():
+            continue
+        env = replay(rec)
+        p = env.possible_agents.index(next(s for s, w in rec.seats.items() if w == agent))
+        out.append([res.values[p] == 1.0 for res in env.results])
+    return out
+
+
+def test_cooperators_reach_the_social_optimum_and_greed_half_of_it():
+    _, coop = scripted("always_cooperate")
+    # honest messages, every coin to the winning hand: 10 coins x 10 points, the optimum
+    assert (coop.welfare, coop.honest, coop.claim_win, coop.claim_lose) == (1.0, 1.0, 10.0, 0.0)
+    _, greedy = scripted("always_defect")
+    # 5 coins each every round: 50 to the winning hand, 5 to the losing one, of 100
+    assert greedy.welfare == pytest.approx(0.55)
+    assert (greedy.claim_win, greedy.claim_lose) == (10.0, 10.0)
+    # against itself it earns exactly the mutual-greed bar
+    assert greedy.payoff_greedy == pytest.approx(greedy.greedy_bar) and greedy.not_exploited
+
+
+def test_a_cooperator_loses_five_points_each_losing_round_against_greed():
+    records, coop = scripted("always_cooperate")
+    lost = lost_rounds(records)
+    # claiming 0 with the losing hand earns 0 where mutual greed earns 5 coins x 1 point;
+    # with the winning hand both claim 10: 5 coins x 10 either way
+    assert coop.payoff_greedy == pytest.approx(
+        coop.greedy_bar - 5 * sum(map(sum, lost)) / len(lost)
+    )
+    assert not coop.not_exploited
+    records, tft = scripted("tit_for_tat")
+    lost = lost_rounds(records)
+    # greed defects only when its hand loses (a claim over half with the losing hand), so
+    # tit-for-tat retaliates only in the round after one it won: it concedes 5 in a lost
+    # round that is the first or follows another lost round
+    conceded = [
+        sum(5 for k, lost_k in enumerate(r) if lost_k and (k == 0 or r[k - 1])) for r in lost
+    ]
+    assert tft.payoff_greedy == pytest.approx(tft.greedy_bar - sum(conceded) / len(conceded))
+    assert tft.welfare == 1.0
+
+
+def test_welfare_is_paired_over_the_same_matches():
+    _, coop = scripted("always_cooperate")
+    _, greedy = scripted("always_defect")
+    m, lo, hi, n = paired_welfare(coop, greedy)
+    assert (m, lo, hi) == pytest.approx((0.45, 0.45, 0.45)) and n == 6
+    table = markdown([coop, greedy])
+    assert "+0.450 [+0.450, +0.450]" not in table  # rows pair only estimators named so
+    coop.estimator, greedy.estimator = "advantage_alignment", "mars"
+    assert "| 0 | +0.450 [+0.450, +0.450] | 6 |" in markdown([coop, greedy])
+
+
+def test_table_and_figure(tmp_path):
+    _, coop = scripted("always_cooperate", 2)
+    _, greedy = scripted("always_defect", 2)
+    coop.estimator, greedy.estimator = "advantage_alignment", "mars"
+    figure([coop, greedy], tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 0
+
+
+def test_end_to_end_tiny_study(tmp_path):
+    cfg = tmp_path / "tas.yaml"
+    cfg.write_text(
+        open("experiments/trust_and_split/train_tas_aa.yaml")
+        .read()
+        .replace("matches_per_step: 24", "matches_per_step: 4")
+        .replace("concurrency: 24", "concurrency: 4")
+    )
+    args = ["--config", str(cfg), "--seeds", "3", "--steps", "1", "--matches", "2"]
+    results = main([*args, "--out", str(tmp_path / "out")])
+    assert [r.estimator for r in results] == ["advantage_alignment", "mars"]
+    assert all(0 < r.welfare <= 1 and 0 <= r.honest <= 1 for r in results)
+    assert set(results[0].welfare_by_match) == set(results[1].welfare_by_match)
+    saved = json.loads((tmp_path / "out" / "trust_and_split.json").read_text())
+    assert len(saved) == 2 and (tmp_path / "out" / "trust_and_split.png").stat().st_size > 0
+    again = main([*args, "--out", str(tmp_path / "out")])
+    assert [r.welfare for r in again] == [r.welfare for r in results]  # not trained again
