@@ -2,7 +2,7 @@
 
 Specs (strings or YAML mappings):
     random | mcts[:SIMULATIONS] | minimax[:DEPTH] | cfr[:ITERATIONS] | human
-    always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift
+    always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift | probe
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
                          tiny-llama, a local folder, a hub id, or a training checkpoint /
                          run directory, which also brings the agent settings it was

@@ -1,5 +1,5 @@
 """Scripted social strategies: always cooperate, always defect, tit-for-tat, grim trigger,
-win-stay-lose-shift (Pavlov).
+win-stay-lose-shift (Pavlov), and a probe.
 
 A strategy is a function of the cooperation history one player has seen — per resolved
 round, whether it cooperated and whether each other player did — returning True to
@@ -26,6 +26,10 @@ With more than two players, "the others cooperated" means every other player did
     win_stay_lose_shift   cooperate first; if the others cooperated last round ("win") repeat
                           your own last move, else switch (Pavlov; in the prisoner's dilemma:
                           stay after R or T, shift after S or P)
+    probe                 tit-for-tat that defects once, in round 2: the other's answer
+                          tells tit-for-tat (it retaliates once, then cooperates again
+                          after its own retaliation met cooperation) from grim trigger (it
+                          never cooperates again); an evaluation opponent
 
 Bots hold no state between turns (everything is read from the env), so `end_match` is a
 no-op and one bot can play any number of matches at once. Other games (tic-tac-toe,
@@ -63,6 +67,10 @@ def grim_trigger(history: History) -> bool:
     return all(all(others) for _, others in history)
 
 
+def probe(history: History) -> bool:
+    return len(history) != 1 and tit_for_tat(history)
+
+
 def win_stay_lose_shift(history: History) -> bool:
     if not history:
         return True
@@ -76,6 +84,7 @@ POLICIES: dict[str, Callable[[History], bool]] = {
     "tit_for_tat": tit_for_tat,
     "grim_trigger": grim_trigger,
     "win_stay_lose_shift": win_stay_lose_shift,
+    "probe": probe,
 }
 
 

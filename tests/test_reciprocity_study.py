@@ -60,6 +60,17 @@ def test_summary_of_scripted_strategies_matches_hand_computed_payoffs():
     assert tft.coop_tft_ci == pytest.approx((1.0, 1.0))
 
 
+def test_the_probe_tells_tit_for_tat_from_grim_trigger():
+    # without the probe neither ever reaches DC (own D, other C) in these matches
+    tft, grim = scripted("tit_for_tat"), scripted("grim_trigger")
+    # tit-for-tat answers the probe's round-2 defection, then cooperates after DC: 1, 1, 0, 1, 0
+    assert [tft.profile[s][0] for s in ("first", "CC", "CD", "DC", "DD")] == [1, 1, 0, 1, 0]
+    assert (tft.nearest, tft.nearest_distance) == ("tit_for_tat", 0.0)
+    # grim trigger never cooperates again: 0 after DC
+    assert [grim.profile[s][0] for s in ("first", "CC", "CD", "DC", "DD")] == [1, 1, 0, 0, 0]
+    assert (grim.nearest, grim.nearest_distance) == ("grim_trigger", 0.0)
+
+
 def test_mutual_defection_follows_a_random_horizon_match_by_match():
     params = {"random_horizon": "geometric", "rounds": 10}
     records = list(

@@ -72,6 +72,7 @@ def test_policies_on_histories():
         "tit_for_tat",
         "grim_trigger",
         "win_stay_lose_shift",
+        "probe",
     }
 
 
@@ -81,6 +82,8 @@ def test_policies_on_histories():
         ("tit_for_tat", [0, 1, 1, 0, 1, 0], [0, 0, 1, 1, 0, 1]),  # copies the last move
         ("grim_trigger", [0, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1]),  # never forgives
         ("win_stay_lose_shift", [0, 1, 1, 0, 0, 1], [0, 0, 1, 0, 0, 0]),
+        ("probe", [0] * 6, [0, 1, 0, 0, 0, 0]),  # its one defection, in round 2
+        ("probe", [0, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1]),  # then tit-for-tat
         ("always_cooperate", [1] * 6, [0] * 6),
         ("always_defect", [0] * 6, [1] * 6),
     ],

@@ -1,23 +1,26 @@
 """Does Advantage Alignment learn reciprocity? Train and evaluate both estimators on several seeds.
 
-    python -m experiments.reciprocity.reciprocity_study --seeds 10 11 12 13 14 --out runs/reciprocity
+    python -m experiments.reciprocity.reciprocity_study --seeds 50 51 52 53 54 --out runs/reciprocity_causal
 
-For every (estimator, seed): `arena train` on CONFIG (default `experiments/reciprocity/train_ipd_aa.yaml`)
+For every (estimator, seed): `arena train` on CONFIG (default
+`experiments/reciprocity/train_ipd_aa_causal.yaml`, the shipped recipe)
 with `advantage.estimator` and `seed` replaced (everything else, the budget included, is
 the config's), then `arena eval`'s code (`evaluation.run.run_eval`) on the final policy,
-sampling at its training temperature, against tit_for_tat and always_defect and itself
-(`self`), on the game parameters it trained on. Per run:
+sampling at its training temperature, against tit_for_tat, always_defect, probe (tit-for-tat
+that defects once, in round 2: after the policy's answer to it the state DC is reached, which
+tells tit-for-tat from grim trigger) and itself (`self`), on the game parameters it trained
+on. Per run:
 
     coop_tft        cooperation rate with tit_for_tat
     coop_self       cooperation rate in self-play (the agent's seat)
     reciprocity     P(cooperate | the other cooperated last round) - P(cooperate | it
-                    defected), over all three opponents' matches: tit-for-tat 1, any
+                    defected), over all four opponents' matches: tit-for-tat 1, any
                     unconditional policy 0
     payoff_tft      mean points per match against tit_for_tat
     payoff_ad       mean points per match against always_defect
     not_exploited   payoff_ad >= mutual defection's payoff minus one round's P - S (what
                     tit-for-tat itself concedes: it cooperates once)
-    profile         the memory-1 profile over all three opponents' matches: P(C) in round 1
+    profile         the memory-1 profile over all four opponents' matches: P(C) in round 1
                     and after each last round CC, CD, DC, DD (own move first), each
                     [p, low, high, visits], exact from the policy's own distributions
                     (`evaluation.social.memory1_profile`); tit-for-tat 1, 0, 1, 0
@@ -62,7 +65,7 @@ from core.overrides import merge, parse_overrides
 from evaluation.social import STATES
 
 ESTIMATORS = ("advantage_alignment", "mars")
-OPPONENTS = ["tit_for_tat", "always_defect", "self"]
+OPPONENTS = ["tit_for_tat", "always_defect", "probe", "self"]
 
 
 @dataclass
@@ -630,9 +633,9 @@ def state_gradient_table(config: str, matches: int = 1000, seed: int = 0) -> str
 
 def main(argv: list[str] | None = None) -> list[RunResult]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="experiments/reciprocity/train_ipd_aa.yaml")
+    p.add_argument("--config", default="experiments/reciprocity/train_ipd_aa_causal.yaml")
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
-    p.add_argument("--seeds", nargs="+", type=int, default=[10, 11, 12, 13, 14])
+    p.add_argument("--seeds", nargs="+", type=int, default=[50, 51, 52, 53, 54])
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
     p.add_argument(
         "--set",
@@ -644,7 +647,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
     p.add_argument("--eval-seed", type=int, default=7)
     p.add_argument("--concurrency", type=int, default=50)
-    p.add_argument("--out", default="runs/reciprocity")
+    p.add_argument("--out", default="runs/reciprocity_causal")
     p.add_argument(
         "--figure",
         default=None,
