@@ -89,6 +89,20 @@ class Horizon:
         return f"Round {k}" + (f" of {self.rounds}" if self.kind is None else "")
 
 
+def check_state_text(state_rounds: Any, state_progress: Any) -> None:
+    """ValueError unless `state_rounds` (the last rounds repeated in the state text) is an
+    integer >= 0 and `state_progress` (round number and totals in it) a bool, not False with
+    no rounds (the state text would name no past)."""
+    if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
+        raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
+    if not isinstance(state_progress, (bool, np.bool_)):
+        raise ValueError(f"state_progress must be true or false, got {state_progress!r}")
+    if not state_progress and not state_rounds:
+        raise ValueError(
+            "state_progress=False needs state_rounds >= 1 (else the state text is empty)"
+        )
+
+
 def horizon(
     rounds: int = 10,
     random_horizon: str | None = None,
@@ -351,14 +365,7 @@ class MatrixGame(RepeatedGame):
                 value
             ):
                 raise ValueError(f"payoff {key} must be a finite number, got {value!r}")
-        if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
-            raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
-        if not isinstance(state_progress, (bool, np.bool_)):
-            raise ValueError(f"state_progress must be true or false, got {state_progress!r}")
-        if not state_progress and not state_rounds:
-            raise ValueError(
-                "state_progress=False needs state_rounds >= 1 (else the state text is empty)"
-            )
+        check_state_text(state_rounds, state_progress)
         super().__init__(
             2,
             2,

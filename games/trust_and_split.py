@@ -69,7 +69,7 @@ import numpy as np
 from gymnasium import spaces
 
 from games.core import TextEnv
-from games.repeated_matrix import horizon, int_action
+from games.repeated_matrix import check_state_text, horizon, int_action
 
 HANDS = ("rock", "paper", "scissors")
 MESSAGE_MODES = ("free", "hand")
@@ -132,14 +132,7 @@ class TrustAndSplit(TextEnv):
             )
         if messages not in MESSAGE_MODES:
             raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
-        if not isinstance(state_rounds, (int, np.integer)) or state_rounds < 0:
-            raise ValueError(f"state_rounds must be a non-negative integer, got {state_rounds!r}")
-        if not isinstance(state_progress, (bool, np.bool_)):
-            raise ValueError(f"state_progress must be true or false, got {state_progress!r}")
-        if not state_progress and not state_rounds:
-            raise ValueError(
-                "state_progress=False needs state_rounds >= 1 (else the state text names no past)"
-            )
+        check_state_text(state_rounds, state_progress)
         self.message_mode = messages
         self.state_rounds, self.state_progress = int(state_rounds), bool(state_progress)
         self.horizon = horizon(rounds, random_horizon, continuation, min_rounds, max_rounds)

@@ -362,21 +362,23 @@ def train_config(
     return load_config(config, merge(overrides or {}, study))
 
 
-def evaluate_run(run_dir: Path, game: dict, matches: int, seed: int, concurrency: int, step: int):
-    """`arena eval` of the run's final policy (at `step`) on the training game: its match records
-    (store: RUN/eval_step<step>, so a run trained further is evaluated anew)."""
+def evaluate_run(cfg, opponents: list[str], args, step: int):
+    """`arena eval` of the run's final policy (at `step`) on its training game against
+    `opponents` (args: matches, eval_seed, concurrency): its match records (store:
+    RUN/eval_step<step>, so a run trained further is evaluated anew)."""
     from evaluation.run import run_eval
     from evaluation.suites import EvalConfig, GameSpec
 
-    cfg = EvalConfig(
-        agent=f"llm:{run_dir}",
-        games=[GameSpec(game["name"], list(OPPONENTS), dict(game.get("params", {})))],
-        matches=matches,
-        seed=seed,
-        concurrency=concurrency,
-        out=str(run_dir / f"eval_step{step}"),
+    game = cfg.games[0]
+    ev = EvalConfig(
+        agent=f"llm:{cfg.run_dir}",
+        games=[GameSpec(game.name, list(opponents), dict(game.params))],
+        matches=args.matches,
+        seed=args.eval_seed,
+        concurrency=args.concurrency,
+        out=str(Path(cfg.run_dir) / f"eval_step{step}"),
     )
-    return run_eval(cfg).records
+    return run_eval(ev).records
 
 
 def summarise(
@@ -493,6 +495,31 @@ def _nearest(r: RunResult) -> str:
     return "-" if r.nearest is None else f"{r.nearest} ({r.nearest_distance:.2f})"
 
 
+def bars_by_estimator(ax, results: list, key: str, estimators: list[str], ylim=None) -> None:
+    """On `ax`, per estimator a bar at the mean of `key` over its runs (t 95% CI over seeds)
+    and a dot per run."""
+    from evaluation.stats import mean_ci
+
+    for i, est in enumerate(estimators):
+        vals = [
+            getattr(r, key) for r in results if r.estimator == est and getattr(r, key) is not None
+        ]
+        if not vals:
+            continue
+        m, lo, hi = mean_ci(vals)
+        ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
+        ax.scatter(
+            np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)),
+            vals,
+            color="k",
+            s=12,
+            zorder=3,
+        )
+    ax.set_xticks(range(len(estimators)), estimators, fontsize=8)
+    if ylim:
+        ax.set_ylim(*ylim)
+
+
 def figure(results: list[RunResult], path: Path) -> None:
     """Per metric, a bar per estimator (mean over seeds, t 95% CI) and a dot per seed; then each
     run's memory-1 profile (a line per run, coloured by estimator) beside the named strategies'."""
@@ -503,7 +530,6 @@ def figure(results: list[RunResult], path: Path) -> None:
     import numpy as np
 
     from evaluation.social import NAMED
-    from evaluation.stats import mean_ci
 
     panels = [
         ("coop_tft", "cooperation with tit_for_tat", (0, 1)),
@@ -514,32 +540,13 @@ def figure(results: list[RunResult], path: Path) -> None:
     estimators = list(dict.fromkeys(r.estimator for r in results))
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4 * (len(panels) + 1), 3.4))
     for ax, (key, title, ylim) in zip(axes, panels):
-        for i, est in enumerate(estimators):
-            vals = [
-                getattr(r, key)
-                for r in results
-                if r.estimator == est and getattr(r, key) is not None
-            ]
-            if not vals:
-                continue
-            m, lo, hi = mean_ci(vals)
-            ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
-            ax.scatter(
-                np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)),
-                vals,
-                color="k",
-                s=12,
-                zorder=3,
-            )
+        bars_by_estimator(ax, results, key, estimators, ylim)
+        ax.set_title(title, fontsize=9)
         if key == "payoff_ad":
             ref = results[0].mutual_defection
             ax.axhline(ref, color="gray", ls="--", lw=1, label="mutual defection")
             ax.axhline(ref - 1, color="gray", ls=":", lw=1, label="tit_for_tat's payoff")
             ax.legend(fontsize=7, loc="lower right")
-        ax.set_xticks(range(len(estimators)), estimators, fontsize=8)
-        ax.set_title(title, fontsize=9)
-        if ylim:
-            ax.set_ylim(*ylim)
     ax = axes[-1]
     x = np.arange(len(STATES))
     for name, style in (("tit_for_tat", "--"), ("alternation", ":")):
@@ -552,10 +559,16 @@ def figure(results: list[RunResult], path: Path) -> None:
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("memory-1 profile per run: P(C | last round, own move first)", fontsize=9)
     ax.legend(fontsize=7)
+    save_figure(fig, results, "iterated prisoner's dilemma", path)
+
+
+def save_figure(fig, results: list, game: str, path: Path) -> None:
+    """Title `fig` with the game and the seeds, write it to `path` and close it."""
+    import matplotlib.pyplot as plt
+
     seeds = sorted({r.seed for r in results})
     fig.suptitle(
-        f"iterated prisoner's dilemma, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)",
-        fontsize=9,
+        f"{game}, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)", fontsize=9
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -563,30 +576,19 @@ def figure(results: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
-def run_one(
-    config: str,
-    estimator: str,
-    seed: int,
-    out: Path,
-    steps: int | None,
-    matches: int,
-    eval_seed: int,
-    concurrency: int,
-    overrides: dict | None = None,
-) -> RunResult:
+def train_once(cfg) -> dict:
+    """Train `cfg` in its run_dir unless a finished run of as many steps is there (a fresh run,
+    a killed one, or one asked to train further resumes); {"minutes", "steps", "load"}, kept in
+    RUN/study_train.json."""
     from training.selfplay import train
 
-    run_dir = out / f"{estimator}_s{seed}"
-    done = run_dir / "study_train.json"
-    cfg = train_config(config, estimator, seed, run_dir, steps, overrides)
+    done = Path(cfg.run_dir) / "study_train.json"
     trained = json.loads(done.read_text()) if done.exists() else None
     if trained and trained["steps"] > cfg.steps:
         raise ValueError(
-            f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out"
+            f"{cfg.run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out"
         )
-    if (
-        not trained or trained["steps"] < cfg.steps
-    ):  # a fresh run, a killed one, or one asked to train further: resume
+    if not trained or trained["steps"] < cfg.steps:
         result = train(cfg, resume=True)
         trained = {
             "minutes": result["elapsed"] / 60,
@@ -594,8 +596,12 @@ def run_one(
             "load": os.getloadavg()[0],
         }
         done.write_text(json.dumps(trained))
-    game = {"name": cfg.games[0].name, "params": cfg.games[0].params}
-    records = evaluate_run(run_dir, game, matches, eval_seed, concurrency, trained["steps"])
+    return trained
+
+
+def evaluate(cfg, trained: dict, estimator: str, seed: int, args) -> RunResult:
+    """The study's row for one trained run."""
+    records = evaluate_run(cfg, OPPONENTS, args, trained["steps"])
     return summarise(
         records, estimator, seed, trained["minutes"], trained["steps"], trained["load"]
     )
@@ -631,11 +637,11 @@ def state_gradient_table(config: str, matches: int = 1000, seed: int = 0) -> str
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> list[RunResult]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="experiments/reciprocity/train_ipd_aa_causal.yaml")
+def study_arguments(p: argparse.ArgumentParser, config: str, seeds: list[int], out: str) -> None:
+    """The arguments every estimator-by-seed study takes, with its defaults."""
+    p.add_argument("--config", default=config)
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
-    p.add_argument("--seeds", nargs="+", type=int, default=[50, 51, 52, 53, 54])
+    p.add_argument("--seeds", nargs="+", type=int, default=seeds)
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
     p.add_argument(
         "--set",
@@ -647,7 +653,42 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
     p.add_argument("--eval-seed", type=int, default=7)
     p.add_argument("--concurrency", type=int, default=50)
-    p.add_argument("--out", default="runs/reciprocity_causal")
+    p.add_argument("--out", default=out)
+
+
+def run_study(p: argparse.ArgumentParser, args, evaluate, saved) -> list:
+    """Train every (seed, estimator) of `args` in OUT/ESTIMATOR_sSEED (`train_once`: a
+    finished run is not trained again), seed-major (a cut-short study has both estimators on
+    its first seeds), and append `evaluate(cfg, trained, estimator, seed, args)`;
+    `saved(results so far, out)` after each. Every run's config is checked before the first
+    one trains: a bad key is one argparse error line."""
+    try:
+        overrides = parse_overrides(args.set)
+        for est in args.estimators:
+            train_config(args.config, est, args.seeds[0], Path(args.out), args.steps, overrides)
+    except ValueError as e:
+        p.error(str(e))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for seed in args.seeds:
+        for est in args.estimators:
+            cfg = train_config(
+                args.config, est, seed, out / f"{est}_s{seed}", args.steps, overrides
+            )
+            results.append(evaluate(cfg, train_once(cfg), est, seed, args))
+            saved(results, out)
+    return results
+
+
+def main(argv: list[str] | None = None) -> list[RunResult]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    study_arguments(
+        p,
+        "experiments/reciprocity/train_ipd_aa_causal.yaml",
+        [50, 51, 52, 53, 54],
+        "runs/reciprocity_causal",
+    )
     p.add_argument(
         "--figure",
         default=None,
@@ -700,39 +741,18 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
                 flush=True,
             )
         return []
-    try:
-        overrides = parse_overrides(args.set)
-        for est in args.estimators:  # every run's config checked before the first one trains
-            train_config(args.config, est, args.seeds[0], Path(args.out), args.steps, overrides)
-    except ValueError as e:
-        p.error(str(e))
+
+    def saved(results: list[RunResult], out: Path) -> None:
+        r = results[-1]
+        print(
+            f"{r.estimator} seed {r.seed}: coop with tit_for_tat {r.coop_tft:.2f}, in self-play {r.coop_self:.2f}, "
+            f"points vs always_defect {r.payoff_ad:.2f} (mutual defection {r.mutual_defection:g})",
+            flush=True,
+        )
+        (out / "reciprocity.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
+
+    results = run_study(p, args, evaluate, saved)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for (
-        seed
-    ) in args.seeds:  # seed-major: a cut-short study still has both estimators on its first seeds
-        for est in args.estimators:
-            r = run_one(
-                args.config,
-                est,
-                seed,
-                out,
-                args.steps,
-                args.matches,
-                args.eval_seed,
-                args.concurrency,
-                overrides,
-            )
-            print(
-                f"{est} seed {seed}: coop with tit_for_tat {r.coop_tft:.2f}, in self-play {r.coop_self:.2f}, "
-                f"points vs always_defect {r.payoff_ad:.2f} (mutual defection {r.mutual_defection:g})",
-                flush=True,
-            )
-            results.append(r)
-            (out / "reciprocity.json").write_text(
-                json.dumps([asdict(x) for x in results], indent=1)
-            )
     table = markdown(results)
     (out / "reciprocity.md").write_text(table)
     figure(results, Path(args.figure) if args.figure else out / "reciprocity.png")

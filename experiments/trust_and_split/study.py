@@ -33,16 +33,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from core.overrides import parse_overrides
-from experiments.reciprocity.reciprocity_study import train_config
+from experiments.reciprocity.reciprocity_study import (
+    bars_by_estimator,
+    evaluate_run,
+    run_study,
+    save_figure,
+    study_arguments,
+)
 
-ESTIMATORS = ("advantage_alignment", "mars")
 OPPONENTS = ["self", "always_defect", "tit_for_tat"]
 
 
@@ -152,47 +155,10 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
     )
 
 
-def run_one(
-    config: str,
-    estimator: str,
-    seed: int,
-    out: Path,
-    steps: int | None,
-    matches: int,
-    eval_seed: int,
-    concurrency: int,
-    overrides: dict | None = None,
-) -> RunResult:
-    from evaluation.run import run_eval
-    from evaluation.suites import EvalConfig, GameSpec
-    from training.selfplay import train
-
-    run_dir = out / f"{estimator}_s{seed}"
-    done = run_dir / "study_train.json"
-    cfg = train_config(config, estimator, seed, run_dir, steps, overrides)
-    trained = json.loads(done.read_text()) if done.exists() else None
-    if trained and trained["steps"] > cfg.steps:
-        raise ValueError(
-            f"{run_dir} holds a {trained['steps']}-step run, more than the {cfg.steps} asked: choose another --out"
-        )
-    if not trained or trained["steps"] < cfg.steps:
-        result = train(cfg, resume=True)
-        trained = {
-            "minutes": result["elapsed"] / 60,
-            "steps": result["step"],
-            "load": os.getloadavg()[0],
-        }
-        done.write_text(json.dumps(trained))
-    game = cfg.games[0]
-    ev = EvalConfig(
-        agent=f"llm:{run_dir}",
-        games=[GameSpec(game.name, list(OPPONENTS), dict(game.params))],
-        matches=matches,
-        seed=eval_seed,
-        concurrency=concurrency,
-        out=str(run_dir / f"eval_step{trained['steps']}"),
-    )
-    return summarise(run_eval(ev).records, estimator, seed, trained)
+def evaluate(cfg, trained: dict, estimator: str, seed: int, args) -> RunResult:
+    """The study's row for one trained run."""
+    records = evaluate_run(cfg, OPPONENTS, args, trained["steps"])
+    return summarise(records, estimator, seed, trained)
 
 
 def paired_welfare(a: RunResult, b: RunResult) -> tuple[float, float, float, int]:
@@ -268,8 +234,6 @@ def figure(results: list[RunResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evaluation.stats import mean_ci
-
     panels = [
         ("welfare", "welfare share in self-play", (0, 1)),
         ("payoff_greedy", "points vs always_defect", None),
@@ -279,84 +243,33 @@ def figure(results: list[RunResult], path: Path) -> None:
     estimators = list(dict.fromkeys(r.estimator for r in results))
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
     for ax, (key, title, ylim) in zip(axes, panels):
-        for i, est in enumerate(estimators):
-            vals = [getattr(r, key) for r in results if r.estimator == est]
-            m, lo, hi = mean_ci(vals)
-            ax.bar(i, m, color=f"C{i}", alpha=0.6, yerr=[[m - lo], [hi - m]], capsize=4)
-            ax.scatter(
-                np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)),
-                vals,
-                color="k",
-                s=12,
-                zorder=3,
-            )
+        bars_by_estimator(ax, results, key, estimators, ylim)
+        ax.set_title(title, fontsize=9)
         if key == "payoff_greedy":
             bar = float(np.mean([r.greedy_bar for r in results]))
             ax.axhline(bar, color="gray", ls="--", lw=1, label="mutual greed")
             ax.legend(fontsize=7, loc="lower right")
-        ax.set_xticks(range(len(estimators)), estimators, fontsize=8)
-        ax.set_title(title, fontsize=9)
-        if ylim:
-            ax.set_ylim(*ylim)
-    seeds = sorted({r.seed for r in results})
-    fig.suptitle(
-        f"Trust-and-Split, hand messages, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, results, "Trust-and-Split, hand messages", path)
 
 
 def main(argv: list[str] | None = None) -> list[RunResult]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="experiments/trust_and_split/train_tas_aa.yaml")
-    p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
-    p.add_argument("--seeds", nargs="+", type=int, default=[60, 61, 62])
-    p.add_argument("--steps", type=int, default=None, help="override the config's steps")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, dotted for sections; repeatable",
+    study_arguments(
+        p, "experiments/trust_and_split/train_tas_aa.yaml", [60, 61, 62], "runs/trust_and_split"
     )
-    p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
-    p.add_argument("--eval-seed", type=int, default=7)
-    p.add_argument("--concurrency", type=int, default=50)
-    p.add_argument("--out", default="runs/trust_and_split")
     p.add_argument("--figure", default=None, help="figure path (default OUT/trust_and_split.png)")
     args = p.parse_args(argv)
-    try:
-        overrides = parse_overrides(args.set)
-        for est in args.estimators:  # every run's config checked before the first one trains
-            train_config(args.config, est, args.seeds[0], Path(args.out), args.steps, overrides)
-    except ValueError as e:
-        p.error(str(e))
+
+    def saved(results: list[RunResult], out: Path) -> None:
+        table = markdown(results)
+        (out / "trust_and_split.md").write_text(table)
+        (out / "trust_and_split.json").write_text(
+            json.dumps([asdict(x) for x in results], indent=1)
+        )
+        print(table, flush=True)
+
+    results = run_study(p, args, evaluate, saved)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for seed in args.seeds:  # seed-major: a cut-short study has both estimators on its first seeds
-        for est in args.estimators:
-            r = run_one(
-                args.config,
-                est,
-                seed,
-                out,
-                args.steps,
-                args.matches,
-                args.eval_seed,
-                args.concurrency,
-                overrides,
-            )
-            results.append(r)
-            table = markdown(results)
-            (out / "trust_and_split.md").write_text(table)
-            (out / "trust_and_split.json").write_text(
-                json.dumps([asdict(x) for x in results], indent=1)
-            )
-            print(table, flush=True)
     figure(results, Path(args.figure) if args.figure else out / "trust_and_split.png")
     return results
 
