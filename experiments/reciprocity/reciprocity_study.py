@@ -567,9 +567,8 @@ def save_figure(fig, results: list, game: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     seeds = sorted({r.seed for r in results})
-    fig.suptitle(
-        f"{game}, seeds {seeds[0]}-{seeds[-1]} (bars: mean, 95% t CI over seeds)", fontsize=9
-    )
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+    fig.suptitle(f"{game}, {which} (bars: mean, 95% t CI over seeds)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
