@@ -70,22 +70,18 @@ class RunResult:
     load: float = 0.0
 
 
-def match_welfare(rec) -> float:
-    """Both players' points in a match over its social optimum."""
-    from evaluation.social import replay, social_optimum_per_round
+def match_welfare(rec, env) -> float:
+    """Both players' points in a match over its social optimum (`env`: the match replayed)."""
+    from evaluation.social import social_optimum_per_round
 
-    env = replay(rec)
     return sum(rec.returns.values()) / (social_optimum_per_round(env) * len(env.results))
 
 
-def self_play_behaviour(records) -> tuple[float, float, float]:
+def self_play_behaviour(envs) -> tuple[float, float, float]:
     """(share of honest messages, mean claim with the winning hand, with the losing hand)
-    over the self-play matches, both seats."""
-    from evaluation.social import replay
-
+    over the self-play matches (replayed), both seats."""
     honest, claims = [], {True: [], False: []}
-    for rec in records:
-        env = replay(rec)
+    for env in envs:
         for k, res in enumerate(env.results):
             for speaker, text in env.messages[k]:
                 honest.append(text == f"My hand is {res.hands[speaker]}.")
@@ -98,14 +94,11 @@ def self_play_behaviour(records) -> tuple[float, float, float]:
     )
 
 
-def greedy_bar(records, agent: str) -> list[float]:
-    """Per match against always_defect: what always_defect would earn in the agent's seat
-    (half the coins every round, at that seat's coin value)."""
-    from evaluation.social import replay
-
+def greedy_bar(records, envs, agent: str) -> list[float]:
+    """Per match against always_defect (`envs`: the matches replayed): what always_defect
+    would earn in the agent's seat (half the coins every round, at that seat's coin value)."""
     out = []
-    for rec in records:
-        env = replay(rec)
+    for rec, env in zip(records, envs):
         seat = next(s for s, who in rec.seats.items() if who == agent)
         p = env.possible_agents.index(seat)
         out.append(sum(env.coins / 2 * res.values[p] for res in env.results))
@@ -124,15 +117,19 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
         return [sum(v for s, v in r.returns.items() if r.seats[s] == AGENT) for r in recs]
 
     selfplay = against("self")
+    selfplay_envs = [replay(r) for r in selfplay]
     # keyed by the match without the agent's name: two runs' match k has one seed and seating
-    welfare = {r.match_id.split("|", 1)[1]: match_welfare(r) for r in selfplay}
+    welfare = {
+        r.match_id.split("|", 1)[1]: match_welfare(r, env)
+        for r, env in zip(selfplay, selfplay_envs)
+    }
     w = mean_ci(list(welfare.values()))
-    honest, claim_win, claim_lose = self_play_behaviour(selfplay)
+    honest, claim_win, claim_lose = self_play_behaviour(selfplay_envs)
     greedy = against("always_defect")
+    greedy_envs = [replay(r) for r in greedy]
     pay_g = mean_ci(own(greedy))
-    bar = float(np.mean(greedy_bar(greedy, AGENT)))
-    low = replay(greedy[0]).low_value
-    coins = replay(greedy[0]).coins
+    bar = float(np.mean(greedy_bar(greedy, greedy_envs, AGENT)))
+    game = greedy_envs[0]  # the game's constants
     pay_t = mean_ci(own(against("tit_for_tat")))
     return RunResult(
         estimator,
@@ -147,7 +144,7 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
         pay_g[0],
         (pay_g[1], pay_g[2]),
         bar,
-        bool(pay_g[0] >= bar - coins / 2 * low),
+        bool(pay_g[0] >= bar - game.coins / 2 * game.low_value),
         pay_t[0],
         (pay_t[1], pay_t[2]),
         welfare,
