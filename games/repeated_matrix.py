@@ -89,6 +89,11 @@ class Horizon:
         return f"Round {k}" + (f" of {self.rounds}" if self.kind is None else "")
 
 
+def rounds_ago(k: int) -> str:
+    """How a state text names the round k rounds before now: "Last round", "2 rounds ago"."""
+    return "Last round" if k == 1 else f"{k} rounds ago"
+
+
 def check_state_text(state_rounds: Any, state_progress: Any) -> None:
     """ValueError unless `state_rounds` (the last rounds repeated in the state text) is an
     integer >= 0 and `state_progress` (round number and totals in it) a bool, not False with
@@ -315,7 +320,7 @@ class RepeatedGame(TextEnv):
         else:  # the last rounds alone, counted back from now: no round number, no totals
             n = len(recent)
             lines = [
-                f"{'Last round' if n - j == 1 else f'{n - j} rounds ago'}: {self.describe_round(agent, *r)}"
+                f"{rounds_ago(n - j)}: {self.describe_round(agent, *r)}"
                 for j, r in enumerate(self.rounds[len(self.rounds) - n :])
             ]
         text = "\n".join(lines)

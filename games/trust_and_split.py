@@ -69,7 +69,7 @@ import numpy as np
 from gymnasium import spaces
 
 from games.core import TextEnv
-from games.repeated_matrix import check_state_text, horizon, int_action
+from games.repeated_matrix import check_state_text, horizon, int_action, rounds_ago
 
 HANDS = ("rock", "paper", "scissors")
 MESSAGE_MODES = ("free", "hand")
@@ -87,6 +87,11 @@ class RoundResult:
     claims: tuple[int, int]
     coins: tuple[float, float]  # q_i after scaling
     points: tuple[float, float]
+
+
+def hand_message(hand: str) -> str:
+    """The message that names `hand` (an honest bot's, or a hand move's with messages="hand")."""
+    return f"My hand is {hand}."
 
 
 def named_hand(message: str) -> str | None:
@@ -202,7 +207,7 @@ class TrustAndSplit(TextEnv):
             elif a == self.SILENT:
                 text = ""
             elif a is not None and a >= self.NAME and self.message_mode == "hand":
-                text = f"My hand is {HANDS[a - self.NAME]}."
+                text = hand_message(HANDS[a - self.NAME])
             else:
                 return self._illegal(agent, action)
             self.messages[-1].append((i, text))
@@ -309,7 +314,7 @@ class TrustAndSplit(TextEnv):
         if self.phase == "message":
             if self.message_mode == "hand":
                 return self.NAME + HANDS.index(mine)
-            return f"My hand is {mine}."
+            return hand_message(mine)
         if not cooperate:
             return self.coins
         said = [named_hand(text) for p, text in self.messages[-1] if p != i]
@@ -338,11 +343,11 @@ class TrustAndSplit(TextEnv):
             "After each round both hands and both claims are revealed.\n"
             f"{self.horizon.text()}\n"
             "Your goal: as many points as possible in total over all rounds.\n"
+            + f"When claiming, answer with a number of coins, e.g. [{c // 2}]. "
             + (
-                f"When claiming, answer with a number of coins, e.g. [{c // 2}]. When messaging, answer with a hand or "
-                f"{NO_MESSAGE}, e.g. [rock]."
+                f"When messaging, answer with a hand or {NO_MESSAGE}, e.g. [rock]."
                 if self.message_mode == "hand"
-                else f"When claiming, answer with a number of coins, e.g. [{c // 2}]. When messaging, write just the message."
+                else "When messaging, write just the message."
             )
         )
 
@@ -362,8 +367,7 @@ class TrustAndSplit(TextEnv):
         r = len(self.results)
         recent = self.results[r - min(r, self.state_rounds) :]
         past = [
-            f"{'Last round' if len(recent) - j == 1 else f'{len(recent) - j} rounds ago'}: "
-            + self.describe_round(i, res)
+            f"{rounds_ago(len(recent) - j)}: {self.describe_round(i, res)}"
             for j, res in enumerate(recent)
         ]
         if self.state_progress:

@@ -80,11 +80,13 @@ def match_welfare(rec, env) -> float:
 def self_play_behaviour(envs) -> tuple[float, float, float]:
     """(share of honest messages, mean claim with the winning hand, with the losing hand)
     over the self-play matches (replayed), both seats."""
+    from games.trust_and_split import hand_message
+
     honest, claims = [], {True: [], False: []}
     for env in envs:
         for k, res in enumerate(env.results):
             for speaker, text in env.messages[k]:
-                honest.append(text == f"My hand is {res.hands[speaker]}.")
+                honest.append(text == hand_message(res.hands[speaker]))
             for p in (0, 1):
                 claims[res.values[p] > res.values[1 - p]].append(res.claims[p])
     return (
