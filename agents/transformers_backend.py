@@ -35,6 +35,14 @@ prefix)`; a legal move is a few tokens, so this adds a few small forward passes.
 `complete(prompts, params)` does the same for raw text prompts (tokenized as they are,
 no chat template): the OpenAI completions endpoint of `arena serve`.
 
+Prompt cache: inside `with backend.prompt_cache():` each distinct prompt is prefilled once
+and its KV cache and first logits are kept and reused by later calls in the block (memory-k
+and state-only prompts repeat across matches and rounds). Use it only over a stretch where
+the weights do not change (one training step's rollouts: `training.rollouts.play_step`);
+leaving the block drops the cache. A prompt prefilled alone may differ from one prefilled
+in a padded batch by float rounding, so a run with the cache is not bit-identical to one
+without.
+
 The backend keeps a reference to the model module (never a copy): a learner that updates
 the weights in place is sampled from on the next call. `backend.model` and
 `backend.tokenizer` are public; the model is put in eval mode during generation and its
@@ -44,6 +52,8 @@ previous mode is restored afterwards.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +68,23 @@ from agents.packed_linear import packed_linears
 # int, a strided view that torch's matmul will not fold into one mm when the head's weight is
 # frozen (a LoRA policy's): it ran a bmm instead, in bf16 a tiny model's prefill 10-20x slower.
 LAST_TOKEN = torch.tensor([-1])
+
+
+@dataclass
+class _CachedPrompt:
+    """One prompt's prefill kept by `TransformersBackend.prompt_cache`."""
+
+    kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values (kv heads, T, D)
+    logits: torch.Tensor  # (V,) float, at the prompt's last token
+
+    @property
+    def length(self) -> int:
+        return self.kv[0][0].shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        kv = sum(t.numel() * t.element_size() for pair in self.kv for t in pair)
+        return kv + self.logits.numel() * self.logits.element_size()
 
 
 @dataclass
@@ -130,6 +157,8 @@ class TransformersBackend:
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
         self.pack_weights, self._packed = pack_weights, {}
+        self._prompts: dict[tuple[int, ...], _CachedPrompt] | None = None  # see prompt_cache
+        self._prompt_bytes, self._prompt_budget = 0, 0
         use_cpu_decode_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -139,6 +168,19 @@ class TransformersBackend:
         self.eos_ids = {int(e) for e in eos if e is not None}
         if not self.eos_ids:
             raise ValueError(f"tokenizer of {self.name!r} has no EOS token")
+
+    @contextmanager
+    def prompt_cache(self, max_mb: float = 1024.0) -> Iterator[None]:
+        """Within the block, keep each distinct prompt's prefill (KV cache and first logits)
+        and reuse it for the same prompt token ids; prompts beyond `max_mb` of kept tensors
+        are prefilled as usual. The weights must not change inside the block."""
+        if self._prompts is not None:
+            raise RuntimeError("prompt_cache blocks do not nest")
+        self._prompts, self._prompt_bytes, self._prompt_budget = {}, 0, int(max_mb * 2**20)
+        try:
+            yield
+        finally:
+            self._prompts = None
 
     @property
     def device(self) -> torch.device:
@@ -311,11 +353,53 @@ class TransformersBackend:
         return result
 
     def _prefill(self, prompts: list[list[int]]):
-        """Run `prompts` through the model, each shared prefix once (see `shared_prefix_groups`).
+        """Run `prompts` through the model, each shared prefix once (see `shared_prefix_groups`);
+        inside `prompt_cache`, each distinct prompt once per block.
 
         Returns (logits (B, V) float at each prompt's last token, the KV cache, the attention
         mask (B, T) over the cache, the position id (B,) of each prompt's last token).
         """
+        if self._prompts is None:
+            return self._prefill_batch(prompts)
+        keys = [tuple(p) for p in prompts]
+        new = list(dict.fromkeys(k for k in keys if k not in self._prompts))
+        if new:
+            logits, cache, mask, _ = self._prefill_batch([list(k) for k in new])
+            real = mask.bool()
+            for m, key in enumerate(new):
+                entry = _CachedPrompt(
+                    [(la.keys[m][:, real[m]], la.values[m][:, real[m]]) for la in cache.layers],
+                    logits[m].clone(),
+                )
+                if self._prompt_bytes + entry.nbytes > self._prompt_budget:
+                    return self._prefill_batch(prompts)  # the cache is full: this batch as usual
+                self._prompts[key], self._prompt_bytes = entry, self._prompt_bytes + entry.nbytes
+        return self._cached_batch([self._prompts[k] for k in keys])
+
+    def _cached_batch(self, entries: list[_CachedPrompt]):
+        """`_prefill`'s outputs assembled from kept prompts, left-padded to the longest."""
+        device = self.device
+        lengths = [e.length for e in entries]
+        width = max(lengths)
+        mask = torch.zeros((len(entries), width), dtype=torch.long, device=device)
+        layers = []
+        for li, (k0, v0) in enumerate(entries[0].kv):
+            keys = k0.new_zeros((len(entries), k0.shape[0], width, k0.shape[2]))
+            values = v0.new_zeros((len(entries), v0.shape[0], width, v0.shape[2]))
+            for b, e in enumerate(entries):
+                keys[b, :, width - e.length :] = e.kv[li][0]
+                values[b, :, width - e.length :] = e.kv[li][1]
+            layers.append((keys, values))
+        for b, n in enumerate(lengths):
+            mask[b, width - n :] = 1
+        last_pos = torch.tensor([n - 1 for n in lengths], device=device)
+        logits = torch.stack([e.logits for e in entries])
+        from transformers import DynamicCache  # start-up time: transformers
+
+        return logits, DynamicCache(layers), mask, last_pos
+
+    def _prefill_batch(self, prompts: list[list[int]]):
+        """`_prefill` without the prompt cache."""
         device = self.device
         groups = (
             shared_prefix_groups(prompts, self.min_shared_prefix) if self.share_prefixes else []

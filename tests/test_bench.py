@@ -76,3 +76,13 @@ def test_export_throughput_quick_times_every_export_against_the_read(tmp_path):
     }
     assert all(r["seconds"] > 0 and r["vs_read"] > 0 for r in out["results"].values())
     assert (tmp_path / "f.json").is_file()
+
+
+def test_prompt_cache_quick_plays_the_same_step_with_each_distinct_prompt_prefilled_once(tmp_path):
+    quick = ["--set", "model=tiny-llama", "--set", "learner.lora_rank=0"]
+    quick += ["--set", "matches_per_step=4", "--set", "concurrency=4", "--threads", "1"]
+    out = load("prompt_cache").main([*quick, "--out", str(tmp_path / "cache.json")])
+    assert out["policy_moves"] == 80  # 4 matches, 10 rounds, both seats the policy
+    assert out["prompts_prefilled_plain"] == 80 and out["prompts_prefilled_cached"] <= 5
+    assert out["moves_agree"] >= 0.95 and out["speedup"] > 0
+    assert (tmp_path / "cache.json").exists()

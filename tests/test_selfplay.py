@@ -109,6 +109,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "epochs": (0, "epochs must be >= 1, got 0"),
     "minibatches": (0, "minibatches must be >= 1, got 0"),
     "max_turns": (0, "max_turns must be >= 1, got 0"),
+    "prompt_cache": ("maybe", "prompt_cache must be bool, got 'maybe'"),
     "checkpoint_every": (-1, "checkpoint_every must be >= 0, got -1"),
     "checkpoint_initial": ("yes", "checkpoint_initial must be bool, got 'yes'"),
     "keep_checkpoints": (-1, "keep_checkpoints must be >= 0, got -1"),
@@ -1682,3 +1683,47 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_checkpoints_befor
         cli_main(["train", str(path), "--out", str(run), "--steps", "2", "--resume"]) == 0
     )  # room again: it goes on
     assert checkpoint.latest(run / "checkpoints").name == "step_00000002"
+
+
+def test_prompt_cache_prefills_each_distinct_prompt_once_a_step_with_exact_logprobs(
+    tmp_path, monkeypatch
+):
+    """`prompt_cache: true` on the strict memory-1 prisoner's dilemma (five distinct prompts):
+    a step's policy turns prefill each distinct prompt once, and the recorded behaviour
+    logprobs are what the learner recomputes (the step's first minibatch has ratio 1)."""
+    from rich.console import Console
+
+    from agents.transformers_backend import TransformersBackend
+    from core.records import read_json_lines
+
+    prefilled, played = [], []
+    real_prefill, real_play = TransformersBackend._prefill_batch, rollouts.play
+
+    def counting_prefill(self, prompts):
+        prefilled.extend(tuple(p) for p in prompts)
+        return real_prefill(self, prompts)
+
+    def recording_play(*args, **kwargs):
+        for rec in real_play(*args, **kwargs):
+            played.append(rec)
+            yield rec
+
+    monkeypatch.setattr(TransformersBackend, "_prefill_batch", counting_prefill)
+    monkeypatch.setattr(rollouts, "play", recording_play)
+    cfg = load_config(
+        "experiments/reciprocity/train_ipd_aa_causal.yaml",
+        {
+            "steps": 1,
+            "matches_per_step": 8,
+            "concurrency": 8,
+            "prompt_cache": True,
+            "run_dir": str(tmp_path / "run"),
+        },
+    )
+    train(cfg, console=Console(quiet=True))
+    turns = [t for rec in played for t in rec.turns if t.agent == POLICY]
+    distinct = {tuple(t.prompt_token_ids) for t in turns}
+    assert len(turns) == 160 and len(distinct) <= 5
+    assert sorted(prefilled) == sorted(distinct)  # each distinct prompt once, nothing else
+    row = next(read_json_lines(tmp_path / "run" / "metrics.jsonl"))
+    assert abs(row["first_ratio_min"] - 1) < 1e-4 and abs(row["first_ratio_max"] - 1) < 1e-4, row

@@ -401,3 +401,52 @@ def test_agent_spec_dtype_loads_the_weights_in_that_dtype_with_a_backend_each():
     assert len(gens[0].token_ids) > 0 and all(math.isfinite(x) and x <= 0 for x in gens[0].logprobs)
     with pytest.raises(ValueError, match="must be one of auto, float32, bfloat16, got 'bf16'"):
         make_agent("llm:tiny-llama,dtype=bf16")
+
+
+def test_prompt_cache_prefills_each_distinct_prompt_once_and_gives_the_same_generations():
+    model, tok = sharpened_tiny(2)
+    cached, plain = TransformersBackend((model, tok)), TransformersBackend((model, tok))
+    prefilled: list[int] = []
+    inner = cached._prefill_batch
+    cached._prefill_batch = lambda prompts: (prefilled.append(len(prompts)), inner(prompts))[1]
+    batches = [
+        [CONVS[0], CONVS[1], CONVS[0], CONVS[2]],
+        [CONVS[1], CONVS[3], CONVS[0]],  # one new prompt among two seen ones
+        [CONVS[2], CONVS[2]],  # every prompt seen
+    ]
+    greedy = SamplingParams(max_new_tokens=8, temperature=0)
+    sampled = SamplingParams(max_new_tokens=8, temperature=1.0, seeds=[5, 6, 7, 8])
+    allowed = [["0", "4", "8"], None, ["4", "40"], None]
+    with cached.prompt_cache():
+        for convs in batches:
+            got, want = cached.generate(convs, greedy), plain.generate(convs, greedy)
+            for g, w in zip(got, want):
+                assert g.token_ids == w.token_ids
+                assert g.prompt_token_ids == w.prompt_token_ids
+                assert g.logprobs == pytest.approx(w.logprobs, abs=1e-4)
+        assert prefilled == [3, 1]  # distinct new prompts only; the third batch ran none
+        got = cached.generate(CONVS, sampled, allowed)
+        want = plain.generate(CONVS, sampled, allowed)
+        assert [g.token_ids for g in got] == [w.token_ids for w in want]
+        args = (CONVS[:1] * 2, [["0", "4", "8"]] * 2, 1.0)
+        for got_d, want_d in zip(cached.move_distributions(*args), plain.move_distributions(*args)):
+            assert got_d == pytest.approx(want_d, abs=1e-5)
+        assert prefilled == [3, 1]
+    assert cached._prompts is None  # dropped with the block: later calls prefill anew
+    cached.generate(CONVS[:1], greedy)
+    assert prefilled == [3, 1, 1]
+
+
+def test_prompt_cache_blocks_do_not_nest_and_a_full_cache_prefills_as_usual():
+    model, tok = sharpened_tiny(2)
+    backend = TransformersBackend((model, tok))
+    with backend.prompt_cache():
+        with pytest.raises(RuntimeError, match="do not nest"):
+            with backend.prompt_cache():
+                pass
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    want = backend.generate(CONVS, greedy)
+    with backend.prompt_cache(max_mb=1e-6):  # no prompt fits
+        got = backend.generate(CONVS, greedy)
+        assert backend._prompts == {}
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]

@@ -218,6 +218,11 @@ class TrainConfig:
     """optimizer steps per pass (the batch is shuffled and split)"""
     max_turns: int = 200
     """decisions after which a match is aborted (it then carries no learning signal)"""
+    prompt_cache: bool = False
+    """the policy's rollouts prefill each distinct prompt once a step and reuse its KV cache
+    (`TransformersBackend.prompt_cache`; the weights do not change within a step's rollouts):
+    memory-k and state-only prompts repeat across matches and rounds. Not bit-identical to a
+    run without it (a prompt prefilled alone rounds differently from one in a padded batch)"""
     checkpoint_every: int = 20
     """checkpoint every N steps (and at the end); 0: only at the end"""
     checkpoint_initial: bool = False

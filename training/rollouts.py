@@ -9,6 +9,7 @@ workers (`training.ray_rollouts`) alike.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -254,17 +255,25 @@ def plan_step(
 def play_step(planned: list, agents: dict, cfg: TrainConfig, progress=None) -> list:
     """A step's planned matches (`plan_step`'s (plan, opponent) pairs) played by `agents`
     (`arena.runner.play`), the records in match-id order: completion order varies with timing,
-    a step's batch must not."""
-    return sorted(
-        play(
-            [p for p, _ in planned],
-            agents,
-            concurrency=cfg.concurrency,
-            max_turns=cfg.max_turns,
-            progress=progress,
-        ),
-        key=lambda r: r.match_id,
+    a step's batch must not. With `cfg.prompt_cache` the policy's backend keeps each distinct
+    prompt's prefill for the step."""
+    backend = getattr(agents.get(POLICY), "backend", None)
+    cache = (
+        backend.prompt_cache()
+        if cfg.prompt_cache and hasattr(backend, "prompt_cache")
+        else contextlib.nullcontext()
     )
+    with cache:  # `play` yields as matches end: all of them are played inside the block
+        return sorted(
+            play(
+                [p for p, _ in planned],
+                agents,
+                concurrency=cfg.concurrency,
+                max_turns=cfg.max_turns,
+                progress=progress,
+            ),
+            key=lambda r: r.match_id,
+        )
 
 
 def _branch_head(j: int, n_self: int, branch: int) -> int:
