@@ -158,7 +158,9 @@ class TransformersBackend:
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
         self.pack_weights, self._packed = pack_weights, {}
         self._prompts: dict[tuple[int, ...], _CachedPrompt] | None = None  # see prompt_cache
-        self._prompt_bytes, self._prompt_budget = 0, 0
+        self._prompt_room = (
+            0  # bytes the prompt cache may still keep; < 0 once a prompt did not fit
+        )
         use_cpu_decode_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -176,7 +178,7 @@ class TransformersBackend:
         are prefilled as usual. The weights must not change inside the block."""
         if self._prompts is not None:
             raise RuntimeError("prompt_cache blocks do not nest")
-        self._prompts, self._prompt_bytes, self._prompt_budget = {}, 0, int(max_mb * 2**20)
+        self._prompts, self._prompt_room = {}, int(max_mb * 2**20)
         try:
             yield
         finally:
@@ -363,6 +365,8 @@ class TransformersBackend:
             return self._prefill_batch(prompts)
         keys = [tuple(p) for p in prompts]
         new = list(dict.fromkeys(k for k in keys if k not in self._prompts))
+        if new and self._prompt_room < 0:  # full: batches with new prompts prefill as usual
+            return self._prefill_batch(prompts)
         if new:
             logits, cache, mask, _ = self._prefill_batch([list(k) for k in new])
             real = mask.bool()
@@ -371,9 +375,10 @@ class TransformersBackend:
                     [(la.keys[m][:, real[m]], la.values[m][:, real[m]]) for la in cache.layers],
                     logits[m].clone(),
                 )
-                if self._prompt_bytes + entry.nbytes > self._prompt_budget:
-                    return self._prefill_batch(prompts)  # the cache is full: this batch as usual
-                self._prompts[key], self._prompt_bytes = entry, self._prompt_bytes + entry.nbytes
+                if entry.nbytes > self._prompt_room:
+                    self._prompt_room = -1
+                    return self._prefill_batch(prompts)  # this batch as usual
+                self._prompts[key], self._prompt_room = entry, self._prompt_room - entry.nbytes
         return self._cached_batch([self._prompts[k] for k in keys])
 
     def _cached_batch(self, entries: list[_CachedPrompt]):

@@ -446,7 +446,12 @@ def test_prompt_cache_blocks_do_not_nest_and_a_full_cache_prefills_as_usual():
                 pass
     greedy = SamplingParams(max_new_tokens=6, temperature=0)
     want = backend.generate(CONVS, greedy)
+    calls: list[int] = []
+    inner = backend._prefill_batch
+    backend._prefill_batch = lambda prompts: (calls.append(len(prompts)), inner(prompts))[1]
     with backend.prompt_cache(max_mb=1e-6):  # no prompt fits
         got = backend.generate(CONVS, greedy)
-        assert backend._prompts == {}
+        assert backend._prompts == {} and calls == [4, 4]  # the misses, then the batch as usual
+        backend.generate(CONVS, greedy)
+        assert calls == [4, 4, 4]  # once full, a batch is prefilled once
     assert [g.token_ids for g in got] == [w.token_ids for w in want]
