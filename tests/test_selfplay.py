@@ -298,6 +298,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "eval.temperature": (-1, "eval.temperature must be >= 0, got -1.0"),
     "eval.keep_best": ("yes", "eval.keep_best must be bool"),
     "eval.exploitability": ("yes", "eval.exploitability must be bool"),
+    "eval.perfect_play": ("yes", "eval.perfect_play must be bool"),
     "eval.seed": (-1, "eval.seed must be in [0, 2**31), got -1"),
     "eval.select_seed": (1_000_000, "eval.select_seed must differ from eval.seed (1000000)"),
     "eval.select_games": (3, "eval.select_games must be even"),
@@ -434,6 +435,10 @@ def test_a_bad_value_of_any_field_is_a_one_line_error_naming_it(path):
             "eval.held_out[0]: connect_four has no parameter 'rows'",
         ),
         ({"eval": {"held_out": "connect_four"}}, "eval.held_out must be list, got 'connect_four'"),
+        (
+            {"games": ["kuhn_poker"], "eval": {"perfect_play": True}},
+            "eval.perfect_play needs games the solver searches to the end (tic-tac-toe); kuhn_poker is not one",
+        ),
         ({"advantage": {"estimator": "critic"}}, "critic and learner.value_coef > 0 go together"),
         (
             {"model": "tiny-llama:layers=0"},
@@ -755,6 +760,48 @@ def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_game
         rows[0]["selection_score"] == float(np.mean([r["non_losing"] for r in selection]))
         and selection[0]["games"] == 6
     )
+
+
+def test_perfect_play_rows_are_the_tree_walk_of_the_greedy_policy_at_each_evaluation_point(
+    tmp_path,
+):
+    """With eval.perfect_play, each evaluation point has one row per seat whose figures are
+    `evaluation.perfect_play` on the policy at the evaluation temperature, and the curve draws them."""
+    from agents.llm_agent import LLMAgent
+    from agents.models import load_model as load_policy
+    from evaluation.exact_vs_random import PolicyTable
+    from evaluation.perfect_play import perfect_play
+    from training.learner import Learner
+
+    cfg = tiny(
+        tmp_path,
+        steps=1,
+        learner={"lr": 3e-3, "precision": "float32"},
+        league={"snapshot_every": 0},
+        eval={"every": 1, "games": 4, "select_games": 2, "perfect_play": True},
+    )
+    train(cfg, console=quiet())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
+    walks = [r for r in rows if r.get("kind") == "perfect_play"]
+    assert [(r["step"], r["seat"]) for r in walks] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    model, tokenizer = load_policy(cfg.model, dtype="float32")  # the untrained step-0 policy
+    backend = selfplay.make_backend(cfg, Learner(model, tokenizer, cfg.learner), tokenizer)
+    agent = LLMAgent(
+        POLICY, backend, dataclasses.replace(cfg.agent, temperature=0.0, seed=cfg.eval.seed)
+    )
+    table = PolicyTable(agent, "tic_tac_toe", cfg.games[0].params)
+    for seat in (0, 1):
+        direct = perfect_play(table, seat)
+        got = walks[seat]
+        assert (got["positions"], got["blunders"], got["adversary_loss"]) == (
+            direct.positions,
+            direct.blunders,
+            direct.adversary_loss,
+        )
+        # a greedy policy reaches one move per own position: blunder mass counts whole positions
+        assert got["blunder_mass"] == pytest.approx(got["blunders"])
+    assert walks[0]["positions"] > 0 and walks[1]["positions"] > walks[0]["positions"]
+    assert (tmp_path / "run" / "eval.png").stat().st_size > 0
 
 
 def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ from agents.models import TINY, seeded, tiny_llama_args
 from agents.transformers_backend import TransformersBackend
 from core.machine import PRECISIONS
 from core.overrides import merge
+from evaluation.blunders import solvable
 from evaluation.exploitability import info_states
 from evaluation.suites import (
     SELF,  # eval opponent spec: the policy in every seat
@@ -161,6 +162,12 @@ class EvalConfig:
     sampling temperature) on every training game at every evaluation point
     (`evaluation.exploitability`: OpenSpiel games with at most 5000 information states, e.g. Kuhn
     12, Leduc 936) -> eval.jsonl rows of kind "exploitability", TensorBoard, the curve"""
+    perfect_play: bool = False
+    """also walk the tree of every training game the solver searches to the end (tic-tac-toe):
+    for each seat, the positions the policy reaches against any opponent at the evaluation
+    temperature, those where it makes a value-losing move, and its result against a perfect
+    adversary (`evaluation.perfect_play`) -> eval.jsonl rows of kind "perfect_play", TensorBoard,
+    the curve"""
 
 
 @dataclass
@@ -625,6 +632,12 @@ def _validate(cfg: TrainConfig) -> None:
             if getattr(games.make(g.name, **g.params), "game", None) is None:
                 raise ValueError(
                     f"eval.exploitability needs OpenSpiel games; {g.name} is native (it has no game tree to walk)"
+                )
+    if cfg.eval.perfect_play:
+        for g in cfg.games:
+            if not solvable(g.name, g.params):
+                raise ValueError(
+                    f"eval.perfect_play needs games the solver searches to the end (tic-tac-toe); {g.name} is not one"
                 )
     if cfg.eval.select_seed == cfg.eval.seed:
         raise ValueError(

@@ -2,8 +2,8 @@
 
 One run: its non-losing rate per (game, opponent), training and held-out games (the
 report set of every evaluation point), with the 95% Wilson band and the legal-move rate
-(dashed), and with `eval.exploitability` the policy's exact exploitability per game (log
-scale), against training step and against wall-clock minutes; the loop rewrites
+(dashed), with `eval.exploitability` the policy's exact exploitability per game (log
+scale), and with `eval.perfect_play` its blunders per seat over every position it reaches, against training step and against wall-clock minutes; the loop rewrites
 `<run_dir>/eval.png` after every evaluation. Several runs (seeds, settings): one
 line per run on the same axes, for `arena plot RUN_A RUN_B ... --out compare.png`.
 """
@@ -50,18 +50,24 @@ def plot_eval(
     single = len(runs) == 1
     series: dict[tuple[str, str], list[tuple[str, list[dict]]]] = defaultdict(list)
     gaps: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # exploitability rows
+    walks: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # perfect-play rows
     for run, label in zip(runs, labels):
         by_key: dict[tuple[str, str], list[dict]] = defaultdict(list)
         by_game: dict[str, list[dict]] = defaultdict(list)
+        by_walk: dict[str, list[dict]] = defaultdict(list)
         for r in read_eval(run):
             if r.get("kind") == "exploitability":
                 by_game[r["game"]].append(r)
+            elif r.get("kind") == "perfect_play":
+                by_walk[r["game"]].append(r)
             else:
                 by_key[(r["game"], r["opponent"])].append(r)
         for key, rows in by_key.items():
             series[key].append((label, rows))
         for game, rows in by_game.items():
             gaps[game].append((label, rows))
+        for game, rows in by_walk.items():
+            walks[game].append((label, rows))
     gnames = sorted({g for g, _ in series})
     held_out = {
         g
@@ -69,7 +75,7 @@ def plot_eval(
         for _, rs in curves
         if rs[-1].get("split") == "held_out"
     }
-    panels = len(gnames) + len(gaps)
+    panels = len(gnames) + len(gaps) + len(walks)
     fig, axes = plt.subplots(panels, 2, figsize=(11, 3.6 * panels), squeeze=False)
     for i, game in enumerate(gnames):
         per_point = 0
@@ -117,6 +123,8 @@ def plot_eval(
             ax.legend(loc="lower right", fontsize="small" if not single else None)
     for i, game in enumerate(sorted(gaps), start=len(gnames)):
         _plot_exploitability(axes[i], game, gaps[game], single)
+    for i, game in enumerate(sorted(walks), start=len(gnames) + len(gaps)):
+        _plot_blunders(axes[i], game, walks[game], single)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -147,4 +155,28 @@ def _plot_exploitability(
         ax.set_ylabel(key.replace("_", " "))
         ax.grid(alpha=0.3, which="both")
         ax.set_title(f"{game}: {key.replace('_', ' ')} of the policy (exact)")
+        ax.legend(loc="upper right", fontsize="small" if not single else None)
+
+
+def _plot_blunders(axes, game: str, curves: list[tuple[str, list[dict]]], single: bool) -> None:
+    """Positions with a value-losing move, per seat, over every position the policy reaches
+    against any opponent (`evaluation.perfect_play`), against step and minutes."""
+    for label, rs in curves:
+        for seat in sorted({r["seat"] for r in rs}):
+            seat_rows = [r for r in rs if r["seat"] == seat]
+            name = f"seat {seat}" if single else f"{label} seat {seat}"
+            for ax, x_key in zip(axes, ("step", "minutes")):
+                ax.plot(
+                    [r[x_key] for r in seat_rows],
+                    [r["blunders"] for r in seat_rows],
+                    marker="o",
+                    ms=3 if single else 2,
+                    label=name,
+                )
+    for ax, x_key in zip(axes, ("step", "minutes")):
+        ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
+        ax.set_ylabel("positions with a blunder")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{game}: value-losing moves where the policy reaches (exact)")
         ax.legend(loc="upper right", fontsize="small" if not single else None)

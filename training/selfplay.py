@@ -29,7 +29,9 @@ from a league, and is updated on turn-level advantages::
                              becomes <run>/best once a checkpoint covers it (`settle_best`);
                              with eval.exploitability the exact exploitability of the policy
                              on each training game (`exploitability_rows`) -> eval.jsonl,
-                             TensorBoard (eval/<game>/exploitability), the curve
+                             TensorBoard (eval/<game>/exploitability), the curve; with
+                             eval.perfect_play each seat's tree walk (`perfect_play_rows`:
+                             blunders where the policy reaches, loss to a perfect adversary)
         every league.snapshot_every   a snapshot of the policy joins the league
         every checkpoint_every        an atomic checkpoint (weights, optimizer, RNGs, step,
                                       league, estimator state, restart positions) -> `--resume`
@@ -105,8 +107,10 @@ from core.machine import announce_threads, resolve_device, set_threads
 from core.overrides import merge, parse_overrides
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_json_lines
+from evaluation.exact_vs_random import PolicyTable
 from evaluation.exploitability import exploitability
 from evaluation.metrics import summary
+from evaluation.perfect_play import perfect_play
 from evaluation.run import evaluate as play_and_score
 from evaluation.suites import plans
 from tournaments.run import stored_ratings
@@ -315,6 +319,53 @@ def exploitability_rows(cfg: TrainConfig, backend, step: int) -> list[dict]:
     return rows
 
 
+def perfect_play_rows(cfg: TrainConfig, backend, step: int) -> list[dict]:
+    """Each seat's tree walk of the policy at the evaluation temperature (greedy by default:
+    what `python -m evaluation.perfect_play llm:RUN` scores) on each training game, one
+    eval.jsonl row per (game, seat) (kind "perfect_play"); none without `eval.perfect_play`.
+
+    Args:
+        cfg: the run's config.
+        backend: the rollout backend holding the current weights.
+        step: the evaluation point's step.
+
+    Returns:
+        Rows {"step", "split", "kind", "game", "seat", "positions", "blunders", "blunder_mass",
+        "adversary_return", "adversary_loss", "seconds"}.
+    """
+    if not cfg.eval.perfect_play:
+        return []
+    agent_cfg = replace(cfg.agent, seed=cfg.eval.seed, temperature=cfg.eval.temperature)
+    policy = LLMAgent(POLICY, backend, agent_cfg)
+    rows, seen = [], set()
+    for g in cfg.games:
+        key = (g.name, json.dumps(g.params, sort_keys=True))
+        if key in seen:
+            continue
+        seen.add(key)
+        t0 = time.perf_counter()
+        table = PolicyTable(policy, g.name, g.params)
+        walked = [perfect_play(table, seat) for seat in (0, 1)]
+        seconds = time.perf_counter() - t0
+        for r in walked:
+            rows.append(
+                {
+                    "step": step,
+                    "split": "train",
+                    "kind": "perfect_play",
+                    "game": g.name,
+                    "seat": r.seat,
+                    "positions": r.positions,
+                    "blunders": r.blunders,
+                    "blunder_mass": r.blunder_mass,
+                    "adversary_return": r.adversary_return,
+                    "adversary_loss": r.adversary_loss,
+                    "seconds": seconds,
+                }
+            )
+    return rows
+
+
 def _append(path: Path, row: dict) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
@@ -467,6 +518,12 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
     for r in ev:
         if r.get("kind") == "exploitability":
             parts.append(f"| {r['game']} {_gap(r)}")
+            continue
+        if r.get("kind") == "perfect_play":
+            parts.append(
+                f"| {r['game']} seat {r['seat']}: blunders {r['blunders']}/{r['positions']}, "
+                f"loses to perfect play {r['adversary_loss']:.2f}"
+            )
             continue
         held = " (held out)" if r.get("split") == "held_out" else ""
         parts.append(
@@ -676,6 +733,14 @@ def train(
             _append(run_dir / "eval.jsonl", r)
             kind = "nash_conv" if r["exploitability"] is None else "exploitability"
             writer.add_scalar(f"eval/{r['game']}/{kind}", r[kind], step)
+            rows.append(r)
+        for r in perfect_play_rows(cfg, backend, step):
+            r.update(minutes=elapsed / 60, train_games=games_played)
+            _append(run_dir / "eval.jsonl", r)
+            writer.add_scalar(f"eval/{r['game']}/blunders_seat{r['seat']}", r["blunders"], step)
+            writer.add_scalar(
+                f"eval/{r['game']}/adversary_loss_seat{r['seat']}", r["adversary_loss"], step
+            )
             rows.append(r)
         if score >= 0:
             writer.add_scalar("eval/selection_score", score, step)
