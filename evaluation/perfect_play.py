@@ -85,8 +85,21 @@ def reachable(table: PolicyTable, seat: int) -> dict[tuple, object]:
     return found
 
 
-def _adversary(table: PolicyTable, seat: int, state, memo: dict) -> tuple[float, float]:
-    """(expected return, P(loss)) of the agent in `seat` from `state` against a best response."""
+def adversary_value(table: PolicyTable, seat: int, state, memo: dict) -> tuple[float, float]:
+    """(expected return, P(loss)) of the agent in `seat` from `state` against a best response:
+    at its own turns the agent plays `table`'s distribution (filled for every position its
+    policy reaches from `state`, e.g. by `reachable`), at the other's the adversary takes the
+    lowest return, then the likeliest loss.
+
+    Args:
+        table: the agent's move distributions.
+        seat: the agent's seat.
+        state: a pyspiel state.
+        memo: position key -> value, shared between calls on the same table.
+
+    Returns:
+        The agent's expected return and its probability of losing.
+    """
     if state.is_terminal():
         r = state.returns()[seat]
         return r, float(r < 0)
@@ -97,12 +110,12 @@ def _adversary(table: PolicyTable, seat: int, state, memo: dict) -> tuple[float,
         ret = loss = 0.0
         for a, q in table(state).items():
             if q > 0:
-                r, lo = _adversary(table, seat, state.child(a), memo)
+                r, lo = adversary_value(table, seat, state.child(a), memo)
                 ret, loss = ret + q * r, loss + q * lo
         out = (ret, loss)
     else:  # the adversary: lowest return for the agent, then the likeliest loss
         out = min(
-            (_adversary(table, seat, state.child(a), memo) for a in state.legal_actions()),
+            (adversary_value(table, seat, state.child(a), memo) for a in state.legal_actions()),
             key=lambda v: (v[0], -v[1]),
         )
     memo[key] = out
@@ -138,7 +151,7 @@ def perfect_play(table: PolicyTable, seat: int, examples: int = 5) -> PerfectPla
             if len(shown) < examples:
                 board = str(state).replace("\n", "/")
                 shown.append(f"{board} | {','.join(map(str, sorted(bad)))}")
-    ret, loss = _adversary(table, seat, table.game.new_initial_state(), {})
+    ret, loss = adversary_value(table, seat, table.game.new_initial_state(), {})
     name = getattr(table.agent, "name", "agent")
     return PerfectPlayRow(
         name, table.game_name, seat, len(positions), blunders, mass, ret, loss, shown

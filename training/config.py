@@ -41,6 +41,7 @@ from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from tournaments.formats import format_options
 from tournaments.run import stored_ratings
 from training.advantages import ESTIMATORS, AdvantageConfig
+from training.exploiter import exploiter_every
 from training.full_width import FullWidthConfig
 from training.league import WEIGHTINGS, tournament_names
 from training.learner import BF16_ROUNDINGS, LearnerConfig
@@ -606,7 +607,14 @@ def _validate(cfg: TrainConfig) -> None:
     if len(set(lg.bots)) < len(lg.bots):
         raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
     for spec in lg.bots:
-        _check_spec(spec, "league.bots")
+        try:
+            every = exploiter_every(spec)
+        except ValueError as e:
+            raise ValueError(f"league.bots: {e}") from None
+        if every is None:
+            _check_spec(spec, "league.bots")
+        else:
+            _check_exploiter(cfg)
     _check_league_ratings(lg)
     opp = cfg.eval.opponents
     names = {g.name for g in cfg.games}
@@ -809,6 +817,27 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
                 raise ValueError(
                     f"backend_kwargs: unknown option {k!r} for the transformers backend{_did_you_mean(k, known)} (known: {', '.join(known)})"
                 )
+
+
+def _check_exploiter(cfg: TrainConfig) -> None:
+    """`training.exploiter`'s needs: solvable training games, one setting each, local rollouts,
+    no league tournament."""
+    seen: dict[str, dict] = {}
+    for g in cfg.games:
+        if not solvable(g.name, g.params):
+            raise ValueError(
+                f"league.bots: the exploiter plays games the solver searches to the end (tic-tac-toe); {g.name} is not one"
+            )
+        if seen.setdefault(g.name, g.params) != g.params:
+            raise ValueError(
+                f"league.bots: the exploiter needs one parameter setting per game; {g.name} has two"
+            )
+    if cfg.ray.address:
+        raise ValueError("league.bots: the exploiter plays in local rollouts; remove ray.address")
+    if cfg.league.tournament.every:
+        raise ValueError(
+            "league.bots: a league tournament cannot rate the exploiter; set league.tournament.every: 0"
+        )
 
 
 def _check_spec(spec: Any, where: str) -> None:

@@ -33,6 +33,7 @@ from training.config import (  # noqa: F401 (SELF, parse_config: the loop's call
     load_config,
     parse_config,
 )
+from training.exploiter import Exploiter, exploiter_every
 from training.league import League
 from training.learner import Learner
 from training.restarts import Position, RestartBuffer
@@ -59,7 +60,12 @@ class Opponents:
     def agent(self, name: str, spec: str, kind: str, seed: int):
         if kind == "bot":
             if name not in self._bots:
-                self._bots[name] = make_agent(spec, name)
+                every = exploiter_every(spec)
+                self._bots[name] = (
+                    make_agent(spec, name)
+                    if every is None
+                    else Exploiter([(g.name, g.params) for g in self.cfg.games], every, name)
+                )
             return self._bots[name]
         return LLMAgent(
             name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed)
@@ -297,10 +303,15 @@ def step_lineup(
 def step_agents(
     cfg: TrainConfig, backend, opponents: Opponents, lineup: list[tuple[str, str, str, int]]
 ) -> dict[str, Any]:
-    """Agents by name for a `step_lineup`: the policy samples from `backend`."""
-    return {
+    """Agents by name for a `step_lineup`: the policy samples from `backend`; an exploiter
+    (`training.exploiter`) walks the policy's greedy play when its refresh is due."""
+    agents = {
         name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed))
         if kind == "policy"
         else opponents.agent(name, spec, kind, seed)
         for name, spec, kind, seed in lineup
     }
+    for agent in agents.values():
+        if isinstance(agent, Exploiter):
+            agent.refresh(LLMAgent(POLICY, backend, replace(cfg.agent, temperature=0.0)))
+    return agents
