@@ -59,6 +59,25 @@ def test_table_counts_seeds_over_the_bar_and_the_median(tmp_path):
     assert json.loads((tmp_path / "fig.json").read_text()) == rows
 
 
+def test_table_counts_the_seeds_that_play_perfectly_in_both_seats(tmp_path):
+    perfect = {
+        "positions": [103, 568],
+        "blunders": [0, 0],
+        "adversary_loss": [0.0, 0.0],
+        "perfect": True,
+    }
+    flawed = {
+        "positions": [99, 540],
+        "blunders": [0, 3],
+        "adversary_loss": [0.0, 1.0],
+        "perfect": False,
+    }
+    rows = [{**_row(10, 0.99), "perfect_play": perfect}, {**_row(11, 0.98), "perfect_play": flawed}]
+    text = write_table(rows, tmp_path / "sweep.md", "t")
+    assert "| 0/103, 0/568 | 0.00, 0.00 |" in text and "| 0/99, 3/540 | 0.00, 1.00 |" in text
+    assert "perfect adversary, both seats): 1 of 2 seeds" in text
+
+
 def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or_missing_folder(
     tmp_path, capsys
 ):

@@ -14,7 +14,10 @@
    training game against random, both seats alternating, on evaluation seed
    `--eval-seed` (none of the training run's evaluation seeds): W/D/L, non-losing rate
    with its Wilson 95% CI, per seat; for tic-tac-toe also the exact non-losing rate
-   (`evaluation.exact_vs_random`: every random line walked); `--parallel` seeds scored at a
+   (`evaluation.exact_vs_random`: every random line walked) and perfect play
+   (`evaluation.perfect_play`: per seat, the positions the greedy policy reaches against any
+   opponent, those with a value-losing move, the loss rate against a perfect adversary);
+   `--parallel` seeds scored at a
    time, each process with the runs' thread count.
 3. OUT/sweep.md (a Markdown table: seed, minutes, result, CI, per seat, exact) and
    OUT/sweep.json, and with `--figure` a dot-and-CI plot of every seed with the median (its
@@ -157,9 +160,19 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
         )
         if g["name"] == "tic_tac_toe":
             from evaluation.exact_vs_random import PolicyTable, exact_vs_random
+            from evaluation.perfect_play import perfect_play
 
-            x, o = exact_vs_random(PolicyTable(agent, g["name"], spec.params))
+            table = PolicyTable(agent, g["name"], spec.params)
+            x, o = exact_vs_random(table)
             row["exact"] = (x.non_losing + o.non_losing) / 2
+            walks = [perfect_play(table, seat) for seat in (0, 1)]
+            row["perfect_play"] = {
+                "positions": [w.positions for w in walks],
+                "blunders": [w.blunders for w in walks],
+                "adversary_loss": [w.adversary_loss for w in walks],
+                "perfect": all(w.perfect and w.adversary_loss == 0 for w in walks),
+                "examples": [w.examples for w in walks],
+            }
     return row
 
 
@@ -207,21 +220,34 @@ def write_table(rows: list[dict], path: Path, title: str) -> str:
     lines = [
         f"{title}",
         "",
-        "| seed | steps | minutes | W / D / L | non-losing [95% CI] | X | O | exact |",
-        "|---|---|---|---|---|---|---|---|",
+        "| seed | steps | minutes | W / D / L | non-losing [95% CI] | X | O | exact | blunders X, O (positions) | loses to perfect play X, O |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         seats = [f"{v:.3f}" for _, v in sorted(r["by_seat"].items())]
         exact = f"{r['exact']:.3f}" if "exact" in r else ""
+        pp = r.get("perfect_play")
+        walk = (
+            f"{pp['blunders'][0]}/{pp['positions'][0]}, {pp['blunders'][1]}/{pp['positions'][1]} | "
+            f"{pp['adversary_loss'][0]:.2f}, {pp['adversary_loss'][1]:.2f}"
+            if pp
+            else " | "
+        )
         lines.append(
             f"| {r['seed']} | {r['step']} | {r['minutes']:.1f} | {r['wins']} / {r['draws']} / {r['losses']} | "
-            f"{r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | {' | '.join(seats)} | {exact} |"
+            f"{r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | {' | '.join(seats)} | {exact} | {walk} |"
         )
     nl = np.array([r["non_losing"] for r in rows])
     lines += [
         "",
         f"median {np.median(nl):.3f}; >= 0.90 for {int((nl >= 0.90).sum())} of {len(nl)} seeds",
     ]
+    walked = [r["perfect_play"] for r in rows if "perfect_play" in r]
+    if walked:
+        lines.append(
+            f"perfect play (no value-losing move where the greedy policy reaches, never loses to a "
+            f"perfect adversary, both seats): {sum(w['perfect'] for w in walked)} of {len(walked)} seeds"
+        )
     text = "\n".join(lines) + "\n"
     path.write_text(text)
     return text
