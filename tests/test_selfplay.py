@@ -707,6 +707,20 @@ def test_plan_step_branch_groups_pairs_on_one_deal():
 # --- the loop ---------------------------------------------------------------------------------
 
 
+def one_step_with_evaluations(tmp_path, evaluation: dict):
+    """A one-step fp32 run evaluated before and after its step: its config and eval.jsonl rows."""
+    cfg = tiny(
+        tmp_path,
+        steps=1,
+        learner={"lr": 3e-3, "precision": "float32"},
+        league={"snapshot_every": 0},
+        eval={"every": 1, **evaluation},
+    )
+    train(cfg, console=quiet())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
+    return cfg, rows
+
+
 def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_games(tmp_path):
     """Every evaluation point reports the training and the held-out games, with the very numbers
     `evaluation.run.evaluate` gives on the same matches; the selection score is its own matches'."""
@@ -718,15 +732,9 @@ def test_periodic_evaluation_is_the_evaluation_module_on_train_and_held_out_game
     from training.learner import Learner
 
     held_out = [{"name": "connect_four", "opponents": ["random"]}]
-    cfg = tiny(
-        tmp_path,
-        steps=1,
-        learner={"lr": 3e-3, "precision": "float32"},
-        league={"snapshot_every": 0},
-        eval={"every": 1, "games": 8, "select_games": 6, "held_out": held_out},
+    cfg, rows = one_step_with_evaluations(
+        tmp_path, {"games": 8, "select_games": 6, "held_out": held_out}
     )
-    train(cfg, console=quiet())
-    rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
     assert [(r["step"], r["split"], r["game"]) for r in rows] == [
         (s, split, g)
         for s in (0, 1)
@@ -773,15 +781,9 @@ def test_perfect_play_rows_are_the_tree_walk_of_the_greedy_policy_at_each_evalua
     from evaluation.perfect_play import perfect_play
     from training.learner import Learner
 
-    cfg = tiny(
-        tmp_path,
-        steps=1,
-        learner={"lr": 3e-3, "precision": "float32"},
-        league={"snapshot_every": 0},
-        eval={"every": 1, "games": 4, "select_games": 2, "perfect_play": True},
+    cfg, rows = one_step_with_evaluations(
+        tmp_path, {"games": 4, "select_games": 2, "perfect_play": True}
     )
-    train(cfg, console=quiet())
-    rows = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
     walks = [r for r in rows if r.get("kind") == "perfect_play"]
     assert [(r["step"], r["seat"]) for r in walks] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     model, tokenizer = load_policy(cfg.model, dtype="float32")  # the untrained step-0 policy

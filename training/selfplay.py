@@ -279,6 +279,17 @@ def evaluate(cfg: TrainConfig, backend, step: int) -> tuple[list[dict], float]:
     return rows, score
 
 
+def distinct_games(cfg: TrainConfig) -> list:
+    """The training games, each (name, params) once."""
+    out, seen = [], set()
+    for g in cfg.games:
+        key = (g.name, json.dumps(g.params, sort_keys=True))
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
 def exploitability_rows(cfg: TrainConfig, backend, step: int) -> list[dict]:
     """The exact exploitability of the policy as it plays in training (`cfg.agent`, at its
     sampling temperature: what `arena eval --agent llm:RUN --exploitability` scores) on each
@@ -296,12 +307,8 @@ def exploitability_rows(cfg: TrainConfig, backend, step: int) -> list[dict]:
     if not cfg.eval.exploitability:
         return []
     policy = LLMAgent(POLICY, backend, replace(cfg.agent, seed=cfg.eval.seed))
-    rows, seen = [], set()
-    for g in cfg.games:
-        key = (g.name, json.dumps(g.params, sort_keys=True))
-        if key in seen:
-            continue
-        seen.add(key)
+    rows = []
+    for g in distinct_games(cfg):
         r = exploitability(policy, g.name, g.params, seed=cfg.eval.seed, name=POLICY)
         rows.append(
             {
@@ -337,12 +344,8 @@ def perfect_play_rows(cfg: TrainConfig, backend, step: int) -> list[dict]:
         return []
     agent_cfg = replace(cfg.agent, seed=cfg.eval.seed, temperature=cfg.eval.temperature)
     policy = LLMAgent(POLICY, backend, agent_cfg)
-    rows, seen = [], set()
-    for g in cfg.games:
-        key = (g.name, json.dumps(g.params, sort_keys=True))
-        if key in seen:
-            continue
-        seen.add(key)
+    rows = []
+    for g in distinct_games(cfg):
         t0 = time.perf_counter()
         table = PolicyTable(policy, g.name, g.params)
         walked = [perfect_play(table, seat) for seat in (0, 1)]
