@@ -959,7 +959,7 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-@pytest.mark.parametrize("variant", ["mars", "critic", "restarts", "stochastic"])
+@pytest.mark.parametrize("variant", ["mars", "critic", "restarts", "stochastic", "exploiter"])
 def test_resume_continues_exactly(tmp_path, variant):
     """4 steps straight == 2 steps, then --resume for 2 more (league: self-play, random, snapshots)."""
     over = {"steps": 4, "checkpoint_every": 2, "eval": {"every": 0}}
@@ -976,6 +976,8 @@ def test_resume_continues_exactly(tmp_path, variant):
         variant == "stochastic"
     ):  # the bf16 copy is rounded from the loaded masters as the straight run rounded it
         over.update(learner={"lr": 3e-3, "precision": "bfloat16", "bf16_rounding": "stochastic"})
+    if variant == "exploiter":  # it walks the policy at steps 1 and 3, also in the resumed run
+        over.update(league={**TINY["league"], "bots": ["random", "exploiter:2"]})
     train(tiny(tmp_path, "straight", **over), console=quiet())
     train(tiny(tmp_path, "split", **{**over, "steps": 2}), console=quiet())
     with pytest.raises(ValueError, match="pass --resume"):

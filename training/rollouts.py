@@ -71,6 +71,14 @@ class Opponents:
             name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed)
         )
 
+    def refresh_exploiters(self, league: League, backend, step: int) -> None:
+        """Each exploiter of the league (`training.exploiter`) walks the greedy play of the
+        policy in `backend` when its walk is due at `step`, whether or not it plays this step."""
+        for o in league.opponents:
+            if o.kind == "bot" and exploiter_every(o.spec) is not None:
+                greedy = LLMAgent(POLICY, backend, replace(self.cfg.agent, temperature=0.0))
+                self.agent(o.name, o.spec, o.kind, 0).refresh(greedy, step)
+
     def forget(self, keep: set[str]) -> None:
         """Drop the snapshots (by file) that left the league."""
         for path in [p for p in self._weights if p not in keep]:
@@ -303,15 +311,10 @@ def step_lineup(
 def step_agents(
     cfg: TrainConfig, backend, opponents: Opponents, lineup: list[tuple[str, str, str, int]]
 ) -> dict[str, Any]:
-    """Agents by name for a `step_lineup`: the policy samples from `backend`; an exploiter
-    (`training.exploiter`) walks the policy's greedy play when its refresh is due."""
-    agents = {
+    """Agents by name for a `step_lineup`: the policy samples from `backend`."""
+    return {
         name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed))
         if kind == "policy"
         else opponents.agent(name, spec, kind, seed)
         for name, spec, kind, seed in lineup
     }
-    for agent in agents.values():
-        if isinstance(agent, Exploiter):
-            agent.refresh(LLMAgent(POLICY, backend, replace(cfg.agent, temperature=0.0)))
-    return agents

@@ -795,6 +795,7 @@ def train(
             # 1. matches: self-play pairs and PFSP-drawn league opponents
             if rollouts is None:
                 planned = plan_step(cfg, league, rng, step, restarts)
+                opponents.refresh_exploiters(league, backend, step)
                 agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
                 with Progress(
                     total=len(planned), desc=f"step {step} rollout", leave=False
