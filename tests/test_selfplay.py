@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1540,6 +1541,25 @@ def test_arena_train_cli(tmp_path, capsys):
     assert cli_main(["train", str(path)]) == 2
     err = capsys.readouterr().err
     assert "learner.lr must be float" in err and err.count("\n") == 1
+
+
+def test_arena_train_ends_with_the_perfect_play_walk_of_each_seat(tmp_path, capsys):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "run_dir": str(tmp_path / "run")}))
+    assert (
+        cli_main(
+            ["train", str(path), "--steps", "1", "--set", "eval.every=1"]
+            + ["--set", "eval.perfect_play=true"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    for seat in (0, 1):
+        assert re.search(
+            rf"final tic_tac_toe seat {seat}: blunders \d+/\d+, loses to perfect play [01]\.\d\d",
+            out,
+        )
+    assert "final eval tic_tac_toe vs random" in out
 
 
 def test_a_resume_keeps_the_lr_schedules_horizon_and_says_where_it_stops(

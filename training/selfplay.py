@@ -512,6 +512,14 @@ def _gap(row: dict) -> str:
     return f"exploitability {row['exploitability']:.4f}"
 
 
+def _walk(row: dict) -> str:
+    """A perfect-play row (`perfect_play_rows`) in words."""
+    return (
+        f"{row['game']} seat {row['seat']}: blunders {row['blunders']}/{row['positions']}, "
+        f"loses to perfect play {row['adversary_loss']:.2f}"
+    )
+
+
 def _console_line(step: int, m: dict, ev: list[dict]) -> str:
     """A step's console line: its metrics `m` (none before the first step) and evaluation rows."""
     if not m:
@@ -523,10 +531,7 @@ def _console_line(step: int, m: dict, ev: list[dict]) -> str:
             parts.append(f"| {r['game']} {_gap(r)}")
             continue
         if r.get("kind") == "perfect_play":
-            parts.append(
-                f"| {r['game']} seat {r['seat']}: blunders {r['blunders']}/{r['positions']}, "
-                f"loses to perfect play {r['adversary_loss']:.2f}"
-            )
+            parts.append(f"| {_walk(r)}")
             continue
         held = " (held out)" if r.get("split") == "held_out" else ""
         parts.append(
@@ -1000,6 +1005,9 @@ def main(args: argparse.Namespace) -> None:
     for r in result["eval"]:
         if r.get("kind") == "exploitability":
             print(f"final {r['game']}: {_gap(r)}")
+            continue
+        if r.get("kind") == "perfect_play":
+            print(f"final {_walk(r)}")
             continue
         held = " (held out)" if r.get("split") == "held_out" else ""
         print(
