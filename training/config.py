@@ -642,11 +642,7 @@ def _validate(cfg: TrainConfig) -> None:
                     f"eval.exploitability needs OpenSpiel games; {g.name} is native (it has no game tree to walk)"
                 )
     if cfg.eval.perfect_play:
-        for g in cfg.games:
-            if not solvable(g.name, g.params):
-                raise ValueError(
-                    f"eval.perfect_play needs games the solver searches to the end (tic-tac-toe); {g.name} is not one"
-                )
+        _check_solvable(cfg, "eval.perfect_play needs")
     if cfg.eval.select_seed == cfg.eval.seed:
         raise ValueError(
             f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
@@ -819,15 +815,21 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
                 )
 
 
-def _check_exploiter(cfg: TrainConfig) -> None:
-    """`training.exploiter`'s needs: solvable training games, one setting each, local rollouts,
-    no league tournament."""
-    seen: dict[str, dict] = {}
+def _check_solvable(cfg: TrainConfig, who: str) -> None:
+    """Every training game is one the solver searches to the end (`evaluation.blunders.solvable`)."""
     for g in cfg.games:
         if not solvable(g.name, g.params):
             raise ValueError(
-                f"league.bots: the exploiter plays games the solver searches to the end (tic-tac-toe); {g.name} is not one"
+                f"{who} games the solver searches to the end (tic-tac-toe); {g.name} is not one"
             )
+
+
+def _check_exploiter(cfg: TrainConfig) -> None:
+    """`training.exploiter`'s needs: solvable training games, one setting each, local rollouts,
+    no league tournament."""
+    _check_solvable(cfg, "league.bots: the exploiter plays")
+    seen: dict[str, dict] = {}
+    for g in cfg.games:
         if seen.setdefault(g.name, g.params) != g.params:
             raise ValueError(
                 f"league.bots: the exploiter needs one parameter setting per game; {g.name} has two"
