@@ -13,7 +13,7 @@ from open_spiel.python import policy as os_policy
 from agents import make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
-from training.full_width import action_values, mmd_target
+from training.full_width import PositionTree, action_values, mmd_target
 from training.learner import Learner, LearnerConfig, Sequence
 from training.selfplay import parse_config, train
 
@@ -153,20 +153,17 @@ def test_full_width_self_play_drives_kuhn_exploitability_down(tmp_path):
     assert scored.exploitability < 0.1
 
 
-def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path):
-    """The magnet and the last targets live in the checkpoint: 6 steps in one go and 3 + 3 with a
-    resume end with the same weights and log the same exploitability at every step."""
-    one = full_width_config(
-        tmp_path / "one", steps=6, checkpoint_every=3, full_width={"magnet_every": 2}
-    )
+@pytest.mark.parametrize("minibatches", [1, 3])
+def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path, minibatches):
+    """The magnet and the last targets live in the checkpoint, and the split into minibatches
+    is drawn from the seed and the step: 6 steps in one go and 3 + 3 with a resume end with the
+    same weights and log the same exploitability at every step."""
+    fw = {"magnet_every": 2, "minibatches": minibatches}
+    one = full_width_config(tmp_path / "one", steps=6, checkpoint_every=3, full_width=fw)
     train(one)
-    two = full_width_config(
-        tmp_path / "two", steps=3, checkpoint_every=3, full_width={"magnet_every": 2}
-    )
+    two = full_width_config(tmp_path / "two", steps=3, checkpoint_every=3, full_width=fw)
     train(two)
-    two = full_width_config(
-        tmp_path / "two", steps=6, checkpoint_every=3, full_width={"magnet_every": 2}
-    )
+    two = full_width_config(tmp_path / "two", steps=6, checkpoint_every=3, full_width=fw)
     train(two, resume=True)
     read = lambda run: [
         json.loads(x)["exploitability"] for x in (run / "metrics.jsonl").read_text().splitlines()
@@ -192,8 +189,106 @@ def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path):
         ({"epochs": 2}, "set full_width.fit_steps instead"),
         ({"full_width": {"max_states": 10}}, "kuhn_poker has more than 10 information states"),
         ({"full_width": {"eta": 0.0}}, "full_width: eta must be > 0, got 0.0"),
+        ({"full_width": {"key": "board"}}, "key must be info_state or position, got 'board'"),
+        ({"full_width": {"minibatches": 0}}, "minibatches must be >= 1, got 0"),
+        (
+            {"full_width": {"key": "position"}},
+            "key: position needs a sequential, deterministic, perfect-information game; kuhn_poker",
+        ),
     ],
 )
 def test_configs_full_width_cannot_serve_are_refused(tmp_path, extra, message):
     with pytest.raises(ValueError, match=message):
         full_width_config(tmp_path / "r", **extra)
+
+
+def _history_values(state, pi_of, player_br=None):
+    """Expected returns from `state` by plain recursion over move histories (no table of
+    positions): every player samples `pi_of(state)`, except `player_br`, who takes its best move."""
+    if state.is_terminal():
+        return np.array(state.returns())
+    results = {a: _history_values(state.child(a), pi_of, player_br) for a in state.legal_actions()}
+    if state.current_player() == player_br:
+        return max(results.values(), key=lambda r: r[player_br])
+    probs = pi_of(state)
+    return sum(probs[a] * r for a, r in results.items())
+
+
+def _tic_tac_toe_after(moves):
+    state = pyspiel.load_game("tic_tac_toe").new_initial_state()
+    for a in moves:
+        state.apply_action(a)
+    return state
+
+
+def test_position_tree_has_tic_tac_toes_positions_and_random_plays_value():
+    """Tic-tac-toe has 4,520 non-terminal positions (549,946 move histories); under uniformly
+    random play X wins 58.49% and O 28.81% of games, so each move's values at the start average
+    to X's expected return 0.2968."""
+    tree = PositionTree(pyspiel.load_game("tic_tac_toe"), 5000)
+    assert len(tree.states) == 4520
+    uniform = tree.legal / tree.legal.sum(axis=1, keepdims=True)
+    q = tree.action_values(uniform)
+    assert q[0].sum() / 9 == pytest.approx(0.5849 - 0.2881, abs=1e-3)
+    assert tree.start_values == pytest.approx([0.2968, -0.2968], abs=1e-3)
+
+
+def test_position_values_and_nash_conv_match_a_walk_over_move_histories():
+    """A random position-keyed policy: the tree's move values at a mid-game position, and the
+    gain of each player's best response, equal a plain recursion over every move history."""
+    tree = PositionTree(pyspiel.load_game("tic_tac_toe"), 5000)
+    rng = np.random.default_rng(3)
+    pi = np.where(tree.legal, rng.random(tree.legal.shape), 0.0)
+    pi /= pi.sum(axis=1, keepdims=True)
+    rows = {(s.current_player(), str(s)): r for r, s in enumerate(tree.states)}
+    pi_of = lambda s: pi[rows[(s.current_player(), str(s))]]  # noqa: E731
+    mid = _tic_tac_toe_after([4, 0, 8])  # O to move
+    q = tree.action_values(pi)[rows[(1, str(mid))]]
+    for a in mid.legal_actions():
+        assert q[a] == pytest.approx(_history_values(mid.child(a), pi_of)[1], abs=1e-12)
+    start = tree.states[0]
+    on_policy = _history_values(start, pi_of)
+    gain = sum(_history_values(start, pi_of, p)[p] - on_policy[p] for p in (0, 1))
+    assert tree.nash_conv(pi) == pytest.approx(gain, abs=1e-12)
+
+
+def test_blunders_count_the_positions_whose_likeliest_move_loses_value():
+    """The solver's policy (uniform over each position's best moves) has no blunder and zero
+    NashConv; moving all its mass at one position where O must block onto a corner that does
+    not block makes one blunder, with mass 1 / 4520."""
+    tree = PositionTree(pyspiel.load_game("tic_tac_toe"), 5000)
+    best = np.where(tree.legal, tree.solved, -np.inf)
+    perfect = (best == best.max(axis=1, keepdims=True)).astype(float)
+    perfect /= perfect.sum(axis=1, keepdims=True)
+    assert tree.blunders(perfect) == (0, 0.0)
+    assert tree.nash_conv(perfect) == pytest.approx(0.0, abs=1e-12)
+    row = next(
+        r for r, s in enumerate(tree.states) if str(s) == str(_tic_tac_toe_after([0, 4, 1]))
+    )  # X holds cells 0 and 1: O must take 2
+    assert tree.solved[row, 2] == 0.0 and tree.solved[row, 6] == -1.0
+    bad = perfect.copy()
+    bad[row] = 0.0
+    bad[row, 6] = 1.0
+    assert tree.blunders(bad) == (1, pytest.approx(1 / 4520))
+
+
+def test_a_position_keyed_tic_tac_toe_run_logs_blunders_over_every_position(tmp_path):
+    """full_width.key position on tic-tac-toe: one row per position (4,520, not the 294,778
+    information states), split into minibatches; each step logs the exact exploitability and
+    the count of positions whose likeliest move loses value."""
+    cfg = full_width_config(
+        tmp_path / "ttt",
+        steps=2,
+        games=[{"name": "tic_tac_toe", "params": {"board": "relative"}}],
+        agent={"system_prompt": "Tic-tac-toe."},
+        learner={"lr_schedule": "cosine"},
+        full_width={"key": "position", "fit_steps": 1, "minibatches": 3},
+        eval={"every": 0, "exploitability": False},
+    )
+    assert cfg.learner.total_steps == 2 * 3  # the cosine runs over every minibatch's step
+    train(cfg)
+    metrics = [
+        json.loads(line) for line in (tmp_path / "ttt" / "metrics.jsonl").read_text().splitlines()
+    ]
+    for m in metrics:
+        assert 0 < m["blunders"] <= 4520 and 0 < m["exploitability"] <= 1

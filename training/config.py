@@ -42,7 +42,7 @@ from tournaments.formats import format_options
 from tournaments.run import stored_ratings
 from training.advantages import ESTIMATORS, AdvantageConfig
 from training.exploiter import exploiter_every
-from training.full_width import FullWidthConfig
+from training.full_width import FullWidthConfig, PositionTree
 from training.league import WEIGHTINGS, tournament_names
 from training.learner import BF16_ROUNDINGS, LearnerConfig
 from training.loss import AGGREGATIONS
@@ -488,7 +488,9 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     cfg.advantage.learners = [POLICY]
     if cfg.learner.lr_schedule == "cosine" and cfg.learner.total_steps == 0:
         per_step = (
-            cfg.full_width.fit_steps if cfg.full_width.enabled else cfg.epochs * cfg.minibatches
+            cfg.full_width.fit_steps * cfg.full_width.minibatches
+            if cfg.full_width.enabled
+            else cfg.epochs * cfg.minibatches
         )
         cfg.learner.total_steps = cfg.steps * per_step
     return cfg
@@ -717,7 +719,10 @@ def _check_full_width(cfg: TrainConfig) -> None:
         if game is None:
             raise ValueError(f"full_width needs OpenSpiel games; games[{i}] {g.name} is native")
         try:  # a walk that stops at full_width.max_states: a game too large fails before the model loads
-            info_states(game, cfg.full_width.max_states)
+            if cfg.full_width.key == "position":
+                PositionTree(game, cfg.full_width.max_states)
+            else:
+                info_states(game, cfg.full_width.max_states)
         except ValueError as e:
             raise ValueError(f"full_width: games[{i}]: {e} (full_width.max_states)") from None
         if g.symmetries or g.restarts or g.opening:

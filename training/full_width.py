@@ -11,8 +11,8 @@ can be computed exactly instead. With `full_width.enabled` a training step plays
                    reaching I (the counterfactual reach of the other seat and chance; OpenSpiel's
                    `TreeWalkCalculator` walks the tree)
     target(.|I)  ~ exp((log pi + alpha eta log rho + eta q) / (1 + alpha eta))      (`mmd_target`)
-    fit            `fit_steps` learner steps on the cross-entropy -sum_a target(a|I) log pi(a|I)
-                   over every I (each move sequence's advantage is its target probability: at
+    fit            `fit_steps` passes of `minibatches` learner steps each on the cross-entropy
+                   -sum_a target(a|I) log pi(a|I) over every I (each move sequence's advantage is its target probability: at
                    ratio 1 the PPO gradient is the cross-entropy's)
     magnet         rho, a table of the policy's distributions, is replaced by the current policy
                    every `magnet_every` steps
@@ -25,13 +25,25 @@ quantal response equilibrium at temperature alpha; moving the magnet to the poli
 equilibrium towards a Nash equilibrium). The network represents the table: the learner fits
 the target through the very prompts and move strings the policy plays with.
 
+Perfect-information games have one information state per move history: tic-tac-toe has
+294,778 of them but 4,520 positions. With `full_width.key: position` the table has one row per
+position (`PositionTree`: keyed by the player to move and the state's string, the board), the
+policy being a function of the position as its prompt is, and q comes from one pass over the
+positions, children before parents (`PositionTree.action_values`). Each row is weighed
+equally, reached or not: the fit covers every position an opponent could lead to, which is
+what perfect play against any opponent asks.
+
 Config (`full_width:`; `FullWidthConfig`): `eta` (step size per unit of return), `magnet_coef`
-(alpha), `magnet_every`, `fit_steps`, `max_states`. Games: OpenSpiel games with information-state
-strings and at most `max_states` of them; constrained agent, pure self-play. Metrics per step:
-`nash_conv` (and `exploitability` for two-player zero-sum games) of the policy the step
-started from, exact; `target_kl` (mean KL(target || pi) over information states: how far the
-step asks the policy to move); `fit_kl` (the same KL of the previous step's target against
-the policy after its fit: what the network failed to follow).
+(alpha), `magnet_every`, `entropy_coef`, `fit_steps`, `max_states`, `key`. Games: OpenSpiel
+games with information-state strings and at most `max_states` of them (`key: position`:
+deterministic perfect-information games with at most `max_states` positions); constrained
+agent, pure self-play. Metrics per step: `nash_conv` (and `exploitability` for two-player
+zero-sum games) of the policy the step started from, exact; `target_kl` (mean KL(target || pi)
+over the table's rows: how far the step asks the policy to move); `fit_kl` (the same KL of the
+previous step's target against the policy after its fit: what the network failed to follow);
+with `key: position` in a two-player zero-sum game also `blunders` (positions, of all of them,
+whose most likely move lowers the game-theoretic value) and `blunder_mass` (the mean
+probability on value-losing moves).
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyspiel
 
 import games
 from evaluation.exploitability import info_states, turn_at, two_player_zero_sum
@@ -62,9 +75,15 @@ class FullWidthConfig:
     target, so a move the policy has written off comes back when it pays (a pretrained model's peaked
     distributions); the fixed point is then a quantal response equilibrium at temperature epsilon"""
     fit_steps: int = 1
-    """learner steps per training step on the cross-entropy to the step's target"""
+    """passes per training step over the rows, fitting the cross-entropy to the step's target"""
+    minibatches: int = 1
+    """learner steps per pass, each on a random share of the rows (a row's moves stay together): more
+    updates for the same compute where the table has thousands of rows"""
     max_states: int = 5000
-    """refuse a game with more information states than this"""
+    """refuse a game with more information states (positions, with key: position) than this"""
+    key: str = "info_state"
+    """the table's rows: info_state (OpenSpiel's information states) or position (one row per position of a
+    deterministic perfect-information game, whatever the moves that led there: tic-tac-toe's 4,520)"""
 
     def __post_init__(self):
         checks = (
@@ -73,11 +92,13 @@ class FullWidthConfig:
             ("magnet_every", self.magnet_every >= 0, ">= 0"),
             ("entropy_coef", self.entropy_coef >= 0, ">= 0"),
             ("fit_steps", self.fit_steps >= 1, ">= 1"),
+            ("minibatches", self.minibatches >= 1, ">= 1"),
             ("max_states", self.max_states >= 1, ">= 1"),
+            ("key", self.key in ("info_state", "position"), "info_state or position"),
         )
         for name, ok, what in checks:
             if not ok:
-                raise ValueError(f"{name} must be {what}, got {getattr(self, name)}")
+                raise ValueError(f"{name} must be {what}, got {getattr(self, name)!r}")
 
 
 def mmd_target(
@@ -127,6 +148,144 @@ def action_values(game, policy) -> np.ndarray:
     return q
 
 
+class PositionTree:
+    """Every decision position of a deterministic perfect-information game, one row each.
+
+    A position is keyed by the player to move and the state's string (tic-tac-toe's board), so
+    the move histories that lead to one board share its row. `children[r, a]` is the row the
+    move leads to, or -1 where it ends the game (`returns[r, a]` then holds the result) or is
+    illegal.
+
+    Args:
+        game: a pyspiel game, sequential, deterministic, with perfect information.
+        max_states: refuse a game with more positions than this (raises ValueError).
+    """
+
+    def __init__(self, game, max_states: int):
+        kind = game.get_type()
+        if not (
+            kind.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
+            and kind.chance_mode == pyspiel.GameType.ChanceMode.DETERMINISTIC
+            and kind.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        ):
+            raise ValueError(
+                f"key: position needs a sequential, deterministic, perfect-information game; {kind.short_name} is not"
+            )
+        self.game = game
+        self.states: list = []
+        index: dict[tuple[int, str], int] = {}
+        edges: list[list[tuple[int, object]]] = []
+        stack = [game.new_initial_state()]
+        index[self._key(stack[0])] = 0
+        self.states.append(stack[0])
+        edges.append([])
+        while stack:
+            state = stack.pop()
+            row = index[self._key(state)]
+            for a in state.legal_actions():
+                child = state.child(a)
+                if not child.is_terminal() and (k := self._key(child)) not in index:
+                    if len(index) >= max_states:
+                        raise ValueError(
+                            f"{kind.short_name} has more than {max_states} positions (raise max_states to try)"
+                        )
+                    index[k] = len(self.states)
+                    self.states.append(child)
+                    edges.append([])
+                    stack.append(child)
+                edges[row].append((a, child))
+        n, width, players = len(self.states), game.num_distinct_actions(), game.num_players()
+        self.player = np.array([s.current_player() for s in self.states])
+        self.legal = np.zeros((n, width), dtype=bool)
+        self.children = np.full((n, width), -1)
+        self.returns = np.zeros((n, width, players))
+        for row, moves in enumerate(edges):
+            for a, child in moves:
+                self.legal[row, a] = True
+                if child.is_terminal():
+                    self.returns[row, a] = child.returns()
+                else:
+                    self.children[row, a] = index[self._key(child)]
+        self.order = self._children_first(n)
+        self.zero_sum = two_player_zero_sum(game)
+        self.solved = self._values(None) if self.zero_sum else None
+
+    @staticmethod
+    def _key(state) -> tuple[int, str]:
+        return state.current_player(), str(state)
+
+    def _children_first(self, n: int) -> list[int]:
+        """The rows in an order where every row comes after the rows its moves lead to."""
+        order, done = [], np.zeros(n, dtype=bool)
+        for root in range(n):
+            stack = [(root, False)]
+            while stack:
+                row, expanded = stack.pop()
+                if done[row]:
+                    continue
+                if expanded:
+                    done[row] = True
+                    order.append(row)
+                    continue
+                stack.append((row, True))
+                stack += [(c, False) for c in self.children[row] if c >= 0 and not done[c]]
+        return order
+
+    def _values(self, pi: np.ndarray | None) -> np.ndarray:
+        """(S, A) each move's value for the player to move when every player plays `pi` from
+        there on (None: each plays the move best for itself, the game-theoretic values)."""
+        q = np.zeros(self.legal.shape)
+        value = np.zeros((len(self.states), self.returns.shape[2]))
+        for row in self.order:
+            legal = self.legal[row]
+            kids = self.children[row]
+            result = np.where((kids >= 0)[:, None], value[np.maximum(kids, 0)], self.returns[row])
+            q[row] = np.where(legal, result[:, self.player[row]], 0.0)
+            if pi is None:
+                best = np.flatnonzero(legal)[np.argmax(q[row][legal])]
+                value[row] = result[best]
+            else:
+                value[row] = np.where(legal, pi[row], 0.0) @ result
+        self.start_values = value[0]
+        return q
+
+    def action_values(self, pi: np.ndarray) -> np.ndarray:
+        """(S, A) the value of each move at each position, for the player to move, when every
+        player plays `pi` ((S, A) move probabilities) afterwards."""
+        return self._values(pi)
+
+    def nash_conv(self, pi: np.ndarray) -> float:
+        """Sum over players of what a best response against `pi` gains over `pi` itself, exact.
+
+        Each player's best response is a pass like `action_values` with that player taking its
+        best move at its positions and the others playing `pi`."""
+        self._values(pi)
+        on_policy = self.start_values.copy()
+        players = range(self.returns.shape[2])
+        return float(sum(self._best_response(pi, p) - on_policy[p] for p in players))
+
+    def _best_response(self, pi: np.ndarray, p: int) -> float:
+        value = np.zeros((len(self.states), self.returns.shape[2]))
+        for row in self.order:
+            legal, kids = self.legal[row], self.children[row]
+            result = np.where((kids >= 0)[:, None], value[np.maximum(kids, 0)], self.returns[row])
+            if self.player[row] == p:
+                best = np.flatnonzero(legal)[np.argmax(result[legal, p])]
+                value[row] = result[best]
+            else:
+                value[row] = np.where(legal, pi[row], 0.0) @ result
+        return float(value[0, p])
+
+    def blunders(self, pi: np.ndarray) -> tuple[int, float]:
+        """(positions whose most likely move under `pi` lowers the game-theoretic value, mean
+        probability on value-losing moves over all positions); two-player zero-sum games."""
+        best = np.where(self.legal, self.solved, -np.inf).max(axis=1, keepdims=True)
+        losing = self.legal & (self.solved < best - 1e-9)
+        greedy = np.argmax(np.where(self.legal, pi, -1.0), axis=1)
+        count = int(losing[np.arange(len(greedy)), greedy].sum())
+        return count, float(np.where(losing, pi, 0.0).sum(axis=1).mean())
+
+
 def _kl(p: np.ndarray, logq: np.ndarray, legal: np.ndarray) -> float:
     """Mean over states of KL(p || q) over the legal moves."""
     logp = np.log(np.where(legal & (p > 0), p, 1.0))
@@ -134,20 +293,29 @@ def _kl(p: np.ndarray, logq: np.ndarray, legal: np.ndarray) -> float:
 
 
 class _Table:
-    """One game's information states, their move sequences and the magnet."""
+    """One game's rows (information states, or positions with `key: position`), their move
+    sequences and the magnet."""
 
-    def __init__(self, name: str, params: dict, agent, tokenizer, max_states: int):
+    def __init__(self, name: str, params: dict, agent, tokenizer, max_states: int, key: str):
         env = games.make(name, **params)
         self.name, self.game = name, getattr(env, "game", None)
         if self.game is None:
             raise ValueError(f"full_width needs an OpenSpiel game; {name} is native")
-        self.policy = info_states(self.game, max_states)
-        self.legal = self.policy.legal_actions_mask.astype(bool)
+        self.tree: PositionTree | None = None
+        if key == "position":
+            self.tree = PositionTree(self.game, max_states)
+            states, self.legal = self.tree.states, self.tree.legal
+        else:
+            self.policy = info_states(self.game, max_states)
+            states = self.policy.states
+            self.legal = self.policy.legal_actions_mask.astype(bool)
+        self.rows_named = "positions" if self.tree else "information states"
+        self.size = len(states)
         self.seqs: list[Sequence] = []
         self.rows: list[tuple[int, int]] = []  # (state row, action) of each sequence
         eos = tokenizer.eos_token_id
         rng = np.random.default_rng(0)
-        for row, state in enumerate(self.policy.states):
+        for row, state in enumerate(states):
             turn = turn_at(agent, name, params, state, f"fw{row}", rng)
             try:
                 prompt = render_prompt(tokenizer, agent.prompt_messages(turn))
@@ -187,9 +355,11 @@ class FullWidth:
 
     def __init__(self, cfg, agent, tokenizer):
         self.cfg = cfg.full_width
+        self.seed = cfg.seed
         self.aggregation = cfg.learner.loss.aggregation
         self.tables = [
-            _Table(g.name, dict(g.params), agent, tokenizer, self.cfg.max_states) for g in cfg.games
+            _Table(g.name, dict(g.params), agent, tokenizer, self.cfg.max_states, self.cfg.key)
+            for g in cfg.games
         ]
 
     @property
@@ -203,7 +373,7 @@ class FullWidth:
         return sum(len(s.prompt_ids) + len(s.completion_ids) for t in self.tables for s in t.seqs)
 
     def step(self, learner, state: dict) -> dict[str, float]:
-        """One full-width step: values, targets, `fit_steps` learner steps. `state` (JSON, kept
+        """One full-width step: values, targets, `fit_steps` x `minibatches` learner steps. `state` (JSON, kept
         in checkpoints) holds the magnets, the last targets and the step count."""
         from open_spiel.python.algorithms import exploitability as os_expl
 
@@ -216,10 +386,19 @@ class FullWidth:
         targets = {}
         for t in self.tables:
             logp = t.log_policy(learner.logprobs(t.seqs))
-            pi = np.exp(logp)
-            t.policy.action_probability_array[:] = np.where(t.legal, pi, 0.0)
+            pi = np.where(t.legal, np.exp(logp), 0.0)
             tag = "" if len(self.tables) == 1 else f"{t.name}/"
-            nash_conv = float(os_expl.nash_conv(t.game, t.policy))
+            if t.tree is None:
+                t.policy.action_probability_array[:] = pi
+                nash_conv = float(os_expl.nash_conv(t.game, t.policy))
+                q = action_values(t.game, t.policy)
+            else:
+                nash_conv = t.tree.nash_conv(pi)
+                q = t.tree.action_values(pi)
+                if t.zero_sum:
+                    blunders, mass = t.tree.blunders(pi)
+                    metrics[f"{tag}blunders"] = float(blunders)
+                    metrics[f"{tag}blunder_mass"] = mass
             metrics[f"{tag}nash_conv"] = nash_conv
             if t.zero_sum:
                 metrics[f"{tag}exploitability"] = nash_conv / 2
@@ -228,7 +407,6 @@ class FullWidth:
             if t.name not in magnets or (c.magnet_every and count % c.magnet_every == 0):
                 magnets[t.name] = pi.tolist()
             log_magnet = np.log(np.maximum(np.array(magnets[t.name]), 1e-30))
-            q = action_values(t.game, t.policy)
             target = mmd_target(logp, log_magnet, q, t.legal, c.eta, c.magnet_coef, c.entropy_coef)
             metrics[f"{tag}target_kl"] = _kl(target, logp, t.legal)
             targets[t.name] = target.tolist()
@@ -238,7 +416,21 @@ class FullWidth:
                 scale = len(s.completion_ids) if self.aggregation == "seq_mean_token_mean" else 1
                 s.advantage = float(target[row, action]) * scale
             seqs += t.seqs
-        fits = [learner.step(seqs) for _ in range(c.fit_steps)]
+        groups: list[list[Sequence]] = []  # one per table row: a row's moves share a minibatch
+        for t in self.tables:
+            by_row: dict[int, list[Sequence]] = {}
+            for seq, (row, _) in zip(t.seqs, t.rows):
+                by_row.setdefault(row, []).append(seq)
+            groups += by_row.values()
+        rng = np.random.default_rng([self.seed, count])  # the same split after a resume
+        fits = []
+        for _ in range(c.fit_steps):
+            if c.minibatches == 1:
+                fits.append(learner.step(seqs))
+                continue
+            order = rng.permutation(len(groups))
+            for part in np.array_split(order, c.minibatches):
+                fits.append(learner.step([seq for g in part for seq in groups[g]]))
         metrics["grad_norm"] = float(np.mean([f["grad_norm"] for f in fits]))
         metrics["lr"] = fits[-1]["lr"]
         state["full_width_targets"] = targets

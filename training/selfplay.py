@@ -551,6 +551,7 @@ def _metric_parts(m: dict) -> list[str]:
         ]
         named = ("target_kl", "fit_kl")
         parts = [f"{k.replace('/', ' ')} {m[k]:.4f}" for k in gaps]
+        parts += [f"{k.replace('/', ' ')} {m[k]:.0f}" for k in m if k.endswith("blunders")]
         parts += [f"{k.replace('/', ' ')} {m[k]:.4f}" for k in m if k.endswith(named)]
         return parts + [f"lr {m['lr']:.2e}", f"{m['step_seconds']:.1f}s"]
     parts = [f"reward {m['reward']:+.3f}"]
@@ -692,9 +693,7 @@ def train(
         )
         console.print(
             f"full width: {full_width.sequences} move sequences over "
-            + ", ".join(
-                f"{t.name} ({len(t.policy.states)} information states)" for t in full_width.tables
-            )
+            + ", ".join(f"{t.name} ({t.size} {t.rows_named})" for t in full_width.tables)
             + "; no matches are played"
         )
     rollouts = None
