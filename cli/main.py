@@ -6,7 +6,7 @@ arena play GAME --agents A B [--matches N] [--out run.jsonl]
 arena serve MODEL [--port 8000]              an OpenAI-compatible endpoint
 arena tournament CONFIG                      create or resume a tournament
 arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
-           [--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability] [--out DIR]   evaluate an agent
+           [--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability] [--perfect-play] [--out DIR]   evaluate an agent
 arena train CONFIG [--resume] [--steps N] [--out DIR] [--ray ADDRESS] [--set KEY=VALUE ...] [--plan]   self-play RL
 arena plot RUN_DIR [RUN_DIR ...] [--out PNG] [--target 0.9]  evaluation curves of runs (seeds) on one chart
 arena export model CHECKPOINT_OR_RUN OUT_DIR [--dtype D]      a Hugging Face model folder
@@ -441,6 +441,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--exploitability",
         action="store_true",
         help="also the exact exploitability of the agent's policy (Kuhn, Leduc, small OpenSpiel games)",
+    )
+    e.add_argument(
+        "--perfect-play",
+        action="store_true",
+        help="also walk the agent's play over every position it reaches against any opponent, both seats "
+        "(tic-tac-toe, games the solver searches to the end): blunders and the loss rate against a perfect "
+        "adversary; add temperature=0 to an llm: spec for its greedy play",
     )
     e.add_argument(
         "--samples",

@@ -9,6 +9,8 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     diff, ci, verdict} (`evaluation.metrics.Difference`), paired bootstrap CI
     exploitability  {"game", "exploitability", "nash_conv", "method", ...}
     blunders        the share of an agent's moves that lowered the game-theoretic value, per seat
+    perfect_play    per seat, the tree walk over every position the agent's policy reaches against
+                    any opponent: blunders, adversary return and loss rate (`evaluation.perfect_play`)
     social          cooperation, exploitation, welfare and fairness per (game, opponent), and
                     pooled over the opponents ("all"); on the dilemmas the memory-1 profile
                     ({method, first, CC, CD, DC, DD}, each {p, ci, n}) and the nearest named
@@ -133,6 +135,7 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     for kind, title in (
         ("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
+        ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
     ):
         extra = [r for r in rows if r["kind"] == kind]
@@ -350,7 +353,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "social"):
+    for kind in ("exploitability", "blunders", "perfect_play", "social"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

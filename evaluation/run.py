@@ -38,9 +38,11 @@ from core.console import make_console
 from core.overrides import key_values
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_jsonl
-from evaluation.blunders import blunder_rows
+from evaluation.blunders import blunder_rows, solvable
+from evaluation.exact_vs_random import PolicyTable
 from evaluation.exploitability import exploitability
 from evaluation.metrics import cells, paired
+from evaluation.perfect_play import perfect_play
 from evaluation.report import as_rows, print_report, write_html, write_json
 from evaluation.social import social_rows
 from evaluation.suites import (
@@ -261,6 +263,7 @@ FREE = (
     "concurrency",
     "max_turns",
     "exploitability",
+    "perfect_play",
     "samples",
     "max_states",
     "out",
@@ -417,6 +420,44 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
     return rows
 
 
+def perfect_play_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:
+    """The tree walk of `evaluation.perfect_play` for the agent (and baseline), both seats, on
+    every game of the config the solver searches to the end; stored in the eval DB's meta
+    table like the exploitability, so a resumed evaluation does not redo it."""
+    db, _ = store_paths(config.out)
+    names = {
+        AGENT: config.agent,
+        **({BASELINE: config.baseline} if config.baseline is not None else {}),
+    }
+    rows = []
+    for g in config.games:
+        if not solvable(g.name, g.params):
+            if console is not None:
+                console.print(
+                    f"perfect play: {g.name} skipped (the solver cannot search it to the end)"
+                )
+            continue
+        for who, spec in names.items():
+            key = f"perfect_play|{who}|{g.name}|{json.dumps(g.params, sort_keys=True)}"
+            with Store(db) as store:
+                cached = store.meta(key)
+            if cached is not None:
+                rows += json.loads(cached)
+                continue
+            if who not in evaluated:
+                evaluated[who] = build_agent(who, spec)
+            table = PolicyTable(evaluated[who], g.name, g.params)
+            walked = []
+            for seat in range(2):
+                row = perfect_play(table, seat)
+                row.agent = who
+                walked.append(asdict(row))
+            rows += walked
+            with Store(db) as store:
+                store.set_meta(key, json.dumps(walked))
+    return rows
+
+
 def main(args) -> None:
     """`arena eval`: play, resume, report."""
     overrides = {
@@ -426,6 +467,7 @@ def main(args) -> None:
         "matches": args.matches,
         "seed": args.seed,
         "exploitability": True if args.exploitability else None,
+        "perfect_play": True if getattr(args, "perfect_play", False) else None,
         "samples": args.samples,
         "out": args.out,
         "concurrency": args.concurrency,
@@ -481,6 +523,8 @@ def main(args) -> None:
     rows += extra_rows(config, run.records)
     if config.exploitability:
         rows += exploitability_rows(config, evaluated, console)
+    if config.perfect_play:
+        rows += perfect_play_rows(config, evaluated, console)
     out = Path(config.out)
     print_report(rows, console)
     write_json(rows, out / "eval.json")

@@ -83,6 +83,10 @@ class EvalConfig:
     """match seeds (the deals and openings) derive from it"""
     exploitability: bool = False
     """also compute the exact exploitability of the agent's policy on every game that allows it"""
+    perfect_play: bool = False
+    """also walk the agent's policy over every position it reaches against any opponent, both seats, on
+    every game the solver searches to the end (tic-tac-toe): blunders and the loss rate against a perfect
+    adversary (`evaluation.perfect_play`; pass temperature=0 in an LLM agent's spec to walk its greedy play)"""
     samples: int = 8
     """exploitability of a free-text agent: replies sampled per information state"""
     max_states: int = 5000

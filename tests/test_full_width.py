@@ -230,7 +230,7 @@ def test_position_tree_has_tic_tac_toes_positions_and_random_plays_value():
     uniform = tree.legal / tree.legal.sum(axis=1, keepdims=True)
     q = tree.action_values(uniform)
     assert q[0].sum() / 9 == pytest.approx(0.5849 - 0.2881, abs=1e-3)
-    assert tree.start_values == pytest.approx([0.2968, -0.2968], abs=1e-3)
+    assert tree.start_values(uniform) == pytest.approx([0.2968, -0.2968], abs=1e-3)
 
 
 def test_position_values_and_nash_conv_match_a_walk_over_move_histories():

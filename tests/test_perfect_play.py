@@ -1,5 +1,7 @@
 """evaluation.perfect_play: blunders over every reachable position and a perfect adversary."""
 
+import json
+
 import pyspiel
 import pytest
 from open_spiel.python.algorithms.get_all_states import get_all_states
@@ -54,3 +56,42 @@ def test_a_stochastic_policy_reaches_every_position_of_its_seat():
 def test_a_game_the_solver_cannot_search_is_refused():
     with pytest.raises(ValueError, match="searches to the end"):
         perfect_play(PolicyTable(make_agent("random", "agent"), "kuhn_poker"), 0)
+
+
+def test_arena_eval_perfect_play_walks_agent_and_baseline_in_both_seats(tmp_path, capsys):
+    """`arena eval --perfect-play`: minimax (the agent) has no blunder and never loses in either
+    seat; the random baseline blunders and a perfect adversary beats it; a rerun reads the walk
+    from the store; Kuhn poker, which the solver cannot search, is skipped with a line."""
+    from cli.main import main as arena_main
+
+    out = tmp_path / "ev"
+    argv = ["eval", "--agent", "minimax", "--baseline", "random"]
+    argv += ["--games", "tic_tac_toe", "--opponents", "random", "--matches", "2"]
+    argv += ["--perfect-play", "--out", str(out)]
+    assert arena_main(argv) == 0
+    assert "perfect play: every position" in capsys.readouterr().out
+    rows = [r for r in json.loads((out / "eval.json").read_text()) if r["kind"] == "perfect_play"]
+    walked = {(r["agent"], r["seat"]): r for r in rows}
+    assert set(walked) == {(w, s) for w in ("agent", "baseline") for s in (0, 1)}
+    assert all(r["game"] == "tic_tac_toe" for r in rows)
+    for seat in (0, 1):
+        assert walked[("agent", seat)]["blunders"] == 0
+        assert walked[("agent", seat)]["adversary_loss"] == 0.0
+        assert walked[("baseline", seat)]["blunders"] > 0
+        assert walked[("baseline", seat)]["adversary_loss"] > 0
+    assert "perfect_play" in (out / "eval.html").read_text()
+    assert arena_main(argv) == 0
+    again = [r for r in json.loads((out / "eval.json").read_text()) if r["kind"] == "perfect_play"]
+    assert again == rows
+    kuhn = [
+        "eval",
+        "--agent",
+        "random",
+        "--games",
+        "kuhn_poker",
+        "--matches",
+        "2",
+        "--perfect-play",
+    ]
+    assert arena_main([*kuhn, "--out", str(tmp_path / "kuhn")]) == 0
+    assert "perfect play: kuhn_poker skipped" in capsys.readouterr().out

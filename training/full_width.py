@@ -208,7 +208,9 @@ class PositionTree:
                     self.children[row, a] = index[self._key(child)]
         self.order = self._children_first(n)
         self.zero_sum = two_player_zero_sum(game)
-        self.solved = self._values(None) if self.zero_sum else None
+        players = tuple(range(game.num_players()))
+        # the game-theoretic move values: every player takes its best move
+        self.solved = self._values(None, players)[0] if self.zero_sum else None
 
     @staticmethod
     def _key(state) -> tuple[int, str]:
@@ -231,50 +233,43 @@ class PositionTree:
                 stack += [(c, False) for c in self.children[row] if c >= 0 and not done[c]]
         return order
 
-    def _values(self, pi: np.ndarray | None) -> np.ndarray:
-        """(S, A) each move's value for the player to move when every player plays `pi` from
-        there on (None: each plays the move best for itself, the game-theoretic values)."""
+    def _values(
+        self, pi: np.ndarray | None, best: tuple[int, ...] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One pass over the positions, children first: the players in `best` take their best
+        move, the others play `pi` ((S, A) move probabilities).
+
+        Returns:
+            q: (S, A) each move's value for the player to move; values: (S, players) each
+            position's expected returns.
+        """
         q = np.zeros(self.legal.shape)
-        value = np.zeros((len(self.states), self.returns.shape[2]))
-        for row in self.order:
-            legal = self.legal[row]
-            kids = self.children[row]
-            result = np.where((kids >= 0)[:, None], value[np.maximum(kids, 0)], self.returns[row])
-            q[row] = np.where(legal, result[:, self.player[row]], 0.0)
-            if pi is None:
-                best = np.flatnonzero(legal)[np.argmax(q[row][legal])]
-                value[row] = result[best]
-            else:
-                value[row] = np.where(legal, pi[row], 0.0) @ result
-        self.start_values = value[0]
-        return q
-
-    def action_values(self, pi: np.ndarray) -> np.ndarray:
-        """(S, A) the value of each move at each position, for the player to move, when every
-        player plays `pi` ((S, A) move probabilities) afterwards."""
-        return self._values(pi)
-
-    def nash_conv(self, pi: np.ndarray) -> float:
-        """Sum over players of what a best response against `pi` gains over `pi` itself, exact.
-
-        Each player's best response is a pass like `action_values` with that player taking its
-        best move at its positions and the others playing `pi`."""
-        self._values(pi)
-        on_policy = self.start_values.copy()
-        players = range(self.returns.shape[2])
-        return float(sum(self._best_response(pi, p) - on_policy[p] for p in players))
-
-    def _best_response(self, pi: np.ndarray, p: int) -> float:
         value = np.zeros((len(self.states), self.returns.shape[2]))
         for row in self.order:
             legal, kids = self.legal[row], self.children[row]
             result = np.where((kids >= 0)[:, None], value[np.maximum(kids, 0)], self.returns[row])
-            if self.player[row] == p:
-                best = np.flatnonzero(legal)[np.argmax(result[legal, p])]
-                value[row] = result[best]
+            q[row] = np.where(legal, result[:, self.player[row]], 0.0)
+            if self.player[row] in best:
+                value[row] = result[np.flatnonzero(legal)[np.argmax(q[row][legal])]]
             else:
                 value[row] = np.where(legal, pi[row], 0.0) @ result
-        return float(value[0, p])
+        return q, value
+
+    def action_values(self, pi: np.ndarray) -> np.ndarray:
+        """(S, A) the value of each move at each position, for the player to move, when every
+        player plays `pi` ((S, A) move probabilities) afterwards."""
+        return self._values(pi)[0]
+
+    def start_values(self, pi: np.ndarray) -> np.ndarray:
+        """Each player's expected return from the start when every player plays `pi`."""
+        return self._values(pi)[1][0]
+
+    def nash_conv(self, pi: np.ndarray) -> float:
+        """Sum over players of what a best response against `pi` gains over `pi` itself, exact
+        (each player's best response is the pass with that player taking its best move)."""
+        on_policy = self.start_values(pi)
+        players = range(self.returns.shape[2])
+        return float(sum(self._values(pi, (p,))[1][0, p] - on_policy[p] for p in players))
 
     def blunders(self, pi: np.ndarray) -> tuple[int, float]:
         """(positions whose most likely move under `pi` lowers the game-theoretic value, mean
