@@ -321,6 +321,8 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "full_width.entropy_coef": (-1, "full_width: entropy_coef must be >= 0, got -1.0"),
     "full_width.fit_steps": (0, "full_width: fit_steps must be >= 1, got 0"),
     "full_width.max_states": (0, "full_width: max_states must be >= 1, got 0"),
+    "full_width.minibatches": (0, "full_width: minibatches must be >= 1, got 0"),
+    "full_width.key": ("board", "full_width: key must be info_state or position, got 'board'"),
     "ray.max_staleness": (
         2,
         "ray.max_staleness must be 0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented), got 2",

@@ -326,6 +326,10 @@ class _Table:
                 reply = tokenizer(agent.reply_for(move), add_special_tokens=False)["input_ids"]
                 self.seqs.append(Sequence(prompt, list(reply) + [eos], 0.0, None, moves))
                 self.rows.append((row, int(action)))
+        by_row: dict[int, list[Sequence]] = {}
+        for seq, (row, _) in zip(self.seqs, self.rows):
+            by_row.setdefault(row, []).append(seq)
+        self.groups = list(by_row.values())  # one per row: a row's moves share a minibatch
         self.index = (
             np.array([r for r, _ in self.rows]),
             np.array([a for _, a in self.rows]),
@@ -411,12 +415,7 @@ class FullWidth:
                 scale = len(s.completion_ids) if self.aggregation == "seq_mean_token_mean" else 1
                 s.advantage = float(target[row, action]) * scale
             seqs += t.seqs
-        groups: list[list[Sequence]] = []  # one per table row: a row's moves share a minibatch
-        for t in self.tables:
-            by_row: dict[int, list[Sequence]] = {}
-            for seq, (row, _) in zip(t.seqs, t.rows):
-                by_row.setdefault(row, []).append(seq)
-            groups += by_row.values()
+        groups = [g for t in self.tables for g in t.groups]
         rng = np.random.default_rng([self.seed, count])  # the same split after a resume
         fits = []
         for _ in range(c.fit_steps):
