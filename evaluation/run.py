@@ -378,45 +378,64 @@ def run_eval(
     )
 
 
+def _compared(config: EvalConfig) -> dict[str, str]:
+    """The agents an analysis covers: the evaluated agent and, when given, the baseline."""
+    return {
+        AGENT: config.agent,
+        **({BASELINE: config.baseline} if config.baseline is not None else {}),
+    }
+
+
+def _stored(db, key: str, evaluated: dict, who: str, spec: str, analyse):
+    """`analyse(agent)`'s JSON result for `who`, read from the eval DB's meta table under `key`
+    when an earlier run stored it, else computed (building the agent once) and stored; None,
+    stored as nothing, when `analyse` returns None."""
+    with Store(db) as store:
+        cached = store.meta(key)
+    if cached is not None:
+        return json.loads(cached)
+    if who not in evaluated:
+        evaluated[who] = build_agent(who, spec)
+    result = analyse(evaluated[who])
+    if result is not None:
+        with Store(db) as store:
+            store.set_meta(key, json.dumps(result))
+    return result
+
+
 def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:
     """Exploitability of the agent (and baseline) on every game of the config that allows
     it; stored in the eval DB's meta table, so a resumed evaluation does not redo it."""
     db, _ = store_paths(config.out)
-    names = {
-        AGENT: config.agent,
-        **({BASELINE: config.baseline} if config.baseline is not None else {}),
-    }
     rows = []
     for g in config.games:
-        for who, spec in names.items():
+        for who, spec in _compared(config).items():
+
+            def analyse(agent, g=g, who=who):
+                try:
+                    with Progress(desc=f"exploitability {g.name} ({who})", unit="states") as bar:
+                        result = exploitability(
+                            agent,
+                            g.name,
+                            g.params,
+                            config.samples,
+                            config.seed,
+                            config.max_states,
+                            who,
+                            bar,
+                        )
+                except (
+                    ValueError
+                ) as e:  # not an OpenSpiel game, too many states, simultaneous moves
+                    if console is not None and who == AGENT:
+                        console.print(f"exploitability: {g.name} skipped ({e})")
+                    return None
+                return asdict(result)
+
             key = f"exploitability|{who}|{g.name}|{json.dumps(g.params, sort_keys=True)}|{config.samples}"
-            with Store(db) as store:
-                cached = store.meta(key)
-            if cached is not None:
-                rows.append(json.loads(cached))
-                continue
-            if who not in evaluated:
-                evaluated[who] = build_agent(who, spec)
-            try:
-                with Progress(desc=f"exploitability {g.name} ({who})", unit="states") as bar:
-                    result = exploitability(
-                        evaluated[who],
-                        g.name,
-                        g.params,
-                        config.samples,
-                        config.seed,
-                        config.max_states,
-                        who,
-                        bar,
-                    )
-            except ValueError as e:  # not an OpenSpiel game, too many states, simultaneous moves
-                if console is not None and who == AGENT:
-                    console.print(f"exploitability: {g.name} skipped ({e})")
-                continue
-            row = asdict(result)
-            rows.append(row)
-            with Store(db) as store:
-                store.set_meta(key, json.dumps(row))
+            row = _stored(db, key, evaluated, who, spec, analyse)
+            if row is not None:
+                rows.append(row)
     return rows
 
 
@@ -425,10 +444,6 @@ def perfect_play_rows(config: EvalConfig, evaluated: dict, console=None) -> list
     every game of the config the solver searches to the end; stored in the eval DB's meta
     table like the exploitability, so a resumed evaluation does not redo it."""
     db, _ = store_paths(config.out)
-    names = {
-        AGENT: config.agent,
-        **({BASELINE: config.baseline} if config.baseline is not None else {}),
-    }
     rows = []
     for g in config.games:
         if not solvable(g.name, g.params):
@@ -437,24 +452,14 @@ def perfect_play_rows(config: EvalConfig, evaluated: dict, console=None) -> list
                     f"perfect play: {g.name} skipped (the solver cannot search it to the end)"
                 )
             continue
-        for who, spec in names.items():
+        for who, spec in _compared(config).items():
+
+            def analyse(agent, g=g, who=who):
+                table = PolicyTable(agent, g.name, g.params)
+                return [asdict(replace(perfect_play(table, seat), agent=who)) for seat in range(2)]
+
             key = f"perfect_play|{who}|{g.name}|{json.dumps(g.params, sort_keys=True)}"
-            with Store(db) as store:
-                cached = store.meta(key)
-            if cached is not None:
-                rows += json.loads(cached)
-                continue
-            if who not in evaluated:
-                evaluated[who] = build_agent(who, spec)
-            table = PolicyTable(evaluated[who], g.name, g.params)
-            walked = []
-            for seat in range(2):
-                row = perfect_play(table, seat)
-                row.agent = who
-                walked.append(asdict(row))
-            rows += walked
-            with Store(db) as store:
-                store.set_meta(key, json.dumps(walked))
+            rows += _stored(db, key, evaluated, who, spec, analyse)
     return rows
 
 
