@@ -1669,6 +1669,33 @@ def test_arena_plot_draws_several_runs_on_one_chart(tmp_path, capsys):
     assert "eval.jsonl not found" in capsys.readouterr().err
 
 
+def test_a_sweep_figure_is_drawn_from_kept_rows_and_never_loses_a_run(tmp_path, capsys):
+    from training.plots import plot_sweep
+
+    def curve(seed):
+        return [
+            {"game": "kuhn_poker", "kind": "exploitability", "step": s, "minutes": s / 10}
+            | {"exploitability": 0.4 / (1 + s + seed)}
+            for s in (0, 10, 20)
+        ]
+
+    on_disk = tmp_path / "seed2"
+    on_disk.mkdir()
+    (on_disk / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in curve(2)))
+    rows = [
+        {"seed": 0, "run": str(tmp_path / "gone0"), "eval": curve(0)},  # folder gone, rows kept
+        {"seed": 2, "run": str(on_disk)},  # rows read from the folder
+    ]
+    out = tmp_path / "sweep.png"
+    assert plot_sweep(rows, out, lambda r: f"seed {r['seed']}") == out
+    assert out.stat().st_size > 1000
+    drawn = out.stat().st_mtime_ns
+    rows.append({"seed": 1, "run": str(tmp_path / "gone1")})  # neither: the figure is kept as it is
+    assert plot_sweep(rows, out, lambda r: f"seed {r['seed']}") is None
+    assert out.stat().st_mtime_ns == drawn
+    assert "not redrawn: no curves for seed 1" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("precision", ["bfloat16", "float32"])
 def test_free_text_rollouts_start_every_update_at_ratio_one(tmp_path, precision):
     """Unconstrained replies, recorded by the rollout backend: in fp32 its logprobs are the

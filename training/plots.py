@@ -32,11 +32,6 @@ def plot_eval(
 ) -> Path:
     """Draw the evaluation curves of one or more runs into `out` (default `<run_dir>/eval.png`
     for one run; required for several); `target`: a dotted line at that rate."""
-    import matplotlib  # start-up time: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # start-up time: matplotlib
-
     runs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(d) for d in run_dirs]
     if not runs:
         raise ValueError("plot_eval needs at least one run dir")
@@ -47,15 +42,44 @@ def plot_eval(
     labels = labels or [r.name for r in runs]
     if len(labels) != len(runs):
         raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
-    single = len(runs) == 1
+    return plot_curves([(label, read_eval(run)) for run, label in zip(runs, labels)], out, target)
+
+
+def plot_sweep(rows: list[dict], out: Path | str, label) -> Path | None:
+    """The figure of a seed sweep: `rows` are its data file's rows, each with its run folder
+    ("run") and, when the sweep kept them, that run's eval.jsonl rows ("eval"); `label(row)`
+    names a line. Not redrawn (None, said on stdout) when a row has neither its rows nor its
+    folder, so a figure never loses a run."""
+    missing = [r for r in rows if "eval" not in r and not (Path(r["run"]) / "eval.jsonl").is_file()]
+    if missing:
+        print(f"{out} not redrawn: no curves for {', '.join(label(r) for r in missing)}")
+        return None
+    if not rows:
+        return None
+    return plot_curves([(label(r), r.get("eval") or read_eval(Path(r["run"]))) for r in rows], out)
+
+
+def plot_curves(
+    curves: list[tuple[str, list[dict]]], out: Path | str, target: float | None = None
+) -> Path:
+    """`plot_eval` over eval.jsonl rows already read: (label, rows) per run (a sweep keeps its
+    runs' rows in its data file, so its figure can be redrawn after the run folders are gone)."""
+    import matplotlib  # start-up time: matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # start-up time: matplotlib
+
+    if not curves:
+        raise ValueError("plot_curves needs at least one run's rows")
+    single = len(curves) == 1
     series: dict[tuple[str, str], list[tuple[str, list[dict]]]] = defaultdict(list)
     gaps: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # exploitability rows
     walks: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # perfect-play rows
-    for run, label in zip(runs, labels):
+    for label, run_rows in curves:
         by_key: dict[tuple[str, str], list[dict]] = defaultdict(list)
         by_game: dict[str, list[dict]] = defaultdict(list)
         by_walk: dict[str, list[dict]] = defaultdict(list)
-        for r in read_eval(run):
+        for r in run_rows:
             if r.get("kind") == "exploitability":
                 by_game[r["game"]].append(r)
             elif r.get("kind") == "perfect_play":

@@ -6,12 +6,12 @@
         --out runs/leduc_seeds --json docs/figures/leduc_full_width.json --png docs/figures/leduc_full_width.png
 
 For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm's config
-(`ARMS`: full_width is the game's shipped config, magnet and mars the sampled Kuhn config,
+(resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config, magnet and mars the sampled Kuhn config,
 mars with the method's terms off: plain self-play), then
 `arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps) to `--json` as it goes (a
 rerun skips the runs already scored) and the exploitability curves of every run (from each run's
-eval.jsonl) to `--png`. One run at a time (`threads: 1` in the configs).
+eval.jsonl, kept in its row) to `--png`. One run at a time (`threads: 1` in the configs).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from training.plots import plot_eval
+from training.plots import plot_sweep, read_eval
 
 MARS = [
     "--set",
@@ -70,6 +70,7 @@ def score(run: Path, game: str) -> dict:
         "exploitability": gap["exploitability"],
         "minutes": last["minutes"],
         "steps": last["step"],
+        "eval": read_eval(run),  # the curves, so the figure outlives the run folder
     }
 
 
@@ -96,15 +97,13 @@ def main() -> None:
             run = Path(args.out) / f"{arm}-{seed}"
             if not (run / "final-eval" / "eval.json").is_file():
                 config, extra = arms[arm]
-                cli("train", config, "--set", f"seed={seed}", "--out", str(run), *extra)
+                # --resume: a run killed part-way goes on from its last checkpoint (a fresh start without one)
+                cli("train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *extra)
             rows.append({"arm": arm, "seed": seed, "run": str(run), **score(run, args.game)})
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(rows, indent=1) + "\n")
             print(f"{arm} seed {seed}: exploitability {rows[-1]['exploitability']:.4f}")
-    runs = [Path(r["run"]) for r in rows if Path(r["run"]).is_dir()]
-    if runs:
-        labels = [f"{r['arm']} {r['seed']}" for r in rows if Path(r["run"]).is_dir()]
-        plot_eval(runs, args.png, labels=labels, target=None)
+    plot_sweep(rows, args.png, lambda r: f"{r['arm']} {r['seed']}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ policy, greedy, in both seats: the positions it reaches against any opponent, th
 move lowers the game-theoretic value, and its loss rate against a perfect adversary. A seed
 reaches perfect play when both seats have no blunder and never lose. Writes a JSON row per
 seed to `--json` as it goes and every run's evaluation curves (blunders per seat against step
-and minutes, from each run's eval.jsonl) to `--png`. One run at a time (`threads: 1`).
+and minutes, from each run's eval.jsonl, kept in its row) to `--png`. One run at a time (`threads: 1`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from training.plots import plot_eval
+from training.plots import plot_sweep, read_eval
 
 CONFIG = "configs/train_tictactoe_full_width.yaml"
 
@@ -63,6 +63,7 @@ def score(run: Path) -> dict:
         ),  # the last step's starting policy, 4,520 positions
         "minutes": last["minutes"],
         "steps": last["step"],
+        "eval": read_eval(run),  # the curves, so the figure outlives the run folder
     }
 
 
@@ -97,10 +98,7 @@ def main() -> None:
             f"{'perfect' if r['perfect'] else 'not perfect'}; {r['minutes']:.1f} min"
         )
     print(f"perfect play: {sum(r['perfect'] for r in rows)} of {len(rows)} seeds")
-    runs = [Path(r["run"]) for r in rows if Path(r["run"]).is_dir()]
-    if runs:
-        labels = [f"seed {r['seed']}" for r in rows if Path(r["run"]).is_dir()]
-        plot_eval(runs, args.png, labels=labels, target=None)
+    plot_sweep(rows, args.png, lambda r: f"seed {r['seed']}")
 
 
 if __name__ == "__main__":
