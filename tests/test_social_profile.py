@@ -220,7 +220,9 @@ def test_tiny_llm_profile_is_exact_from_its_masked_softmax():
             (dist,) = agent.action_probabilities(
                 [PendingTurn("again", env, seat, np.random.default_rng(0))]
             )
-            assert dict((a, p) for a, p in t.action_probs) == pytest.approx(dist)
+            # batched with other matches' turns in play, alone here: fp32 rounding of different
+            # matmul shapes (~1e-5), far below what another turn's or an unmasked distribution gives
+            assert dict((a, p) for a, p in t.action_probs) == pytest.approx(dist, abs=1e-4)
             firsts.append(dist[env.cooperate_action])
         env.step(t.action)
     agent.end_match("again")
@@ -229,7 +231,7 @@ def test_tiny_llm_profile_is_exact_from_its_masked_softmax():
         for r in with_probs
     ]
     assert prof.first.p == pytest.approx(np.mean(p_first)) and 0 < prof.first.p < 1
-    assert firsts[0] == pytest.approx(p_first[0])
+    assert firsts[0] == pytest.approx(p_first[0], abs=1e-4)
 
 
 # --- arena eval ---------------------------------------------------------------------------
