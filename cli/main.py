@@ -513,7 +513,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=cmd_train)
 
     pt = sub.add_parser("plot", help="evaluation curves of one or more training runs on one chart")
-    pt.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    pt.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="a training run folder, or a seed sweep's data file (.json rows that kept their runs' evaluation rows)",
+    )
     pt.add_argument(
         "--out", help="PNG path (default for one run: RUN_DIR/eval.png; required for several)"
     )

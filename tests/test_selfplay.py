@@ -1694,6 +1694,17 @@ def test_a_sweep_figure_is_drawn_from_kept_rows_and_never_loses_a_run(tmp_path, 
     assert plot_sweep(rows, out, lambda r: f"seed {r['seed']}") is None
     assert out.stat().st_mtime_ns == drawn
     assert "not redrawn: no curves for seed 1" in capsys.readouterr().out
+    # arena plot draws a data file's rows; a row without its evaluation rows is named
+    data = tmp_path / "sweep.json"
+    data.write_text(json.dumps(rows[:1] + [{"arm": "mars", "seed": 3, "eval": curve(3)}]))
+    assert cli_main(["plot", str(data), "--out", str(tmp_path / "again.png")]) == 0
+    assert (tmp_path / "again.png").stat().st_size > 1000
+    data.write_text(json.dumps(rows))
+    assert cli_main(["plot", str(data), "--out", str(tmp_path / "no.png")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "no evaluation rows kept for seed 2, seed 1" in err and not (tmp_path / "no.png").exists()
+    )
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float32"])

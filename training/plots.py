@@ -5,7 +5,9 @@ report set of every evaluation point), with the 95% Wilson band and the legal-mo
 (dashed), with `eval.exploitability` the policy's exact exploitability per game (log
 scale), and with `eval.perfect_play` its blunders per seat over every position it reaches, against training step and against wall-clock minutes; the loop rewrites
 `<run_dir>/eval.png` after every evaluation. Several runs (seeds, settings): one
-line per run on the same axes, for `arena plot RUN_A RUN_B ... --out compare.png`.
+line per run on the same axes, for `arena plot RUN_A RUN_B ... --out compare.png`; a seed
+sweep's data file (its rows keep their runs' evaluation rows) draws all its runs, after their
+folders are gone: `arena plot docs/figures/SWEEP.json --out SWEEP.png`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,31 @@ def read_eval(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def sweep_label(row: dict) -> str:
+    """A seed sweep row's legend name: its "label", else its arm and seed."""
+    if row.get("label"):
+        return str(row["label"]) + (f", seed {row['seed']}" if "seed" in row else "")
+    parts = [str(row["arm"])] if "arm" in row else []
+    return " ".join(parts + ([f"seed {row['seed']}"] if "seed" in row else [])) or "run"
+
+
+def read_curves(path: Path | str) -> list[tuple[str, list[dict]]]:
+    """(legend name, eval.jsonl rows) of a training run folder, or of every row of a seed sweep's
+    data file (a .json list of rows that kept their runs' evaluation rows under "eval")."""
+    path = Path(path)
+    if path.suffix != ".json":
+        return [(path.name, read_eval(path))]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found")
+    rows = json.loads(path.read_text())
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{path} is not a sweep's data file (a JSON list of rows)")
+    bare = [sweep_label(r) for r in rows if not isinstance(r, dict) or not r.get("eval")]
+    if bare:
+        raise ValueError(f"{path}: no evaluation rows kept for {', '.join(bare)}")
+    return [(sweep_label(r), r["eval"]) for r in rows]
+
+
 def plot_eval(
     run_dirs: Path | str | list,
     out: Path | str | None = None,
@@ -31,18 +58,21 @@ def plot_eval(
     target: float | None = None,
 ) -> Path:
     """Draw the evaluation curves of one or more runs into `out` (default `<run_dir>/eval.png`
-    for one run; required for several); `target`: a dotted line at that rate."""
-    runs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(d) for d in run_dirs]
-    if not runs:
+    for one run; required for several); a seed sweep's data file stands for its runs
+    (`read_curves`); `target`: a dotted line at that rate."""
+    paths = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(d) for d in run_dirs]
+    if not paths:
         raise ValueError("plot_eval needs at least one run dir")
+    curves = [c for p in paths for c in read_curves(p)]
     if out is None:
-        if len(runs) > 1:
+        if len(curves) > 1 or paths[0].suffix == ".json":
             raise ValueError("several runs need an output path (--out)")
-        out = runs[0] / "eval.png"
-    labels = labels or [r.name for r in runs]
-    if len(labels) != len(runs):
-        raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
-    return plot_curves([(label, read_eval(run)) for run, label in zip(runs, labels)], out, target)
+        out = paths[0] / "eval.png"
+    if labels:
+        if len(labels) != len(curves):
+            raise ValueError(f"{len(labels)} labels for {len(curves)} runs")
+        curves = [(label, rows) for label, (_, rows) in zip(labels, curves)]
+    return plot_curves(curves, out, target)
 
 
 def plot_sweep(rows: list[dict], out: Path | str, label) -> Path | None:
