@@ -45,7 +45,9 @@ def read_curves(path: Path | str) -> list[tuple[str, list[dict]]]:
     rows = json.loads(path.read_text())
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path} is not a sweep's data file (a JSON list of rows)")
-    bare = [sweep_label(r) for r in rows if not isinstance(r, dict) or not r.get("eval")]
+    if not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{path} is not a sweep's data file (its rows are not JSON objects)")
+    bare = [sweep_label(r) for r in rows if not r.get("eval")]
     if bare:
         raise ValueError(f"{path}: no evaluation rows kept for {', '.join(bare)}")
     return [(sweep_label(r), r["eval"]) for r in rows]
@@ -75,7 +77,7 @@ def plot_eval(
     return plot_curves(curves, out, target)
 
 
-def plot_sweep(rows: list[dict], out: Path | str, label) -> Path | None:
+def plot_sweep(rows: list[dict], out: Path | str, label=sweep_label) -> Path | None:
     """The figure of a seed sweep: `rows` are its data file's rows, each with its run folder
     ("run") and, when the sweep kept them, that run's eval.jsonl rows ("eval"); `label(row)`
     names a line. Not redrawn (None, said on stdout) when a row has neither its rows nor its

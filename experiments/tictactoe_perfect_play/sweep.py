@@ -98,7 +98,7 @@ def main() -> None:
             f"{'perfect' if r['perfect'] else 'not perfect'}; {r['minutes']:.1f} min"
         )
     print(f"perfect play: {sum(r['perfect'] for r in rows)} of {len(rows)} seeds")
-    plot_sweep(rows, args.png, lambda r: f"seed {r['seed']}")
+    plot_sweep(rows, args.png)  # legend: "seed S"
 
 
 if __name__ == "__main__":
