@@ -21,7 +21,8 @@ One table (and `--out FILE.json`), in five parts:
    setting the plan puts over the card is skipped, and says so;
 4. selfplay: configs/train_tictactoe_tiny.yaml for 50 steps on the card (evaluation off, the
    config as shipped: precision auto), seed 0, and the same on the machine's CPU for seeds
-   0-7 (`--cpu-seeds`), one process each, started first so they play while the card works.
+   0-7 (`--cpu-seeds`), one process each, started with the card's run (after the timed parts,
+   which they would slow).
    The curve is the non-losing rate against the random bot in each step's training matches;
    in windows of 10 steps the card's must lie within the CPU runs' lowest and highest,
    widened by two binomial standard errors of the window's matches (its own sampling noise);
@@ -35,6 +36,10 @@ Dry run (`--dry-run`, on the CPU): the same parts at tiny shapes (two layers of 
 the tokenizer's vocabulary), one self-play step of 4 matches; memory is measured by the
 profiler's allocation events (the peak of the CPU allocator's running total over the step,
 plus the learner's tensors before it). The default tests run it, so the script cannot rot.
+
+A part that fails is a row with its error (the traceback on stderr) and the next part runs;
+`--out` is rewritten after every part, so a run cut short keeps what it measured;
+`--deadline-minutes M` skips the parts not begun M minutes after the start (a row says so).
 
 What the GPU machine needs beside the source tree: the tokenizer folder (`--write-tokenizer`,
 3.5 MB) and the wheels of open_spiel, pettingzoo, gymnasium, farama-notifications, openskill
@@ -55,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -147,6 +153,7 @@ def recipe_batch(n: int, completion_len: int, vocab: int, seed: int = 0):
 LEAN = {"offload_optimizer": True, "gradient_checkpointing": True}
 SETTINGS = {  # learner settings of the learner part: LearnerConfig options
     "resident": {"shared_prefix": False},
+    "resident + shared prefix": {"shared_prefix": True},
     "offload + checkpointing": {**LEAN, "shared_prefix": False},
     "offload + checkpointing + shared prefix": {**LEAN, "shared_prefix": True},
 }
@@ -397,7 +404,7 @@ def selfplay_run(device: str, steps: int, seed: int, folder: Path, dry: bool) ->
 
 def start_cpu_runs(seeds: list[int], steps: int, dry: bool, folder: Path) -> list:
     """The CPU runs of the self-play part, one process a seed (1 thread each), started at once
-    so they play while the card works; each writes its curve to `folder`/seed_N.json."""
+    beside the card's run; each writes its curve to `folder`/seed_N.json."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     procs = []
     for seed in seeds:
@@ -421,22 +428,39 @@ def windows(curve: list[float]) -> list[float]:
     return [float(np.mean(curve[i : i + WINDOW])) for i in range(0, len(curve), WINDOW)]
 
 
-def selfplay(device: str, dry: bool, procs: list, folder: Path, seed: int = 0) -> dict:
+def selfplay(
+    device: str,
+    dry: bool,
+    procs: list,
+    folder: Path,
+    steps: int = STEPS,
+    seed: int = 0,
+    wait_s: float | None = None,
+) -> dict:
     """The card's run beside the CPU runs' spread: per window of `WINDOW` steps, the card's mean
     non-losing rate within the CPU seeds' lowest and highest, widened by two binomial standard
-    errors of the window's matches against random (its own sampling noise)."""
-    steps = 1 if dry else STEPS
+    errors of the window's matches against random (its own sampling noise). The CPU runs get
+    `wait_s` seconds after the card's run (default: no limit); one still running then is
+    stopped and left out."""
     start, threads = time.perf_counter(), torch.get_num_threads()
     curve = selfplay_run(device, steps, seed, folder / "device_run", dry)
     torch.set_num_threads(threads)  # the run set the config's own (1)
     seconds = time.perf_counter() - start
-    cpu = {}
+    cpu, until = {}, None if wait_s is None else time.perf_counter() + wait_s
     for proc in procs:
-        _, err = proc.communicate()
+        try:
+            left = None if until is None else max(1.0, until - time.perf_counter())
+            _, err = proc.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            continue
         if proc.returncode != 0:
             raise RuntimeError(f"a CPU self-play run failed: {err.strip().splitlines()[-1]}")
     for f in sorted(folder.glob("seed_*.json")):
         cpu[f.stem.removeprefix("seed_")] = json.loads(f.read_text())
+    if not cpu:
+        raise RuntimeError(f"no CPU self-play run finished within {wait_s:.0f} s of the card's")
     cfg = load_config(TTT_CONFIG)
     against = cfg.matches_per_step * (1 - cfg.league.self_play)  # matches against random a step
     mine, spread = windows(curve), [windows(c) for c in cpu.values()]
@@ -622,6 +646,28 @@ def main(argv: list[str] | None = None) -> dict:
         help="seeds of the self-play part's CPU runs, one process each beside the card's run "
         "(a range A-B or a comma list; default 0-7; a dry run takes 1)",
     )
+    p.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help=f"comma-separated model shapes of the rollout and learner parts (default: {','.join(SHAPES)})",
+    )
+    p.add_argument(
+        "--settings",
+        default=";".join(SETTINGS),
+        help="';'-separated learner settings of the learner part (default: all four)",
+    )
+    p.add_argument(
+        "--selfplay-steps",
+        type=int,
+        default=STEPS,
+        help=f"steps of the self-play part's runs (default {STEPS})",
+    )
+    p.add_argument(
+        "--deadline-minutes",
+        type=float,
+        default=0.0,
+        help="skip the parts not begun this many minutes after the start (default 0: none)",
+    )
     p.add_argument("--_cpu_run", type=int, help=argparse.SUPPRESS)  # internal: one CPU run
     p.add_argument("--_steps", type=int, help=argparse.SUPPRESS)
     p.add_argument("--_folder", type=Path, help=argparse.SUPPRESS)
@@ -636,7 +682,14 @@ def main(argv: list[str] | None = None) -> dict:
     parts = {s.strip() for s in args.parts.split(",")}
     if unknown := parts - {"ceiling", "rollout", "learner", "selfplay", "paper"}:
         raise SystemExit(f"unknown part(s) {', '.join(sorted(unknown))}")
+    shapes = [x.strip() for x in args.shapes.split(",")]
+    settings = [x.strip() for x in args.settings.split(";")]
+    if unknown := [x for x in shapes if x not in SHAPES] + [
+        x for x in settings if x not in SETTINGS
+    ]:
+        raise SystemExit(f"unknown shape or setting {', '.join(unknown)}")
     dry = args.dry_run
+    steps = 1 if dry else args.selfplay_steps
     cuda = torch.cuda.is_available() and not dry
     if not cuda and not dry:
         raise SystemExit("no CUDA device here: run on a GPU, or --dry-run on a CPU")
@@ -645,10 +698,7 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(1)
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="gpu_check-"))
-    procs = []
-    if "selfplay" in parts:  # the CPU runs play while the card works
-        seeds = [1] if dry else seed_list(args.cpu_seeds)
-        procs = start_cpu_runs(seeds, 1 if dry else STEPS, dry, work)
+    procs: list = []
     tok = load_tokenizer(SMOLLM2)
     name = torch.cuda.get_device_name() if cuda else f"CPU ({platform.machine()}), dry run"
     card_bytes = torch.cuda.get_device_properties(0).total_memory if cuda else 64 * GIB
@@ -664,9 +714,27 @@ def main(argv: list[str] | None = None) -> dict:
     }
     seconds = {}
 
-    def timed(part: str, fn):
+    def save() -> None:
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+    def timed(part: str, fn, *, shape: str = "", setting: str = ""):
+        """`fn()`, timed; a failure or the deadline becomes a row naming it."""
+        failed = {"part": part, "shape": shape, "setting": setting}
+        elapsed = time.perf_counter() - began
+        if args.deadline_minutes and elapsed > 60 * args.deadline_minutes:
+            print(
+                f"[{elapsed:6.1f} s] {part} {shape} {setting}: skipped (deadline)", file=sys.stderr
+            )
+            return {**failed, "note": f"skipped: not begun by {args.deadline_minutes:g} minutes"}
         t, cpu = time.perf_counter(), time.process_time()
-        out = fn()
+        try:
+            out = fn()
+        except Exception as e:  # the row says what failed; the next part runs
+            traceback.print_exc()
+            free_memory()
+            out = {**failed, "note": f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
         seconds[part] = seconds.get(part, 0.0) + time.perf_counter() - t
         print(
             f"[{time.perf_counter() - began:6.1f} s] {part} done "
@@ -676,45 +744,72 @@ def main(argv: list[str] | None = None) -> dict:
         )
         return out
 
+    nan = {"bfloat16": float("nan"), "float32": float("nan")}
     result["ceiling"] = (
-        timed("ceiling", lambda: ceiling(device, dry))
-        if "ceiling" in parts
-        else {"bfloat16": float("nan"), "float32": float("nan")}
+        timed("ceiling", lambda: ceiling(device, dry)) if "ceiling" in parts else nan
     )
+    if "bfloat16" not in result["ceiling"]:  # the ceiling failed: its row, and no ceiling
+        result["rows"].append(result["ceiling"])
+        result["ceiling"] = nan
+    save()
     peak_flops = result["ceiling"]["bfloat16"]
     if not peak_flops == peak_flops:  # NaN: the ceiling part skipped
         peak_flops = matmul_flops("bfloat16", 256, 0.1, device=device)
-    for shape, model_name in SHAPES.items():
+    for shape in shapes:
+        model_name = SHAPES[shape]
         config = model_config(model_name)
         if dry:
             config = shrink(config)
         if "rollout" in parts:
-            result["rows"] += timed(
-                "rollout", lambda: rollouts(shape, config, tok, device, dry, peak_flops)
+            rows = timed(
+                "rollout",
+                lambda: rollouts(shape, config, tok, device, dry, peak_flops),
+                shape=shape,
             )
+            result["rows"] += rows if isinstance(rows, list) else [rows]
+            save()
         if "learner" in parts:
-            for setting in SETTINGS:
+            for setting in settings:
                 result["rows"].append(
                     timed(
                         "learner",
                         lambda: learner_step(
                             shape, config, tok, device, setting, dry, peak_flops, card_bytes
                         ),
+                        shape=shape,
+                        setting=setting,
                     )
                 )
-    if "selfplay" in parts:
-        result["rows"].append(timed("selfplay", lambda: selfplay(device, dry, procs, work)))
+                save()
     if "paper" in parts:
-        result["rows"].append(timed("paper", lambda: paper_config(tok, device, dry, args.card_gib)))
+        row = timed("paper", lambda: paper_config(tok, device, dry, args.card_gib))
+        result["rows"].append({**row, "part": "paper config"})
+        save()
+    if "selfplay" in parts:
+        wait = (  # the CPU runs may use what is left before the deadline, and two minutes more
+            None
+            if not args.deadline_minutes
+            else max(120.0, 60 * (args.deadline_minutes + 2) - (time.perf_counter() - began))
+        )
+
+        def run_selfplay() -> dict:
+            # the CPU runs start with the card's, after the timed parts (they would slow those)
+            procs.extend(
+                start_cpu_runs([1] if dry else seed_list(args.cpu_seeds), steps, dry, work)
+            )
+            return selfplay(device, dry, procs, work, steps, wait_s=wait)
+
+        result["rows"].append(timed("selfplay", run_selfplay))
+        save()
+    for proc in procs:  # CPU runs the self-play part did not wait for (skipped or failed)
+        proc.kill()
     result["seconds"] = {**seconds, "total": time.perf_counter() - began}
     render(result)
     print(
         "seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result["seconds"].items()),
         flush=True,
     )
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save()
     shutil.rmtree(work, ignore_errors=True)
     return result
 

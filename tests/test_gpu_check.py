@@ -41,3 +41,27 @@ def test_dry_run_writes_every_row(tmp_path):
     table = proc.stdout
     for part in ("rollout", "learner", "selfplay", "paper config"):
         assert part in table
+
+
+def test_parts_past_the_deadline_are_rows_that_say_so(tmp_path):
+    """`--deadline-minutes`: a part not begun by then is a row saying it was skipped, and the
+    JSON is still written (a run cut short keeps what it measured)."""
+    out = tmp_path / "check.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--dry-run", "--out", str(out)]
+    cmd += ["--parts", "learner,selfplay", "--shapes", "SmolLM2-135M", "--deadline-minutes", "1e-6"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["part"], r["setting"]) for r in rows] == [
+        ("learner", "resident"),
+        ("learner", "resident + shared prefix"),
+        ("learner", "offload + checkpointing"),
+        ("learner", "offload + checkpointing + shared prefix"),
+        ("selfplay", ""),
+    ]
+    assert all(r["note"].startswith("skipped: not begun by") for r in rows)
+    bad = subprocess.run(
+        cmd[:-4] + ["--shapes", "Qwen3-8B"], capture_output=True, text=True, env=env
+    )
+    assert bad.returncode != 0 and "unknown shape or setting Qwen3-8B" in bad.stderr

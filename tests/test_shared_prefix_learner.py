@@ -1,7 +1,11 @@
 """The learner with `shared_prefix` on the real tiny Llama: the same log-probabilities, loss,
-values and gradients as one padded row per sequence, in fewer computed tokens."""
+values and gradients as one padded row per sequence, in fewer computed tokens.
+
+The learners run on `ARENA_TEST_DEVICE` (default cpu): `ARENA_TEST_DEVICE=cuda python -m pytest
+tests/test_shared_prefix_learner.py` checks the same on a CUDA card (docs/guides/gpu.md)."""
 
 import copy
+import os
 
 import pytest
 import torch
@@ -9,6 +13,8 @@ import torch
 from agents.models import tiny_llama
 from training.learner import Learner, LearnerConfig, Sequence
 from training.loss import LossConfig
+
+DEVICE = os.environ.get("ARENA_TEST_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +66,9 @@ def learners(model, tok, **kw):
     out = []
     for shared in (False, True):
         torch.manual_seed(1)
-        learner = Learner(copy.deepcopy(model), tok, LearnerConfig(shared_prefix=shared, **kw))
+        learner = Learner(
+            copy.deepcopy(model), tok, LearnerConfig(shared_prefix=shared, **kw), device=DEVICE
+        )
         with torch.no_grad():
             for name, p in learner.model.named_parameters():
                 if "lora_B" in name:
@@ -105,7 +113,9 @@ def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora, 
     mbs = shared._micro_batches(seqs)
     if micro_batch_tokens < 100:  # several micro-batches, the rules in their trunk
         assert len(mbs) > 1 and all(mb.trunk is mbs[0].trunk is not None for mb in mbs)
-    one_batch = Learner(copy.deepcopy(model), tok, LearnerConfig(micro_batch_tokens=8192))
+    one_batch = Learner(
+        copy.deepcopy(model), tok, LearnerConfig(micro_batch_tokens=8192), device=DEVICE
+    )
     assert shared.computed_tokens(seqs) == one_batch.computed_tokens(seqs)  # each token once
     assert shared.computed_tokens(seqs) < 0.6 * per.computed_tokens(seqs)
     fp32 = precision == "float32"
@@ -144,7 +154,7 @@ def test_first_update_on_its_own_behaviour_logprobs_has_ratio_exactly_one(
         micro_batch_tokens=micro_batch_tokens,
         loss=LossConfig(kl_coef=0.1),
     )
-    learner = Learner(copy.deepcopy(model), tok, cfg)
+    learner = Learner(copy.deepcopy(model), tok, cfg, device=DEVICE)
     seqs = game_batch(tok)
     learner.prepare(seqs)
     first = learner.step(seqs)
@@ -176,7 +186,10 @@ def test_a_conversation_is_scored_in_one_pass_over_its_last_turn(tiny):
 def test_shared_prefix_with_the_memory_options_takes_the_same_steps(tiny, precision):
     """Gradient checkpointing (each layer recomputed in the backward, the tree's gathered past
     with it) and an offloaded optimizer change no number of a shared-prefix step: the same
-    losses and, after two steps, the very same weights, micro-batches sharing a trunk."""
+    losses and, after two steps, the very same weights, micro-batches sharing a trunk. On a
+    GPU the offloaded optimizer steps on the host (another summation order for the gradient
+    norm and AdamW): there the losses and norms agree within fp32's rounding and each
+    weight's two updates within 0.1% of their size."""
     model, tok = tiny
     seqs = game_batch(tok)
 
@@ -188,17 +201,27 @@ def test_shared_prefix_with_the_memory_options_takes_the_same_steps(tiny, precis
             loss=LossConfig(kl_coef=0.1, entropy_coef=0.01),
             **options,
         )
-        return Learner(copy.deepcopy(model), tok, cfg)
+        return Learner(copy.deepcopy(model), tok, cfg, device=DEVICE)
 
     plain = learner()
     lean = learner(gradient_checkpointing=True, offload_optimizer=True)
     assert lean.shared_prefix and lean.policy.is_gradient_checkpointing
     assert lean._micro_batches(seqs)[0].trunk is not None
+    exact = plain.master_device == lean.master_device  # both on the CPU
+    start = {k: v.detach().float().cpu().clone() for k, v in model.state_dict().items()}
     for _ in range(2):
         a, b = plain.step(seqs), lean.step(seqs)
-        assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"]
+        if exact:
+            assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"]
+        else:
+            assert b["loss"] == pytest.approx(a["loss"], rel=1e-6)
+            assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)
     for (name, x), y in zip(plain.model.state_dict().items(), lean.model.state_dict().values()):
-        assert torch.equal(x, y), name
+        if exact:
+            assert torch.equal(x, y), name
+        elif name in start:  # each weight's two updates the same within 0.1% of their size
+            moved = float((x.cpu() - start[name]).norm())
+            assert float((y.cpu() - x.cpu()).norm()) <= 1e-3 * moved + 1e-7, name
 
 
 def test_the_magnet_term_is_the_same_with_a_shared_prefix(tiny):
@@ -235,3 +258,20 @@ def test_the_magnet_term_is_the_same_with_a_shared_prefix(tiny):
             atol = (1e-5 if len(kls) == 1 else 1e-4) * scale + 1e-12
             torch.testing.assert_close(gb[name], ga[name], rtol=1e-4, atol=atol)
     assert kls[1] > 1e-4 and kls[2] < 1e-9  # live at step 2; the refreshed magnet is the policy
+
+
+def test_shared_prefix_auto_is_on_on_a_cpu_and_a_bad_value_is_refused(tiny, tmp_path):
+    """`shared_prefix: auto` (the default) shares on a CPU; a value other than true, false or
+    auto is a one-line error, from a config file too."""
+    from training.config import load_config
+
+    model, tok = tiny
+    assert LearnerConfig().shared_prefix == "auto"
+    assert Learner(copy.deepcopy(model), tok, LearnerConfig(), device="cpu").shared_prefix
+    assert not Learner(
+        copy.deepcopy(model), tok, LearnerConfig(shared_prefix=False), device="cpu"
+    ).shared_prefix
+    with pytest.raises(ValueError, match="shared_prefix must be true, false or auto, got 'yes'"):
+        LearnerConfig(shared_prefix="yes")
+    with pytest.raises(ValueError, match="shared_prefix must be true, false or auto"):
+        load_config("configs/train_tictactoe_tiny.yaml", {"learner": {"shared_prefix": "always"}})

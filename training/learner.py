@@ -4,7 +4,7 @@ A training example is a `Sequence`: prompt token ids, completion token ids, one 
 the behaviour log-probabilities (or None) and, for a turn decoded under legal-move
 constraints, the allowed strings. `Learner.step(seqs)` makes one optimizer step over them:
 
-1. micro-batches. With `shared_prefix` (the default): sort the sequences by their tokens and
+1. micro-batches. With `shared_prefix` (the default on a CPU): sort the sequences by their tokens and
    cut them into micro-batches of at most `micro_batch_tokens` distinct tokens, laid out on
    the step's prefix tree (`training.prefix_tree`): every token several sequences share (a
    game's rules, a conversation's earlier turns) is computed once, forward and backward,
@@ -107,13 +107,15 @@ class LearnerConfig:
     micro_batch_tokens: int = 8192
     """padded tokens per micro-batch (gradient accumulation beyond that); with shared_prefix,
     the distinct tokens of a micro-batch's prefix tree"""
-    shared_prefix: bool = True
+    shared_prefix: bool | str = "auto"
     """compute each token the step's sequences share once (a prefix tree of the micro-batch: one
     game's rules, one conversation's earlier turns), every continuation attending to it: the
     same loss and gradients as one pass per sequence, in fewer FLOPs (`training.prefix_tree`).
     Needs a plain linear LM head and sdpa or eager attention; otherwise, or false, every
     sequence runs whole. Works with offload_optimizer and gradient_checkpointing (a
-    checkpointed layer recomputes with the same gathered past: the same steps)"""
+    checkpointed layer recomputes with the same gathered past: the same steps). auto (the
+    default): on where it is faster, on a CPU; off on a GPU, where one padded row per sequence
+    ran 2.1-3.9x faster (docs/results/gpu.md)"""
     temperature: float = 1.0
     """sampling temperature of the rollouts: logits are divided by it"""
     lora_rank: int = 0
@@ -170,6 +172,10 @@ class LearnerConfig:
             raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
         if self.magnet_every < 0:
             raise ValueError(f"magnet_every must be >= 0, got {self.magnet_every}")
+        if self.shared_prefix not in ("auto", True, False):
+            raise ValueError(
+                f"shared_prefix must be true, false or auto, got {self.shared_prefix!r}"
+            )
         if self.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
         if self.bf16_rounding not in BF16_ROUNDINGS:
@@ -567,7 +573,10 @@ class Learner:
             if self.compute_dtype == "bfloat16" and self.device.type == "cpu"
             else None
         )
-        self.shared_prefix = self.cfg.shared_prefix and _shares_prefix(self.policy, self.attention)
+        wanted = self.cfg.shared_prefix
+        if wanted == "auto":  # faster on a CPU, slower on a GPU (docs/results/gpu.md)
+            wanted = self.device.type == "cpu"
+        self.shared_prefix = bool(wanted) and _shares_prefix(self.policy, self.attention)
         self.ref_model = None
         if self.cfg.loss.kl_coef > 0 and self.cfg.lora_rank == 0:
             self.ref_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
