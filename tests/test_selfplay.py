@@ -214,7 +214,10 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         "learner.lora_targets must be a module pattern or a list of module names, got []",
     ),
     "learner.log_entropy": ("no", "learner.log_entropy must be bool"),
-    "learner.shared_prefix": ("yes", "learner.shared_prefix must be bool, got 'yes'"),
+    "learner.shared_prefix": (
+        "yes",
+        "learner.shared_prefix must be one of true, false, auto, got 'yes'",
+    ),
     "learner.offload_optimizer": ("yes", "learner.offload_optimizer must be bool, got 'yes'"),
     "learner.gradient_checkpointing": (1, "learner.gradient_checkpointing must be bool, got 1"),
     "learner.value_coef": (-1, "learner: value_coef must be >= 0, got -1.0"),

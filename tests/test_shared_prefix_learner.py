@@ -273,5 +273,5 @@ def test_shared_prefix_auto_is_on_on_a_cpu_and_a_bad_value_is_refused(tiny, tmp_
     ).shared_prefix
     with pytest.raises(ValueError, match="shared_prefix must be true, false or auto, got 'yes'"):
         LearnerConfig(shared_prefix="yes")
-    with pytest.raises(ValueError, match="shared_prefix must be true, false or auto"):
+    with pytest.raises(ValueError, match="learner.shared_prefix must be one of true, false, auto"):
         load_config("configs/train_tictactoe_tiny.yaml", {"learner": {"shared_prefix": "always"}})

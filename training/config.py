@@ -271,6 +271,7 @@ CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did
     "learner.lr_schedule": ("constant", "cosine"),
     "learner.precision": PRECISIONS,
     "learner.bf16_rounding": BF16_ROUNDINGS,
+    "learner.shared_prefix": (True, False, "auto"),
     "learner.loss.aggregation": AGGREGATIONS,
     "league.weighting": WEIGHTINGS,
     "league.tournament.format": tuple(TOURNAMENT_FORMATS),
@@ -455,8 +456,9 @@ def _build(cls, d: Any, where: str, base=None):
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{path} must be a finite number, got {value}")
         if path in CHOICES and value not in CHOICES[path]:
+            names = [str(n).lower() if isinstance(n, bool) else n for n in CHOICES[path]]
             raise ValueError(
-                f"{path} must be one of {', '.join(CHOICES[path])}, got {value!r}{_did_you_mean(value, CHOICES[path])}"
+                f"{path} must be one of {', '.join(names)}, got {value!r}{_did_you_mean(value, names)}"
             )
         kwargs[key] = value
     try:
