@@ -13,9 +13,10 @@ One table (and `--out FILE.json`), in five parts:
    once, free-text replies of 32 tokens (a random model never stops early); tokens/s and MFU;
 3. learner: one PPO step per shape and learner setting (bf16 compute, fp32 masters, the KL
    reference of `loss.kl_coef 0.2`, 16 sequences with the recipe's prompt lengths, as
-   bench/learner_throughput.py --shape recipe), each setting in turn: resident (the default),
-   `offload_optimizer` + `gradient_checkpointing` (the paper-scale config's), and the same
-   with `shared_prefix`; tokens/s, MFU, and the peak memory
+   bench/learner_throughput.py --shape recipe), each setting in turn (`SETTINGS`): resident
+   (the default) and `offload_optimizer` + `gradient_checkpointing` (the paper-scale
+   config's), each with one row per sequence and with `shared_prefix`; tokens/s, MFU, and the
+   peak memory
    (`torch.cuda.max_memory_allocated` over the timed steps) beside the memory plan's
    prediction (`training.memory_plan.learner_rows` on the micro-batches the step formed). A
    setting the plan puts over the card is skipped, and says so;
