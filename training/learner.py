@@ -115,7 +115,7 @@ class LearnerConfig:
     sequence runs whole. Works with offload_optimizer and gradient_checkpointing (a
     checkpointed layer recomputes with the same gathered past: the same steps). auto (the
     default): on where it is faster, on a CPU; off on a GPU, where one padded row per sequence
-    ran 2.1-3.9x faster with resident weights, 1.2x offloaded (docs/results/gpu.md)"""
+    ran 2.1-3.9x faster with resident weights (docs/results/gpu.md)"""
     temperature: float = 1.0
     """sampling temperature of the rollouts: logits are divided by it"""
     lora_rank: int = 0
