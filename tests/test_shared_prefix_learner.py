@@ -260,7 +260,7 @@ def test_the_magnet_term_is_the_same_with_a_shared_prefix(tiny):
     assert kls[1] > 1e-4 and kls[2] < 1e-9  # live at step 2; the refreshed magnet is the policy
 
 
-def test_shared_prefix_auto_is_on_on_a_cpu_and_a_bad_value_is_refused(tiny, tmp_path):
+def test_shared_prefix_auto_is_on_on_a_cpu_and_a_bad_value_is_refused(tiny):
     """`shared_prefix: auto` (the default) shares on a CPU; a value other than true, false or
     auto is a one-line error, from a config file too."""
     from training.config import load_config
