@@ -46,6 +46,7 @@ def test_rollout_throughput_quick_replays_the_arena_batches_in_both_dtypes():
     assert all(out[dt]["matmuls_rows_vs_1"] > 0 for dt in ("float32", "bfloat16"))
 
 
+@pytest.mark.slow
 def test_learner_throughput_quick_runs_every_path_in_subprocesses():
     out = load("learner_throughput").main(["--quick", "--model", "tiny-llama", "--threads", "1"])
     assert out["ratio"] > 0 and out["bf16_ratio"] > 0

@@ -153,7 +153,7 @@ def test_full_width_self_play_drives_kuhn_exploitability_down(tmp_path):
     assert scored.exploitability < 0.1
 
 
-@pytest.mark.parametrize("minibatches", [1, 3])
+@pytest.mark.parametrize("minibatches", [pytest.param(1, marks=pytest.mark.slow), 3])
 def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path, minibatches):
     """The magnet and the last targets live in the checkpoint, and the split into minibatches
     is drawn from the seed and the step: 6 steps in one go and 3 + 3 with a resume end with the

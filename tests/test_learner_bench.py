@@ -4,6 +4,8 @@ per-sequence one on the real tiny Llama."""
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from agents.models import load_tokenizer
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "learner_throughput.py"
@@ -38,6 +40,7 @@ def test_recipe_rows_are_the_prompts_the_recipes_agent_sends():
             assert any(prompt[: len(p) + len(c)] == p + c for p, c, *_ in conversations)
 
 
+@pytest.mark.slow
 def test_recipe_shape_times_the_shared_prefix_beside_the_per_sequence_learner():
     out = load().main(
         ["--model", "tiny-llama", "--shape", "recipe", "--matches", "2", "--threads", "1"]

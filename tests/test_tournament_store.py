@@ -33,7 +33,10 @@ def jsonl_lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-@pytest.mark.parametrize("fmt,n,k", [("double_elimination", 10, 3), ("swiss", 11, 2)])
+@pytest.mark.parametrize(
+    "fmt,n,k",
+    [pytest.param("double_elimination", 10, 3, marks=pytest.mark.slow), ("swiss", 11, 2)],
+)
 def test_kill_9_at_random_points_then_resume(tmp_path, fmt, n, k):
     ref = reference(tmp_path, fmt, n, k)
     total = len(ref.schedule)
