@@ -21,6 +21,9 @@ Moves      message phase, `messages="free"` (default): free text (`is_free_text(
            not (move strings "rock", "paper", "scissors"; the message sent is "My hand is
            rock."), or "nothing" (no message). A model that cannot write yet (a tiny one
            trained from scratch) can still learn to signal, and to trust or not.
+           `messages="reveal"`: no message phase; both hands are shown in the claim phase
+           (as if both had named their hands truly). What is left is the split alone: a
+           repeated game in which the losing hand cooperates by claiming nothing.
            claim phase: action c in 0..10 = claim c coins; move strings "0" .. "10".
 Action space  `Discrete(coins + 2)`: 0..coins are claims, `coins + 1` (= 11, `SILENT`) is
            "send no message", the only masked-in discrete action of a free message phase.
@@ -39,7 +42,8 @@ Rewards    each round's points when the claims resolve (0..100 per round by defa
            claim in a message phase, out of range, None): -1 to the offender, 0 to the
            other, game over.
 State text  the round (of how many), own hand, the totals and the phase; in a claim phase
-           with `messages="hand"`, this round's messages. `state_rounds=k` adds the last k
+           with `messages="hand"`, this round's messages; with `messages="reveal"`, the
+           other's hand and whether yours wins. `state_rounds=k` adds the last k
            rounds' results ("Last round: your hand won; you claimed 10, the other claimed
            0."); `state_progress=False` (needs `state_rounds`) drops the round and totals:
            a strict memory-k prompt for `prompt: state`.
@@ -48,7 +52,7 @@ Dynamics   mixed: sequential messages, simultaneous claims (buffered, player_0 t
            parallelizable.
 Params     rounds=10 (+ random_horizon / continuation / min_rounds / max_rounds as in
            `games.repeated_matrix`), coins=10, high_value=10, low_value=1,
-           max_message_chars=500, messages="free" ("hand"), state_rounds=0,
+           max_message_chars=500, messages="free" ("hand", "reveal"), state_rounds=0,
            state_progress=True, illegal_reward=-1. `reset(options={"hands": [(h0, h1),
            ...]})` fixes the hands of the first rounds (for evaluation and tests).
 Bots       (`agents.social_bots`) messages are always honest: "My hand is rock." (with
@@ -72,7 +76,7 @@ from games.core import TextEnv
 from games.repeated_matrix import check_state_text, horizon, int_action, rounds_ago
 
 HANDS = ("rock", "paper", "scissors")
-MESSAGE_MODES = ("free", "hand")
+MESSAGE_MODES = ("free", "hand", "reveal")
 NO_MESSAGE = "nothing"  # the move string of SILENT with messages="hand"
 BEATS = {"rock": "scissors", "scissors": "paper", "paper": "rock"}  # key beats value
 _HAND_WORD = re.compile(r"\b(rock|paper|scissors)\b", re.I)
@@ -185,8 +189,8 @@ class TrustAndSplit(TextEnv):
             self.hands = (HANDS[a], HANDS[b])
         self.messages.append([])
         self._claims = {}
-        self.phase = "message"
-        self.agent_selection = self.possible_agents[r % 2]
+        self.phase = "claim" if self.message_mode == "reveal" else "message"
+        self.agent_selection = self.possible_agents[0 if self.message_mode == "reveal" else r % 2]
 
     def value(self, player: int) -> float:
         """Coin value of `player` this round (10 if its hand wins, 1 if it loses)."""
@@ -317,8 +321,11 @@ class TrustAndSplit(TextEnv):
             return hand_message(mine)
         if not cooperate:
             return self.coins
-        said = [named_hand(text) for p, text in self.messages[-1] if p != i]
-        theirs = said[0] if said else None
+        if self.message_mode == "reveal":
+            theirs = self.hands[1 - i]
+        else:
+            said = [named_hand(text) for p, text in self.messages[-1] if p != i]
+            theirs = said[0] if said else None
         if theirs is None or theirs == mine:
             return self.coins // 2
         return self.coins if BEATS[mine] == theirs else 0
@@ -330,24 +337,31 @@ class TrustAndSplit(TextEnv):
             f"You are {agent} in Trust-and-Split, a repeated game with one other player.\n"
             f"Each round there are {c} coins to split. Both players are dealt different rock-paper-scissors hands "
             "(rock beats scissors, scissors beats paper, paper beats rock). The player with the winning hand values "
-            f"each coin at {hi:g} points, the other at {lo:g} point{'s' if lo != 1 else ''}. You see only your own hand.\n"
+            f"each coin at {hi:g} points, the other at {lo:g} point{'s' if lo != 1 else ''}. "
             + (
-                "Each round: first both players may name a hand to the other (truly or not) or say nothing; "
-                "the first speaker alternates each round and the second speaker hears the first. Then both claim, "
-                if self.message_mode == "hand"
-                else f"Each round: first both players may send one message (at most {self.max_message_chars} characters); "
-                "the first speaker alternates each round and the second speaker reads the first message. Then both claim, "
+                "Both players see both hands.\nEach round both claim, "
+                if self.message_mode == "reveal"
+                else "You see only your own hand.\n"
+                + (
+                    "Each round: first both players may name a hand to the other (truly or not) or say nothing; "
+                    "the first speaker alternates each round and the second speaker hears the first. Then both claim, "
+                    if self.message_mode == "hand"
+                    else f"Each round: first both players may send one message (at most {self.max_message_chars} characters); "
+                    "the first speaker alternates each round and the second speaker reads the first message. Then both claim, "
+                )
             )
             + f"simultaneously, a number of coins from 0 to {c}. If the claims add up to more than {c}, they are scaled "
             f"down in proportion: you get {c} x (your claim) / (sum of claims). Your points = coins you get x your coin value.\n"
             "After each round both hands and both claims are revealed.\n"
             f"{self.horizon.text()}\n"
             "Your goal: as many points as possible in total over all rounds.\n"
-            + f"When claiming, answer with a number of coins, e.g. [{c // 2}]. "
+            + f"When claiming, answer with a number of coins, e.g. [{c // 2}]."
             + (
-                f"When messaging, answer with a hand or {NO_MESSAGE}, e.g. [rock]."
+                f" When messaging, answer with a hand or {NO_MESSAGE}, e.g. [rock]."
                 if self.message_mode == "hand"
-                else "When messaging, write just the message."
+                else ""
+                if self.message_mode == "reveal"
+                else " When messaging, write just the message."
             )
         )
 
@@ -395,6 +409,9 @@ class TrustAndSplit(TextEnv):
         else:
             if self.message_mode == "hand":
                 lines += [self.said(i, p, text) for p, text in self.messages[-1]]
+            elif self.message_mode == "reveal":
+                won = "wins" if self.value(i) > self.value(1 - i) else "loses"
+                lines.append(f"The other player's hand: {self.hands[1 - i]}; yours {won}.")
             lines.append(f"Claim phase: how many of the {self.coins} coins do you claim?")
         return "\n".join(lines)
 

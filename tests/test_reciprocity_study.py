@@ -389,6 +389,56 @@ def test_tabular_learning_advantage_alignment_reaches_tit_for_tat_mars_defects()
     assert mars[-1]["C"] < 0.3 and mars[-1]["D"] < 0.3
 
 
+def test_tabular_learning_in_trust_and_split_advantage_alignment_reaches_tit_for_tat():
+    """Trust-and-Split with both hands shown: the tabular memory-1 policy (the losing hand claims
+    0 or every coin) trained by Advantage Alignment cooperates first and after the other's
+    cooperation and retaliates after its defection; mars defects first and after a defection."""
+    from experiments.reciprocity.reciprocity_study import tabular_learning
+    from training.advantages import AdvantageConfig
+
+    raw = dict(reward_scale=0.1, format_reward=0.0, draw_reward=0.0)
+    params = {"rounds": 5, "messages": "reveal", "state_rounds": 1, "state_progress": False}
+    run = dict(iterations=10, matches=100, lr=0.7, seed=1, game="trust_and_split", params=params)
+    aa = tabular_learning(
+        AdvantageConfig(estimator="advantage_alignment", aa_past="causal", **raw), **run
+    )
+    mars = tabular_learning(AdvantageConfig(estimator="mars", **raw), **run)
+    assert aa[-1]["first"] > 0.8 and aa[-1]["C"] > 0.9 and aa[-1]["D"] < 0.1
+    assert mars[-1]["first"] < 0.3 and mars[-1]["D"] < 0.2
+
+
+def test_decisions_in_trust_and_split_count_only_the_losing_hands_claims():
+    """With both hands shown, cooperating and defecting differ only for the losing hand (claim 0
+    or every coin): the winning hand's turns are no decision; the state is the other's last move
+    (it defected iff it lost and claimed more than half)."""
+    import games
+    from core.records import MatchRecord, TurnRecord
+    from experiments.reciprocity.reciprocity_study import decisions
+
+    params = {"rounds": 3, "messages": "reveal"}
+    env = games.make("trust_and_split", **params)
+    env.reset(seed=5)
+    loser_claims = [10, 0, 4]  # round 1 the loser defects, then cooperates (4 is not over half)
+    rec = MatchRecord("m", "trust_and_split", params, 5, {"player_0": "a", "player_1": "a"})
+    losers = []
+    for r, claim in enumerate(loser_claims):
+        loser = 0 if env.value(0) < env.value(1) else 1
+        losers.append(loser)
+        for p in (0, 1):
+            action = claim if p == loser else 10
+            rec.turns.append(TurnRecord(2 * r + p, f"player_{p}", "a", str(action), action))
+            env.step(action)
+    states, moves = decisions(rec)
+    expected_moves = []
+    for r, claim in enumerate(loser_claims):
+        expected_moves += [(claim == 0) if p == losers[r] else None for p in (0, 1)]
+    assert moves == expected_moves
+    # after round 1 the round-1 winner saw a defection (D), the loser a cooperation (C)
+    assert states[:2] == ["first", "first"]
+    assert states[2 + losers[0]] == "C" and states[2 + 1 - losers[0]] == "D"
+    assert states[4:] == ["C", "C"]  # round 2's loser claimed 0: both saw a cooperation
+
+
 def test_memory1_state_by_the_others_move_or_by_both_moves():
     """`cooperation_history` rows are (own move, the others' moves); the state is `first` before
     any round, else the other's last move, or with own_move both last moves, own first."""

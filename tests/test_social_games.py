@@ -251,6 +251,43 @@ def test_trust_and_split_memory_one_state_text():
         games.make("trust_and_split", messages="emoji")
 
 
+def test_trust_and_split_reveal_shows_both_hands_and_skips_the_messages():
+    params = dict(messages="reveal", state_rounds=1, state_progress=False)
+    quiet(api_test, games.make("trust_and_split", **params), num_cycles=300)
+    quiet(seed_test, lambda: games.make("trust_and_split", **params), num_cycles=100)
+    env = games.make("trust_and_split", rounds=2, **params)
+    env.reset(seed=0, options={"hands": [("rock", "scissors"), ("rock", "paper")]})
+    # no message phase: player_0 claims first in every round, then player_1
+    assert env.phase == "claim" and env.agent_selection == "player_0"
+    assert env.legal_moves("player_0") == [str(c) for c in range(11)]
+    assert env.state_text("player_0").splitlines() == [
+        "Your hand: rock.",
+        "The other player's hand: scissors; yours wins.",
+        "Claim phase: how many of the 10 coins do you claim?",
+    ]
+    assert "The other player's hand: rock; yours loses." in env.state_text("player_1")
+    assert "Both players see both hands." in env.rules_text("player_0")
+    assert "messaging" not in env.rules_text("player_0")
+    play(env, [10, 0])  # rock beats scissors: 10 coins at 10 points
+    assert env.results[0].points == (100.0, 0.0) and env.messages[0] == []
+    assert env.agent_selection == "player_0" and env.phase == "claim"
+    assert env.state_text("player_0").splitlines()[:2] == [
+        "Last round: your hand won (rock against scissors); you claimed 10, the other claimed 0.",
+        "Your hand: rock.",
+    ]
+    play(env, [10, 10])  # paper beats rock: 5 coins each, at 1 and 10 points
+    assert env.results[1].points == (5.0, 50.0)
+    assert all(env.terminations.values())
+
+
+def test_trust_and_split_reveal_cooperators_read_the_hands_not_messages():
+    env = games.make("trust_and_split", messages="reveal", rounds=1)
+    env.reset(seed=0, options={"hands": [("paper", "rock")]})
+    assert env.social_action("player_0", True) == 10  # paper beats rock
+    assert env.social_action("player_1", True) == 0
+    assert env.social_action("player_1", False) == 10
+
+
 def _negotiation(**params):
     return games.make(
         "negotiation",

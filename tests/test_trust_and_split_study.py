@@ -21,11 +21,11 @@ from experiments.trust_and_split.study import (
 HAND_MESSAGES = {"rounds": 5, "messages": "hand", "state_rounds": 1, "state_progress": False}
 
 
-def scripted(strategy: str, matches: int = 6):
+def scripted(strategy: str, matches: int = 6, params: dict = HAND_MESSAGES):
     records = list(
         play_suite(
             {"agent": make_agent(strategy)},
-            [GameSpec("trust_and_split", list(OPPONENTS), dict(HAND_MESSAGES))],
+            [GameSpec("trust_and_split", list(OPPONENTS), dict(params))],
             matches=matches,
             seed=3,
         )
@@ -55,6 +55,12 @@ def test_cooperators_reach_the_social_optimum_and_greed_half_of_it():
     assert (greedy.claim_win, greedy.claim_lose) == (10.0, 10.0)
     # against itself it earns exactly the mutual-greed bar
     assert greedy.payoff_greedy == pytest.approx(greedy.greedy_bar) and greedy.not_exploited
+
+
+def test_with_both_hands_shown_there_are_no_messages_to_score_and_the_split_is_the_same():
+    _, coop = scripted("always_cooperate", params={**HAND_MESSAGES, "messages": "reveal"})
+    assert (coop.welfare, coop.honest, coop.claim_win, coop.claim_lose) == (1.0, None, 10.0, 0.0)
+    assert "| - |" in markdown([coop])
 
 
 def test_a_cooperator_loses_five_points_each_losing_round_against_greed():

@@ -42,7 +42,10 @@ initialisation, fitted by cross-entropy to tit-for-tat's replies on its own prom
 `--tabular` (no network) follows those updates: a tabular memory-1 policy (a logit per state,
 from p = 0.5) trained in self-play by each estimator, iteration by iteration
 (`tabular_learning`): where nothing is shared between states, does the estimator reach
-tit-for-tat (C after C, D after D) or defection?
+tit-for-tat (C after C, D after D) or defection? It plays the config's first game: the
+iterated prisoner's dilemma, or Trust-and-Split (`--config
+experiments/trust_and_split/train_tas_aa_reveal.yaml`: the losing hand claims nothing or
+every coin, the winning hand every coin; only the losing hand's claims are decisions).
 
 Each run's figures carry 95% CIs over its evaluation matches; the table's summary rows
 give, per estimator, the mean over seeds with a t interval over the seeds. Output in
@@ -131,15 +134,22 @@ def memory1_state(history: list, own_move: bool = False) -> str:
 
 
 def state_gradients(
-    p: dict[str, float], opponent: str, configs: dict, matches: int = 400, seed: int = 0
+    p: dict[str, float],
+    opponent: str,
+    configs: dict,
+    matches: int = 400,
+    seed: int = 0,
+    game: str = "prisoners_dilemma",
+    params: dict | None = None,
 ) -> dict[str, dict[str, float]]:
     """Per estimator config (name -> AdvantageConfig), per state: mean of A (1[C] - p[state])
-    over the `Memory1(p)` learner's turns, in matches against `opponent` (`self`: a second
-    Memory1(p) that learns too, as in self-play; else a social bot). Two matches per seed,
-    one per seat order, as the training loop's loo groups."""
+    over the `Memory1(p)` learner's turns, in matches of `game` against `opponent` (`self`: a
+    second Memory1(p) that learns too, as in self-play; else a social bot). Two matches per
+    seed, one per seat order, as the training loop's loo groups. Only the turns where
+    cooperating and defecting are different moves count (`decisions`: in Trust-and-Split the
+    winning hand claims every coin either way)."""
     from agents import make_agent
     from arena.runner import MatchPlan, play
-    from evaluation.social import replay
     from training.advantages import compute_advantages
 
     own_move = any(len(s) == 2 for s in p)
@@ -148,9 +158,10 @@ def state_gradients(
     plans = [
         MatchPlan(
             f"{s}-{order}",
-            "prisoners_dilemma",
+            game,
             [learner.name, other.name][:: 1 - 2 * order],
             seed + s,
+            dict(params or {}),
         )
         for s in range(matches // 2)
         for order in (0, 1)
@@ -162,26 +173,41 @@ def state_gradients(
     states, cooperated = (
         [],
         [],
-    )  # per match, per turn: the mover's state (turn k is in round k // 2), its move
+    )  # per match, per turn: the mover's state, its move (None: no choice)
     for r in records:
-        env = replay(r)
-        states.append(
-            [
-                memory1_state(env.cooperation_history(t.player)[: k // 2], own_move)
-                for k, t in enumerate(r.turns)
-            ]
-        )
-        cooperated.append([t.action == env.cooperate_action for t in r.turns])
+        s, c = decisions(r, own_move)
+        states.append(s)
+        cooperated.append(c)
     out = {}
     for name, cfg in configs.items():
         by_state: dict[str, list[float]] = {}
         for x in compute_advantages(records, replace(cfg, learners=[learner.name])):
-            state = states[x.match_index][x.turn_index]
-            by_state.setdefault(state, []).append(
-                x.advantage * (cooperated[x.match_index][x.turn_index] - p[state])
+            state, move = (
+                states[x.match_index][x.turn_index],
+                cooperated[x.match_index][x.turn_index],
             )
+            if move is None:
+                continue
+            by_state.setdefault(state, []).append(x.advantage * (move - p[state]))
         out[name] = {s: float(sum(v) / len(v)) for s, v in sorted(by_state.items())}
     return out
+
+
+def decisions(rec, own_move: bool = False) -> tuple[list[str], list[bool | None]]:
+    """Per turn of a recorded match, replayed from its seed: the mover's memory-1 state, and
+    whether its move was the cooperative one (None where cooperating and defecting are the
+    same move, or the turn is not a decision of the social game's, e.g. a message)."""
+    import games
+
+    env = games.make(rec.game, **rec.params)
+    env.reset(seed=rec.seed)
+    states, moves = [], []
+    for t in rec.turns:
+        states.append(memory1_state(env.cooperation_history(t.player), own_move))
+        c, d = env.social_action(t.player, True), env.social_action(t.player, False)
+        moves.append(None if c == d else t.action == c)
+        env.step(t.action)
+    return states, moves
 
 
 def tabular_learning(
@@ -192,6 +218,8 @@ def tabular_learning(
     lr: float = 0.5,
     seed: int = 0,
     own_move: bool = False,
+    game: str = "prisoners_dilemma",
+    params: dict | None = None,
 ) -> list[dict[str, float]]:
     """A tabular memory-1 policy (one logit per state, all 0: p = 0.5) trained by `adv`'s estimator:
     each iteration plays `matches` matches against `opponent` (`self`: the policy itself, both
@@ -205,7 +233,7 @@ def tabular_learning(
     for it in range(iterations):
         p = {s: float(1 / (1 + np.exp(-v))) for s, v in theta.items()}
         history.append(p)
-        g = state_gradients(p, opponent, {"x": adv}, matches, seed + it)["x"]
+        g = state_gradients(p, opponent, {"x": adv}, matches, seed + it, game, params)["x"]
         scale = max((abs(v) for v in g.values()), default=0.0) or 1.0
         for s in theta:
             theta[s] += lr * g.get(s, 0.0) / scale
@@ -221,10 +249,11 @@ def tabular_table(
     overrides: dict | None = None,
     own_move: bool = False,
 ) -> str:
-    """`tabular_learning` in self-play for the config's advantage_alignment and for mars: p per
-    state every 5 iterations (`own_move`: the states are the last round's two moves)."""
-    adv = train_config(config, "advantage_alignment", 0, Path("unused"), overrides=overrides)
-    adv = adv.advantage
+    """`tabular_learning` in self-play for the config's advantage_alignment and for mars, on the
+    config's first game: p per state every 5 iterations (`own_move`: the states are the last
+    round's two moves)."""
+    cfg = train_config(config, "advantage_alignment", 0, Path("unused"), overrides=overrides)
+    adv, game = cfg.advantage, cfg.games[0]
     states = ("first", *(STATES if own_move else ("C", "D")))
     lines = [
         "| estimator | iteration | " + " | ".join(f"p(C) {s}" for s in states) + " |",
@@ -234,7 +263,16 @@ def tabular_table(
         (f"advantage_alignment (beta {adv.aa_beta:g})", adv),
         ("mars", replace(adv, estimator="mars")),
     ):
-        history = tabular_learning(cfg, "self", iterations, matches, seed=seed, own_move=own_move)
+        history = tabular_learning(
+            cfg,
+            "self",
+            iterations,
+            matches,
+            seed=seed,
+            own_move=own_move,
+            game=game.name,
+            params=game.params,
+        )
         for it, p in enumerate(history):
             if it % 5 == 0 or it == iterations:
                 lines.append(

@@ -57,7 +57,7 @@ class RunResult:
     steps: int
     welfare: float
     welfare_ci: tuple[float, float]
-    honest: float
+    honest: float | None  # None: the game sends no messages (messages: reveal)
     claim_win: float
     claim_lose: float
     payoff_greedy: float
@@ -77,9 +77,9 @@ def match_welfare(rec, env) -> float:
     return sum(rec.returns.values()) / (social_optimum_per_round(env) * len(env.results))
 
 
-def self_play_behaviour(envs) -> tuple[float, float, float]:
-    """(share of honest messages, mean claim with the winning hand, with the losing hand)
-    over the self-play matches (replayed), both seats."""
+def self_play_behaviour(envs) -> tuple[float | None, float, float]:
+    """(share of honest messages, None without messages; mean claim with the winning hand,
+    with the losing hand) over the self-play matches (replayed), both seats."""
     from games.trust_and_split import hand_message
 
     honest, claims = [], {True: [], False: []}
@@ -90,7 +90,7 @@ def self_play_behaviour(envs) -> tuple[float, float, float]:
             for p in (0, 1):
                 claims[res.values[p] > res.values[1 - p]].append(res.claims[p])
     return (
-        float(np.mean(honest)) if honest else float("nan"),
+        float(np.mean(honest)) if honest else None,
         float(np.mean(claims[True])),
         float(np.mean(claims[False])),
     )
@@ -175,6 +175,10 @@ def paired_welfare(a: RunResult, b: RunResult) -> tuple[float, float, float, int
 def markdown(results: list[RunResult]) -> str:
     from evaluation.stats import mean_ci
 
+    def share(values):
+        values = [v for v in values if v is not None]
+        return f"{np.mean(values):.2f}" if values else "-"
+
     def ci(v, lo_hi, digits=2):
         return f"{v:.{digits}f} [{lo_hi[0]:.{digits}f}, {lo_hi[1]:.{digits}f}]"
 
@@ -184,7 +188,7 @@ def markdown(results: list[RunResult]) -> str:
     ]
     for r in results:
         lines.append(
-            f"| {r.estimator} | {r.seed} | {ci(r.welfare, r.welfare_ci)} | {r.honest:.2f} | {r.claim_win:.1f} / {r.claim_lose:.1f} | "
+            f"| {r.estimator} | {r.seed} | {ci(r.welfare, r.welfare_ci)} | {share([r.honest])} | {r.claim_win:.1f} / {r.claim_lose:.1f} | "
             f"{ci(r.payoff_greedy, r.payoff_greedy_ci, 1)} ({r.greedy_bar:.1f}) | {'yes' if r.not_exploited else 'no'} | "
             f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |"
         )
@@ -193,7 +197,7 @@ def markdown(results: list[RunResult]) -> str:
         w = mean_ci([r.welfare for r in rs])
         g = mean_ci([r.payoff_greedy for r in rs])
         lines.append(
-            f"| **{est}** | mean of {len(rs)} | {ci(w[0], w[1:])} | {np.mean([r.honest for r in rs]):.2f} | "
+            f"| **{est}** | mean of {len(rs)} | {ci(w[0], w[1:])} | {share([r.honest for r in rs])} | "
             f"{np.mean([r.claim_win for r in rs]):.1f} / {np.mean([r.claim_lose for r in rs]):.1f} | "
             f"{ci(g[0], g[1:], 1)} ({np.mean([r.greedy_bar for r in rs]):.1f}) | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
             f"{np.mean([r.payoff_tft for r in rs]):.1f} | {np.mean([r.steps for r in rs]):g} | {np.mean([r.train_minutes for r in rs]):.1f} |"
@@ -248,7 +252,7 @@ def figure(results: list[RunResult], path: Path) -> None:
             bar = float(np.mean([r.greedy_bar for r in results]))
             ax.axhline(bar, color="gray", ls="--", lw=1, label="mutual greed")
             ax.legend(fontsize=7, loc="lower right")
-    save_figure(fig, results, "Trust-and-Split, hand messages", path)
+    save_figure(fig, results, "Trust-and-Split", path)
 
 
 def main(argv: list[str] | None = None) -> list[RunResult]:
