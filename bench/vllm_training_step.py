@@ -1,6 +1,8 @@
-"""The same training step with transformers rollouts vs vLLM rollouts.
+"""The whole training step: transformers rollouts and one learner row per sequence, against vLLM
+rollouts and the shared-prefix learner.
 
     python bench/vllm_training_step.py                    # SmolLM2-135M, configs/train_mars_smollm2.yaml, 12 matches a step
+    python bench/vllm_training_step.py --same-learner     # the rollouts alone differ: both paths take the config's learner
     python bench/vllm_training_step.py --repeats 3 --numerics
     python bench/vllm_training_step.py --quick            # smoke run
 
@@ -10,16 +12,22 @@ in its own subprocess; the paths alternate `--repeats` times (transformers, vllm
 transformers, ...) so a change in the machine's load hits both:
 
 - transformers  `backend: transformers`: rollouts on the learner's own module (its compute
-                dtype, `learner.precision`: auto = bf16 on a CPU with native bf16);
+                dtype, `learner.precision`: auto = bf16 on a CPU with native bf16), the
+                learner with one row per sequence (`learner.shared_prefix: false`);
 - vllm          `backend: vllm`: the in-process vLLM engine (dtype `--vllm-dtype`, default
                 the learner's; prefix caching on), the learner's weights loaded into it after
                 every update; the learner recomputes the behaviour logprobs unless both are fp32
-                (`training.selfplay.behaviour_recompute`).
+                (`training.selfplay.behaviour_recompute`); the shared-prefix learner
+                (`learner.shared_prefix: true`: each shared prompt computed once).
+
+With `--same-learner` both paths keep the config's `learner.shared_prefix`, so only the
+rollouts differ.
 
 Both start from the same seed, so they plan the same matches (games, deals, seats); the
 sampled replies, and so the turns, differ. From metrics.jsonl of each timed step:
 matches per minute of the rollouts and of the whole step (rollout + PPO update, no
-evaluation or checkpoint), the rollout share of the step, and MFU (model FLOPs
+evaluation or checkpoint), policy turns per minute of the whole step (the sampled replies
+differ between the paths, and so do the matches' lengths), the rollout share of the step, and MFU (model FLOPs
 utilisation, `machine_limit.utilisation`: the rollout's prompt + completion FLOPs, the
 learner's 3x forward FLOPs (the KL reference's forward not counted), over the matmul
 FLOP/s of the path's dtype measured in this run at `--threads`); medians over all timed
@@ -27,7 +35,7 @@ steps of all repeats. vLLM generates on 1 torch thread (`VLLMBackend(threads=1)`
 learner on `--threads`.
 `--numerics`: one more vLLM step that keeps the engine's logprobs as behaviour logprobs,
 printing the first update's ratio range and clip fraction against the learner (what decides
-`behaviour_recompute`). Target: vllm / transformers matches per minute >= 2x.
+`behaviour_recompute`). Target: vllm / transformers matches per minute of the whole step >= 2x.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # machine_limit, run as a script or loaded
 
 PATHS = ("transformers", "vllm")
+LEARNER_NAMES = {True: "shared prefix", False: "per sequence", "auto": "shared auto"}
 METRICS = (
     "rollout_seconds",
     "learn_seconds",
@@ -68,7 +77,9 @@ def overrides(args, path: str, run_dir: str) -> dict:
             "gpu_memory_utilization": args.vllm_memory,
             **({"dtype": args.vllm_dtype} if args.vllm_dtype else {}),
         }
+    learner = {} if args.same_learner else {"learner": {"shared_prefix": path != "transformers"}}
     return {
+        **learner,
         "backend": "transformers" if path == "transformers" else "vllm",
         "backend_kwargs": kwargs,
         "steps": 1 if path == "vllm-engine-logprobs" else args.warmup + args.steps,
@@ -84,7 +95,8 @@ def overrides(args, path: str, run_dir: str) -> dict:
 
 
 def run_path(args, path: str) -> dict:
-    """One path in this process: {"dtype": rollout dtype, "learner": learner dtype, "steps": [metrics of each timed step]}."""
+    """One path in this process: {"dtype": rollout dtype, "learner": learner dtype, "shared_prefix":
+    whether the learner shares prefixes, "steps": [metrics of each timed step]}."""
     from rich.console import Console
 
     from core.machine import compute_dtype
@@ -99,6 +111,7 @@ def run_path(args, path: str) -> dict:
     try:
         cfg = load_config(args.config, overrides(args, path, run))
         learner_dtype = compute_dtype(cfg.learner.precision)
+        shared = cfg.learner.shared_prefix  # True, False or "auto" (on on a CPU, off on a GPU)
         selfplay.train(cfg, console=Console(file=open(os.devnull, "w")))
         rows = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines()]
     finally:
@@ -107,6 +120,7 @@ def run_path(args, path: str) -> dict:
     return {
         "dtype": cfg.backend_kwargs.get("dtype", learner_dtype),
         "learner": learner_dtype,
+        "shared_prefix": shared,
         "steps": [{k: r.get(k, float("nan")) for k in METRICS} for r in rows],
     }
 
@@ -141,12 +155,20 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--same-learner",
+        action="store_true",
+        help="both paths keep the config's learner.shared_prefix (default: transformers one row per sequence, vllm shared prefix)",
+    )
+    ap.add_argument(
         "--numerics",
         action="store_true",
         help="also: the first update's ratio with the engine's own logprobs",
     )
     ap.add_argument(
         "--quick", action="store_true", help="smoke run: 2 matches, 1 timed step, 1 repeat"
+    )
+    ap.add_argument(
+        "--json", metavar="PATH", help="also write the results (per path, the ratios) there"
     )
     ap.add_argument("--_path", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -170,8 +192,8 @@ def main(argv: list[str] | None = None) -> dict:
     child = [
         f"--{k.replace('_', '-')}={v}"
         for k, v in vars(args).items()
-        if k not in ("quick", "repeats", "numerics", "_path")
-    ]
+        if k not in ("quick", "repeats", "numerics", "_path", "same_learner", "json")
+    ] + (["--same-learner"] if args.same_learner else [])
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
 
     def child_run(path: str) -> dict:
@@ -190,13 +212,16 @@ def main(argv: list[str] | None = None) -> dict:
 
     runs: dict[str, list[dict]] = {p: [] for p in PATHS}
     dtypes: dict[str, tuple[str, str]] = {}
+    shared: dict[str, bool | str] = {}
     for r in range(args.repeats):
         for path in PATHS:
             res = child_run(path)
             runs[path] += res["steps"]
             dtypes[path] = (res["dtype"], res["learner"])
+            shared[path] = res["shared_prefix"]
+            learner = LEARNER_NAMES[res["shared_prefix"]]
             print(
-                f"  repeat {r + 1} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']}: step "
+                f"  repeat {r + 1} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']} {learner}: step "
                 + ", ".join(
                     f"{s['step_seconds']:.1f} s (rollout {s['rollout_seconds']:.1f}, {s['policy_turns']:.0f} turns)"
                     for s in res["steps"]
@@ -258,8 +283,12 @@ def main(argv: list[str] | None = None) -> dict:
         table[path] = {
             "rollout_dtype": dtypes[path][0],
             "learner_dtype": dtypes[path][1],
+            "shared_prefix": shared[path],
             "matches_per_min_rollout": args.matches * 60 / med["rollout_seconds"],
             "matches_per_min_step": args.matches * 60 / med["step_seconds"],
+            "turns_per_min_step": 60
+            * sum(s["policy_turns"] for s in steps)
+            / sum(s["step_seconds"] for s in steps),
             "rollout_share": statistics.median(
                 s["rollout_seconds"] / s["step_seconds"] for s in steps
             ),
@@ -267,12 +296,12 @@ def main(argv: list[str] | None = None) -> dict:
             **med,
         }
     print(
-        f"\n{'path':<13}{'rollout/learner dtype':>22}{'matches/min rollout':>21}{'matches/min step':>18}{'rollout s':>11}"
+        f"\n{'path':<13}{'learner':>14}{'rollout/learner dtype':>22}{'matches/min rollout':>21}{'matches/min step':>18}{'rollout s':>11}"
         f"{'learn s':>9}{'rollout share':>15}{'turns':>7}{'tokens/s rollout/learn':>24}{'MFU rollout/learn/step':>24}"
     )
     for path, t in table.items():
         print(
-            f"{path:<13}{t['rollout_dtype'] + '/' + t['learner_dtype']:>22}{t['matches_per_min_rollout']:>21.1f}{t['matches_per_min_step']:>18.1f}"
+            f"{path:<13}{LEARNER_NAMES[t['shared_prefix']]:>14}{t['rollout_dtype'] + '/' + t['learner_dtype']:>22}{t['matches_per_min_rollout']:>21.1f}{t['matches_per_min_step']:>18.1f}"
             f"{t['rollout_seconds']:>11.1f}{t['learn_seconds']:>9.1f}{t['rollout_share']:>15.0%}{t['policy_turns']:>7.0f}"
             f"{t['rollout_tokens_per_s']:>17.0f}/{t['learn_tokens_per_s']:<6.0f}"
             f"{t['mfu_rollout']:>10.1%}/{t['mfu_learn']:.1%}/{t['mfu_step']:.1%}"
@@ -281,17 +310,37 @@ def main(argv: list[str] | None = None) -> dict:
         table["vllm"]["matches_per_min_rollout"] / table["transformers"]["matches_per_min_rollout"]
     )
     step = table["vllm"]["matches_per_min_step"] / table["transformers"]["matches_per_min_step"]
+    per_turn = table["vllm"]["turns_per_min_step"] / table["transformers"]["turns_per_min_step"]
     f32, b16 = machine["flops"]["float32"], machine["flops"]["bfloat16"]
     print(
         f"matmul at {machine['threads']} thread(s): fp32 {f32 / 1e9:.0f}, bf16 {b16 / 1e9:.0f} GFLOP/s. MFU counts every prompt "
         f"token as computed: prefix caching (vLLM) and prefix sharing (transformers) skip some, so it can pass 100%"
     )
+    paths = " / ".join(
+        f"{p} ({LEARNER_NAMES[table[p]['shared_prefix']]})" for p in ("vllm", "transformers")
+    )
     print(
-        f"vllm / transformers matches per minute: rollouts {roll:.2f}x, whole step {step:.2f}x (target >= 2x: "
+        f"{paths} matches per minute: rollouts {roll:.2f}x, whole step {step:.2f}x (target >= 2x: "
         f"{'met' if step >= 2 else 'MISSED'} for the step, {'met' if roll >= 2 else 'MISSED'} for the rollouts); "
         f"load average {os.getloadavg()[0]:.2f}"
     )
-    return {"paths": table, "rollout_ratio": roll, "step_ratio": step, "numerics": numerics}
+    print(
+        f"per policy turn (the paths sample different replies, so their matches last different numbers of "
+        f"turns): whole step {per_turn:.2f}x"
+    )
+    result = {
+        "config": args.config,
+        "matches": args.matches,
+        "threads": args.threads,
+        "paths": table,
+        "rollout_ratio": roll,
+        "step_ratio": step,
+        "turn_ratio": per_turn,
+        "numerics": numerics,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
 
 
 def load_config_model(path: str) -> str:

@@ -87,3 +87,22 @@ def test_prompt_cache_quick_plays_the_same_step_with_each_distinct_prompt_prefil
     assert out["prompts_prefilled_plain"] == 80 and out["prompts_prefilled_cached"] <= 5
     assert out["moves_agree"] >= 0.95 and out["speedup"] > 0
     assert (tmp_path / "cache.json").exists()
+
+
+def test_vllm_training_step_compares_the_shared_prefix_learner_with_one_row_per_sequence():
+    """The whole-step bench's paths: transformers rollouts with one learner row per sequence
+    against vLLM rollouts with the shared-prefix learner; `--same-learner` keeps the config's."""
+    import argparse
+
+    from training.config import load_config
+
+    bench = load("vllm_training_step")
+    config = str(BENCH.parent / "configs" / "train_mars_smollm2.yaml")
+    args = dict(vllm_memory=0.2, vllm_dtype="", warmup=1, steps=2, threads=1, seed=0, matches=12)
+    for same, expected in ((False, {"transformers": False, "vllm": True}), (True, None)):
+        ns = argparse.Namespace(**args, same_learner=same)
+        for path in ("transformers", "vllm"):
+            cfg = load_config(config, bench.overrides(ns, path, "unused"))
+            assert cfg.backend == path
+            wanted = expected[path] if expected else load_config(config).learner.shared_prefix
+            assert cfg.learner.shared_prefix == wanted
