@@ -486,6 +486,42 @@ def test_supervised_tit_for_tat_the_tiny_model_reads_the_others_last_move():
     assert rows[-1]["step"] == 30 and rows[-1]["p"]["C"] > 0.9 and rows[-1]["p"]["D"] > 0.9
 
 
+@pytest.mark.slow  # ~1-2 minutes on 2 cores
+def test_supervised_tit_for_tat_in_trust_and_split_saves_a_warm_start(tmp_path):
+    """Trust-and-Split with both hands shown: the fit plays tit-for-tat's claim (0 with the losing
+    hand after the other's cooperation, every coin after its defection) on held-out turns, and the
+    saved folder is a model a config starts from, with the fitted weights."""
+    from experiments.reciprocity.reciprocity_study import supervised_tit_for_tat
+
+    config = "experiments/trust_and_split/train_tas_aa_reveal.yaml"
+    rows = supervised_tit_for_tat(config, steps=80, every=80, save=tmp_path / "fit")
+    assert rows[0]["p"]["C"] < 0.5 and rows[0]["p"]["D"] < 0.5
+    assert all(p > 0.9 for p in rows[-1]["p"].values()) and "no choice" in rows[-1]["p"]
+    # the saved folder, loaded as a config's model, plays tit-for-tat's claims: losing in round 2,
+    # it claims nothing after the other's cooperation and every coin after its defection
+    from dataclasses import replace
+
+    import games
+    from agents.base import PendingTurn
+    from agents.llm_agent import LLMAgent
+    from agents.models import load_model
+    from agents.transformers_backend import TransformersBackend
+    from training.config import load_config
+
+    cfg = load_config(config, {"model": str(tmp_path / "fit")})
+    model, tok = load_model(cfg.model, dtype="float32", device="cpu")
+    agent = LLMAgent("fit", TransformersBackend((model, tok)), replace(cfg.agent, temperature=0.0))
+    claims = {}
+    for other_claim in (0, 10):
+        env = games.make("trust_and_split", **cfg.games[0].params)
+        env.reset(seed=0, options={"hands": [("rock", "scissors"), ("rock", "paper")]})
+        env.step(10)  # round 1: player_0's rock wins and takes every coin
+        env.step(other_claim)  # player_1's scissors lose: 0 cooperates, 10 defects
+        (rec,) = agent.act([PendingTurn("m", env, "player_0", np.random.default_rng(0))])
+        claims[other_claim] = rec.action
+    assert claims == {0: 0, 10: 10}
+
+
 def test_by_round_splits_the_profile_by_round(tmp_path):
     """Two hand-written 3-round matches against tit_for_tat: the agent cooperates, then defects
     in round 2 of one match; P(C) per (state, round) is the mean of its own probabilities there."""

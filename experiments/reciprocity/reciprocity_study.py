@@ -282,10 +282,13 @@ def tabular_table(
 
 
 def tit_for_tat_examples(
-    agent, tokenizer, params: dict, matches: int, seed: int
+    agent, tokenizer, game: str, params: dict, matches: int, seed: int
 ) -> list[tuple[str, object]]:
-    """(state, `Sequence`) for every turn of the first seat in `matches` matches of two memory-1 players
-    with random cooperation rates (0.1-0.9): the agent's prompt, tit-for-tat's reply as the target."""
+    """(state, `Sequence`) for every decision of the first seat in `matches` matches of `game`
+    between two memory-1 players with random cooperation rates (0.1-0.9): the agent's prompt,
+    tit-for-tat's move as the target. The state is the memory-1 state (`first`, `C`, `D`);
+    a turn where cooperating and defecting are the same move (Trust-and-Split's winning hand)
+    is labelled `no choice`."""
     import games
     from agents.base import PendingTurn
     from training.learner import Sequence, render_prompt
@@ -293,26 +296,27 @@ def tit_for_tat_examples(
     rng = np.random.default_rng(seed)
     out = []
     for m in range(matches):
-        env = games.make("prisoners_dilemma", **params)
+        env = games.make(game, **params)
         env.reset(seed=seed + m)
         first, second = env.possible_agents
         p = {first: rng.uniform(0.1, 0.9), second: rng.uniform(0.1, 0.9)}
-        state = "first"
         while env.agents:
             player = env.agent_selection
             if env.terminations[player] or env.truncations[player]:
                 env.step(None)
                 continue
+            state = memory1_state(env.cooperation_history(player))
+            coop, defect = env.social_action(player, True), env.social_action(player, False)
             if player == first:
                 turn = PendingTurn(f"tft{m}", env, player, rng)
                 view = env.view(player)
-                target = "Defect" if state == "D" else "Cooperate"
+                target = env.move_text(player, defect if state == "D" else coop)
                 reply = tokenizer(agent.reply_for(target), add_special_tokens=False)[
                     "input_ids"
                 ] + [tokenizer.eos_token_id]
                 out.append(
                     (
-                        state,
+                        state if coop != defect else "no choice",
                         Sequence(
                             render_prompt(tokenizer, agent.prompt_messages(turn)),
                             reply,
@@ -322,30 +326,34 @@ def tit_for_tat_examples(
                         ),
                     )
                 )
-            action = int(rng.random() >= p[player])  # 0 = Cooperate
-            if player == second:
-                state = "D" if action else "C"
-            env.step(action)
+            env.step(coop if rng.random() < p[player] else defect)
     return out
 
 
 def supervised_tit_for_tat(
-    config: str, steps: int = 40, batch: int = 64, every: int = 10, seed: int = 0
+    config: str,
+    steps: int = 40,
+    batch: int = 64,
+    every: int = 10,
+    seed: int = 0,
+    save: Path | None = None,
 ) -> list[dict]:
     """Can the config's model (freshly initialised for its seed) read the other's last move from its
     prompt? Cross-entropy on tit-for-tat's replies (`tit_for_tat_examples`: 50 matches to train on,
     10 held out), Adam at the config's `learner.lr`, fp32; every `every` steps the mean probability of
-    tit-for-tat's move on the held-out turns per state. Returns those rows (step, loss, state -> p)."""
+    tit-for-tat's move on the held-out turns per state. Returns those rows (step, loss, state -> p).
+    `save`: the fitted model and its tokenizer written there as a Hugging Face folder, a `model:`
+    a config can start from (a warm start)."""
     import torch
 
     from experiments.supervised_bound.supervised_bound import fit_step, fresh_policy
 
     cfg = train_config(config, "mars", seed, Path("unused"))
     model, tok, learner, agent = fresh_policy(cfg)
-    params = cfg.games[0].params
+    game = cfg.games[0]
     train, held = (
-        tit_for_tat_examples(agent, tok, params, 50, seed),
-        tit_for_tat_examples(agent, tok, params, 10, seed + 1000),
+        tit_for_tat_examples(agent, tok, game.name, game.params, 50, seed),
+        tit_for_tat_examples(agent, tok, game.name, game.params, 10, seed + 1000),
     )
     by_state: dict[str, list] = {}
     for state, seq in held:
@@ -376,6 +384,9 @@ def supervised_tit_for_tat(
         )
         if step % every == 0 or step == steps:
             rows.append({"step": step, "loss": float(np.mean(losses[-every:])), "p": p_target()})
+    if save is not None:
+        model.save_pretrained(save)
+        tok.save_pretrained(save)
     return rows
 
 
@@ -752,6 +763,11 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         action="store_true",
         help="fit the config's model to tit-for-tat's replies by cross-entropy: can it read the other's last move?",
     )
+    p.add_argument(
+        "--save",
+        metavar="DIR",
+        help="with --supervised: write the fitted model there (a Hugging Face folder: --set model=DIR starts from it)",
+    )
     args = p.parse_args(argv)
     if args.state_gradients:
         print(state_gradient_table(args.config, seed=args.eval_seed))
@@ -771,12 +787,15 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         print(table)
         return []
     if args.supervised:
-        for row in supervised_tit_for_tat(args.config, steps=args.steps or 40):
+        save = Path(args.save) if args.save else None
+        for row in supervised_tit_for_tat(args.config, steps=args.steps or 40, save=save):
             print(
                 f"step {row['step']:3d}  loss {row['loss']:.3f}  P(tit-for-tat's move) by the other's last move: "
                 + "  ".join(f"{s} {v:.3f}" for s, v in row["p"].items()),
                 flush=True,
             )
+        if save is not None:
+            print(f"fitted model saved to {save} (a warm start: --set model={save})")
         return []
 
     def saved(results: list[RunResult], out: Path) -> None:
