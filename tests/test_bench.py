@@ -26,6 +26,7 @@ def test_env_throughput_quick_measures_both_games(monkeypatch, capsys):
     assert "skipped, textarena is not installed" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_rollout_throughput_quick_replays_the_arena_batches_in_both_dtypes():
     out = load("rollout_throughput").main(
         ["--quick", "--model", "tiny-llama", "--repeats", "2", "--threads", "1"]

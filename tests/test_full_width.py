@@ -136,6 +136,7 @@ def full_width_config(run, **extra):
     return parse_config(d)
 
 
+@pytest.mark.slow
 def test_full_width_self_play_drives_kuhn_exploitability_down(tmp_path):
     """40 full-width steps on Kuhn poker from a random network: the exploitability `arena eval`
     scores on the saved policy falls from near uniform's 0.4583 to under 0.1 (the method converges
@@ -272,6 +273,7 @@ def test_blunders_count_the_positions_whose_likeliest_move_loses_value():
     assert tree.blunders(bad) == (1, pytest.approx(1 / 4520))
 
 
+@pytest.mark.slow
 def test_a_position_keyed_tic_tac_toe_run_logs_blunders_over_every_position(tmp_path):
     """full_width.key position on tic-tac-toe: one row per position (4,520, not the 294,778
     information states), split into minibatches; each step logs the exact exploitability and

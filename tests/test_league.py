@@ -411,6 +411,7 @@ def test_league_step_bench_quick_times_both_paths():
     )
 
 
+@pytest.mark.slow
 def test_a_run_with_league_tournaments_resumes_exactly(tmp_path):
     import torch
     from rich.console import Console

@@ -132,6 +132,7 @@ def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or
         score(config, 3, tmp_path, games=2, eval_seed=5)
 
 
+@pytest.mark.slow
 def test_score_all_in_two_processes_scores_as_one_process_does(tmp_path, capsys):
     from agents import checkpoint
     from agents.models import tiny_llama

@@ -965,7 +965,16 @@ def test_short_run_writes_checkpoints_tensorboard_metrics_and_curve(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
-@pytest.mark.parametrize("variant", ["mars", "critic", "restarts", "stochastic", "exploiter"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "mars",
+        *(
+            pytest.param(v, marks=pytest.mark.slow)
+            for v in ("critic", "restarts", "stochastic", "exploiter")
+        ),
+    ],
+)
 def test_resume_continues_exactly(tmp_path, variant):
     """4 steps straight == 2 steps, then --resume for 2 more (league: self-play, random, snapshots)."""
     over = {"steps": 4, "checkpoint_every": 2, "eval": {"every": 0}}
@@ -1424,7 +1433,7 @@ def test_vllm_backend_trains_with_load_weights(tmp_path):
     assert out["step"] == 1
 
 
-@pytest.mark.parametrize("lora", [0, 4])
+@pytest.mark.parametrize("lora", [0, pytest.param(4, marks=pytest.mark.slow)])
 def test_a_checkpoint_plays_as_an_agent_with_its_trained_weights_and_settings(
     tmp_path, lora, capsys
 ):

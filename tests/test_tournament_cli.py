@@ -766,7 +766,7 @@ def _as_a_user():
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 
-@pytest.mark.parametrize("state", ["finished", "killed"])
+@pytest.mark.parametrize("state", ["finished", pytest.param("killed", marks=pytest.mark.slow)])
 def test_report_only_in_a_folder_the_user_cannot_write_shows_the_leaderboard(tmp_path, state):
     """--report-only writes nothing, so a folder the user cannot write is no obstacle: a store
     closed cleanly is read as an immutable file, and one a killed run left with a write-ahead
