@@ -59,13 +59,14 @@ Negotiation (`negotiation`, `simple_negotiation`):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
 
 import games
-from core.records import MatchRecord
+from core.records import MatchRecord, TurnRecord
 from evaluation.stats import ratio_ci, wilson
 from evaluation.suites import plan_key, unkey
 
@@ -166,8 +167,9 @@ class SocialRow:
 PROFILE_FIELDS = ("profile", "nearest", "nearest_distance")  # the report prints them apart
 
 
-def replay(rec: MatchRecord):
-    """The match's env after replaying its recorded actions from its seed."""
+def replay(rec: MatchRecord, before_turn: Callable[[object, TurnRecord], None] | None = None):
+    """The match's env after replaying its recorded actions from its seed; `before_turn(env,
+    turn)`, when given, sees the env just before each recorded turn is played."""
     env = games.make(rec.game, **rec.params)
     env.reset(seed=rec.seed)
     for t in rec.turns:
@@ -179,6 +181,8 @@ def replay(rec: MatchRecord):
             raise RuntimeError(
                 f"match {rec.match_id} does not replay: turn {t.index} is {t.player}'s, the env waits for {env.agent_selection}"
             )
+        if before_turn is not None:
+            before_turn(env, t)
         if t.action is None:
             env.forfeit(t.player)
             break

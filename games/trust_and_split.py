@@ -333,36 +333,35 @@ class TrustAndSplit(TextEnv):
     # --- text layer --------------------------------------------------------------------
     def rules_text(self, agent: str) -> str:
         c, hi, lo = self.coins, self.high_value, self.low_value
+        # per message mode: what each player sees and how a round opens; how to answer a message
+        rounds, answer = {
+            "free": (
+                "You see only your own hand.\n"
+                f"Each round: first both players may send one message (at most {self.max_message_chars} characters); "
+                "the first speaker alternates each round and the second speaker reads the first message. Then both claim, ",
+                " When messaging, write just the message.",
+            ),
+            "hand": (
+                "You see only your own hand.\n"
+                "Each round: first both players may name a hand to the other (truly or not) or say nothing; "
+                "the first speaker alternates each round and the second speaker hears the first. Then both claim, ",
+                f" When messaging, answer with a hand or {NO_MESSAGE}, e.g. [rock].",
+            ),
+            "reveal": ("Both players see both hands.\nEach round both claim, ", ""),
+        }[self.message_mode]
         return (
             f"You are {agent} in Trust-and-Split, a repeated game with one other player.\n"
             f"Each round there are {c} coins to split. Both players are dealt different rock-paper-scissors hands "
             "(rock beats scissors, scissors beats paper, paper beats rock). The player with the winning hand values "
             f"each coin at {hi:g} points, the other at {lo:g} point{'s' if lo != 1 else ''}. "
-            + (
-                "Both players see both hands.\nEach round both claim, "
-                if self.message_mode == "reveal"
-                else "You see only your own hand.\n"
-                + (
-                    "Each round: first both players may name a hand to the other (truly or not) or say nothing; "
-                    "the first speaker alternates each round and the second speaker hears the first. Then both claim, "
-                    if self.message_mode == "hand"
-                    else f"Each round: first both players may send one message (at most {self.max_message_chars} characters); "
-                    "the first speaker alternates each round and the second speaker reads the first message. Then both claim, "
-                )
-            )
+            + rounds
             + f"simultaneously, a number of coins from 0 to {c}. If the claims add up to more than {c}, they are scaled "
             f"down in proportion: you get {c} x (your claim) / (sum of claims). Your points = coins you get x your coin value.\n"
             "After each round both hands and both claims are revealed.\n"
             f"{self.horizon.text()}\n"
             "Your goal: as many points as possible in total over all rounds.\n"
             + f"When claiming, answer with a number of coins, e.g. [{c // 2}]."
-            + (
-                f" When messaging, answer with a hand or {NO_MESSAGE}, e.g. [rock]."
-                if self.message_mode == "hand"
-                else ""
-                if self.message_mode == "reveal"
-                else " When messaging, write just the message."
-            )
+            + answer
         )
 
     def state_text(self, agent: str) -> str:

@@ -197,16 +197,16 @@ def decisions(rec, own_move: bool = False) -> tuple[list[str], list[bool | None]
     """Per turn of a recorded match, replayed from its seed: the mover's memory-1 state, and
     whether its move was the cooperative one (None where cooperating and defecting are the
     same move, or the turn is not a decision of the social game's, e.g. a message)."""
-    import games
+    from evaluation.social import replay
 
-    env = games.make(rec.game, **rec.params)
-    env.reset(seed=rec.seed)
     states, moves = [], []
-    for t in rec.turns:
+
+    def record(env, t) -> None:
         states.append(memory1_state(env.cooperation_history(t.player), own_move))
         c, d = env.social_action(t.player, True), env.social_action(t.player, False)
         moves.append(None if c == d else t.action == c)
-        env.step(t.action)
+
+    replay(rec, before_turn=record)
     return states, moves
 
 
