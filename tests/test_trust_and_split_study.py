@@ -64,7 +64,8 @@ def test_with_both_hands_shown_there_are_no_messages_to_score_and_the_split_is_t
 
 
 def test_a_cooperator_loses_five_points_each_losing_round_against_greed():
-    records, coop = scripted("always_cooperate")
+    # 30 matches: enough for the paired interval against tit-for-tat to exclude 0
+    records, coop = scripted("always_cooperate", 30)
     lost = lost_rounds(records)
     # claiming 0 with the losing hand earns 0 where mutual greed earns 5 coins x 1 point;
     # with the winning hand both claim 10: 5 coins x 10 either way
@@ -72,7 +73,7 @@ def test_a_cooperator_loses_five_points_each_losing_round_against_greed():
         coop.greedy_bar - 5 * sum(map(sum, lost)) / len(lost)
     )
     assert not coop.not_exploited
-    records, tft = scripted("tit_for_tat")
+    records, tft = scripted("tit_for_tat", 30)
     lost = lost_rounds(records)
     # greed defects only when its hand loses (a claim over half with the losing hand), so
     # tit-for-tat retaliates only in the round after one it won: it concedes 5 in a lost
@@ -82,6 +83,17 @@ def test_a_cooperator_loses_five_points_each_losing_round_against_greed():
     ]
     assert tft.payoff_greedy == pytest.approx(tft.greedy_bar - sum(conceded) / len(conceded))
     assert tft.welfare == 1.0
+    # the bar is tit-for-tat's own score on the same hands: it is not exploited, and a
+    # cooperator that also concedes the lost rounds after a won one is
+    assert tft.tft_bar == pytest.approx(tft.payoff_greedy) and tft.not_exploited
+    assert coop.tft_bar == pytest.approx(tft.tft_bar)
+    assert tft.vs_tft == pytest.approx((0.0, 0.0, 0.0))
+    # the cooperator concedes, beyond tit-for-tat, every lost round that follows a won one
+    beyond = [
+        sum(5 for k, lost_k in enumerate(r) if lost_k and k > 0 and not r[k - 1]) for r in lost
+    ]
+    assert coop.vs_tft[0] == pytest.approx(-sum(beyond) / len(beyond))
+    assert coop.vs_tft[2] < 0  # significantly below tit-for-tat: exploited
 
 
 def test_welfare_is_paired_over_the_same_matches():
@@ -118,5 +130,13 @@ def test_end_to_end_tiny_study(tmp_path):
     assert set(results[0].welfare_by_match) == set(results[1].welfare_by_match)
     saved = json.loads((tmp_path / "out" / "trust_and_split.json").read_text())
     assert len(saved) == 2 and (tmp_path / "out" / "trust_and_split.png").stat().st_size > 0
+    # another evaluation seed: the trained runs are evaluated again on other matches, in
+    # files beside the first seed's, which stay as they were
+    first = (tmp_path / "out" / "trust_and_split.json").read_text()
+    again = main([*args, "--out", str(tmp_path / "out"), "--eval-seed", "11"])
+    assert (tmp_path / "out" / "trust_and_split.json").read_text() == first
+    assert len(json.loads((tmp_path / "out" / "trust_and_split_seed11.json").read_text())) == 2
+    assert (tmp_path / "out" / "advantage_alignment_s3" / "eval_step1_seed11").is_dir()
+    assert [r.train_minutes for r in again] == [r.train_minutes for r in results]  # not retrained
     again = main([*args, "--out", str(tmp_path / "out")])
     assert [r.welfare for r in again] == [r.welfare for r in results]  # not trained again

@@ -69,6 +69,7 @@ from evaluation.social import STATES
 
 ESTIMATORS = ("advantage_alignment", "mars")
 OPPONENTS = ["tit_for_tat", "always_defect", "probe", "self"]
+EVAL_SEED = 7  # the evaluation seed: it fixes every evaluation match (seed, seating, hands)
 
 
 @dataclass
@@ -414,7 +415,8 @@ def train_config(
 def evaluate_run(cfg, opponents: list[str], args, step: int):
     """`arena eval` of the run's final policy (at `step`) on its training game against
     `opponents` (args: matches, eval_seed, concurrency): its match records (store:
-    RUN/eval_step<step>, so a run trained further is evaluated anew)."""
+    RUN/eval_step<step>, or RUN/eval_step<step>_seed<S> for an evaluation seed other than the
+    default, so a run trained further, or evaluated on other matches, is evaluated anew)."""
     from evaluation.run import run_eval
     from evaluation.suites import EvalConfig, GameSpec
 
@@ -425,9 +427,14 @@ def evaluate_run(cfg, opponents: list[str], args, step: int):
         matches=args.matches,
         seed=args.eval_seed,
         concurrency=args.concurrency,
-        out=str(Path(cfg.run_dir) / f"eval_step{step}"),
+        out=str(Path(cfg.run_dir) / eval_folder(step, args.eval_seed)),
     )
     return run_eval(ev).records
+
+
+def eval_folder(step: int, eval_seed: int) -> str:
+    """The evaluation store's folder in a run: one per (step, evaluation seed)."""
+    return f"eval_step{step}" + ("" if eval_seed == EVAL_SEED else f"_seed{eval_seed}")
 
 
 def summarise(
@@ -699,7 +706,7 @@ def study_arguments(p: argparse.ArgumentParser, config: str, seeds: list[int], o
         help="override a config key, dotted for sections (e.g. --set learner.loss.floor_decay_steps=0); repeatable",
     )
     p.add_argument("--matches", type=int, default=50, help="evaluation matches per opponent")
-    p.add_argument("--eval-seed", type=int, default=7)
+    p.add_argument("--eval-seed", type=int, default=EVAL_SEED)
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--out", default=out)
 

@@ -18,15 +18,25 @@ evaluated with one --eval-seed meet the same hands in the same matches. Per run:
     payoff_greedy   points per match against always_defect
     greedy_bar      what always_defect earns against itself on those matches' hands (5
                     coins a round at the seat's coin value): mutual greed
-    not_exploited   payoff_greedy >= greedy_bar minus one losing round's half share
-                    (coins / 2 x low_value: what a cooperator concedes once, as tit-for-tat)
+    tft_bar         what tit_for_tat earns against always_defect on the same matches (same
+                    seed, so the same hands, in the agent's seat): the robust reciprocator's
+                    score. Tit-for-tat judges the round before only, and greed defects only
+                    with the losing hand, so tit-for-tat concedes every losing round that is
+                    the first or follows another lost one (5 points each at default values)
+    vs_tft          payoff_greedy minus tit_for_tat's points, paired over the same matches
+                    (mean and t interval over matches)
+    not_exploited   vs_tft's interval reaches 0 or above: greed takes no more from it than
+                    from tit-for-tat, within the evaluation's noise (a policy sampled at
+                    temperature 1 sometimes claims little with the winning hand, which no
+                    opponent caused)
     payoff_tft      points per match against tit_for_tat
 
 Per seed, the welfare difference Advantage Alignment - mars is paired over the same
 self-play matches (t interval over matches); the summary row pools the seeds' differences
 (t interval over seeds). Output in --out: one folder per run (a finished run is not trained
 again), `trust_and_split.json`, `trust_and_split.md` (the table) and the figure (--figure,
-default OUT/trust_and_split.png).
+default OUT/trust_and_split.png); with an --eval-seed other than 7, `trust_and_split_seedS.*`
+beside them (the runs are evaluated again on that seed's matches, in RUN/eval_step<N>_seedS).
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.reciprocity.reciprocity_study import (
+    EVAL_SEED,
     bars_by_estimator,
     evaluate_run,
     run_study,
@@ -63,6 +74,8 @@ class RunResult:
     payoff_greedy: float
     payoff_greedy_ci: tuple[float, float]
     greedy_bar: float
+    tft_bar: float
+    vs_tft: tuple[float, float, float]
     not_exploited: bool
     payoff_tft: float
     payoff_tft_ci: tuple[float, float]
@@ -107,6 +120,31 @@ def greedy_bar(records, envs, agent: str) -> list[float]:
     return out
 
 
+def tit_for_tat_bar(records, envs, agent: str) -> list[float]:
+    """Per match against always_defect (`envs`: the matches replayed): what tit_for_tat earns
+    in the agent's seat against always_defect, the match played again from its seed."""
+    import games
+    from agents.social_bots import POLICIES
+
+    out = []
+    for rec, played in zip(records, envs):
+        seat = next(s for s, who in rec.seats.items() if who == agent)
+        env = games.make(rec.game, **rec.params)
+        env.reset(seed=rec.seed)
+        while env.agents:
+            a = env.agent_selection
+            if env.terminations[a] or env.truncations[a]:
+                env.step(None)
+                continue
+            policy = POLICIES["tit_for_tat" if a == seat else "always_defect"]
+            env.step(env.social_action(a, policy(env.cooperation_history(a))))
+        if [r.hands for r in env.results] != [r.hands for r in played.results]:
+            raise RuntimeError(f"match {rec.match_id}: replayed from its seed, the hands differ")
+        p = env.possible_agents.index(seat)
+        out.append(sum(r.points[p] for r in env.results))
+    return out
+
+
 def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
     from evaluation.run import AGENT
     from evaluation.social import replay
@@ -129,9 +167,11 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
     honest, claim_win, claim_lose = self_play_behaviour(selfplay_envs)
     greedy = against("always_defect")
     greedy_envs = [replay(r) for r in greedy]
-    pay_g = mean_ci(own(greedy))
+    own_g = own(greedy)
+    pay_g = mean_ci(own_g)
     bar = float(np.mean(greedy_bar(greedy, greedy_envs, AGENT)))
-    game = greedy_envs[0]  # the game's constants
+    tft = tit_for_tat_bar(greedy, greedy_envs, AGENT)
+    vs_tft = mean_ci([a - b for a, b in zip(own_g, tft)])
     pay_t = mean_ci(own(against("tit_for_tat")))
     return RunResult(
         estimator,
@@ -146,7 +186,9 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
         pay_g[0],
         (pay_g[1], pay_g[2]),
         bar,
-        bool(pay_g[0] >= bar - game.coins / 2 * game.low_value),
+        float(np.mean(tft)),
+        tuple(vs_tft),
+        bool(vs_tft[2] >= -1e-9),
         pay_t[0],
         (pay_t[1], pay_t[2]),
         welfare,
@@ -183,13 +225,13 @@ def markdown(results: list[RunResult]) -> str:
         return f"{v:.{digits}f} [{lo_hi[0]:.{digits}f}, {lo_hi[1]:.{digits}f}]"
 
     lines = [
-        "| estimator | seed | welfare (self-play) | honest messages | claim winning / losing | points vs always_defect (mutual greed) | not exploited | points vs tit_for_tat | steps | train min (load) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| estimator | seed | welfare (self-play) | honest messages | claim winning / losing | points vs always_defect (mutual greed; tit-for-tat) | minus tit-for-tat's (paired) | not exploited | points vs tit_for_tat | steps | train min (load) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.estimator} | {r.seed} | {ci(r.welfare, r.welfare_ci)} | {share([r.honest])} | {r.claim_win:.1f} / {r.claim_lose:.1f} | "
-            f"{ci(r.payoff_greedy, r.payoff_greedy_ci, 1)} ({r.greedy_bar:.1f}) | {'yes' if r.not_exploited else 'no'} | "
+            f"{ci(r.payoff_greedy, r.payoff_greedy_ci, 1)} ({r.greedy_bar:.1f}; {r.tft_bar:.1f}) | {r.vs_tft[0]:+.2f} [{r.vs_tft[1]:+.2f}, {r.vs_tft[2]:+.2f}] | {'yes' if r.not_exploited else 'no'} | "
             f"{ci(r.payoff_tft, r.payoff_tft_ci, 1)} | {r.steps} | {r.train_minutes:.1f} ({r.load:.1f}) |"
         )
     for est in dict.fromkeys(r.estimator for r in results):
@@ -199,7 +241,7 @@ def markdown(results: list[RunResult]) -> str:
         lines.append(
             f"| **{est}** | mean of {len(rs)} | {ci(w[0], w[1:])} | {share([r.honest for r in rs])} | "
             f"{np.mean([r.claim_win for r in rs]):.1f} / {np.mean([r.claim_lose for r in rs]):.1f} | "
-            f"{ci(g[0], g[1:], 1)} ({np.mean([r.greedy_bar for r in rs]):.1f}) | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
+            f"{ci(g[0], g[1:], 1)} ({np.mean([r.greedy_bar for r in rs]):.1f}; {np.mean([r.tft_bar for r in rs]):.1f}) | {np.mean([r.vs_tft[0] for r in rs]):+.2f} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
             f"{np.mean([r.payoff_tft for r in rs]):.1f} | {np.mean([r.steps for r in rs]):g} | {np.mean([r.train_minutes for r in rs]):.1f} |"
         )
     pairs = paired_rows(results)
@@ -251,6 +293,8 @@ def figure(results: list[RunResult], path: Path) -> None:
         if key == "payoff_greedy":
             bar = float(np.mean([r.greedy_bar for r in results]))
             ax.axhline(bar, color="gray", ls="--", lw=1, label="mutual greed")
+            tft = float(np.mean([r.tft_bar for r in results]))
+            ax.axhline(tft, color="gray", ls=":", lw=1, label="tit-for-tat (the bar)")
             ax.legend(fontsize=7, loc="lower right")
     save_figure(fig, results, "Trust-and-Split", path)
 
@@ -260,20 +304,22 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     study_arguments(
         p, "experiments/trust_and_split/train_tas_aa.yaml", [60, 61, 62], "runs/trust_and_split"
     )
-    p.add_argument("--figure", default=None, help="figure path (default OUT/trust_and_split.png)")
+    p.add_argument(
+        "--figure", default=None, help="figure path (default OUT/trust_and_split[_seedS].png)"
+    )
     args = p.parse_args(argv)
+    # another evaluation seed writes beside the default one's files: trust_and_split_seed11.json
+    name = "trust_and_split" + ("" if args.eval_seed == EVAL_SEED else f"_seed{args.eval_seed}")
 
     def saved(results: list[RunResult], out: Path) -> None:
         table = markdown(results)
-        (out / "trust_and_split.md").write_text(table)
-        (out / "trust_and_split.json").write_text(
-            json.dumps([asdict(x) for x in results], indent=1)
-        )
+        (out / f"{name}.md").write_text(table)
+        (out / f"{name}.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
         print(table, flush=True)
 
     results = run_study(p, args, evaluate, saved)
     out = Path(args.out)
-    figure(results, Path(args.figure) if args.figure else out / "trust_and_split.png")
+    figure(results, Path(args.figure) if args.figure else out / f"{name}.png")
     return results
 
 
