@@ -123,25 +123,28 @@ def greedy_bar(records, envs, agent: str) -> list[float]:
 def tit_for_tat_bar(records, envs, agent: str) -> list[float]:
     """Per match against always_defect (`envs`: the matches replayed): what tit_for_tat earns
     in the agent's seat against always_defect, the match played again from its seed."""
-    import games
-    from agents.social_bots import POLICIES
+    from agents import make_agent
+    from arena.runner import MatchPlan, play
+    from evaluation.social import replay
 
+    bot = {True: "tit_for_tat", False: "always_defect"}
+    plans = [
+        MatchPlan(
+            r.match_id,
+            r.game,
+            [bot[who == agent] for who in r.seats.values()],
+            seed=r.seed,
+            params=dict(r.params),
+        )
+        for r in records
+    ]
+    again = {r.match_id: r for r in play(plans, {b: make_agent(b) for b in bot.values()})}
     out = []
     for rec, played in zip(records, envs):
-        seat = next(s for s, who in rec.seats.items() if who == agent)
-        env = games.make(rec.game, **rec.params)
-        env.reset(seed=rec.seed)
-        while env.agents:
-            a = env.agent_selection
-            if env.terminations[a] or env.truncations[a]:
-                env.step(None)
-                continue
-            policy = POLICIES["tit_for_tat" if a == seat else "always_defect"]
-            env.step(env.social_action(a, policy(env.cooperation_history(a))))
-        if [r.hands for r in env.results] != [r.hands for r in played.results]:
+        bots = again[rec.match_id]
+        if [x.hands for x in replay(bots).results] != [x.hands for x in played.results]:
             raise RuntimeError(f"match {rec.match_id}: replayed from its seed, the hands differ")
-        p = env.possible_agents.index(seat)
-        out.append(sum(r.points[p] for r in env.results))
+        out.append(sum(v for s, v in bots.returns.items() if bots.seats[s] == "tit_for_tat"))
     return out
 
 
