@@ -3,6 +3,7 @@ rollouts and the shared-prefix learner.
 
     python bench/vllm_training_step.py                    # SmolLM2-135M, configs/train_mars_smollm2.yaml, 12 matches a step
     python bench/vllm_training_step.py --same-learner     # the rollouts alone differ: both paths take the config's learner
+    python bench/vllm_training_step.py --seeds 1 2 3 --repeats 1  # three seeds' matches, pooled
     python bench/vllm_training_step.py --repeats 3 --numerics
     python bench/vllm_training_step.py --quick            # smoke run
 
@@ -24,14 +25,16 @@ With `--same-learner` both paths keep the config's `learner.shared_prefix`, so o
 rollouts differ.
 
 Both start from the same seed, so they plan the same matches (games, deals, seats); the
-sampled replies, and so the turns, differ. From metrics.jsonl of each timed step:
-matches per minute of the rollouts and of the whole step (rollout + PPO update, no
-evaluation or checkpoint), policy turns per minute of the whole step (the sampled replies
-differ between the paths, and so do the matches' lengths), the rollout share of the step, and MFU (model FLOPs
-utilisation, `machine_limit.utilisation`: the rollout's prompt + completion FLOPs, the
-learner's 3x forward FLOPs (the KL reference's forward not counted), over the matmul
-FLOP/s of the path's dtype measured in this run at `--threads`); medians over all timed
-steps of all repeats. vLLM generates on 1 torch thread (`VLLMBackend(threads=1)`), the
+sampled replies, and so the turns, differ: an invalid reply ends a match, so one seed's
+samples can make one path's matches longer. `--seeds A B C` runs every path from each seed
+and pools the steps. From metrics.jsonl of each timed step: matches per minute of the
+rollouts and of the whole step (rollout + PPO update, no evaluation or checkpoint; all
+timed matches over all timed seconds), policy turns per minute of the whole step (the same,
+per turn), the rollout share of the step, and MFU (model FLOPs utilisation,
+`machine_limit.utilisation`: the rollout's prompt + completion FLOPs, the learner's 3x
+forward FLOPs (the KL reference's forward not counted), over the matmul FLOP/s of the path's
+dtype measured in this run at `--threads`); the other columns are medians over all timed
+steps of all seeds and repeats. vLLM generates on 1 torch thread (`VLLMBackend(threads=1)`), the
 learner on `--threads`.
 `--numerics`: one more vLLM step that keeps the engine's logprobs as behaviour logprobs,
 printing the first update's ratio range and clip fraction against the learner (what decides
@@ -155,6 +158,13 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="run every path from each of these seeds (default: --seed) and pool their steps: the "
+        "sampled replies decide how long the matches last, so one seed's steps can favour a path",
+    )
+    ap.add_argument(
         "--same-learner",
         action="store_true",
         help="both paths keep the config's learner.shared_prefix (default: transformers one row per sequence, vllm shared prefix)",
@@ -174,6 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         args.matches, args.steps, args.warmup, args.repeats = 2, 1, 1, 1
+    seeds = args.seeds or [args.seed]
     if args._path:  # child process: one path
         print(json.dumps(run_path(args, args._path)))
         return {}
@@ -185,20 +196,21 @@ def main(argv: list[str] | None = None) -> dict:
         ) from None
     print(
         f"vLLM training-step bench: {Path(args.config).name}, {args.matches} matches a step, {args.steps} timed steps (after "
-        f"{args.warmup}) x {args.repeats} repeats per path, threads {args.threads}, seed {args.seed}; "
+        f"{args.warmup}) x {args.repeats} repeats per path, threads {args.threads}, seeds {' '.join(map(str, seeds))}; "
         f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     child = [
         f"--{k.replace('_', '-')}={v}"
         for k, v in vars(args).items()
-        if k not in ("quick", "repeats", "numerics", "_path", "same_learner", "json")
+        if k
+        not in ("quick", "repeats", "numerics", "_path", "same_learner", "json", "seed", "seeds")
     ] + (["--same-learner"] if args.same_learner else [])
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
 
-    def child_run(path: str) -> dict:
+    def child_run(path: str, seed: int) -> dict:
         out = subprocess.run(
-            [sys.executable, __file__, *child, "--_path", path],
+            [sys.executable, __file__, *child, f"--seed={seed}", "--_path", path],
             capture_output=True,
             text=True,
             env=env,
@@ -214,14 +226,14 @@ def main(argv: list[str] | None = None) -> dict:
     dtypes: dict[str, tuple[str, str]] = {}
     shared: dict[str, bool | str] = {}
     for r in range(args.repeats):
-        for path in PATHS:
-            res = child_run(path)
+        for seed, path in ((seed, path) for seed in seeds for path in PATHS):
+            res = child_run(path, seed)
             runs[path] += res["steps"]
             dtypes[path] = (res["dtype"], res["learner"])
             shared[path] = res["shared_prefix"]
             learner = LEARNER_NAMES[res["shared_prefix"]]
             print(
-                f"  repeat {r + 1} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']} {learner}: step "
+                f"  repeat {r + 1} seed {seed} {path:<12} rollout dtype {res['dtype']}, learner {res['learner']} {learner}: step "
                 + ", ".join(
                     f"{s['step_seconds']:.1f} s (rollout {s['rollout_seconds']:.1f}, {s['policy_turns']:.0f} turns)"
                     for s in res["steps"]
@@ -231,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
             )
     numerics = None
     if args.numerics:
-        numerics = child_run("vllm-engine-logprobs")
+        numerics = child_run("vllm-engine-logprobs", seeds[0])
         s = numerics["steps"][0]
         print(
             f"  engine logprobs as behaviour ({numerics['dtype']} engine, {numerics['learner']} learner), first update: ratio "
@@ -284,8 +296,14 @@ def main(argv: list[str] | None = None) -> dict:
             "rollout_dtype": dtypes[path][0],
             "learner_dtype": dtypes[path][1],
             "shared_prefix": shared[path],
-            "matches_per_min_rollout": args.matches * 60 / med["rollout_seconds"],
-            "matches_per_min_step": args.matches * 60 / med["step_seconds"],
+            "matches_per_min_rollout": args.matches
+            * len(steps)
+            * 60
+            / sum(s["rollout_seconds"] for s in steps),
+            "matches_per_min_step": args.matches
+            * len(steps)
+            * 60
+            / sum(s["step_seconds"] for s in steps),
             "turns_per_min_step": 60
             * sum(s["policy_turns"] for s in steps)
             / sum(s["step_seconds"] for s in steps),
@@ -330,6 +348,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     result = {
         "config": args.config,
+        "seeds": seeds,
         "matches": args.matches,
         "threads": args.threads,
         "paths": table,

@@ -89,8 +89,8 @@ def grads(learner):
         ("float32", 4, 8192),
         ("bfloat16", 0, 8192),
         ("bfloat16", 4, 8192),
-        ("float32", 0, 72),  # micro-batches sharing a trunk (the rules), computed once a pass
-        ("bfloat16", 4, 72),
+        ("float32", 0, 144),  # micro-batches sharing a trunk (the rules), computed once a pass
+        ("bfloat16", 4, 144),
     ],
 )
 def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora, micro_batch_tokens):
@@ -111,7 +111,7 @@ def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora, 
     assert not per.shared_prefix and shared.shared_prefix
     seqs = with_values(game_batch(tok))
     mbs = shared._micro_batches(seqs)
-    if micro_batch_tokens < 100:  # several micro-batches, the rules in their trunk
+    if micro_batch_tokens < 200:  # several micro-batches, the rules in their trunk
         assert len(mbs) > 1 and all(mb.trunk is mbs[0].trunk is not None for mb in mbs)
     one_batch = Learner(
         copy.deepcopy(model), tok, LearnerConfig(micro_batch_tokens=8192), device=DEVICE
@@ -141,7 +141,7 @@ def test_shared_prefix_step_equals_the_per_sequence_step(tiny, precision, lora, 
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-@pytest.mark.parametrize("micro_batch_tokens", [8192, 72])
+@pytest.mark.parametrize("micro_batch_tokens", [8192, 144])
 def test_first_update_on_its_own_behaviour_logprobs_has_ratio_exactly_one(
     tiny, precision, micro_batch_tokens
 ):
@@ -197,7 +197,7 @@ def test_shared_prefix_with_the_memory_options_takes_the_same_steps(tiny, precis
         cfg = LearnerConfig(
             lr=1e-3,
             precision=precision,
-            micro_batch_tokens=72,
+            micro_batch_tokens=144,
             loss=LossConfig(kl_coef=0.1, entropy_coef=0.01),
             **options,
         )
@@ -233,7 +233,7 @@ def test_the_magnet_term_is_the_same_with_a_shared_prefix(tiny):
         lr=1e-2,
         precision="float32",
         max_grad_norm=0.0,
-        micro_batch_tokens=72,
+        micro_batch_tokens=144,
         magnet_every=2,
         loss=LossConfig(magnet_coef=0.5),
     )
