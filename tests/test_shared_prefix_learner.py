@@ -275,3 +275,21 @@ def test_shared_prefix_auto_is_on_on_a_cpu_and_a_bad_value_is_refused(tiny):
         LearnerConfig(shared_prefix="yes")
     with pytest.raises(ValueError, match="learner.shared_prefix must be one of true, false, auto"):
         load_config("configs/train_tictactoe_tiny.yaml", {"learner": {"shared_prefix": "always"}})
+
+
+@pytest.mark.parametrize("micro_batch_tokens", [144, 400])
+def test_a_tree_micro_batch_computes_at_most_half_the_budget(tiny, micro_batch_tokens):
+    """A tree micro-batch's own segments plus the trunk it reads hold at most half of
+    `micro_batch_tokens` distinct tokens (its rows carry no padding, so the full budget held
+    more than a padded micro-batch), unless one sequence alone is longer."""
+    model, tok = tiny
+    _, shared = learners(model, tok, micro_batch_tokens=micro_batch_tokens)
+    seqs = game_batch(tok)
+    mbs = shared._micro_batches(seqs)
+    trunk = mbs[0].trunk.plan.distinct_tokens() if mbs[0].trunk else 0
+    assert sorted(i for mb in mbs for i in mb.index) == list(range(len(seqs)))
+    for mb in mbs:
+        longest = max(len(seqs[i].prompt_ids) + len(seqs[i].completion_ids) - 1 for i in mb.index)
+        assert trunk + mb.plan.distinct_tokens() <= max(micro_batch_tokens // 2, longest)
+    per = Learner(copy.deepcopy(model), tok, LearnerConfig(micro_batch_tokens=micro_batch_tokens))
+    assert len(mbs) >= len(per._micro_batches(seqs))  # the halved budget: at least as many passes
