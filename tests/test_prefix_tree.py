@@ -124,3 +124,19 @@ def test_gradients_flow_through_the_shared_keys_and_values(model):
     assert plain_grad.abs().sum() > 0
     scale = float(plain_grad.abs().max())  # fp32: the same sum in another order
     torch.testing.assert_close(tree_grad, plain_grad, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_a_plan_with_nothing_of_its_own_reads_its_outer_plan(model):
+    """A micro-batch whose sequences lie wholly in the trunk computes no bucket: its hidden
+    states are the outer plan's."""
+    x = list(range(300, 340))
+    tree = build_tree([x[:20], x], min_shared=0)
+    outer = TreePlan(tree, pad_id=0, segments=list(range(len(tree.segments))))
+    inner = TreePlan(tree, pad_id=0, segments=[], outer=outer)
+    assert inner.buckets == []
+    decoder = model.get_decoder()
+    with torch.no_grad():
+        trunk = tree_hidden(decoder, outer, "bool", keep_kv=True)
+        flat = tree_hidden(decoder, inner, "bool", outer=trunk).hidden
+    assert torch.equal(flat, trunk.hidden)
+    assert inner.index(0, 19) == outer.index(0, 19)

@@ -449,11 +449,15 @@ def tree_hidden(
     if outer is not None:
         kv[OUTER] = outer.kv
     # every bucket's token embeddings in one lookup: its backward fills one dense
-    # (vocabulary, hidden) gradient for the plan, not one per bucket (5% of a recipe step)
-    sizes = [bucket.input_ids.numel() for bucket in plan.buckets]
-    embeds = decoder.get_input_embeddings()(
-        torch.cat([bucket.input_ids.reshape(-1) for bucket in plan.buckets])
-    ).split(sizes)
+    # (vocabulary, hidden) gradient for the plan, not one per bucket (5% of a recipe step).
+    # A plan may have no buckets: its sequences lie wholly in the outer plan.
+    embeds = (
+        decoder.get_input_embeddings()(
+            torch.cat([bucket.input_ids.reshape(-1) for bucket in plan.buckets])
+        ).split([bucket.input_ids.numel() for bucket in plan.buckets])
+        if plan.buckets
+        else ()
+    )
     out = []
     for b, bucket in enumerate(plan.buckets):
         past = None
