@@ -44,6 +44,7 @@ printing the first update's ratio range and clip fraction against the learner (w
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
     dtypes: dict[str, tuple[str, str]] = {}
     shared: dict[str, bool | str] = {}
     for r in range(args.repeats):
-        for seed, path in ((seed, path) for seed in seeds for path in PATHS):
+        for seed, path in itertools.product(seeds, PATHS):
             res = child_run(path, seed)
             runs[path] += res["steps"]
             dtypes[path] = (res["dtype"], res["learner"])
