@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from core.records import TurnRecord
-from games.core import TextEnv
+from games.text_env import TextEnv
 
 
 class WrongGame(ValueError):

@@ -77,8 +77,8 @@ import numpy as np
 from agents.backend import Backend, Generation, SamplingParams
 from agents.base import PendingTurn, decision
 from core.records import Attempt, TurnRecord
-from games.core import TextView
 from games.parsing import ParseError
+from games.text_env import TextView
 
 MODES = ("fresh", "multi_turn")
 PROMPTS = ("full", "compact", "state")

@@ -10,7 +10,7 @@ prepacking (measured), so only bf16 weights are packed.
 `packed_linears(model)` is a context manager: inside it every bf16 `nn.Linear` of the model
 (LoRA's adapters included) runs `torch.ops.mkldnn._linear_pointwise` on a packed copy of
 its weight. The outputs are bit-identical to `F.linear` on the same (contiguous) input, so
-packing changes no number a rollout records (tests/test_packed_linear.py). The packed
+packing changes no number a rollout records (tests/agents/test_packed_linear.py). The packed
 copies are kept in a dict the caller holds (the backend, one per model) and repacked when a
 weight changes (`Tensor._version` counts in-place writes: a learner's update,
 `load_state_dict`), which costs ~0.2 s for SmolLM2-135M (the LM head 45 ms). They take as

@@ -259,7 +259,7 @@ def store_paths(out: str | Path) -> tuple[Path, Path]:
     return d / "eval.db", d / "eval.jsonl"
 
 
-FREE = (
+CHANGEABLE_ON_RESUME = (
     "concurrency",
     "max_turns",
     "exploitability",
@@ -272,9 +272,9 @@ FREE = (
 
 
 def _resume_key(config_json: str) -> dict:
-    """What a resumed evaluation must keep: everything but FREE (which changes how many
+    """What a resumed evaluation must keep: everything but CHANGEABLE_ON_RESUME (which changes how many
     matches are played and how, never which match a match id is)."""
-    return {k: v for k, v in json.loads(config_json).items() if k not in FREE}
+    return {k: v for k, v in json.loads(config_json).items() if k not in CHANGEABLE_ON_RESUME}
 
 
 def run_eval(

@@ -1,6 +1,6 @@
 """The game catalogue: `make(name, **params)`, `names()`, `info(name)`.
 
-Every game is a PettingZoo AEC env with a text layer (see `games.core`). Games whose
+Every game is a PettingZoo AEC env with a text layer (see `games.text_env`). Games whose
 rules OpenSpiel has are built on `pyspiel` (`games.openspiel_env`); text-native games are
 ours. Any other OpenSpiel game is reachable as `make("openspiel:<game>", **params)`.
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from pettingzoo.utils.conversions import aec_to_parallel
 
-from games.core import GameInfo, TextEnv, TextView
 from games.parsing import ParseError, parse_move
+from games.text_env import GameInfo, TextEnv, TextView
 
 __all__ = [
     "make",
@@ -43,7 +43,7 @@ class Entry:
     params: dict = field(default_factory=dict)  # defaults, overridable in make()
 
 
-def _g(
+def catalogue_entry(
     name, players, information, kind, dynamics, split, source, description, module=None, **params
 ):
     return name, Entry(
@@ -56,7 +56,7 @@ def _g(
 CATALOGUE: dict[str, Entry] = dict(
     [
         # OpenSpiel rules (MARS split: train = tic_tac_toe, kuhn_poker, hanabi_mini).
-        _g(
+        catalogue_entry(
             "tic_tac_toe",
             2,
             "perfect",
@@ -66,7 +66,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "openspiel",
             "3x3 noughts and crosses",
         ),
-        _g(
+        catalogue_entry(
             "connect_four",
             2,
             "perfect",
@@ -76,7 +76,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "openspiel",
             "drop discs, four in a row wins",
         ),
-        _g(
+        catalogue_entry(
             "kuhn_poker",
             2,
             "imperfect",
@@ -86,7 +86,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "openspiel",
             "3-card poker, one bet",
         ),
-        _g(
+        catalogue_entry(
             "leduc_poker",
             2,
             "imperfect",
@@ -96,7 +96,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "openspiel",
             "6-card poker, two rounds, public card",
         ),
-        _g(
+        catalogue_entry(
             "liars_dice",
             2,
             "imperfect",
@@ -106,7 +106,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "openspiel",
             "bid on hidden dice, call liar",
         ),
-        _g(
+        catalogue_entry(
             "goofspiel",
             2,
             "perfect",
@@ -116,7 +116,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "openspiel",
             "bid cards for prizes, simultaneous",
         ),
-        _g(
+        catalogue_entry(
             "hanabi_mini",
             2,
             "imperfect",
@@ -128,7 +128,7 @@ CATALOGUE: dict[str, Entry] = dict(
             module="games.hanabi",
             preset="mini",
         ),
-        _g(
+        catalogue_entry(
             "hanabi",
             2,
             "imperfect",
@@ -141,7 +141,7 @@ CATALOGUE: dict[str, Entry] = dict(
             preset="small",
         ),
         # Text-native social dilemmas and negotiation.
-        _g(
+        catalogue_entry(
             "prisoners_dilemma",
             2,
             "perfect",
@@ -151,7 +151,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "iterated prisoner's dilemma, R=3 P=1 T=5 S=0, 10 rounds",
         ),
-        _g(
+        catalogue_entry(
             "stag_hunt",
             2,
             "perfect",
@@ -161,7 +161,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "iterated stag hunt, 10 rounds",
         ),
-        _g(
+        catalogue_entry(
             "chicken",
             2,
             "perfect",
@@ -171,7 +171,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "iterated chicken (hawk-dove), 10 rounds",
         ),
-        _g(
+        catalogue_entry(
             "public_goods",
             4,
             "perfect",
@@ -181,7 +181,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "4-player public goods, endowment 10, multiplier 1.6, 10 rounds",
         ),
-        _g(
+        catalogue_entry(
             "trust_and_split",
             2,
             "imperfect",
@@ -191,7 +191,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "hidden RPS hands set coin values; free-text messages, then claim coins; 10 rounds",
         ),
-        _g(
+        catalogue_entry(
             "negotiation",
             2,
             "imperfect",
@@ -201,7 +201,7 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "trade resources with private values: offer, accept, deny; 10 turns",
         ),
-        _g(
+        catalogue_entry(
             "simple_negotiation",
             2,
             "imperfect",

@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.core import TextEnv
 from games.repeated_matrix import int_action
+from games.text_env import TextEnv
 
 PRESETS: dict[str, dict] = {
     "default": dict(

@@ -34,7 +34,7 @@ import numpy as np
 import pyspiel
 from gymnasium import spaces
 
-from games.core import GameInfo, TextEnv
+from games.text_env import GameInfo, TextEnv
 
 
 def load_game(game: str | pyspiel.Game, params: dict | None = None) -> pyspiel.Game:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.core import TextEnv
+from games.text_env import TextEnv
 
 HORIZON_KINDS = (None, "geometric", "uniform")
 

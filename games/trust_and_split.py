@@ -72,8 +72,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.core import TextEnv
 from games.repeated_matrix import check_state_text, horizon, int_action, rounds_ago
+from games.text_env import TextEnv
 
 HANDS = ("rock", "paper", "scissors")
 MESSAGE_MODES = ("free", "hand", "reveal")

@@ -1,6 +1,6 @@
 """Adaptive tournaments: Swiss rounds, then each round the pairs that tell the most.
 
-    gen = adaptive(players, max_matches=768)          # a FormatGen (see tournaments.core)
+    gen = adaptive(players, max_matches=768)          # a FormatGen (see tournaments.rounds)
     ranks = rank_group(64, compare, format="adaptive", max_matches=768)
 
 1. Swiss rounds (`tournaments.formats.swiss`, ceil(log2 N) by default, no rematches).
@@ -30,7 +30,8 @@ import numpy as np
 from scipy.special import expit, ndtr
 from scipy.stats import norm
 
-from tournaments.core import (
+from tournaments.ratings import penalised_fit, sandwich_covariance
+from tournaments.rounds import (
     FormatGen,
     Outcome,
     Pairing,
@@ -38,10 +39,9 @@ from tournaments.core import (
     Tally,
     check_count,
     check_players,
-    play,
+    run_round,
     sort_players,
 )
-from tournaments.ratings import penalised_fit, sandwich_covariance
 from tournaments.swiss import swiss
 from tournaments.swiss import swiss_rounds as default_rounds
 
@@ -152,7 +152,7 @@ def adaptive(
             for i, j in pairs
         ]
         used += len(pairings) * games
-        yield from play(tally, pairings)
+        yield from run_round(tally, pairings)
 
     initial = {p: opening.stats[p]["seed"] for p in players}
     by_theta = {p: float(theta[index[p]]) for p in players}

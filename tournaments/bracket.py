@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tournaments.core import (
+from tournaments.rounds import (
     FormatGen,
     Outcome,
     Pairing,
@@ -46,7 +46,7 @@ from tournaments.core import (
     Tally,
     check_count,
     check_players,
-    play,
+    run_round,
     sort_players,
 )
 from tournaments.seeding import seed_order
@@ -332,7 +332,7 @@ def series(
             lead = max(t.points_a, t.points_b)
             n = min(best_of - t.games, math.floor(half - lead + 1e-9) + 1)
             wave.append(Pairing(a, b, label, max(1, n), t.games))
-        results = yield from play(tally, wave)
+        results = yield from run_round(tally, wave)
         for i, r in zip(idx, results):
             t, (a, b, _) = totals[i], pairs[i]
             t.points_a += r.points_a

@@ -1,6 +1,6 @@
 """Tournament formats: round robin, and the registry of every format.
 
-Each format is a generator over players (see `tournaments.core` for the protocol):
+Each format is a generator over players (see `tournaments.rounds` for the protocol):
 
     round_robin          every pair, `games` games each, one round (N(N-1)/2 pairings)
     swiss                ceil(log2 N) rounds, no rematches, bye = a won pairing (`tournaments.swiss`)
@@ -21,7 +21,7 @@ from itertools import combinations
 
 from tournaments.adaptive import adaptive, default_budget
 from tournaments.bracket import double_elimination, single_elimination
-from tournaments.core import (
+from tournaments.rounds import (
     FormatGen,
     Outcome,
     Pairing,
@@ -29,7 +29,7 @@ from tournaments.core import (
     Tally,
     check_count,
     check_players,
-    play,
+    run_round,
     sort_players,
 )
 from tournaments.seeding import anchor
@@ -53,7 +53,7 @@ def round_robin(players: Sequence[Player], games: int = 1) -> FormatGen:
         Pairing(a, b, "RR", games) if (idx[a] + idx[b]) % 2 else Pairing(b, a, "RR", games)
         for a, b in combinations(players, 2)
     ]
-    yield from play(tally, pairings)
+    yield from run_round(tally, pairings)
     order = sort_players(players, lambda p: (tally.points[p], tally.mean_score(p)))
     return Outcome(order, tally.stats(), tally.rounds)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agents.backend import Backend, SamplingParams
-from tournaments.core import Outcome, Pairing, PairResult, drive
 from tournaments.formats import make_format
+from tournaments.rounds import Outcome, Pairing, PairResult, drive
 
 Compare = Callable[[list[tuple[int, int]]], list[tuple[float, float]]]
 

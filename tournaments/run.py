@@ -46,9 +46,9 @@ from pathlib import Path
 from agents import checkpoint_of
 from core.records import check_writable
 from tournaments.config import TournamentConfig, rated_games, stored_config, stored_ratings  # noqa: F401 (stored_*: callers of this module)
-from tournaments.core import Outcome, Pairing, PairResult, drive, sort_players
 from tournaments.formats import make_format
 from tournaments.ratings import fit_bradley_terry
+from tournaments.rounds import Outcome, Pairing, PairResult, drive, sort_players
 from tournaments.store import (
     MatchResult,
     MatchSpec,

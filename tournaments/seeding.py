@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from tournaments.core import (
+from tournaments.rounds import (
     FormatGen,
     Outcome,
     Pairing,
@@ -25,7 +25,7 @@ from tournaments.core import (
     Tally,
     check_count,
     check_players,
-    play,
+    run_round,
     sort_players,
 )
 
@@ -53,7 +53,7 @@ def anchor(
     check_count(games, "games")
     tally = _tally or Tally(players)
     others = [p for p in players if p != ref]
-    yield from play(tally, [Pairing(p, ref, "A", games) for p in others])
+    yield from run_round(tally, [Pairing(p, ref, "A", games) for p in others])
     order = sort_players(players, lambda p: (tally.mean_points(p), tally.mean_score(p)))
     return Outcome(order, tally.stats(), tally.rounds)
 

@@ -11,7 +11,7 @@ from itertools import combinations
 
 import networkx as nx
 
-from tournaments.core import (
+from tournaments.rounds import (
     FormatGen,
     Outcome,
     Pairing,
@@ -19,7 +19,7 @@ from tournaments.core import (
     Tally,
     check_count,
     check_players,
-    play,
+    run_round,
     sort_players,
 )
 from tournaments.seeding import seed_order
@@ -95,7 +95,7 @@ def swiss(
             pairings.append(Pairing(a, b, f"S{r}", games))
         if bye is not None:
             bye_points[bye] += games
-        yield from play(tally, pairings)
+        yield from run_round(tally, pairings)
 
     buchholz = {p: sum(points(o) for o in tally.opponents[p]) for p in players}
     final = sort_players(order, lambda p: (points(p), buchholz[p], tally.mean_score(p)))

@@ -9,7 +9,7 @@
     reference/dataset.md the columns of `arena export trajectories`, from `arena.dataset`
 
 Nothing generated is committed. A config field documents itself with a string literal on
-the line after it (an attribute docstring, as in `training/config.py`); `tests/test_docs_reference.py`
+the line after it (an attribute docstring, as in `training/config.py`); `tests/project/test_docs_reference.py`
 fails when a field has none. `python docs/hooks/reference.py OUT_DIR` writes the pages to
 a folder, to read them without building the site.
 """
