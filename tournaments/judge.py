@@ -1,13 +1,13 @@
-"""Rank a group of trajectories with a judge, and turn ranks into advantages (ArenaRL).
+"""Rank a group of trajectories with a judge (ArenaRL).
 
 The same formats that rank agents rank a group of N items (trajectories, answers): the
 players are the indices 0..N-1 and a "game" is one judge comparison. A judge is a batch
 function `compare(pairs) -> [(score_a, score_b), ...]`, called once per format round, so
-an LLM judge scores a whole round in one backend call.
+an LLM judge scores a whole round in one backend call. The ranks become advantages in
+`training.advantages.ranks_to_advantages`.
 
     ranks = rank_group(len(items), score_judge(rewards))                # 0 = best
     ranks = rank_group(len(items), LLMJudge(backend, texts, task))     # ArenaRL
-    adv = ranks_to_advantages(ranks)    # r_i = 1 - rank_i/(N-1), z-scored in the group
 
 Defaults follow ArenaRL: seeded single elimination whose seeding phase judges every item
 against item 0 (the anchor, decoded greedily by the caller). `LLMJudge` asks for both
@@ -19,8 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from agents.backend import Backend, SamplingParams
 from tournaments.formats import make_format
@@ -142,16 +140,3 @@ def rank_group(
     """0-based rank of each item 0..n-1 (0 = best) under `format` with `compare`."""
     ranks = judge_group(n, compare, format, **options).ranks()
     return [ranks[i] for i in range(n)]
-
-
-def ranks_to_advantages(ranks: Sequence[int], eps: float = 1e-6) -> np.ndarray:
-    """ArenaRL advantages: r_i = 1 - rank_i/(N-1) (rank 0 = best), z-scored over the group
-    with the unbiased std (+ eps). A group of one (or with every rank equal) gets zeros.
-    """
-    ranks = np.asarray(ranks, dtype=float)
-    n = len(ranks)
-    if n < 2:
-        return np.zeros(n)
-    r = 1.0 - ranks / (n - 1)
-    std = r.std(ddof=1)
-    return (r - r.mean()) / (std + eps) if std > 0 else np.zeros(n)

@@ -5,69 +5,11 @@
 its advantage and the `TurnRecord` the learner trains on. Which turns learn: those whose
 `agent` is in `cfg.learners`, or, when that is None, every turn with completion tokens.
 
-Shaped turn reward (shared by every estimator, see `turn_rewards`)::
-
-    r_k = reward_scale * turn.reward               # env reward from this move to the player's next
-        + format_reward   if the turn was valid     # MARS: +0.05 per valid turn
-        - length_penalty_coef * max(0, n_tokens - length_max) / (length_max - length_min)
-        + draw_reward     on a player's last turn of a drawn match   # MARS: a draw's 0 -> 0.1
-
-The episode return of a player is the sum of its shaped turn rewards; the group-based
-estimators use it. Groups ("same initial state") are matches with the same game, params
-and seed, compared seat by seat. Estimators (`ESTIMATORS`):
-
-- `mars` (thu-nics/MARS `reinforce` with per-player norms, gamma per turn):
-  r -= mean of r over turns of the same (game, player) in the batch (with
-  `norm_by_opponent`: of the same (game, player, opponents), here and below; with
-  `agent_specific_norm: false`, MARS's ablation, over all players: of the game here,
-  of every learning turn below);
-  r = whiten(r over response tokens);  G_k = sum_{j>=k} gamma^(j-k) r_j over the player's
-  turns; per player: G -= mean of the distinct G values;  A = whiten(G over response
-  tokens). "Over response tokens" means a turn of n tokens counts n times in the mean and
-  the (unbiased) variance; the reward sits on the turn's last token, its other tokens are 0.
-- `grpo`: A = (R - mean_group R) / (std_group R + eps) on every turn of the player.
-- `grpo_median`: the same, centred on the group median.
-- `rae` (SPIRAL): per (game, seat) EMA baseline b (decay 0.95, init 0), updated match by
-  match: A = R - b (before the update), b <- decay b + (1 - decay) R; turns with A == 0
-  are dropped when `drop_zero_advantage`. Stateful: pass the same `state` dict every batch.
-- `loo` (Advantage Alignment paper's group baseline): A_t = G_t - mean over the other
-  matches of the group of their G_t (t = the player's t-th decision, G = return-to-go).
-- `advantage_alignment` (Duque et al., ICLR 2025, as its released code computes it):
-  A*_t = gamma^t [a1_t + beta gamma (1/t sum_{k<t} gamma^(t-k) a1_k) a2_t], no shaping at t = 0,
-  with a1 the player's `loo` advantage and a2 the opponent's at its t-th decision, both
-  whitened over every seat's decisions in the batch (mean 0, unbiased std 1): the shaping
-  term is then the size of the own advantage, whatever the payoffs' scale and the horizon
-  (two-player matches; beta = `aa_beta`, gamma = `aa_gamma`). With `aa_past_sum: true`,
-  the past sum is not divided by t (the whitening kept), from batch `aa_past_sum_from` on
-  (a count kept in `state`). With `aa_past: causal` the past own advantages count only the
-  rewards before t (decision k's rewards k .. t-1 against the group's), so the shaping term
-  does not depend on the action it weighs; with `aa_normalize: false`, the
-  paper's equation on the raw advantages: the past sum not divided by t, no whitening.
-- `advevo` (AdvEvo-MARL public baseline): A = R - mean of R over every (match, seat) of
-  the same game in the same functional group (`functional_groups` maps seat -> group;
-  default: each seat is its own group).
-- `arena_ranks` (ArenaRL): with ranks 0 (best) .. N-1 in a group, r = 1 - rank/(N-1),
-  z-scored in the group (unbiased std + 1e-6). Ranks come from `ranks=` (one dict
-  seat -> rank per match, e.g. from a judge tournament) or, by default, from R (ties share
-  the best rank, as pandas' rank(method="min")).
-
-- `gigpo` (GiGPO, verl-agent's step-level credit, here over game states): the `mars`
-  advantage plus `gigpo_weight` times a step-level one. Turns whose mover saw the very
-  same prompt (same game and params, and with `norm_by_opponent` the same opponents) form
-  an anchor group, wherever in the batch they occur; within it
-  A_step = (G - mean G) / (std G + eps) (unbiased std; without `group_std`, only centred),
-  G = the turn's return-to-go of shaped rewards (gamma per turn). A turn whose prompt
-  occurs once gets A_step = 0. Board games revisit positions across a batch, so the
-  moves made from one position are compared with each other, not only whole games.
-
-- `critic` (PPO's actor-critic with GAE): V_k from the learner's value head (`values=`,
-  (match, turn) -> V, see `learning_samples`); over each player's turns
-  delta_k = r_k + gamma V_{k+1} - V_k (V after the last turn = 0),
-  A_k = delta_k + gamma lambda A_{k+1};  value target V_k + A_k;  with `norm_by_opponent`
-  A is centred per (game, player, opponents) (the value head does not see who it plays);
-  A = whiten(A over response tokens) when `whiten_advantages`.
-
-A group of one match has no comparison: its advantage is 0.
+Every estimator starts from the shaped turn rewards of `turn_rewards`; the episode return
+R of a player is the sum of its shaped turn rewards. Groups ("same initial state") are
+matches with the same game, params and seed, compared seat by seat; a group of one match
+has no comparison, and its advantage is 0. `ESTIMATORS` maps each name to its function,
+whose docstring states its formula.
 """
 
 from __future__ import annotations
@@ -75,13 +17,12 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.records import MatchRecord, TurnRecord, outcomes
-from tournaments.judge import ranks_to_advantages
 
 
 @dataclass
@@ -206,12 +147,31 @@ def _learns(turn: TurnRecord, cfg: AdvantageConfig) -> bool:
 
 
 def length_penalty(n_tokens: int, cfg: AdvantageConfig) -> float:
+    """Penalty of a completion of `n_tokens` tokens (0 or negative).
+
+    It is `-length_penalty_coef * max(0, n_tokens - length_max) / (length_max - length_min)`.
+    """
     over = max(0, n_tokens - cfg.length_max)
     return -cfg.length_penalty_coef * over / max(1, cfg.length_max - cfg.length_min)
 
 
 def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
-    """Shaped reward of every turn of `match` (see the module docstring)."""
+    """Shaped reward of every turn of `match`, the reward every estimator starts from.
+
+    For turn k:
+
+        r_k = reward_scale * turn.reward      # env reward from this move to the player's next
+            + format_reward                   # if the turn was valid (MARS: +0.05)
+            + length_penalty(n_tokens)        # see `length_penalty`
+            + draw_reward                     # on a player's last turn of a drawn match
+
+    Args:
+        match: the recorded match.
+        cfg: the shaping coefficients.
+
+    Returns:
+        One shaped reward per turn of `match`, in turn order.
+    """
     outcome = match.outcome or (outcomes(match.returns) if match.returns else {})
     last = {t.player: i for i, t in enumerate(match.turns)}
     rewards = []
@@ -314,6 +274,30 @@ def _seats_by_match(matches: list[MatchRecord], turns: list[_Turn]) -> dict[int,
 
 
 def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """MARS's `reinforce` advantage (thu-nics/MARS) with per-player norms, gamma per turn.
+
+    1. r -= mean of r over the turns of the same (game, player) in the batch
+       (`player_reward_norm`).
+    2. r = whiten(r over response tokens) (`whiten_rewards`).
+    3. G_k = sum_{j>=k} gamma^(j-k) r_j over the player's turns of the match.
+    4. Per player: G -= mean of the distinct G values (`agent_norm`; over every turn
+       without `agent_norm_unique`).
+    5. A = whiten(G over response tokens) (`whiten_advantages`).
+
+    "Over response tokens": a turn of n tokens counts n times in the mean and the
+    (unbiased) variance; the reward sits on the turn's last token, its other tokens are 0.
+    With `norm_by_opponent` the means of steps 1 and 4 are also per opponent (game, player,
+    opponents). With `agent_specific_norm: false`, MARS's ablation, they are shared by all
+    players: step 1 over the game, step 4 over every learning turn.
+
+    Args:
+        matches: the batch of recorded matches.
+        cfg: the estimator's settings.
+        state: unused (one signature for every estimator).
+
+    Returns:
+        One `TurnSample` per learning turn.
+    """
     turns = _flatten(matches, cfg)
     learn = [x for x in turns if x.learn]
     if not learn:
@@ -368,6 +352,18 @@ def _anchor_key(
 
 
 def gigpo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """GiGPO (verl-agent's step-level credit, here over game states): `mars` plus a step term.
+
+    A = A_mars + gigpo_weight * A_step. Turns whose mover saw the very same prompt (same
+    game and params, and with `norm_by_opponent` the same opponents) form an anchor group,
+    wherever in the batch they occur; within it:
+
+        A_step = (G - mean G) / (std G + eps)     # unbiased std; without `group_std`, only centred
+
+    with G the turn's return-to-go of shaped rewards (gamma per turn). A turn whose prompt
+    occurs once gets A_step = 0. Board games revisit positions across a batch, so the moves
+    made from one position are compared with each other, not only whole games.
+    """
     episode = mars(matches, cfg, state)
     learn = [x for x in _flatten(matches, cfg) if x.learn]
     G = _rtg(learn, cfg.gamma)
@@ -410,15 +406,33 @@ def _group_baseline(
 
 
 def grpo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """GRPO's group advantage, on every turn of the player.
+
+    `A = (R - mean_group R) / (std_group R + eps)`, with the unbiased std; without
+    `group_std`, A is only centred.
+    """
     return _group_baseline(matches, cfg, np.mean)
 
 
 def grpo_median(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """`grpo` centred on the group median.
+
+    `A = (R - median_group R) / (std_group R + eps)`, with the unbiased std; without
+    `group_std`, A is only centred.
+    """
     return _group_baseline(matches, cfg, np.median)
 
 
 def rae(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
-    """SPIRAL's role-conditioned baseline; `state["rae"]` maps "game/seat" -> baseline."""
+    """SPIRAL's role-conditioned advantage estimate (RAE), match by match:
+
+        A = R - b              # b before the update
+        b <- rae_decay * b + (1 - rae_decay) * R
+
+    with one EMA baseline b per (game, seat), starting at 0. Turns with A == 0 are dropped
+    when `drop_zero_advantage`. Stateful: `state["rae"]` maps "game/seat" -> baseline, so
+    pass the same `state` dict every batch.
+    """
     turns = _flatten(matches, cfg)
     R = _returns(turns)
     seats = _learning_seats(turns)
@@ -501,6 +515,13 @@ def _causal_past(turns: list[_Turn], gamma: float) -> dict[tuple[int, str, int, 
 
 
 def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """Leave-one-out group baseline (the Advantage Alignment paper's):
+
+        A_t = G_t - mean over the other matches of the group of their G_t
+
+    with t the player's t-th decision and G the return-to-go (gamma per turn); a match that
+    already ended has G_t = 0.
+    """
     turns = _flatten(matches, cfg)
     A = _loo_by_decision(turns, cfg)
     return _samples(matches, turns, {(x.m, x.k): A[(x.m, x.player, x.t)] for x in turns if x.learn})
@@ -509,6 +530,26 @@ def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[T
 def advantage_alignment(
     matches: list[MatchRecord], cfg: AdvantageConfig, state: dict
 ) -> list[TurnSample]:
+    """Advantage Alignment (Duque et al., ICLR 2025, as its released code computes it):
+
+        A*_t = gamma^t [a1_t + beta gamma (1/t sum_{k<t} gamma^(t-k) a1_k) a2_t]
+
+    with no shaping at t = 0, a1 the player's `loo` advantage and a2 the opponent's at its
+    t-th decision, both whitened over every seat's decisions in the batch (mean 0, unbiased
+    std 1): the shaping term is then the size of the own advantage, whatever the payoffs'
+    scale and the horizon. beta = `aa_beta`, gamma = `aa_gamma`.
+
+    - `aa_past_sum: true`: the past sum is not divided by t (the whitening kept), from batch
+      `aa_past_sum_from` on (a count kept in `state["aa_batches"]`).
+    - `aa_past: causal`: the past own advantages count only the rewards before t (decision
+      k's rewards k .. t-1 against the group's), so the shaping term does not depend on the
+      action it weighs.
+    - `aa_normalize: false`: the paper's equation on the raw advantages: the past sum not
+      divided by t, no whitening.
+
+    Raises:
+        ValueError: a match does not have exactly two players.
+    """
     turns = _flatten(matches, cfg)
     seats = _seats_by_match(matches, turns)
     for m, players in seats.items():
@@ -545,6 +586,12 @@ def advantage_alignment(
 
 
 def advevo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+    """AdvEvo-MARL's public baseline:
+
+        A = R - mean of R over every (match, seat) of the same game in the same functional group
+
+    `functional_groups` maps seat -> group; by default each seat is its own group.
+    """
     turns = _flatten(matches, cfg)
     R = _returns(turns)
     fg = cfg.functional_groups or {}
@@ -561,12 +608,49 @@ def advevo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> lis
     return _samples(matches, turns, adv)
 
 
+def ranks_to_advantages(ranks: Sequence[int], eps: float = 1e-6) -> np.ndarray:
+    """ArenaRL advantages of one group's ranks:
+
+        r_i = 1 - rank_i / (N - 1)              # rank 0 = best
+        A_i = (r_i - mean r) / (std r + eps)    # unbiased std
+
+    Args:
+        ranks: the 0-based rank of each of the group's N items.
+        eps: added to the std before dividing.
+
+    Returns:
+        The N advantages; zeros for a group of one, or one where every rank is equal.
+    """
+    ranks = np.asarray(ranks, dtype=float)
+    n = len(ranks)
+    if n < 2:
+        return np.zeros(n)
+    r = 1.0 - ranks / (n - 1)
+    std = r.std(ddof=1)
+    return (r - r.mean()) / (std + eps) if std > 0 else np.zeros(n)
+
+
 def arena_ranks(
     matches: list[MatchRecord],
     cfg: AdvantageConfig,
     state: dict,
     ranks: list[dict[str, int]] | None = None,
 ) -> list[TurnSample]:
+    """ArenaRL's tournament-based relative ranking: `ranks_to_advantages` of each group's ranks.
+
+    With ranks 0 (best) .. N-1 in a group of N, r = 1 - rank/(N-1), z-scored in the group
+    (unbiased std + 1e-6), applied to every turn of the seat.
+
+    Args:
+        matches: the batch of recorded matches.
+        cfg: the estimator's settings.
+        state: unused.
+        ranks: one dict seat -> rank per match (e.g. from a judge tournament); None: ranks
+            from the returns R, ties sharing the best rank (pandas' rank(method="min")).
+
+    Raises:
+        ValueError: `ranks` does not hold one dict per match, or lacks a learning seat.
+    """
     if ranks is not None and len(ranks) != len(matches):
         raise ValueError(
             f"ranks has {len(ranks)} entries for {len(matches)} matches (one seat->rank dict per match)"
@@ -598,6 +682,27 @@ def critic(
     state: dict,
     values: dict[tuple[int, int], float] | None = None,
 ) -> list[TurnSample]:
+    """PPO's actor-critic advantage with GAE, over each player's turns:
+
+        delta_k = r_k + gamma V_{k+1} - V_k          # V after the last turn = 0
+        A_k = delta_k + gamma lambda A_{k+1}         # lambda = gae_lambda
+        value target = V_k + A_k
+
+    With `norm_by_opponent`, A is centred per (game, player, opponents) (the value head does
+    not see who it plays); A = whiten(A over response tokens) when `whiten_advantages`.
+
+    Args:
+        matches: the batch of recorded matches.
+        cfg: the estimator's settings.
+        state: unused.
+        values: (match, turn) -> V_k from the learner's value head (see `learning_samples`).
+
+    Returns:
+        One `TurnSample` per learning turn, with its `value_target`.
+
+    Raises:
+        ValueError: `values` is None.
+    """
     if values is None:
         raise ValueError(
             "the critic estimator needs the value head's estimates (values=; set learner.value_coef > 0)"

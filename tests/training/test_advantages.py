@@ -2,10 +2,17 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from core.records import MatchRecord, TurnRecord, outcomes
-from training.advantages import ESTIMATORS, AdvantageConfig, compute_advantages, turn_rewards
+from training.advantages import (
+    ESTIMATORS,
+    AdvantageConfig,
+    compute_advantages,
+    ranks_to_advantages,
+    turn_rewards,
+)
 
 RAW = dict(format_reward=0.0, draw_reward=0.0)  # shaping off: rewards are the env's
 
@@ -566,3 +573,15 @@ def test_mars_agent_specific_norm_off_shares_one_baseline_across_players():
     assert adv(
         compute_advantages(one, AdvantageConfig(**agent_only, agent_specific_norm=False))
     ) == {(0, 0): 1.0, (0, 1): -1.0}
+
+
+def test_ranks_to_advantages_hand_computed():
+    # ranks 0,1,2 -> r = 1, 0.5, 0 -> mean 0.5, unbiased std 0.5 -> 1, 0, -1
+    np.testing.assert_allclose(ranks_to_advantages([0, 1, 2]), [1.0, 0.0, -1.0], atol=1e-5)
+    # N = 4, ranks 2,0,3,1 -> r = 1/3, 1, 0, 2/3; std(ddof=1) = 0.4303
+    r = np.array([1 / 3, 1, 0, 2 / 3])
+    np.testing.assert_allclose(
+        ranks_to_advantages([2, 0, 3, 1]), (r - 0.5) / (r.std(ddof=1) + 1e-6)
+    )
+    assert ranks_to_advantages([0]).tolist() == [0.0]
+    assert ranks_to_advantages([1, 1]).tolist() == [0.0, 0.0]
