@@ -140,16 +140,53 @@ def fit_bradley_terry(
         term per label, as the first move is worth more in some games than in others.
       ranks: compute the rank intervals (False: rank_lo = rank_hi = 0). They cost a
         constrained refit per pair of players whose difference is unbounded and not
-        settled by a quick bound: ~3 s for 64 players after 6 Swiss-like rounds (at a load
-        average of 8).
+        settled by a quick bound (timing: docs/results/benchmarks.md#tournament-formats).
     Returns:
       Fit(ratings={player: Rating}, seat={label: SeatAdvantage})
     """
     games = [(a, b, float(s)) for a, b, s in games]
-    if players is None:
-        players = list(dict.fromkeys(p for a, b, _ in games for p in (a, b)))
-    players = list(players)
+    players = list(players) if players is not None else _who_played(games)
     index = {p: i for i, p in enumerate(players)}
+    _check_games(games, index, reference, ci)
+    n = len(players)
+    ia, ib, y, labels, groups, X = _games_design(games, index, n, seat)
+    x = _fit_design(X, y, l2)
+    graph = _took_points(ia, ib, y, n)
+    anchor = {index[reference]} if reference is not None else _field(graph)
+    T = _display_map(n, anchor, X.shape[1])
+    shown = elo(T @ x)
+    played = np.bincount(np.concatenate([ia, ib]), minlength=n)
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    rank_lo, rank_hi = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    seats = _seat_terms(x, n, labels, groups)
+    if ci is not None and len(games):
+        fit = (x, X, y, l2, T)
+        robust, model = _sandwich_design(x, X, y, l2)
+        free_up, free_down = _unbounded(graph, anchor)
+        lo, hi = _rating_intervals(fit, robust, model, shown, free_up, free_down, played, level)
+        if ci == "bootstrap":
+            _bootstrap_intervals(fit, lo, hi, ~(free_up | free_down), level, bootstrap, seed)
+        if ranks:
+            rank_lo, rank_hi = _rank_ranges(x, X, y, l2, T, robust, model, graph, played > 0, level)
+        _seat_intervals(seats, groups, robust, model, n, level)
+        if reference is not None:
+            lo[index[reference]] = hi[index[reference]] = ELO_BASE
+    return Fit(_ratings(players, shown, lo, hi, x, played, rank_lo, rank_hi), seats)
+
+
+def _who_played(games: list[tuple[Hashable, Hashable, float]]) -> list[Hashable]:
+    """Everyone named in `games`, in order of first appearance."""
+    return list(dict.fromkeys(p for a, b, _ in games for p in (a, b)))
+
+
+def _check_games(
+    games: list[tuple[Hashable, Hashable, float]],
+    index: dict[Hashable, int],
+    reference: Hashable | None,
+    ci: str | None,
+) -> None:
+    """Raise ValueError for a game naming an unrated player or points outside [0, 1], an
+    unrated reference or an unknown `ci`."""
     for a, b, s in games:
         if a not in index or b not in index:
             raise ValueError(f"game between {a!r} and {b!r} names a player not in the rated list")
@@ -159,7 +196,15 @@ def fit_bradley_terry(
         raise ValueError(f"reference player {reference!r} is not among the rated players")
     if ci not in ("sandwich", "bootstrap", None):
         raise ValueError(f"ci must be 'sandwich', 'bootstrap' or None, got {ci!r}")
-    n = len(players)
+
+
+def _games_design(
+    games: list[tuple[Hashable, Hashable, float]],
+    index: dict[Hashable, int],
+    n: int,
+    seat: bool | Sequence[Hashable],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list, list, np.ndarray]:
+    """The games as arrays: (ia, ib, y, seat labels per game, distinct labels, design X)."""
     ia = np.array([index[a] for a, _, _ in games], dtype=int)
     ib = np.array([index[b] for _, b, _ in games], dtype=int)
     y = np.array([s for _, _, s in games], dtype=float)
@@ -168,47 +213,67 @@ def fit_bradley_terry(
         raise ValueError(f"seat labels: need one per game ({len(games)}), got {len(labels)}")
     groups = list(dict.fromkeys(labels))
     X = _design(ia, ib, n, [groups.index(g) for g in labels], len(groups))
-    x = _fit_design(X, y, l2)
-    graph = _took_points(ia, ib, y, n)
-    anchor = {index[reference]} if reference is not None else _field(graph)
-    # displayed value = T @ x: relative to the reference, or to the field's mean (the seat terms, after the players in x, are not shown)
+    return ia, ib, y, labels, groups, X
+
+
+def _display_map(n: int, anchor: set[int], width: int) -> np.ndarray:
+    """T with displayed value = T @ x: relative to the reference, or to the field's mean (the
+    seat terms, after the players in x, are not shown)."""
     w = np.zeros(n)
     w[list(anchor)] = 1.0 / len(anchor)
-    T = np.hstack([np.eye(n) - np.outer(np.ones(n), w), np.zeros((n, X.shape[1] - n))])
-    shown = elo(T @ x)
-    played = np.bincount(np.concatenate([ia, ib]), minlength=n)
-    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
-    rank_lo, rank_hi = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    return np.hstack([np.eye(n) - np.outer(np.ones(n), w), np.zeros((n, width - n))])
+
+
+def _seat_terms(x: np.ndarray, n: int, labels: list, groups: list) -> dict[Hashable, SeatAdvantage]:
+    """{label: SeatAdvantage} of the fitted seat terms (after the n players in x), no interval yet."""
     counts = {g: labels.count(g) for g in groups}
-    seats = {
+    return {
         g: SeatAdvantage(float(ELO_SCALE * x[n + k]), math.nan, math.nan, counts[g])
         for k, g in enumerate(groups)
     }
-    if ci is not None and len(games):
-        robust, model = _sandwich_design(x, X, y, l2)
-        var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
-        se = ELO_SCALE * np.sqrt(np.clip(var, 0.0, None))
-        free_up, free_down = _unbounded(graph, anchor)
-        lo, hi = _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played)
-        if ci == "bootstrap":
-            rng = np.random.default_rng(seed)
-            draws = np.empty((bootstrap, n))
-            for k in range(bootstrap):
-                pick = rng.integers(0, len(games), len(games))
-                draws[k] = elo(T @ _fit_design(X[pick], y[pick], l2, x))
-            alpha = (1 - level) / 2
-            bounded = ~(free_up | free_down)
-            lo[bounded] = np.quantile(draws, alpha, axis=0)[bounded]
-            hi[bounded] = np.quantile(draws, 1 - alpha, axis=0)[bounded]
-        if ranks:
-            rank_lo, rank_hi = _rank_ranges(x, X, y, l2, T, robust, model, graph, played > 0, level)
-        z = norm.ppf(0.5 + level / 2)
-        for k, g in enumerate(groups):
-            h_se = ELO_SCALE * math.sqrt(max(robust[n + k, n + k], model[n + k, n + k]))
-            seats[g].lo, seats[g].hi = seats[g].elo - z * h_se, seats[g].elo + z * h_se
-    if reference is not None and ci is not None and len(games):
-        lo[index[reference]] = hi[index[reference]] = ELO_BASE
-    ratings = {
+
+
+def _rating_intervals(
+    fit: tuple, robust, model, shown, free_up, free_down, played, level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) per player on the Elo scale: the sandwich interval (each variance the larger of
+    the robust and the model-based one), or +-inf and a profile-likelihood end where the record
+    leaves the rating unbounded. `fit` is (x, X, y, l2, T)."""
+    x, X, y, l2, T = fit
+    var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
+    se = ELO_SCALE * np.sqrt(np.clip(var, 0.0, None))
+    return _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played)
+
+
+def _bootstrap_intervals(
+    fit: tuple, lo, hi, bounded, level: float, bootstrap: int, seed: int
+) -> None:
+    """Replace `lo`, `hi` of the `bounded` players by the percentile interval of `bootstrap`
+    refits on games resampled with replacement. `fit` is (x, X, y, l2, T)."""
+    x, X, y, l2, T = fit
+    rng = np.random.default_rng(seed)
+    draws = np.empty((bootstrap, len(lo)))
+    for k in range(bootstrap):
+        pick = rng.integers(0, len(y), len(y))
+        draws[k] = elo(T @ _fit_design(X[pick], y[pick], l2, x))
+    alpha = (1 - level) / 2
+    lo[bounded] = np.quantile(draws, alpha, axis=0)[bounded]
+    hi[bounded] = np.quantile(draws, 1 - alpha, axis=0)[bounded]
+
+
+def _seat_intervals(
+    seats: dict[Hashable, SeatAdvantage], groups: list, robust, model, n: int, level: float
+) -> None:
+    """Set each seat advantage's Wald interval (the larger of the robust and model variances)."""
+    z = norm.ppf(0.5 + level / 2)
+    for k, g in enumerate(groups):
+        h_se = ELO_SCALE * math.sqrt(max(robust[n + k, n + k], model[n + k, n + k]))
+        seats[g].lo, seats[g].hi = seats[g].elo - z * h_se, seats[g].elo + z * h_se
+
+
+def _ratings(players, shown, lo, hi, x, played, rank_lo, rank_hi) -> dict[Hashable, Rating]:
+    """{player: Rating}; a player without games gets a nan interval."""
+    return {
         p: Rating(
             float(shown[i]),
             float(lo[i]) if played[i] else math.nan,
@@ -220,7 +285,6 @@ def fit_bradley_terry(
         )
         for i, p in enumerate(players)
     }
-    return Fit(ratings, seats)
 
 
 def _rank_ranges(
