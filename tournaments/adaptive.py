@@ -46,7 +46,7 @@ from tournaments.swiss import swiss
 from tournaments.swiss import swiss_rounds as default_rounds
 
 L2 = 0.1  # prior precision on theta (sd 3.2 logits, 550 Elo): keeps an undefeated player finite and early pairings sane
-TOP = 2.0  # weight of the pairs that decide the winner in `kendall_weights` (tuned: top-1 0.71 -> 0.79 of trials at N = 64)
+TOP = 2.0  # weight of the pairs that decide the winner in `kendall_weights` (docs/results/benchmarks.md#tournament-formats)
 NEIGHBOURS = 4  # candidate opponents per player kept for the matching (the full graph only if they leave someone out)
 CANDIDATES = 12  # opponents per player (best by info weight) whose Kendall weight is computed
 
@@ -83,22 +83,8 @@ def adaptive(
     players = check_players(players)
     check_count(games, "games")
     n = len(players)
-    per_round = (n // 2) * games
     budget = default_budget(n) if max_matches is None else max_matches
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget < per_round:
-        raise ValueError(
-            f"max_matches must be an integer of at least one round ({per_round} games: {n // 2} pairings x {games}), got {budget!r}"
-        )
-    if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 0):
-        raise ValueError(f"width must be a non-negative integer (rank places), got {width!r}")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    if weights not in WEIGHTS:
-        raise ValueError(f"unknown weights {weights!r} (choose from {', '.join(WEIGHTS)})")
-    rounds = default_rounds(n) if swiss_rounds is None else swiss_rounds
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise ValueError(f"swiss_rounds must be a positive integer, got {rounds!r}")
-    rounds = min(rounds, budget // per_round)
+    rounds = _check_options(n, games, budget, width, level, weights, swiss_rounds)
 
     tally = Tally(players)
     opening = yield from swiss(players, rounds=rounds, games=games, seed=seed)
@@ -106,30 +92,9 @@ def adaptive(
         for p, r in round_:
             tally.add(p, r)
         tally.rounds.append(round_)
-    balance = {p: 0 for p in players}  # times listed first minus times listed second
-    last_first: dict = {}  # pair -> who was listed first when they last met
-    met = np.zeros((n, n))
-    index = {p: i for i, p in enumerate(players)}
-
-    def note(a: Player, b: Player) -> None:
-        balance[a] += 1
-        balance[b] -= 1
-        last_first[frozenset((a, b))] = a
-        met[index[a], index[b]] += 1
-        met[index[b], index[a]] += 1
-
-    def seat(a: Player, b: Player) -> Pairing:
-        """List first the player who sat first less often; on a tie, the one who sat second
-        when they last met, else the stronger one (`a`)."""
-        if balance[b] < balance[a] or (
-            balance[b] == balance[a] and last_first.get(frozenset((a, b))) == a
-        ):
-            a, b = b, a
-        note(a, b)
-        return Pairing(a, b, f"A{r}", games)
-
+    seating = _Seating(players)
     for p, _ in (pr for round_ in tally.rounds for pr in round_):
-        note(p.a, p.b)
+        seating.note(p.a, p.b)
     used = sum(p.games for round_ in tally.rounds for p, _ in round_)
     z = norm.ppf(0.5 + level / 2)
     stopped = "budget"
@@ -145,15 +110,88 @@ def adaptive(
         if left < 1:
             break
         r += 1
-        w = WEIGHTS[weights](theta, cov, met)
+        w = WEIGHTS[weights](theta, cov, seating.met)
         pairs = _matching(w)[:left]
         pairings = [
-            seat(*sorted((players[i], players[j]), key=lambda p: -theta[index[p]]))
+            seating.seat(
+                *sorted((players[i], players[j]), key=lambda p: -theta[seating.index[p]]),
+                f"A{r}",
+                games,
+            )
             for i, j in pairs
         ]
         used += len(pairings) * games
         yield from run_round(tally, pairings)
+    return _outcome(players, tally, opening, theta, lo, hi, stopped)
 
+
+def _check_options(
+    n: int,
+    games: int,
+    budget: object,
+    width: object,
+    level: object,
+    weights: str,
+    swiss_rounds: object,
+) -> int:
+    """Check `adaptive`'s options (ValueError); return the Swiss phase's rounds, cut to the budget."""
+    per_round = (n // 2) * games
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < per_round:
+        raise ValueError(
+            f"max_matches must be an integer of at least one round ({per_round} games: {n // 2} pairings x {games}), got {budget!r}"
+        )
+    if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 0):
+        raise ValueError(f"width must be a non-negative integer (rank places), got {width!r}")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    if weights not in WEIGHTS:
+        raise ValueError(f"unknown weights {weights!r} (choose from {', '.join(WEIGHTS)})")
+    rounds = default_rounds(n) if swiss_rounds is None else swiss_rounds
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError(f"swiss_rounds must be a positive integer, got {rounds!r}")
+    return min(rounds, budget // per_round)
+
+
+class _Seating:
+    """Who sat first how often, and how often each pair met: the seats of the next pairings."""
+
+    def __init__(self, players: list[Player]):
+        self.balance = {p: 0 for p in players}  # times listed first minus times listed second
+        self.last_first: dict = {}  # pair -> who was listed first when they last met
+        self.met = np.zeros((len(players), len(players)))
+        self.index = {p: i for i, p in enumerate(players)}
+
+    def note(self, a: Player, b: Player) -> None:
+        """Record a pairing with `a` listed first."""
+        self.balance[a] += 1
+        self.balance[b] -= 1
+        self.last_first[frozenset((a, b))] = a
+        self.met[self.index[a], self.index[b]] += 1
+        self.met[self.index[b], self.index[a]] += 1
+
+    def seat(self, a: Player, b: Player, label: str, games: int) -> Pairing:
+        """List first the player who sat first less often; on a tie, the one who sat second
+        when they last met, else the stronger one (`a`)."""
+        balance = self.balance
+        if balance[b] < balance[a] or (
+            balance[b] == balance[a] and self.last_first.get(frozenset((a, b))) == a
+        ):
+            a, b = b, a
+        self.note(a, b)
+        return Pairing(a, b, label, games)
+
+
+def _outcome(
+    players: list[Player],
+    tally: Tally,
+    opening: Outcome,
+    theta: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    stopped: str,
+) -> Outcome:
+    """Rank by the final fit, ties broken by points, mean score, then the Swiss seeding."""
+    index = {p: i for i, p in enumerate(players)}
     initial = {p: opening.stats[p]["seed"] for p in players}
     by_theta = {p: float(theta[index[p]]) for p in players}
     order = sort_players(
