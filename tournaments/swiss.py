@@ -60,9 +60,8 @@ def swiss(
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     tally = Tally(players)
-    seeding_tally = Tally(
-        players
-    )  # a seeding phase orders the first round; its games earn no Swiss points
+    # a seeding phase orders the first round; its games earn no Swiss points
+    seeding_tally = Tally(players)
     order = yield from seed_order(
         players, seeding_tally, seeding, ratings, anchor, seed_games, seed
     )
@@ -78,21 +77,10 @@ def swiss(
     for r in range(1, rounds + 1):
         standing = sort_players(order, lambda p: points(p))
         rank = {p: i for i, p in enumerate(standing)}
-        bye = None
-        if n % 2:
-            candidates = [p for p in reversed(standing) if not bye_points[p]] or list(
-                reversed(standing)
-            )
-            bye = next((p for p in candidates if _perfect(standing, p, met)), candidates[0])
+        bye = _bye(standing, bye_points, met) if n % 2 else None
         pool = [p for p in standing if p != bye]
         pairs = _pair(pool, rank, points, met)
-        pairings = []
-        for a, b in pairs:
-            if (first_seat[b], rank[b]) < (first_seat[a], rank[a]):
-                a, b = b, a
-            first_seat[a] += 1
-            met.add(frozenset((a, b)))
-            pairings.append(Pairing(a, b, f"S{r}", games))
+        pairings = [_seat(a, b, rank, first_seat, met, f"S{r}", games) for a, b in pairs]
         if bye is not None:
             bye_points[bye] += games
         yield from run_round(tally, pairings)
@@ -107,6 +95,25 @@ def swiss(
     for p in players:
         stats[p]["points"] = points(p)
     return Outcome(final, stats, tally.rounds)
+
+
+def _bye(standing: list, bye_points: dict, met: set) -> Player:
+    """Who sits out: the lowest-standing player without a bye (anyone, once all had one)
+    whose absence leaves a perfect matching without rematches, else the first of them."""
+    candidates = [p for p in reversed(standing) if not bye_points[p]] or list(reversed(standing))
+    return next((p for p in candidates if _perfect(standing, p, met)), candidates[0])
+
+
+def _seat(
+    a: Player, b: Player, rank: dict, first_seat: dict, met: set, label: str, games: int
+) -> Pairing:
+    """The pairing of a and b, listing first the one who sat first less often (on a tie, the
+    higher standing); records the seat and the meeting."""
+    if (first_seat[b], rank[b]) < (first_seat[a], rank[a]):
+        a, b = b, a
+    first_seat[a] += 1
+    met.add(frozenset((a, b)))
+    return Pairing(a, b, label, games)
 
 
 def swiss_rounds(n: int) -> int:
