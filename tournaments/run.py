@@ -173,20 +173,10 @@ def run_tournament(
     """
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with open_or_rebuild(db_path, jsonl) as store:
-        store.lock()
-        if (
-            store.init(config.to_json(), config.players, key=_resume_key) == "restarted"
-            and jsonl.exists()
-        ):
-            jsonl.rename(
-                jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}")
-            )  # the old config's trajectories, kept aside
-        store.pin_checkpoints({name: checkpoint_of(spec) for name, spec in config.players.items()})
-        check_writable(jsonl)
+        _open_tournament(store, config, jsonl)
         results = store.results()
-        logged = read_log(
-            jsonl, skip=set(results)
-        )  # matches played but not stored (all of them if the DB was lost)
+        # matches played but not stored (all of them if the DB was lost)
+        logged = read_log(jsonl, skip=set(results))
         played = recovered = 0
         rounds = itertools.count()
 
@@ -195,11 +185,7 @@ def run_tournament(
             round_no = next(rounds)
             specs = [s for p in pairings for s in match_specs(config, p, round_no)]
             store.add_schedule(specs)
-            for s in specs:
-                if s.match_id not in results and s.match_id in logged:
-                    results[s.match_id] = logged.pop(s.match_id).check(s, jsonl)
-                    store.add_result(results[s.match_id])
-                    recovered += 1
+            recovered += _recover(specs, results, logged, store, jsonl)
             todo = [s for s in specs if s.match_id not in results]
             if todo:
                 if play_matches is None:
@@ -208,22 +194,7 @@ def run_tournament(
                     )
                 if on_schedule is not None:
                     on_schedule(todo)
-                wanted = {s.match_id for s in todo}
-                for r in play_matches(todo):
-                    if r.match_id not in wanted:
-                        raise ValueError(
-                            f"play_matches returned match {r.match_id!r}, which was not asked for (or twice)"
-                        )
-                    wanted.discard(r.match_id)
-                    store.add_result(r)
-                    results[r.match_id] = r
-                    played += 1
-                    if on_result is not None:
-                        on_result(r)
-                if wanted:
-                    raise RuntimeError(
-                        f"play_matches finished without {len(wanted)} of the {len(todo)} matches asked for, e.g. {sorted(wanted)[0]!r}"
-                    )
+                played += _play(todo, play_matches, store, results, on_result)
             return [pair_result(config, p, results, round_no) for p in pairings]
 
         outcome = drive(
@@ -238,6 +209,72 @@ def run_tournament(
     result.missing = missing_trajectories(results, jsonl)
     rate(config, result)
     return result
+
+
+def _open_tournament(store: Store, config: TournamentConfig, jsonl: Path) -> None:
+    """Lock the store and start or resume `config` in it: a restarted tournament moves the old
+    config's trajectories aside; pin the players' checkpoints; check the JSONL is writable."""
+    store.lock()
+    if (
+        store.init(config.to_json(), config.players, key=_resume_key) == "restarted"
+        and jsonl.exists()
+    ):
+        jsonl.rename(
+            jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}")
+        )  # the old config's trajectories, kept aside
+    store.pin_checkpoints({name: checkpoint_of(spec) for name, spec in config.players.items()})
+    check_writable(jsonl)
+
+
+def _recover(
+    specs: list[MatchSpec],
+    results: dict[str, MatchResult],
+    logged: dict,
+    store: Store,
+    jsonl: Path,
+) -> int:
+    """Store the matches of `specs` found in the JSONL (`logged`, from `read_log`) but not in the
+    store; return how many."""
+    recovered = 0
+    for s in specs:
+        if s.match_id not in results and s.match_id in logged:
+            results[s.match_id] = logged.pop(s.match_id).check(s, jsonl)
+            store.add_result(results[s.match_id])
+            recovered += 1
+    return recovered
+
+
+def _play(
+    todo: list[MatchSpec],
+    play_matches: PlayMatches,
+    store: Store,
+    results: dict[str, MatchResult],
+    on_result: Callable[[MatchResult], None] | None,
+) -> int:
+    """Play `todo`, storing each result as it comes; return how many were played.
+
+    Raises:
+      ValueError: play_matches returned a match not asked for (or twice).
+      RuntimeError: play_matches finished without some of the matches.
+    """
+    played = 0
+    wanted = {s.match_id for s in todo}
+    for r in play_matches(todo):
+        if r.match_id not in wanted:
+            raise ValueError(
+                f"play_matches returned match {r.match_id!r}, which was not asked for (or twice)"
+            )
+        wanted.discard(r.match_id)
+        store.add_result(r)
+        results[r.match_id] = r
+        played += 1
+        if on_result is not None:
+            on_result(r)
+    if wanted:
+        raise RuntimeError(
+            f"play_matches finished without {len(wanted)} of the {len(todo)} matches asked for, e.g. {sorted(wanted)[0]!r}"
+        )
+    return played
 
 
 class _Unfinished(Exception):
