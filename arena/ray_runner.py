@@ -177,27 +177,13 @@ class RayPool:
             raise ValueError(f"concurrency must be >= 1 (matches live at once), got {concurrency}")
         if out:
             check_jsonl_out(out)
-        size = max(
-            1, min(concurrency, math.ceil(len(plans) / (self.in_flight * len(self.workers))))
-        )
-        todo = [(plans[i : i + size], 0) for i in range(0, len(plans), size)][
-            ::-1
-        ]  # (chunk, attempts), popped from the end
+        todo = self._chunks(plans, concurrency)
         running: dict = {}  # ObjectRef -> (worker index, chunk, attempts)
         probes: dict = {}  # ObjectRef -> index of a failed worker, resolves once it is back (restarted)
         seen: set[str] = set()
         try:
             while todo or running:
-                for w in range(len(self.workers)):
-                    while (
-                        todo
-                        and w not in self.dead
-                        and sum(1 for v in running.values() if v[0] == w) < self.in_flight
-                    ):
-                        chunk, attempts = todo.pop()
-                        running[
-                            self.workers[w].play.remote(chunk, concurrency, max_turns, *args)
-                        ] = (w, chunk, attempts)
+                self._submit(todo, running, (concurrency, max_turns, *args))
                 if not running:  # every worker is down: wait for one to come back
                     if not probes:
                         raise RuntimeError(
@@ -222,15 +208,7 @@ class RayPool:
                 except (
                     RayError
                 ) as e:  # the worker (or its node) died: play the chunk again on another
-                    if attempts + 1 >= MAX_ATTEMPTS:
-                        raise RuntimeError(
-                            f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})"
-                        ) from None
-                    self.retried += 1
-                    todo.append((chunk, attempts + 1))
-                    if w not in self.dead:
-                        self.dead.add(w)
-                        probes[self.workers[w].pid.remote()] = w
+                    self._lost(w, chunk, attempts, e, todo, probes)
                     continue
                 new = [r for r in records if r.match_id not in seen]
                 self.dropped += len(records) - len(new)
@@ -244,6 +222,39 @@ class RayPool:
         finally:  # an error, or the caller stopped early: drop the chunks still queued on the workers
             for ref in running:
                 ray.cancel(ref)
+
+    def _chunks(self, plans: list[MatchPlan], concurrency: int) -> list[tuple[list, int]]:
+        """`plans` cut into chunks of `concurrency` matches, fewer when the round is too short to
+        give every worker `in_flight` chunks; as (chunk, attempts), popped from the end."""
+        size = max(
+            1, min(concurrency, math.ceil(len(plans) / (self.in_flight * len(self.workers))))
+        )
+        return [(plans[i : i + size], 0) for i in range(0, len(plans), size)][::-1]
+
+    def _submit(self, todo: list, running: dict, call: tuple) -> None:
+        """Queue chunks from `todo` until every live worker has `in_flight` of them in `running`
+        (ObjectRef -> (worker index, chunk, attempts)); `call` follows the chunk in the call."""
+        for w in range(len(self.workers)):
+            while (
+                todo
+                and w not in self.dead
+                and sum(1 for v in running.values() if v[0] == w) < self.in_flight
+            ):
+                chunk, attempts = todo.pop()
+                running[self.workers[w].play.remote(chunk, *call)] = (w, chunk, attempts)
+
+    def _lost(self, w: int, chunk: list, attempts: int, e: Exception, todo: list, probes: dict):
+        """Worker `w` died playing `chunk`: queue the chunk again and probe the worker until it
+        is back; a RuntimeError once a chunk's workers died MAX_ATTEMPTS times."""
+        if attempts + 1 >= MAX_ATTEMPTS:
+            raise RuntimeError(
+                f"Ray workers died {MAX_ATTEMPTS} times playing match {chunk[0].match_id!r} ({type(e).__name__})"
+            ) from None
+        self.retried += 1
+        todo.append((chunk, attempts + 1))
+        if w not in self.dead:
+            self.dead.add(w)
+            probes[self.workers[w].pid.remote()] = w
 
     def _probed(self, ref, probes: dict) -> None:
         """A failed worker's probe returned: back in the pool if it answered, probed again while it restarts."""
