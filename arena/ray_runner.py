@@ -199,15 +199,13 @@ class RayPool:
                 w, chunk, attempts = running.pop(ref)
                 try:
                     records = ray.get(ref)
-                except (
-                    RayTaskError
-                ) as e:  # the agents raised: the caller's error, not a lost worker
+                except RayTaskError as e:
+                    # the agents raised: the caller's error, not a lost worker
                     raise (
                         e.cause if isinstance(e.cause, Exception) else e.as_instanceof_cause()
                     ) from None
-                except (
-                    RayError
-                ) as e:  # the worker (or its node) died: play the chunk again on another
+                except RayError as e:
+                    # the worker (or its node) died: play the chunk again on another
                     self._lost(w, chunk, attempts, e, todo, probes)
                     continue
                 new = [r for r in records if r.match_id not in seen]
