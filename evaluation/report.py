@@ -71,6 +71,16 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
     narrow = console.width < WIDE
     style = NARROW_TABLE if narrow else {}
     sep = "\n" if narrow else " "
+    _cell_tables(console, rows, seats, narrow, style, sep)
+    _paired_table(console, rows, seats, narrow, style, sep)
+    _extra_tables(console, rows, narrow, style)
+    _profile_table(console, rows, narrow, style, sep)
+
+
+def _cell_tables(
+    console, rows: list[dict], seats: bool, narrow: bool, style: dict, sep: str
+) -> None:
+    """One table per evaluated agent: its cells (game, opponent, seat) with their CIs."""
     cells = [r for r in rows if r["kind"] == "cell" and (seats or r["seat"] == ALL)]
     for who in dict.fromkeys(r["agent"] for r in cells):
         t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)", **style)
@@ -98,6 +108,12 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
             }
             t.add_row(*(values[c] for c in columns), style="bold" if r["seat"] == ALL else None)
         console.print(t)
+
+
+def _paired_table(
+    console, rows: list[dict], seats: bool, narrow: bool, style: dict, sep: str
+) -> None:
+    """The paired differences agent - baseline on the same matches, if any."""
     paired = [r for r in rows if r["kind"] == "paired" and (seats or r["seat"] == ALL)]
     if paired:
         t = Table(
@@ -132,6 +148,10 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
             }
             t.add_row(*(values[c] for c in columns), style="bold" if r["opponent"] == ALL else None)
         console.print(t)
+
+
+def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
+    """One table per extra kind of row present: exploitability, blunders, perfect play, social."""
     for kind, title in (
         ("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
@@ -152,6 +172,10 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
             for r in extra:
                 t.add_row(*[_cell(r[c]) for c in cols])
             console.print(t)
+
+
+def _profile_table(console, rows: list[dict], narrow: bool, style: dict, sep: str) -> None:
+    """The strategy profiles of the agents, if any."""
     profiles = profile_rows(rows, sep)
     if profiles:
         t = Table(title=PROFILE_TITLE, **style)
