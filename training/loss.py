@@ -197,6 +197,40 @@ def policy_loss(
     advantages = advantages.to(logp.dtype).expand_as(logp)
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
+    pg, pg1, pg2, dual = _clipped_pg(advantages, ratio, cfg)
+    per_token, kl = _add_penalties(pg, cfg, logp, ref_logp, entropy, floor, magnet)
+    loss, tok_count = _aggregate(per_token, mask, cfg, num_tokens, num_seqs)
+    with torch.no_grad():
+        denom = tok_count.clamp(min=1)
+        clipped = (pg2 > pg1) & ~dual
+        m = mask.bool()
+        metrics = {
+            "tokens": float(tok_count),
+            "pg_loss": float((pg * mask).sum() / denom),
+            "clip_frac": float((clipped.to(mask.dtype) * mask).sum() / denom),
+            "dual_clip_frac": float((dual.to(mask.dtype) * mask).sum() / denom),
+            "ratio_mean": float((ratio * mask).sum() / denom),
+            "ratio_min": float(ratio[m].min()) if m.any() else 1.0,
+            "ratio_max": float(ratio[m].max()) if m.any() else 1.0,
+            # k3 of behaviour vs new: how far this update has moved from the rollout policy
+            "approx_kl_behaviour": float((k3(logp, old_logp) * mask).sum() / denom),
+        }
+        terms = {"kl_ref": kl, "entropy": entropy, "uniform_kl": floor, "magnet_kl": magnet}
+        for name, term in terms.items():
+            if term is not None:
+                metrics[name] = float((term * mask).sum() / denom)
+    return loss, metrics
+
+
+def _clipped_pg(
+    advantages: torch.Tensor, ratio: torch.Tensor, cfg: LossConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped policy-gradient term per token, then the dual clip where A < 0.
+
+    Returns:
+        (pg, pg1, pg2, dual): the term, its unclipped and clipped candidates, and where the
+        dual clip bound it.
+    """
     pg1 = -advantages * ratio
     pg2 = -advantages * ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
     pg = torch.maximum(pg1, pg2)
@@ -205,6 +239,24 @@ def policy_loss(
         bound = -advantages * cfg.dual_clip
         dual = (advantages < 0) & (pg > bound)
         pg = torch.where(advantages < 0, torch.minimum(pg, bound), pg)
+    return pg, pg1, pg2, dual
+
+
+def _add_penalties(
+    pg: torch.Tensor,
+    cfg: LossConfig,
+    logp: torch.Tensor,
+    ref_logp: torch.Tensor | None,
+    entropy: torch.Tensor | None,
+    floor: torch.Tensor | None,
+    magnet: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The per-token loss: `pg` plus the k3 KL, minus the entropy bonus, plus the floor and
+    magnet terms, each where its coefficient is > 0 (ValueError if its input is missing).
+
+    Returns:
+        (per_token, kl): the loss per token and the k3 KL to the reference (None without).
+    """
     per_token = pg
     kl = None
     if cfg.kl_coef > 0:
@@ -224,7 +276,21 @@ def policy_loss(
         if magnet is None:
             raise ValueError("magnet_coef > 0 needs magnet")
         per_token = per_token + cfg.magnet_coef * magnet
+    return per_token, kl
 
+
+def _aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: LossConfig,
+    num_tokens: float | None,
+    num_seqs: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss over the (B, T) grid by `cfg.aggregation` (see the module docstring).
+
+    Returns:
+        (loss, tokens): the loss and this batch's completion-token count.
+    """
     tok_count = mask.sum()
     seq_tokens = mask.sum(-1)  # (B,)
     n_tok = float(tok_count) if num_tokens is None else float(num_tokens)
@@ -236,28 +302,4 @@ def policy_loss(
         loss = (masked.sum(-1) / seq_tokens.clamp(min=1)).sum() / max(n_seq, 1.0)
     else:  # seq_mean_token_sum_norm
         loss = masked.sum() / (max(n_seq, 1.0) * cfg.norm_constant)
-
-    with torch.no_grad():
-        denom = tok_count.clamp(min=1)
-        clipped = (pg2 > pg1) & ~dual
-        m = mask.bool()
-        metrics = {
-            "tokens": float(tok_count),
-            "pg_loss": float((pg * mask).sum() / denom),
-            "clip_frac": float((clipped.to(mask.dtype) * mask).sum() / denom),
-            "dual_clip_frac": float((dual.to(mask.dtype) * mask).sum() / denom),
-            "ratio_mean": float((ratio * mask).sum() / denom),
-            "ratio_min": float(ratio[m].min()) if m.any() else 1.0,
-            "ratio_max": float(ratio[m].max()) if m.any() else 1.0,
-            # k3 of behaviour vs new: how far this update has moved from the rollout policy
-            "approx_kl_behaviour": float((k3(logp, old_logp) * mask).sum() / denom),
-        }
-        if kl is not None:
-            metrics["kl_ref"] = float((kl * mask).sum() / denom)
-        if entropy is not None:
-            metrics["entropy"] = float((entropy * mask).sum() / denom)
-        if floor is not None:
-            metrics["uniform_kl"] = float((floor * mask).sum() / denom)
-        if magnet is not None:
-            metrics["magnet_kl"] = float((magnet * mask).sum() / denom)
-    return loss, metrics
+    return loss, tok_count
