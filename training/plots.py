@@ -104,9 +104,42 @@ def plot_curves(
     if not curves:
         raise ValueError("plot_curves needs at least one run's rows")
     single = len(curves) == 1
-    series: dict[tuple[str, str], list[tuple[str, list[dict]]]] = defaultdict(list)
-    gaps: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # exploitability rows
-    walks: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)  # perfect-play rows
+    series, gaps, walks = _split_rows(curves)
+    gnames = sorted({g for g, _ in series})
+    held_out = {
+        g
+        for (g, _), curves in series.items()
+        for _, rs in curves
+        if rs[-1].get("split") == "held_out"
+    }
+    panels = len(gnames) + len(gaps) + len(walks)
+    fig, axes = plt.subplots(panels, 2, figsize=(11, 3.6 * panels), squeeze=False)
+    for i, game in enumerate(gnames):
+        title = f"{game}{' (held out)' if game in held_out else ''}"
+        _plot_rates(axes[i], game, title, series, single, target)
+    for i, game in enumerate(sorted(gaps), start=len(gnames)):
+        _plot_exploitability(axes[i], game, gaps[game], single)
+    for i, game in enumerate(sorted(walks), start=len(gnames) + len(gaps)):
+        _plot_blunders(axes[i], game, walks[game], single)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+_Curves = list[tuple[str, list[dict]]]  # (run label, its rows) per run
+
+
+def _split_rows(
+    curves: _Curves,
+) -> tuple[dict[tuple[str, str], _Curves], dict[str, _Curves], dict[str, _Curves]]:
+    """Each run's rows by panel: (game, opponent) rate rows, exploitability rows per game,
+    perfect-play rows per game; each a list of (run label, rows)."""
+    series: dict[tuple[str, str], _Curves] = defaultdict(list)
+    gaps: dict[str, _Curves] = defaultdict(list)  # exploitability rows
+    walks: dict[str, _Curves] = defaultdict(list)  # perfect-play rows
     for label, run_rows in curves:
         by_key: dict[tuple[str, str], list[dict]] = defaultdict(list)
         by_game: dict[str, list[dict]] = defaultdict(list)
@@ -124,69 +157,60 @@ def plot_curves(
             gaps[game].append((label, rows))
         for game, rows in by_walk.items():
             walks[game].append((label, rows))
-    gnames = sorted({g for g, _ in series})
-    held_out = {
-        g
-        for (g, _), curves in series.items()
-        for _, rs in curves
-        if rs[-1].get("split") == "held_out"
-    }
-    panels = len(gnames) + len(gaps) + len(walks)
-    fig, axes = plt.subplots(panels, 2, figsize=(11, 3.6 * panels), squeeze=False)
-    for i, game in enumerate(gnames):
-        per_point = 0
-        for (g, opp), curves in sorted(series.items()):
-            if g != game:
-                continue
-            for label, rs in curves:
-                per_point = rs[-1]["games"]
-                name = f"vs {opp}" if single else f"{label} vs {opp}"
-                for j, x_key in enumerate(("step", "minutes")):
-                    ax = axes[i][j]
-                    x = [r[x_key] for r in rs]
+    return series, gaps, walks
+
+
+def _plot_rates(
+    axes,
+    game: str,
+    title: str,
+    series: dict[tuple[str, str], _Curves],
+    single: bool,
+    target: float | None,
+) -> None:
+    """The non-losing rate (95% Wilson band) of `game` against each opponent, and with one run
+    the legal-move rate (dashed), against step and minutes."""
+    per_point = 0
+    for (g, opp), curves in sorted(series.items()):
+        if g != game:
+            continue
+        for label, rs in curves:
+            per_point = rs[-1]["games"]
+            name = f"vs {opp}" if single else f"{label} vs {opp}"
+            for j, x_key in enumerate(("step", "minutes")):
+                ax = axes[j]
+                x = [r[x_key] for r in rs]
+                ax.plot(
+                    x,
+                    [r["non_losing"] for r in rs],
+                    marker="o",
+                    ms=3 if single else 2,
+                    label=name,
+                )
+                ax.fill_between(
+                    x,
+                    [r["ci_low"] for r in rs],
+                    [r["ci_high"] for r in rs],
+                    alpha=0.2 if single else 0.1,
+                )
+                if single:
                     ax.plot(
                         x,
-                        [r["non_losing"] for r in rs],
-                        marker="o",
-                        ms=3 if single else 2,
-                        label=name,
+                        [1 - r["invalid_rate"] for r in rs],
+                        ls="--",
+                        color=ax.lines[-1].get_color(),
+                        label=f"legal moves vs {opp}",
                     )
-                    ax.fill_between(
-                        x,
-                        [r["ci_low"] for r in rs],
-                        [r["ci_high"] for r in rs],
-                        alpha=0.2 if single else 0.1,
-                    )
-                    if single:
-                        ax.plot(
-                            x,
-                            [1 - r["invalid_rate"] for r in rs],
-                            ls="--",
-                            color=ax.lines[-1].get_color(),
-                            label=f"legal moves vs {opp}",
-                        )
-        for j, x_key in enumerate(("step", "minutes")):
-            ax = axes[i][j]
-            if target is not None:
-                ax.axhline(target, ls=":", color="grey", label=f"target {target:g}")
-            ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
-            ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
-            ax.set_ylim(0, 1.02)
-            ax.grid(alpha=0.3)
-            ax.set_title(
-                f"{game}{' (held out)' if game in held_out else ''} (95% Wilson CI, {per_point} games per point)"
-            )
-            ax.legend(loc="lower right", fontsize="small" if not single else None)
-    for i, game in enumerate(sorted(gaps), start=len(gnames)):
-        _plot_exploitability(axes[i], game, gaps[game], single)
-    for i, game in enumerate(sorted(walks), start=len(gnames) + len(gaps)):
-        _plot_blunders(axes[i], game, walks[game], single)
-    fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    for j, x_key in enumerate(("step", "minutes")):
+        ax = axes[j]
+        if target is not None:
+            ax.axhline(target, ls=":", color="grey", label=f"target {target:g}")
+        ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
+        ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{title} (95% Wilson CI, {per_point} games per point)")
+        ax.legend(loc="lower right", fontsize="small" if not single else None)
 
 
 def _plot_exploitability(
