@@ -3,8 +3,7 @@
 A tic-tac-toe position and its seven rotations and reflections have the same value, and
 the right move maps with the board. A policy that has learnt to block a threat on the
 left column has not learnt the same block on the right one: each orientation is learnt
-from its own turns, and a block the policy never samples is never credited (the plateau
-of experiments/tictactoe_seeds/tuning.md). With `games[i].symmetries: k`, each learning turn of
+from its own turns, and a block the policy never samples is never credited. With `games[i].symmetries: k`, each learning turn of
 that game is trained on together with k of its images (drawn without repetition from
 the seven), with the turn's advantage: the gradient of the symmetric policy
 pi_sym(a | s) = mean over maps g of pi(g a | g s). AlphaGo Zero trained on the eight
@@ -21,14 +20,11 @@ image is scored as if the policy had played it, ratio 1 on the first update.
 That makes an image an off-policy sample trained on as if on-policy. Where the policy
 is not yet symmetric, an image of a bad move (negative advantage) that the policy gives
 ~0 probability in the new orientation pushes that orientation's mass onto the moves it
-already prefers, as exploring starts did: on tuning seeds 5 and 6 the entropy fell to
-0.04-0.06 by step 600 (0.20-0.32 without) and the result fell with it
-(experiments/tictactoe_seeds/tuning.md, round 7). `games[i].symmetry_advantages: positive`
+already prefers, and the policy's entropy collapses. `games[i].symmetry_advantages: positive`
 keeps only the images of turns with a positive advantage (the good moves carried to the
 orientations where the policy may never sample them, as self-imitation learning keeps
-only the off-policy samples that did better than expected): on tuning seeds 5 and 6 it
-reached 0.978 and 0.988 non-losing against random, where the config without images reached
-0.946 and 0.892.
+only the off-policy samples that did better than expected). Measurements:
+experiments/tictactoe_seeds/tuning.md.
 
 Needs constrained replies (the reply is the move, nothing else) and one conversation per
 turn (`agent.mode: fresh`), checked when the config is read.
