@@ -282,9 +282,8 @@ class RayPool:
 
 
 def append_records(path: str, records: list[MatchRecord]) -> None:
-    """Append a chunk's records with one fsync (`core.records.append_jsonl` syncs each:
-    on a 2-core AMD EPYC (AVX-512 BF16) 174-529 records/s one at a time, 2,600-4,000 in
-    chunks of 16, bench/ray_overhead.py)."""
+    """Append a chunk's records with one fsync (`core.records.append_jsonl` syncs each record,
+    several times slower: docs/results/benchmarks.md#machine-notes)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(rec.to_json() + "\n" for rec in records))
         f.flush()

@@ -4,8 +4,8 @@ compute ceiling (matmul FLOP/s, a model's FLOPs per token) that benchmarks compa
     from core.machine import set_threads
     set_threads(None)   # auto: prints "torch threads: 1 (2 CPUs usable, load 1.4)"
 
-Why threads are chosen by load: on a busy 2-core AMD EPYC (AVX-512 BF16) torch with 2
-threads ran 4-5x slower than with 1, because OpenMP workers spin-wait for a core another process holds.
+Threads are chosen by load because OpenMP workers spin-wait for a core another process holds:
+more threads than free cores run slower than one (docs/results/benchmarks.md#machine-notes).
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ def fastest_dtype(candidates: tuple[str, ...] = ("bfloat16", "float32"), rounds:
     """The candidate dtype with the highest measured matmul rate on this CPU (~0.5 s).
 
     Each dtype's best of `rounds` short measurements, taken in turns: other work on the
-    machine only ever slows a measurement down, and a single 0.05 s one each chose fp32
-    over a 2x faster bf16 on a busy 2-core AMD EPYC (a run's numerics then hang on the load)."""
+    machine only ever slows a measurement down, and a single short one can pick the slower
+    dtype under load (a run's numerics then hang on the load)."""
     best = dict.fromkeys(candidates, 0.0)
     for _ in range(rounds):
         for dt in candidates:
