@@ -2,10 +2,8 @@
 
 On a CPU, `F.linear` in bf16 goes to oneDNN, which reorders the weight into its blocked
 layout on every call. A decode step multiplies a few rows by every weight of the model, so
-that reorder costs as much as the product: SmolLM2-135M's weight matmuls at 16 rows ran at
-147 GFLOP/s plain and 190 prepacked, its 49152 x 576 LM head at 88 and 158 (1 thread,
-AVX-512 BF16; `bench/machine_limit.py --rows`). fp32 goes to MKL, which gains nothing from
-prepacking (measured), so only bf16 weights are packed.
+that reorder costs as much as the product. fp32 goes to MKL, which gains nothing from
+prepacking, so only bf16 weights are packed. Measurements: docs/results/benchmarks.md#machine-notes.
 
 `packed_linears(model)` is a context manager: inside it every bf16 `nn.Linear` of the model
 (LoRA's adapters included) runs `torch.ops.mkldnn._linear_pointwise` on a packed copy of
@@ -25,7 +23,7 @@ import contextlib
 
 import torch
 
-ROWS_HINT = 32  # the batch rows oneDNN picks the packed layout for; 16-64 measured alike, 1 was 25% slower at 16 rows
+ROWS_HINT = 32  # the batch rows oneDNN picks the packed layout for (16-64 alike, docs/results/benchmarks.md#machine-notes)
 
 
 def can_pack(model) -> bool:

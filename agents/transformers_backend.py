@@ -66,7 +66,7 @@ from agents.packed_linear import packed_linears
 # `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
 # into a contiguous (B, 1, H) tensor before the head. transformers slices `[:, -1:, :]` for an
 # int, a strided view that torch's matmul will not fold into one mm when the head's weight is
-# frozen (a LoRA policy's): it ran a bmm instead, in bf16 a tiny model's prefill 10-20x slower.
+# frozen (a LoRA policy's): it ran a bmm instead, several times slower (docs/results/benchmarks.md#machine-notes).
 LAST_TOKEN = torch.tensor([-1])
 
 
@@ -110,7 +110,7 @@ class TransformersBackend:
         dtype: weights dtype when loading by name: "float32", "bfloat16" or "auto" (bf16 on
             a GPU; on a CPU the faster of the two by `core.machine.fastest_dtype`). Pure bf16
             weights, not autocast over fp32 ones: autocast re-casts every weight on every call,
-            and CPU decoding ran no faster than fp32 that way (bench/rollout_throughput.py).
+            and CPU decoding ran no faster than fp32 that way.
         max_batch_size: conversations per forward batch; larger requests are split.
         name: backend name (default: the model name).
         share_prefixes: prefill a prompt prefix shared by several conversations of a batch
@@ -505,14 +505,14 @@ def _cpu_decode_sdpa(
     """transformers' SDPA attention, except for a decoding step (one query token) on the CPU:
 
     - bf16: plain matmuls in bf16, each key/value head's group of query heads as rows of one
-      product, softmax in bf16 (`bf16_decode_attention`). torch's CPU SDPA kernel decoded 17x
-      slower in bf16 than this, and 3x slower in fp32 over a cast of the whole cache (SmolLM2,
-      16 rows, 400 tokens of context: 6.4 / 1.1 / 0.38 ms a layer);
+      product, softmax in bf16 (`bf16_decode_attention`): torch's CPU SDPA kernel decodes
+      slower in bf16 than this, and in fp32 over a cast of the whole cache;
     - fp32 with grouped-query attention and a padding mask: torch's SDPA with `enable_gqa`
       instead of first copying every key/value head (`repeat_kv`, which transformers does
-      whenever a mask is given: 39% of a SmolLM2 decode step at batch 16, 2.1 vs 0.55 ms a layer).
+      whenever a mask is given, a large share of a decode step).
 
-    Prefill, and everything else, goes to transformers' own path."""
+    Prefill, and everything else, goes to transformers' own path (measurements:
+    docs/results/benchmarks.md#machine-notes)."""
     # start-up time: transformers
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

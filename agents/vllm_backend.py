@@ -55,8 +55,8 @@ its host process are undone after construction: it seeds the global RNGs (Python
 NumPy, torch) with its `seed`, and on the CPU it sets torch to 1 thread and turns
 `torch.set_num_threads` into a no-op (both restored, so a learner in the same process
 keeps its threads). `generate` itself runs with `threads` torch threads (default 1,
-vLLM's serving choice) and restores the caller's count: on a busy 2-core machine 2
-threads made a batch of 16 five times slower (OpenMP spin-waiting). `in_process=False`
+vLLM's serving choice) and restores the caller's count: more threads than free cores run
+slower (OpenMP spin-waiting; docs/results/benchmarks.md#machine-notes). `in_process=False`
 gives vLLM's default separate engine process (then start the engine under
 `if __name__ == "__main__":`).
 

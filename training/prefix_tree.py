@@ -449,7 +449,7 @@ def tree_hidden(
     if outer is not None:
         kv[OUTER] = outer.kv
     # every bucket's token embeddings in one lookup: its backward fills one dense
-    # (vocabulary, hidden) gradient for the plan, not one per bucket (5% of a recipe step).
+    # (vocabulary, hidden) gradient for the plan, not one per bucket (docs/results/benchmarks.md).
     # A plan may have no buckets: its sequences lie wholly in the outer plan.
     embeds = (
         decoder.get_input_embeddings()(
