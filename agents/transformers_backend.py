@@ -631,8 +631,8 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 def _sample(probs: torch.Tensor, generator, u: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row from (B, V) probabilities by inverting the CDF.
 
-    torch.multinomial over a 49k vocabulary was a third of a tiny model's rollout time on
-    the CPU (0.80 s a call at batch 128); a cumsum and a binary search took 0.026 s. u lies in (0, 1], so a
+    A cumsum and a binary search instead of torch.multinomial, which is slow over a 49k
+    vocabulary on the CPU (docs/results/benchmarks.md#machine-notes). u lies in (0, 1], so a
     zero-probability token (the CDF flat there) is never the first to reach u * total.
     `u`: the rows' uniform draws in [0, 1) (per-row seeds), else drawn from `generator`.
     """
