@@ -174,10 +174,9 @@ def test_plan_step_restarts_a_share_of_the_self_play_pairs_from_buffered_positio
 
 def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monkeypatch):
     """A short run: step 1 has nothing lost yet; from step 2 on, self-play matches start from lost positions."""
-    from tests.test_selfplay import quiet, tiny
-
     import training.rollouts as rollouts
     import training.selfplay as selfplay
+    from tests.training.test_selfplay import quiet, tiny
 
     starts, original = [], rollouts.play
 
@@ -203,9 +202,8 @@ def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monk
 
 def test_restarts_from_league_losses_only(tmp_path, monkeypatch):
     """`restart_from: league`: the buffer is fed only the matches against league opponents (the bot, snapshots)."""
-    from tests.test_selfplay import quiet, tiny
-
     import training.selfplay as selfplay
+    from tests.training.test_selfplay import quiet, tiny
 
     added, original = [], selfplay.lost_positions
 
