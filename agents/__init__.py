@@ -13,12 +13,15 @@ A string spec takes the same keyword arguments after commas, values read as YAML
     llm:smollm2-135m,fallback=random,max_retries=2,temperature=0.3
     llm:my-model,backend=openai,base_url=http://localhost:8000/v1
     llm:smollm2-135m,dtype=bfloat16   weights dtype of a local model: float32, bfloat16 or auto
-                                      (default: bf16 on a GPU, on a CPU the faster by measurement)
+                                      (default: bf16 on a GPU, on a CPU the faster by measurement;
+                                      a training checkpoint: the precision it was trained in,
+                                      `agents.play_precision`, said in a line on stderr)
 """
 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -27,6 +30,7 @@ from agents import bots
 from agents.base import Agent, PendingTurn, decision
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import check_name, checkpoint_config, find_checkpoint
+from agents.play_precision import play_precision, say
 from agents.social_bots import STRATEGIES
 from core.machine import announce_threads
 
@@ -125,12 +129,9 @@ def backend_for(kind: str, model: str, base_url: str | None = None, **kwargs):
     return _BACKENDS[key]
 
 
-def checkpoint_of(spec: str | dict) -> str | None:
-    """The training checkpoint an llm spec plays, as "FOLDER (step N)", else None (a bot, a hub model, a
-    server): what a resumed evaluation must still be playing (`llm:RUN` moves on as RUN trains, `best/` as a
-    better policy replaces it)."""
-    from agents.checkpoint import read_meta  # start-up time: torch
-
+def _checkpoint_folder(spec: str | dict) -> Path | None:
+    """The training checkpoint folder an llm spec over the transformers backend plays, else None
+    (a bot, a hub model, a server, or not an agent spec: building it will say why)."""
     try:
         d = parse_spec(spec)
     except ValueError:  # not an agent spec: building it will say why
@@ -141,7 +142,16 @@ def checkpoint_of(spec: str | dict) -> str | None:
         or not d.get("model")
     ):
         return None
-    folder = find_checkpoint(str(d["model"]))
+    return find_checkpoint(str(d["model"]))
+
+
+def checkpoint_of(spec: str | dict) -> str | None:
+    """The training checkpoint an llm spec plays, as "FOLDER (step N)", else None (a bot, a hub model, a
+    server): what a resumed evaluation must still be playing (`llm:RUN` moves on as RUN trains, `best/` as a
+    better policy replaces it)."""
+    from agents.checkpoint import read_meta  # start-up time: torch
+
+    folder = _checkpoint_folder(spec)
     return None if folder is None else f"{folder.resolve()} (step {read_meta(folder)['step']})"
 
 
@@ -149,17 +159,7 @@ def trained_games(spec: str | dict) -> list[tuple[str, dict]] | None:
     """(game, params) of each game a training checkpoint's run trained on, read from its saved
     config, when `spec` plays a checkpoint (`llm:RUN`, `llm:RUN/best`, a checkpoint folder);
     None for anything else. Reads meta.json only: no model loads."""
-    try:
-        d = parse_spec(spec)
-    except ValueError:  # not an agent spec: building it will say why
-        return None
-    if (
-        d.get("type") != "llm"
-        or d.get("backend", "transformers") != "transformers"
-        or not d.get("model")
-    ):
-        return None
-    folder = find_checkpoint(str(d["model"]))
+    folder = _checkpoint_folder(spec)
     return None if folder is None else _games_of(checkpoint_config(folder))
 
 
@@ -219,33 +219,47 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         except TypeError as e:  # an unknown keyword argument
             raise ValueError(f"agent {name!r}: {e}") from None
     if kind == "llm":
-        model = d.pop("model", None)
-        if not model:
-            raise ValueError(f"llm agent {name!r} needs a model")
-        backend_kind = d.pop("backend", "transformers")
-        base_url = d.pop("base_url", None)
-        backend_kwargs = d.pop("backend_kwargs", {}) or {}
-        if "dtype" in d:  # a backend option, written beside the agent's for short specs
-            backend_kwargs = {**backend_kwargs, "dtype": d.pop("dtype")}
-        if backend_kind in ("transformers", "vllm"):
-            check_name(model)  # a typo fails here in seconds, not after importing torch
-        fields = set(LLMAgentConfig.__dataclass_fields__)
-        games_trained = None
-        if backend_kind == "transformers" and (ckpt := find_checkpoint(model)) is not None:
-            config = checkpoint_config(ckpt)
-            trained = config.get("agent") or {}  # play as it was trained unless told otherwise
-            d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
-            games_trained = _games_of(config)
-        unknown = set(d) - fields
-        if unknown:
-            raise ValueError(
-                f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}"
-            )
-        agent = LLMAgent(
-            name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d)
-        )
-        agent.trained_games = (
-            games_trained  # (game, params) it trained on: arena.runner warns on other params
-        )
-        return agent
+        return _llm_agent(name, d)
     raise unknown_agent(kind)
+
+
+def _llm_agent(name: str, d: dict) -> LLMAgent:
+    """The LLM agent of a parsed llm spec `d` (without its type). A training checkpoint brings the
+    agent settings it was trained with as defaults and plays in its training precision
+    (`agents.play_precision`), saying so on stderr."""
+    model = d.pop("model", None)
+    if not model:
+        raise ValueError(f"llm agent {name!r} needs a model")
+    backend_kind = d.pop("backend", "transformers")
+    base_url = d.pop("base_url", None)
+    backend_kwargs = d.pop("backend_kwargs", {}) or {}
+    if "dtype" in d:  # a backend option, written beside the agent's for short specs
+        backend_kwargs = {**backend_kwargs, "dtype": d.pop("dtype")}
+    if backend_kind in ("transformers", "vllm"):
+        check_name(model)  # a typo fails here in seconds, not after importing torch
+    fields = set(LLMAgentConfig.__dataclass_fields__)
+    ckpt = find_checkpoint(model) if backend_kind == "transformers" else None
+    config = {} if ckpt is None else checkpoint_config(ckpt)
+    trained = config.get("agent") or {}  # a checkpoint plays as trained unless told otherwise
+    d = {**{k: v for k, v in trained.items() if k in fields and k != "seed"}, **d}
+    unknown = set(d) - fields
+    if unknown:
+        raise ValueError(
+            f"llm agent {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(fields))}"
+        )
+    precision = None
+    if ckpt is not None:
+        from agents.checkpoint import read_meta  # start-up time: torch
+
+        precision = play_precision(
+            ckpt, read_meta(ckpt), backend_kwargs.get("dtype"), backend_kwargs.get("device", "auto")
+        )
+        backend_kwargs = {**backend_kwargs, "dtype": precision.dtype}
+        say(precision.line)
+    agent = LLMAgent(
+        name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d)
+    )
+    # (game, params) it trained on: arena.runner warns on other params
+    agent.trained_games = None if ckpt is None else _games_of(config)
+    agent.precision = None if precision is None else precision.dtype  # the dtype it plays in
+    return agent

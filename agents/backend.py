@@ -70,7 +70,8 @@ def content_text(content) -> str:
 def check_request(
     conversations: list[list[dict]], params: SamplingParams, allowed: list[list[str] | None] | None
 ) -> None:
-    """One-line ValueErrors for a malformed `generate` call (every backend calls this first)."""
+    """One-line ValueErrors for a malformed `generate` call (every backend calls this first,
+    through `request_rows`)."""
     if not isinstance(conversations, list) or not conversations:
         raise ValueError("conversations must be a non-empty list of chat message lists")
     for i, conv in enumerate(conversations):
@@ -85,6 +86,15 @@ def check_request(
     check_params(params)
     check_allowed(allowed, len(conversations))
     check_seeds(params, len(conversations))
+
+
+def request_rows(
+    conversations: list[list[dict]], params: SamplingParams, allowed: list[list[str] | None] | None
+) -> list[list[str] | None]:
+    """The opening of every backend's `generate`: check the call (`check_request`) and return
+    each conversation's allowed strings (None for an unconstrained one)."""
+    check_request(conversations, params, allowed)
+    return list(allowed) if allowed is not None else [None] * len(conversations)
 
 
 def check_prompts(

@@ -9,7 +9,9 @@ A checkpoint is a folder `<dir>/step_<N>/` holding
                         was at that step
     rng.pt              python `random`, numpy global, torch (CPU and CUDA) RNG states and,
                         when given, a numpy Generator's state
-    meta.json           step, learner step, config, league state, estimator state
+    meta.json           step, learner step, the learner's resolved precision (float32 or
+                        bfloat16: what `llm:` plays the policy in), config, league state,
+                        estimator state
 
 A full fine-tune with a KL term also writes `<dir>/reference.safetensors` once (the frozen
 reference the KL is taken against), so a resumed run measures KL against the same weights
@@ -138,6 +140,7 @@ def save(
             "step": step,
             "learner_step": learner.step_count,
             "entropy_coef": learner.entropy_coef,
+            **_precision(learner),
             "config": config,
             "league": league,
             "state": state,
@@ -275,13 +278,20 @@ def writing(path: str | os.PathLike):
         raise OSError(f"could not write {path}: {e}") from e
 
 
+def _precision(learner) -> dict:
+    """{"precision": the learner's resolved precision} for meta.json (what `llm:` plays the
+    policy in, `agents.play_precision`); {} for a learner that names none."""
+    dtype = getattr(learner, "compute_dtype", None)
+    return {"precision": dtype} if isinstance(dtype, str) else {}
+
+
 def _save_weights(model: torch.nn.Module, path: Path) -> None:
     with writing(path):
         save_model(model, str(path))
 
 
 def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, **info) -> Path:
-    """Write the policy alone (weights and meta.json: step, config, `info`) to `folder`, atomically.
+    """Write the policy alone (weights and meta.json: step, precision, config, `info`) to `folder`, atomically.
 
     The training loop keeps its best-evaluated policy this way (`<run>/best`); like a
     checkpoint it loads as a model or agent (`agents.models.find_checkpoint`), but it has
@@ -296,7 +306,9 @@ def save_policy(folder: str | os.PathLike, learner, step: int, *, config: dict, 
         _save_weights(learner.model, tmp / "model.safetensors")
         _fsync_write(
             tmp / "meta.json",
-            json.dumps({"step": step, "config": config, **info}, indent=1).encode(),
+            json.dumps(
+                {"step": step, **_precision(learner), "config": config, **info}, indent=1
+            ).encode(),
         )
         replace_dir(tmp, final)
     except BaseException:
@@ -384,23 +396,44 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
     """Restore a checkpoint into `learner` (and `rng`); returns its meta dict.
 
     `path` is a checkpoint folder or a run directory (then its `latest` checkpoint).
-    Returns {"step", "learner_step", "config", "league", "state"}. Every file is read and
+    Returns {"step", "learner_step", "config", "league", "state"} (and "precision", the
+    learner's resolved precision, in checkpoints that record it). Every file is read and
     checked (`read_files`) before anything is restored: a damaged one raises `DamagedCheckpoint` (a
     ValueError) naming it and leaves `learner` as it was; a checkpoint of another model
     raises ValueError.
     """
-    path = Path(path)
-    if not (path / "meta.json").exists():
-        found = latest(path)
-        if found is None:
-            raise FileNotFoundError(
-                f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)"
-            )
-        path = found
+    path = _folder(Path(path))
     # the masters and the optimizer state live on the learner's master device (the CPU when offloaded)
     masters = getattr(learner, "master_device", learner.device)
     files = read_files(path, masters)
-    meta, optimizer, rngs = files["meta"], files["optimizer"], files["rng"]
+    meta = files["meta"]
+    value_head, reference, magnet = _parts_needed(path, learner, files)
+    _load_weights(path, learner, masters, reference, magnet)
+    _load_learner_state(path, learner, value_head, files["optimizer"])
+    learner.step_count = meta["learner_step"]
+    if hasattr(learner, "sync_policy"):
+        learner.sync_policy()  # a bf16 learner computes with a copy of the loaded masters (rounded as at that step)
+    learner.entropy_coef = float(
+        meta.get("entropy_coef", learner.cfg.loss.entropy_coef)
+    )  # adaptive (loss.entropy_target)
+    _restore_rngs(path, files["rng"], rng)
+    return meta
+
+
+def _folder(path: Path) -> Path:
+    """The checkpoint folder `path` names: itself, or a run directory's `latest` one."""
+    if (path / "meta.json").exists():
+        return path
+    found = latest(path)
+    if found is None:
+        raise FileNotFoundError(f"no checkpoint at {path} (no meta.json and no '{LATEST}' pointer)")
+    return found
+
+
+def _parts_needed(path: Path, learner, files: dict) -> tuple:
+    """(value head state, reference weights file, magnet module) the learner restores beside its
+    model, each None when it has none; ValueError when the checkpoint lacks one it needs, and the
+    weights files' headers checked."""
     needs_head = getattr(learner, "value_head", None) is not None
     value_head = files["value_head"] if needs_head else None
     if needs_head and value_head is None:
@@ -421,6 +454,11 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
                 f"checkpoint {path} has no magnet ({MAGNET}) and this learner needs one (learner.loss.magnet_coef > 0)"
             )
         check_weights(path / MAGNET)
+    return value_head, reference, magnet
+
+
+def _load_weights(path: Path, learner, masters, reference: Path | None, magnet) -> None:
+    """Load the model's weights (ValueError when they do not fit it), the KL reference and the magnet."""
     try:
         missing, unexpected = load_model(
             learner.model, str(path / "model.safetensors"), strict=False, device=str(masters)
@@ -437,6 +475,10 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         load_model(learner.ref_model, str(reference), device=str(learner.device))
     if magnet is not None:
         load_model(magnet, str(path / MAGNET), device=str(learner.device))
+
+
+def _load_learner_state(path: Path, learner, value_head: dict | None, optimizer: dict) -> None:
+    """Load the value head's and the optimizer's state; ValueError when they do not fit the learner."""
     try:
         if value_head is not None:
             learner.value_head.load_state_dict(value_head)
@@ -445,12 +487,10 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         raise ValueError(
             f"checkpoint {path} does not fit this learner: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
         ) from None
-    learner.step_count = meta["learner_step"]
-    if hasattr(learner, "sync_policy"):
-        learner.sync_policy()  # a bf16 learner computes with a copy of the loaded masters (rounded as at that step)
-    learner.entropy_coef = float(
-        meta.get("entropy_coef", learner.cfg.loss.entropy_coef)
-    )  # adaptive (loss.entropy_target)
+
+
+def _restore_rngs(path: Path, rngs: dict, rng: np.random.Generator | None) -> None:
+    """Set python's, numpy's and torch's global RNG states (CUDA's where there is one) and `rng`'s."""
     random.setstate(rngs["python"])
     np.random.set_state(rngs["numpy"])
     torch.set_rng_state(rngs["torch"])
@@ -460,4 +500,3 @@ def load(path: str | os.PathLike, learner, rng: np.random.Generator | None = Non
         if rngs["generator"] is None:
             raise ValueError(f"checkpoint {path} holds no numpy Generator state to restore")
         rng.bit_generator.state = rngs["generator"]
-    return meta

@@ -20,7 +20,8 @@ so `transformers.AutoModelForCausalLM.from_pretrained(out)` and
 its best-evaluated policy (`<run>/best`) when it has one, else the checkpoint a resume takes
 (the newest intact one); a `checkpoints/` folder, a `step_N` folder or `best/` export as
 they are. `dtype="auto"` keeps the dtype the weights were saved in (fp32 from an fp32 or a
-bf16 learner: the masters).
+bf16 learner: the masters). The card and `ModelExport.trained_precision` say the precision
+the policy was trained in (`agents.play_precision.trained_precision`): the one to play it in.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from safetensors import safe_open
 
 from agents.checkpoint import read_meta
 from agents.models import SMOLLM2, TINY, checkpoint_config, find_checkpoint, load_checkpoint
+from agents.play_precision import trained_precision
 from core.output import check_output, staged
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -53,6 +55,7 @@ class ModelExport:
     dtype: str
     base_model: str
     lora_merged: bool
+    trained_precision: str | None = None  # the precision it was trained in; None: not recorded
 
 
 def source_checkpoint(source: str | os.PathLike) -> Path:
@@ -161,6 +164,17 @@ def evaluation_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _precision_line(meta: dict) -> str:
+    """The model card's line on the precision the policy was trained in (`agents.play_precision`)."""
+    trained, source = trained_precision(meta)
+    if trained is None:
+        return f"- Trained in: an unrecorded precision ({source})"
+    return (
+        f"- Trained in: {trained} (its evaluations were played in it; load it with "
+        f"`dtype=torch.{trained}` to play as trained)"
+    )
+
+
 def model_card(folder: Path, meta: dict, config: dict, dtype: str, where: str = "PATH") -> str:
     """The README.md of an exported checkpoint (module docstring).
 
@@ -203,6 +217,7 @@ def model_card(folder: Path, meta: dict, config: dict, dtype: str, where: str = 
                 f"- Checkpoint: `{folder.name}` of run `{_run_dir(folder).name}`, training step {meta['step']}",
                 f"- Fine-tuning: {'LoRA rank ' + str(lora) + ', merged into the weights' if lora else 'full'}",
                 f"- Weights: {dtype} safetensors",
+                _precision_line(meta),
             ]
         ),
         "## Use\n\n```python\n"
@@ -269,4 +284,5 @@ def export_model(
         dtype,
         str(config["model"]),
         bool((config.get("learner") or {}).get("lora_rank", 0)),
+        trained_precision(meta)[0],
     )

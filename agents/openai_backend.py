@@ -59,7 +59,7 @@ import threading
 
 import httpx
 
-from agents.backend import Generation, SamplingParams, check_request, content_text
+from agents.backend import Generation, SamplingParams, content_text, request_rows
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +160,8 @@ class OpenAIBackend:
         allowed: list[list[str] | None] | None = None,
     ) -> list[Generation]:
         """One completion per conversation, requested concurrently (see the module docstring)."""
-        check_request(conversations, params, allowed)
-        if allowed is not None and not self.extensions and any(a is not None for a in allowed):
+        rows = request_rows(conversations, params, allowed)
+        if not self.extensions and any(a is not None for a in rows):
             raise ValueError(
                 "constrained decoding needs extensions=True (a vLLM-compatible server such as `arena serve`)"
             )
@@ -169,7 +169,7 @@ class OpenAIBackend:
             self._body(
                 conv,
                 params,
-                allowed[i] if allowed else None,
+                rows[i],
                 params.seeds[i] if params.seeds else params.seed,
             )
             for i, conv in enumerate(conversations)

@@ -58,7 +58,13 @@ from dataclasses import dataclass
 
 import torch
 
-from agents.backend import Generation, SamplingParams, check_prompts, check_request
+from agents.backend import (
+    Generation,
+    SamplingParams,
+    check_prompts,
+    check_request,
+    request_rows,
+)
 from agents.constrained import allowed_token_ids
 from agents.models import load_model
 from agents.packed_linear import packed_linears
@@ -202,8 +208,8 @@ class TransformersBackend:
         allowed: list[list[str] | None] | None = None,
     ) -> list[Generation]:
         """One completion per conversation (see the module docstring for what it holds)."""
-        check_request(conversations, params, allowed)
-        return self._generate([self.encode(conv) for conv in conversations], params, allowed)
+        rows = request_rows(conversations, params, allowed)
+        return self._generate([self.encode(conv) for conv in conversations], params, rows)
 
     def complete(
         self,

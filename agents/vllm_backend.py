@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agents.backend import Generation, SamplingParams, check_request
+from agents.backend import Generation, SamplingParams, request_rows
 from agents.constrained import allowed_token_ids
 from agents.models import TINY, resolve
 
@@ -232,16 +232,13 @@ class VLLMBackend:
         """One completion per conversation (see the module docstring for what it holds)."""
         import torch  # start-up time: torch
 
-        check_request(conversations, params, allowed)
+        rows = request_rows(conversations, params, allowed)
         if params.top_logprobs:
             raise ValueError(
                 "the vllm backend does not report top_logprobs (the transformers backend does)"
             )
         prompts = [{"prompt_token_ids": self.encode(conv)} for conv in conversations]
-        sampling = [
-            self._sampling(params, i, allowed[i] if allowed else None)
-            for i in range(len(conversations))
-        ]
+        sampling = [self._sampling(params, i, rows[i]) for i in range(len(conversations))]
         caller_threads = torch.get_num_threads()
         if self.threads is not None:
             torch.set_num_threads(self.threads)

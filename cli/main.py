@@ -198,7 +198,8 @@ def cmd_export(args: argparse.Namespace) -> None:
         done = export_model(args.source, args.out, dtype=args.dtype, overwrite=args.overwrite)
         print(
             f"{done.path}: {done.checkpoint} (step {done.step}, base {done.base_model}"
-            f"{', LoRA merged' if done.lora_merged else ''}) as a Hugging Face model, {done.dtype}"
+            f"{', LoRA merged' if done.lora_merged else ''}) as a Hugging Face model, {done.dtype}; "
+            f"trained in {done.trained_precision or 'an unrecorded precision'}"
         )
     elif args.what == "trajectories":
         from arena.dataset import export_trajectories  # start-up time: pyarrow
