@@ -190,7 +190,7 @@ def config_classes() -> list[type]:
         LossConfig,
         train.LeagueConfig,
         train.LeagueTournament,
-        train.EvalConfig,
+        train.PeriodicEvalConfig,
         train.RayConfig,
         tournament.TournamentConfig,
         tournament.GameSpec,
@@ -236,12 +236,16 @@ def _config_rows(
 
 
 def _train_notes() -> dict[str, str]:
-    """What the config checker allows, per dotted key (training.config.CHOICES and RANGES)."""
-    from training.config import CHOICES, RANGES, SET_BY_LOOP
+    """What the config checker allows, per dotted key (the rules next to the fields, `core.typed_config`)."""
+    from core.typed_config import rules
+    from training.config import ROLLOUT_TEMPERATURE, SET_BY_LOOP, GameEntry, TrainConfig
 
-    notes = {k: "one of " + ", ".join(f"`{c}`" for c in v) for k, v in CHOICES.items()}
-    for key, (_, must) in RANGES.items():
-        notes[key] = notes.get(key, "") + _escape(f"must be {must}")
+    notes = {}
+    for key, (choices, must) in {**rules(TrainConfig), **rules(GameEntry, "games[i].")}.items():
+        notes[key] = ("one of " + ", ".join(f"`{c}`" for c in choices) if choices else "") + (
+            _escape(f"must be {must}") if must else ""
+        )
+    notes["agent.temperature"] = _escape(f"must be {ROLLOUT_TEMPERATURE[1]}")
     for key in SET_BY_LOOP:
         notes[key] = "set by the training loop: leave it out"
     return notes
@@ -255,10 +259,10 @@ def _train_section() -> list[str]:
     from training.advantages import AdvantageConfig
     from training.config import (
         REQUIRED,
-        EvalConfig,
         GameEntry,
         LeagueConfig,
         LeagueTournament,
+        PeriodicEvalConfig,
         RayConfig,
         TrainConfig,
     )
@@ -292,7 +296,7 @@ def _train_section() -> list[str]:
         ("learner.loss", LossConfig, "learner.loss.", ()),
         ("league", LeagueConfig, "league.", ("tournament",)),
         ("league.tournament", LeagueTournament, "league.tournament.", ()),
-        ("eval", EvalConfig, "eval.", ()),
+        ("eval", PeriodicEvalConfig, "eval.", ()),
         ("ray", RayConfig, "ray.", ()),
         ("full_width", FullWidthConfig, "full_width.", ()),
     ):
