@@ -35,6 +35,7 @@ from evaluation.suites import (
     game_spec,
     plans,
 )
+from games.entry import GameEntry
 from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from tournaments.formats import format_options
 from tournaments.run import stored_ratings
@@ -49,23 +50,15 @@ REQUIRED = ("model", "games", "steps")  # what a run is; no silent defaults for 
 BACKENDS = ("transformers", "vllm")
 VLLM_DTYPES = ("float32", "bfloat16", "float16")  # the vLLM engine's dtype (backend_kwargs.dtype)
 EXAMPLE = "configs/train_tictactoe_tiny.yaml"
-OPENING = "an integer >= 0 (random moves opening a self-play match)"
 BRANCH = "an integer >= 1 (match pairs sharing one deal and opening)"
 
 
 @dataclass
-class GameEntry:
-    """One training game."""
+class TrainingGame(GameEntry):
+    """One training game: a `games.entry.GameEntry` and the options that shape its sampled
+    self-play matches (they mean nothing to a tournament or an evaluation, which play every
+    match from the start)."""
 
-    name: str
-    """registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel\""""
-    weight: float = option(1.0, check=above(0))
-    """share of the match pairs of a step (normalised over the games)"""
-    params: dict = field(default_factory=dict)
-    """game parameters for `games.make`"""
-    opening: int = option(0, what=OPENING, check=(lambda v: v >= 0, OPENING))
-    """self-play matches open with 0..opening uniformly random moves (arena.runner.OPENING): the policy in
-    both seats meets positions its own play would not reach; matches against league opponents start as usual"""
     branch: int = option(1, what=BRANCH, check=(lambda v: v >= 1, BRANCH))
     """match pairs come in groups of `branch` playing one deal and opening (and one league opponent), so the
     same positions recur within a step's batch: the step-level groups of the `gigpo` estimator"""
@@ -124,7 +117,7 @@ class LeagueConfig:
     """add a snapshot of the policy to the league every N steps (0: never)"""
     weighting: str = option("hard", choices=WEIGHTINGS)
     """PFSP weighting: hard (1-x)^2, variance x(1-x) or uniform"""
-    decay: float = 0.99
+    decay: float = option(0.99, check=(lambda v: 0.0 < v <= 1.0, "in (0, 1]"))
     """per-game decay of the win-rate table"""
     max_checkpoints: int = option(10, check=at_least(1))
     """snapshots kept in the league (oldest retired and deleted first)"""
@@ -244,7 +237,7 @@ class TrainConfig:
     threads: int = option(0, check=at_least(0))
     """torch CPU threads (0: chosen from the usable CPUs and the load at start, printed); 1 is
     fastest for tiny models on a busy machine, and a fixed count keeps runs bit-reproducible"""
-    games: list = field(default_factory=lambda: [GameEntry("tic_tac_toe")])
+    games: list = field(default_factory=lambda: [TrainingGame("tic_tac_toe")])
     """training games: names or {name, weight, params} mappings"""
     matches_per_step: int = option(
         64,
@@ -346,7 +339,7 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     return cfg
 
 
-def _games(games_in: Any) -> list[GameEntry]:
+def _games(games_in: Any) -> list[TrainingGame]:
     if isinstance(games_in, (str, Mapping)):
         games_in = [games_in]
     if not isinstance(games_in, list) or not games_in:
@@ -357,7 +350,7 @@ def _games(games_in: Any) -> list[GameEntry]:
     for i, g in enumerate(games_in):
         if isinstance(g, str):
             g = {"name": g}
-        entry = build(GameEntry, g, f"games[{i}]", base=GameEntry(""))
+        entry = build(TrainingGame, g, f"games[{i}]", base=TrainingGame(""))
         if not entry.name:
             raise ValueError(f"games[{i}].name must be a game name")
         try:
@@ -371,6 +364,7 @@ def _games(games_in: Any) -> list[GameEntry]:
 
 
 def _validate(cfg: TrainConfig) -> None:
+    """The rules that join several keys (or need a game built); one-line ValueErrors."""
     ok, what = ROLLOUT_TEMPERATURE
     if not ok(cfg.agent.temperature):
         raise ValueError(f"agent.temperature must be {what}, got {cfg.agent.temperature!r}")
@@ -385,6 +379,36 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(
             f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})"
         )
+    _check_training_games(cfg)
+    if cfg.learner.loss.magnet_coef > 0 and not cfg.agent.constrained:
+        raise ValueError(
+            "learner.loss.magnet_coef needs agent.constrained: true (the KL is taken over a turn's allowed moves)"
+        )
+    if (adv.estimator == "critic") != (cfg.learner.value_coef > 0):
+        raise ValueError(
+            "advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)"
+        )
+    _check_league(cfg)
+    _check_eval_opponents(cfg)
+    _check_ray(cfg)
+    _check_full_width(cfg)
+    if cfg.eval.exploitability:
+        for g in cfg.games:
+            if getattr(games.make(g.name, **g.params), "game", None) is None:
+                raise ValueError(
+                    f"eval.exploitability needs OpenSpiel games; {g.name} is native (it has no game tree to walk)"
+                )
+    if cfg.eval.perfect_play:
+        _check_solvable(cfg, "eval.perfect_play needs")
+    if cfg.eval.select_seed == cfg.eval.seed:
+        raise ValueError(
+            f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
+        )
+    eval_games(cfg)
+
+
+def _check_training_games(cfg: TrainConfig) -> None:
+    """The training games' options that depend on the game or the agent, and those kept per game."""
     for i, g in enumerate(cfg.games):
         if g.symmetries:
             module = games.symmetry_module(g.name)
@@ -414,21 +438,15 @@ def _validate(cfg: TrainConfig) -> None:
                 f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
                 "(the exploring move is a constrained reply held to one drawn legal move)"
             )
-    if cfg.learner.loss.magnet_coef > 0 and not cfg.agent.constrained:
-        raise ValueError(
-            "learner.loss.magnet_coef needs agent.constrained: true (the KL is taken over a turn's allowed moves)"
-        )
-    if (adv.estimator == "critic") != (cfg.learner.value_coef > 0):
-        raise ValueError(
-            "advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)"
-        )
+
+
+def _check_league(cfg: TrainConfig) -> None:
+    """League opponents exist when self_play < 1; bots are distinct, valid specs; ratings and tournaments usable."""
     lg = cfg.league
     if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
         raise ValueError(
             "league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every"
         )
-    if not 0.0 < lg.decay <= 1.0:
-        raise ValueError(f"league.decay must be in (0, 1], got {lg.decay}")
     if len(set(lg.bots)) < len(lg.bots):
         raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
     for spec in lg.bots:
@@ -441,6 +459,10 @@ def _validate(cfg: TrainConfig) -> None:
         else:
             _check_exploiter(cfg)
     _check_league_ratings(lg)
+
+
+def _check_eval_opponents(cfg: TrainConfig) -> None:
+    """eval.opponents: a list of agent specs, or a mapping training game -> list."""
     opp = cfg.eval.opponents
     names = {g.name for g in cfg.games}
     if isinstance(opp, Mapping):
@@ -458,21 +480,6 @@ def _validate(cfg: TrainConfig) -> None:
             _check_spec(s, "eval.opponents")
     else:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
-    _check_ray(cfg)
-    _check_full_width(cfg)
-    if cfg.eval.exploitability:
-        for g in cfg.games:
-            if getattr(games.make(g.name, **g.params), "game", None) is None:
-                raise ValueError(
-                    f"eval.exploitability needs OpenSpiel games; {g.name} is native (it has no game tree to walk)"
-                )
-    if cfg.eval.perfect_play:
-        _check_solvable(cfg, "eval.perfect_play needs")
-    if cfg.eval.select_seed == cfg.eval.seed:
-        raise ValueError(
-            f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
-        )
-    eval_games(cfg)
 
 
 def eval_games(cfg: TrainConfig) -> tuple[list, list]:

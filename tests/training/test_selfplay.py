@@ -25,7 +25,7 @@ from agents.models import tiny_llama
 from cli.main import main as cli_main
 from core.records import read_jsonl
 from training import rollouts, selfplay
-from training.config import GameEntry, TrainConfig
+from training.config import TrainConfig, TrainingGame
 from training.league import League
 from training.selfplay import POLICY, load_config, parse_config, plan_step, train
 
@@ -387,7 +387,7 @@ def _leaves(cls, prefix=""):
 
 def test_every_config_field_is_checked():
     """A new field must come with a check (and a line in BAD_FIELDS)."""
-    fields = {*_leaves(TrainConfig), *(f"games[0].{k}" for k in _leaves(GameEntry))}
+    fields = {*_leaves(TrainConfig), *(f"games[0].{k}" for k in _leaves(TrainingGame))}
     assert fields == set(BAD_FIELDS)
 
 
