@@ -158,8 +158,15 @@ def typed_value(path: str, f, hint, value: Any) -> Any:
     return value
 
 
+def _default(f) -> Any:
+    """The default value of field `f` (None: it has none)."""
+    if f.default is not MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not MISSING else None
+
+
 def build(cls: type, d: Any, where: str = "", base: Any = None, refuse: Refuse | None = None):
-    """A `cls` dataclass from mapping `d` (None: empty) over the values of `base` (default: `cls()`),
+    """A `cls` dataclass from mapping `d` (None: empty) over the values of `base` (default: the defaults),
     sections (dataclass fields) built from their own mappings; every given key checked.
 
     `where`: the dotted name of `d` in the whole config ("" at the top); `refuse(key, value)`:
@@ -172,7 +179,6 @@ def build(cls: type, d: Any, where: str = "", base: Any = None, refuse: Refuse |
     check_keys(cls, d, where)
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}
-    base = base if base is not None else cls()
     kwargs = {}
     for key, value in d.items():
         hint, path = hints[key], f"{where}.{key}" if where else key
@@ -180,11 +186,12 @@ def build(cls: type, d: Any, where: str = "", base: Any = None, refuse: Refuse |
         if reason:
             raise ValueError(reason)
         if is_dataclass(hint):
-            kwargs[key] = build(hint, value, path, getattr(base, key), refuse)
+            section = getattr(base, key) if base is not None else _default(by_name[key])
+            kwargs[key] = build(hint, value, path, section, refuse)
         else:
             kwargs[key] = typed_value(path, by_name[key], hint, value)
     try:
-        return replace(base, **kwargs)
+        return replace(base, **kwargs) if base is not None else cls(**kwargs)
     except ValueError as e:
         raise ValueError(f"{where}: {e}" if where else str(e)) from None
 

@@ -31,7 +31,7 @@ from evaluation.blunders import solvable
 from evaluation.exploitability import info_states
 from evaluation.suites import (
     SELF,  # eval opponent spec: the policy in every seat
-    GameSpec,
+    EvalGame,
     game_spec,
     plans,
 )
@@ -483,12 +483,14 @@ def _check_eval_opponents(cfg: TrainConfig) -> None:
 
 
 def eval_games(cfg: TrainConfig) -> tuple[list, list]:
-    """(training games, held-out games) of the evaluation as `evaluation.suites.GameSpec`s,
+    """(training games, held-out games) of the evaluation as `evaluation.suites.EvalGame`s,
     each with its opponents; one-line errors for a bad `eval.held_out` entry."""
     opp = cfg.eval.opponents
     train = [
-        GameSpec(
-            g.name, list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp), dict(g.params)
+        EvalGame(
+            g.name,
+            params=dict(g.params),
+            opponents=list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp),
         )
         for g in cfg.games
     ]

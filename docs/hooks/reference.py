@@ -202,7 +202,7 @@ def config_classes() -> list[type]:
         GameEntry,
         tournament.RatingOptions,
         suites.EvalConfig,
-        suites.GameSpec,
+        suites.EvalGame,
     ]
 
 
@@ -368,7 +368,7 @@ def _tournament_section() -> list[str]:
 
 
 def _eval_section() -> list[str]:
-    from evaluation.suites import EvalConfig, GameSpec
+    from evaluation.suites import EvalConfig, EvalGame
 
     return [
         "## Evaluation config\n",
@@ -377,8 +377,8 @@ def _eval_section() -> list[str]:
         _table(_HEADER, _config_rows(EvalConfig, skip=("games",))),
         "### `games`\n",
         "A list; each entry is a game name or a mapping of these keys "
-        "(`evaluation.suites.GameSpec`). Empty: the `suite`'s games.\n",
-        _table(_HEADER, _config_rows(GameSpec, "games[i].")),
+        "(`evaluation.suites.EvalGame`). Empty: the `suite`'s games.\n",
+        _table(_HEADER, _config_rows(EvalGame, "games[i].", skip=("weight",))),
     ]
 
 
