@@ -2,7 +2,7 @@
 
     reference/cli.md     the `arena` command, from its argparse parser (`cli.main.build_parser`)
     reference/config.md  every config key, from the config dataclasses' field docstrings
-                         (read by griffe), the config checker's choices and ranges, and the
+                         (read by griffe), the rules next to the fields (`core.typed_config.option`), and the
                          tournament formats' signatures
     reference/games.md   the game catalogue, from each game module's docstring (PettingZoo's
                          pattern) and `games.CATALOGUE`
