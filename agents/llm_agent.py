@@ -77,6 +77,7 @@ import numpy as np
 from agents.backend import Backend, Generation, SamplingParams
 from agents.base import PendingTurn, decision
 from core.records import Attempt, TurnRecord
+from core.typed_config import at_least, check_fields, option
 from games.parsing import ParseError
 from games.text_env import TextView
 
@@ -97,27 +98,27 @@ _FORMAT_TEXT = {
 class LLMAgentConfig:
     """How an LLM agent prompts, samples and handles invalid replies."""
 
-    mode: str = "fresh"
+    mode: str = option("fresh", choices=MODES)
     """"fresh": a self-contained prompt per move (SPIRAL); "multi_turn": one growing conversation per match and player (MARS)."""
-    prompt: str = "full"
+    prompt: str = option("full", choices=PROMPTS)
     """"full": the system prompt has the rules and the answer format; "compact": system_prompt alone (user messages unchanged); "state": system_prompt alone and the current state only"""
-    answer_format: str = "brackets"
+    answer_format: str = option("brackets", choices=FORMATS)
     """How the model is asked to give its move: "brackets" ([4]), "boxed" (\\boxed{4}) or "answer" (<answer>4</answer>)."""
     reasoning: bool = False
     """Ask the model to think inside <think>...</think> before answering."""
-    max_retries: int = 1
+    max_retries: int = option(1, check=at_least(0))
     """Correction rounds after an invalid reply (0 = none, as MARS/SPIRAL; 1 = TextArena's one second chance)."""
-    fallback: str = "forfeit"
+    fallback: str = option("forfeit", choices=FALLBACKS)
     """After the retries: "forfeit" (the match ends, this player penalised) or "random" (a random legal move)."""
     fallback_message: str = "I have nothing to add."
     """The message sent by the "random" fallback on a free-text turn."""
-    on_truncated: str = "accept"
+    on_truncated: str = option("accept", choices=ON_TRUNCATED)
     """A reply cut at max_new_tokens (finish_reason "length"): "accept" parses it as it is (a move written
     before the cut is played); "invalid" rejects it even when it holds a move. A rejected truncated reply's
     correction round asks for a shorter answer."""
     constrained: bool = False
     """Constrain decoding to the legal move strings (the reply is exactly one legal move)."""
-    max_new_tokens: int = 64
+    max_new_tokens: int = option(64, check=at_least(1))
     """Completion tokens per attempt."""
     temperature: float = 0.7
     """Sampling temperature (0 = greedy)."""
@@ -129,21 +130,7 @@ class LLMAgentConfig:
     """First line of the system prompt, before the rules and the answer format."""
 
     def __post_init__(self):
-        for key, allowed in (
-            ("mode", MODES),
-            ("prompt", PROMPTS),
-            ("answer_format", FORMATS),
-            ("fallback", FALLBACKS),
-            ("on_truncated", ON_TRUNCATED),
-        ):
-            if getattr(self, key) not in allowed:
-                raise ValueError(
-                    f"{key} must be one of {', '.join(allowed)}; got {getattr(self, key)!r}"
-                )
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_fields(self)
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ValueError(
                 f"need temperature >= 0 and 0 < top_p <= 1; got {self.temperature}, {self.top_p}"

@@ -48,7 +48,7 @@ from evaluation.social import social_rows
 from evaluation.suites import (
     SELF,
     EvalConfig,
-    GameSpec,
+    EvalGame,
     game_spec,
     load_config,
     make_config,
@@ -120,7 +120,7 @@ class OwnStream:
         return getattr(self.agent, name)
 
 
-def opponents(games_: list[GameSpec]) -> dict[str, object]:
+def opponents(games_: list[EvalGame]) -> dict[str, object]:
     """Seat name -> spec of every opponent seat the plans use."""
     out = {}
     for g in games_:
@@ -134,7 +134,7 @@ def opponents(games_: list[GameSpec]) -> dict[str, object]:
     return out
 
 
-def build_opponents(games_: list[GameSpec]) -> dict:
+def build_opponents(games_: list[EvalGame]) -> dict:
     """Opponent agents by seat name (the seats of one opponent share one agent)."""
     built: dict[str, object] = {}
     out = {}
@@ -150,7 +150,7 @@ def build_opponents(games_: list[GameSpec]) -> dict:
 
 def play_suite(
     evaluated: dict,
-    games_: list[GameSpec],
+    games_: list[EvalGame],
     matches: int,
     seed: int = 0,
     concurrency: int = 16,
@@ -179,7 +179,7 @@ def play_suite(
 
 
 def evaluate(
-    agent, games_: list[GameSpec], matches: int, seed: int, name: str = AGENT, **play
+    agent, games_: list[EvalGame], matches: int, seed: int, name: str = AGENT, **play
 ) -> list:
     """`agent`'s cells (per seat and pooled, `evaluation.metrics.Cell`) from `matches` matches
     per game and opponent, played in memory; `play`: play_suite's keywords (concurrency, ...)."""
@@ -188,7 +188,7 @@ def evaluate(
 
 def suite_plans(
     evaluated: list[str],
-    games_: list[GameSpec],
+    games_: list[EvalGame],
     matches: int,
     seed: int,
     skip: set[str] | None = None,
@@ -206,7 +206,7 @@ def suite_plans(
 
 def suite_agents(
     evaluated: dict,
-    games_: list[GameSpec],
+    games_: list[EvalGame],
     seeds: dict[str, int],
     opponent_agents: dict | None = None,
     exact_probs: bool = False,
@@ -226,7 +226,7 @@ def suite_agents(
 
 
 def build_suite_agents(
-    specs: dict, games_: list[GameSpec], seeds: dict[str, int], exact_probs: bool = False
+    specs: dict, games_: list[EvalGame], seeds: dict[str, int], exact_probs: bool = False
 ) -> dict:
     """`suite_agents` from the evaluated agents' specs (built on a Ray worker)."""
     return suite_agents(

@@ -29,7 +29,12 @@ import yaml
 
 import games
 from arena.runner import MatchPlan
+from core.typed_config import build, check_fields, option
+from games.entry import GameEntry
 
+GAME_KEYS = ("name", "opponents", "params", "opening")  # what an evaluation's game entry takes
+POSITIVE = "a positive integer"
+POSITIVE_INT = (lambda v: type(v) is int and v >= 1, POSITIVE)
 SUITES = {"train": "train", "held_out": "held_out"}  # suite name -> catalogue split
 SELF = "self"  # opponent spec: the evaluated agent itself in the other seats (cooperative games, self-play)
 MCTS = ["random", "mcts:100", "mcts:1000"]
@@ -52,17 +57,11 @@ DEFAULT_OPPONENTS: dict[str, list] = {
 
 
 @dataclass
-class GameSpec:
+class EvalGame(GameEntry):
     """One game of a suite and the opponents the agent meets in it."""
 
-    name: str
-    """registry name, e.g. tic_tac_toe or openspiel:goofspiel"""
-    opponents: list = field(default_factory=list)
+    opponents: list = option(factory=list)
     """agent specs (strings or mappings); empty: the game's DEFAULT_OPPONENTS"""
-    params: dict = field(default_factory=dict)
-    """game parameters for `games.make`"""
-    opening: int = 0
-    """each match opens with 0..opening random legal moves (arena.runner)"""
 
 
 @dataclass
@@ -74,10 +73,12 @@ class EvalConfig:
     baseline: Any = None
     """optional second agent; it plays the very same matches, and the report pairs the two"""
     games: list = field(default_factory=list)
-    """GameSpecs (YAML: names or {name, opponents, params, opening}); empty: the suite's"""
-    suite: str = "held_out"
+    """EvalGames (YAML: names or {name, opponents, params, opening}); empty: the suite's"""
+    suite: str = option(
+        "held_out", check=(lambda v: v in (*SUITES, "all"), "train, held_out or all")
+    )
     """train | held_out | all, when `games` is empty"""
-    matches: int = 100
+    matches: int = option(100, what=POSITIVE, check=POSITIVE_INT)
     """matches per (game, opponent) and evaluated agent, rounded up to a multiple of the seats"""
     seed: int = 0
     """match seeds (the deals and openings) derive from it"""
@@ -87,13 +88,13 @@ class EvalConfig:
     """also walk the agent's policy over every position it reaches against any opponent, both seats, on
     every game the solver searches to the end (tic-tac-toe): blunders and the loss rate against a perfect
     adversary (`evaluation.perfect_play`; pass temperature=0 in an LLM agent's spec to walk its greedy play)"""
-    samples: int = 8
+    samples: int = option(8, what=POSITIVE, check=POSITIVE_INT)
     """exploitability of a free-text agent: replies sampled per information state"""
-    max_states: int = 5000
+    max_states: int = option(5000, what=POSITIVE, check=POSITIVE_INT)
     """exploitability: games with more information states are skipped"""
-    concurrency: int = 16
+    concurrency: int = option(16, what=POSITIVE, check=POSITIVE_INT)
     """matches played at once (LLM turns batched across them)"""
-    max_turns: int = 2000
+    max_turns: int = option(2000, what=POSITIVE, check=POSITIVE_INT)
     """a match is stopped (a draw) after this many decisions"""
     out: str = "runs/eval"
     """output folder: eval.db (SQLite store), eval.jsonl (trajectories), eval.json, eval.html"""
@@ -101,13 +102,8 @@ class EvalConfig:
     def __post_init__(self):
         if self.agent is None:
             raise ValueError("an evaluation needs an agent (--agent SPEC, or agent: in the config)")
-        if self.suite not in (*SUITES, "all"):
-            raise ValueError(f"suite must be train, held_out or all, got {self.suite!r}")
-        for key in ("matches", "samples", "max_states", "concurrency", "max_turns"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{key} must be a positive integer, got {v!r}")
-        self.games = [g if isinstance(g, GameSpec) else game_spec(g) for g in self.games] or suite(
+        check_fields(self)
+        self.games = [g if isinstance(g, EvalGame) else game_spec(g) for g in self.games] or suite(
             self.suite
         )
         names = [(g.name, json.dumps(g.params, sort_keys=True)) for g in self.games]
@@ -115,40 +111,44 @@ class EvalConfig:
             raise ValueError("a game is listed twice with the same params")
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=str)
+        """Canonical JSON (stored with the evaluation; a resume must match it)."""
+        d = asdict(self)
+        d["games"] = [{k: v for k, v in g.items() if k in GAME_KEYS} for g in d["games"]]
+        return json.dumps(d, sort_keys=True, default=str)
 
 
-def suite(name: str) -> list[GameSpec]:
+def suite(name: str) -> list[EvalGame]:
     """The games of a suite with their default opponents."""
     splits = list(SUITES.values()) if name == "all" else [SUITES[name]]
     return [
-        GameSpec(g, list(DEFAULT_OPPONENTS[g]))
+        EvalGame(g, opponents=list(DEFAULT_OPPONENTS[g]))
         for s in splits
         for g in games.names(s)
         if g in DEFAULT_OPPONENTS
     ]
 
 
-def game_spec(entry: Any, opponents: list | None = None) -> GameSpec:
-    """A GameSpec from a name or a {name, opponents, params, opening} mapping."""
+def game_spec(entry: Any, opponents: list | None = None) -> EvalGame:
+    """An EvalGame from a name or a {name, opponents, params, opening} mapping."""
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
         raise ValueError(f"a game entry is a name or a mapping with a name, got {entry!r}")
-    unknown = set(entry) - {"name", "opponents", "params", "opening"}
+    unknown = set(entry) - set(GAME_KEYS)
     if unknown:
         raise ValueError(
-            f"game {entry['name']!r}: unknown key(s) {', '.join(sorted(unknown))} (known: name, opponents, params, opening)"
+            f"game {entry['name']!r}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(GAME_KEYS)})"
         )
     name = entry["name"]
     games.info(name)  # unknown game: one line with a did-you-mean
     opps = entry.get("opponents") or opponents or DEFAULT_OPPONENTS.get(name) or ["random"]
     if not isinstance(opps, list):
         opps = [opps]
-    opening = entry.get("opening", 0)
-    if not isinstance(opening, int) or opening < 0:
-        raise ValueError(f"game {name!r}: opening must be a whole number >= 0, got {opening!r}")
-    return GameSpec(name, opps, dict(entry.get("params") or {}), opening)
+    game = EvalGame(name, params=dict(entry.get("params") or {}), opponents=opps)
+    try:  # the opening's rule is GameEntry's
+        return build(EvalGame, {"opening": entry.get("opening", 0)}, base=game)
+    except ValueError as e:
+        raise ValueError(f"game {name!r}: {e}") from None
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:
@@ -167,12 +167,13 @@ def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:
 
 
 def make_config(d: dict, where: str = "evaluation") -> EvalConfig:
+    """An EvalConfig from a mapping: its keys checked by the rules next to the fields."""
     unknown = set(d) - set(EvalConfig.__dataclass_fields__)
     if unknown:
         raise ValueError(
             f"{where}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(EvalConfig.__dataclass_fields__)})"
         )
-    return EvalConfig(**d)
+    return build(EvalConfig, d)
 
 
 def opponent_label(spec: Any) -> str:
@@ -182,7 +183,7 @@ def opponent_label(spec: Any) -> str:
     return str(spec.get("name") or json.dumps(spec, sort_keys=True))
 
 
-def num_seats(g: GameSpec) -> int:
+def num_seats(g: EvalGame) -> int:
     """The game's seats with its params (public_goods' `num_players`, an OpenSpiel game's own)."""
     if g.params or g.name.startswith("openspiel:"):
         return len(games.make(g.name, **g.params).possible_agents)
@@ -197,7 +198,7 @@ def match_seed(seed: int, key: str) -> int:
     return zlib.crc32(f"{seed}|{key}".encode()) & 0x7FFFFFFF
 
 
-def plans(who: str, games_: list[GameSpec], matches: int, seed: int) -> list[MatchPlan]:
+def plans(who: str, games_: list[EvalGame], matches: int, seed: int) -> list[MatchPlan]:
     """The matches agent `who` plays: per game and opponent, `matches` (rounded up to a
     multiple of the seats), the agent in seat k mod n, opponents in the other seats
     (named `label`, `label#2`, ... so that every seat has its own name)."""

@@ -48,18 +48,19 @@ that fills the memory.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 import games
+from core.typed_config import build, did_you_mean, option
+from games.entry import GameEntry
 from tournaments.formats import FORMATS, format_options, make_format, resolved_options
 from tournaments.ratings import bradley_terry
 from tournaments.store import MatchResult, MatchSpec, Store
@@ -67,21 +68,15 @@ from tournaments.store import MatchResult, MatchSpec, Store
 NAME_OK = re.compile(r"^[^|\s](?:[^|]*[^|\s])?$")  # no "|" (match-id separator), no outer spaces
 
 
+GAME_KEYS = ("name", "params", "opening")  # what a tournament's game entry takes
+REQUIRED = ("name", "format", "players", "games")
+NAME = "a non-empty string"
+POSITIVE = "a positive integer"
+CI = "'sandwich' or 'bootstrap'"
+LEVEL = "a number in (0, 1)"
+BOOTSTRAP = "an integer >= 10"
 ARENA_OPTIONS = {"concurrency": 16, "max_turns": 2000}  # `arena:` options and their defaults
 MAX_ROUND_MATCHES = 100_000  # matches one round may schedule (~1 KB of memory each, all at once)
-
-
-@dataclass
-class GameSpec:
-    """One game every pairing plays."""
-
-    name: str
-    """registry name, e.g. tic_tac_toe or openspiel:goofspiel"""
-    params: dict = field(default_factory=dict)
-    """game parameters for `games.make`"""
-    opening: int = 0
-    """each match opens with 0..opening uniformly random legal moves; both seat orders of a
-    pairing share it (give deterministic players one, or every repeat replays the same game)"""
 
 
 @dataclass
@@ -90,11 +85,11 @@ class RatingOptions:
 
     reference: str | None = None
     """player pinned at 1000 Elo; None: the field's mean at 1000"""
-    ci: str = "sandwich"
+    ci: str = option("sandwich", what=CI, check=(lambda v: v in ("sandwich", "bootstrap"), CI))
     """confidence intervals: sandwich (the sandwich variance) or bootstrap"""
-    level: float = 0.95
+    level: float = option(0.95, what=LEVEL, check=(lambda v: 0 < v < 1, LEVEL))
     """confidence level"""
-    bootstrap: int = 200
+    bootstrap: int = option(200, what=BOOTSTRAP, check=(lambda v: v >= 10, BOOTSTRAP))
     """resamples when ci is bootstrap"""
 
 
@@ -102,7 +97,7 @@ class RatingOptions:
 class TournamentConfig:
     """A tournament: who plays, what, in which format."""
 
-    name: str
+    name: str = option(what=NAME, check=(lambda v: bool(v.strip()), NAME))
     """shown in reports; the results go to runs/<name>/ unless --db says otherwise"""
     format: str
     """round_robin, swiss, single_elimination, double_elimination, anchor or adaptive
@@ -110,11 +105,13 @@ class TournamentConfig:
     players: dict[str, str | dict]
     """player name -> agent spec (`agents.make_agent`), {by_game: {GAME: SPEC, ..., default: SPEC}},
     or {checkpoints: RUN_DIR, ...}: every checkpoint a training run kept, one player each"""
-    games: list[GameSpec]
-    """each pairing plays every game in this list"""
-    games_per_pairing: int = 1
+    games: list[GameEntry]
+    """each pairing plays every game in this list (`games.entry.GameEntry`: name, params, opening;
+    both seat orders of a pairing share an opening: give deterministic players one, or every
+    repeat replays the same game)"""
+    games_per_pairing: int = option(1, what=POSITIVE, check=(lambda v: v >= 1, POSITIVE))
     """k per game and pairing (best-of-k series in the elimination formats); seats alternate"""
-    seed: int = 0
+    seed: int = option(0, what="an integer")
     """match seeds and random seeding derive from it"""
     format_options: dict = field(default_factory=dict)
     """options of the format: its keyword arguments (`tournaments.formats.format_options`)"""
@@ -127,9 +124,9 @@ class TournamentConfig:
     def to_json(self) -> str:
         """Canonical JSON (stored with the tournament; a resume must match it)."""
         d = asdict(self)
-        for g in d["games"]:
-            if not g["opening"]:
-                del g["opening"]  # the stored form of a config from before openings
+        d["games"] = [  # a game without an opening is stored as before openings existed
+            {k: g[k] for k in GAME_KEYS if k != "opening" or g[k]} for g in d["games"]
+        ]
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -162,6 +159,7 @@ class TournamentConfig:
 
 
 TOP_KEYS = {f for f in TournamentConfig.__dataclass_fields__}
+DRAFT = {"format": "", "players": {}, "games": []}  # the base the builder fills in
 
 
 def load_config(source: str | Path | Mapping, check_games: bool = True) -> TournamentConfig:
@@ -192,6 +190,7 @@ def load_config(source: str | Path | Mapping, check_games: bool = True) -> Tourn
 
 
 def _parse(d: Any, check_games: bool) -> TournamentConfig:
+    """A checked `TournamentConfig` from a parsed mapping (one-line errors naming the key)."""
     if not isinstance(d, Mapping):
         raise ValueError(f"a tournament config must be a mapping, got {type(d).__name__}")
     unknown = sorted(set(d) - TOP_KEYS)
@@ -199,17 +198,35 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         raise ValueError(
             f"unknown key {', '.join(map(repr, unknown))} (known: {', '.join(sorted(TOP_KEYS))})"
         )
-    for key in ("name", "format", "players", "games"):
+    for key in REQUIRED:
         if key not in d:
             raise ValueError(f"missing key {key!r}")
-    name = d["name"]
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    config = build(TournamentConfig, {"name": d["name"]}, base=TournamentConfig("", **DRAFT))
     fmt = d["format"]
     if not isinstance(fmt, str) or fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    specs = _players(d["players"])
+    entries = _games(d["games"])
+    if check_games:
+        _check_games(entries)
+    _check_by_game(specs, [g.name for g in entries])
+    scalars = {k: d[k] for k in ("games_per_pairing", "seed") if k in d}
+    config = build(
+        TournamentConfig, scalars, base=replace(config, format=fmt, players=specs, games=entries)
+    )
+    opts = _format_options(d.get("format_options") or {}, fmt, specs)
+    rating = _rating(d.get("rating") or {}, specs)
+    arena = d.get("arena") or {}
+    if not isinstance(arena, Mapping):
+        raise ValueError(f"arena must be a mapping, got {type(arena).__name__}")
+    arena_options(arena)
+    config = replace(config, format_options=opts, rating=rating, arena=dict(arena))
+    _check_round_size(config)
+    return config
 
-    players = d["players"]
+
+def _players(players: Any) -> dict[str, str | dict]:
+    """Player name -> checked agent spec; a `checkpoints` entry becomes one player per checkpoint."""
     if not isinstance(players, Mapping) or len(players) < 2:
         raise ValueError(
             "players must map at least two player names to agent specs, e.g. {random: random, mcts: mcts:50}"
@@ -232,13 +249,16 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
                     + (f" (from {pname}'s checkpoints)" if player != pname else "")
                 )
             specs[player] = agent_spec
+    return specs
 
-    games_in = d["games"]
+
+def _games(games_in: Any) -> list[GameEntry]:
+    """The `games:` list (a name, a mapping, or a list of them) as `GameEntry`s."""
     if isinstance(games_in, (str, Mapping)):
         games_in = [games_in]
     if not isinstance(games_in, list) or not games_in:
         raise ValueError("games must be a non-empty list of game names or {name, params} mappings")
-    game_specs = []
+    entries = []
     for i, g in enumerate(games_in):
         if isinstance(g, str):
             g = {"name": g}
@@ -246,54 +266,54 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
             raise ValueError(
                 f"games[{i}] must be a game name or a mapping with a 'name', got {g!r}"
             )
-        extra = sorted(set(g) - {"name", "params", "opening"})
+        extra = sorted(set(g) - set(GAME_KEYS))
         if extra:
             raise ValueError(
-                f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: name, params, opening)"
+                f"games[{i}] has unknown key {', '.join(map(repr, extra))} (known: {', '.join(GAME_KEYS)})"
             )
         params = g.get("params") or {}
         if not isinstance(params, Mapping):
             raise ValueError(f"games[{i}].params must be a mapping, got {type(params).__name__}")
-        opening = g.get("opening", 0)
-        if not isinstance(opening, int) or isinstance(opening, bool) or opening < 0:
-            raise ValueError(
-                f"games[{i}].opening must be an integer >= 0 (random moves opening each match), got {opening!r}"
-            )
-        game_specs.append(GameSpec(g["name"], dict(params), opening))
-    if check_games:
-        _check_games(game_specs)
-    game_names = [g.name for g in game_specs]
+        g = {**g, "params": dict(params)}
+        entries.append(build(GameEntry, g, f"games[{i}]", base=GameEntry("")))
+    return entries
+
+
+def _check_by_game(specs: dict, game_names: list[str]) -> None:
+    """A `by_game` player names only games of the tournament and has an agent for each."""
     for pname, spec in specs.items():
-        if isinstance(spec, Mapping) and "by_game" in spec:
-            stray = [g for g in spec["by_game"] if g != "default" and g not in game_names]
-            if stray:
-                close = difflib.get_close_matches(stray[0], game_names, n=1)
-                hint = (
-                    f" (did you mean {close[0]!r}?)"
-                    if close
-                    else f" (the games: {', '.join(game_names)}, or 'default')"
-                )
-                raise ValueError(
-                    f"player {pname!r}: by_game names {stray[0]!r}, which this tournament does not play{hint}"
-                )
-            missing = [
-                g
-                for g in game_names
-                if g not in spec["by_game"] and "default" not in spec["by_game"]
-            ]
-            if missing:
-                raise ValueError(
-                    f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')"
-                )
+        if not (isinstance(spec, Mapping) and "by_game" in spec):
+            continue
+        stray = [g for g in spec["by_game"] if g != "default" and g not in game_names]
+        if stray:
+            hint = did_you_mean(stray[0], game_names) or (
+                f" (the games: {', '.join(game_names)}, or 'default')"
+            )
+            raise ValueError(
+                f"player {pname!r}: by_game names {stray[0]!r}, which this tournament does not play{hint}"
+            )
+        missing = [
+            g for g in game_names if g not in spec["by_game"] and "default" not in spec["by_game"]
+        ]
+        if missing:
+            raise ValueError(
+                f"player {pname!r}: by_game has no agent for {', '.join(missing)} (add it, or a 'default')"
+            )
 
-    k = d.get("games_per_pairing", 1)
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"games_per_pairing must be a positive integer, got {k!r}")
-    seed = d.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
 
-    opts = d.get("format_options") or {}
+FORMAT_OPTION_TYPES = (
+    ("seed", int),
+    ("seed_games", int),
+    ("rounds", int),
+    ("grand_final_reset", bool),
+    ("seeding", str),
+    ("tiebreak", str),
+)
+
+
+def _format_options(opts: Any, fmt: str, specs: dict) -> dict:
+    """The format's options, checked against its signature and the players; `ratings` naming
+    an earlier tournament's DB becomes its players' ratings."""
     if not isinstance(opts, Mapping):
         raise ValueError(f"format_options must be a mapping, got {type(opts).__name__}")
     known = [o for o in format_options(fmt) if o not in ("games", "best_of")]
@@ -304,14 +324,13 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
             f"unknown format option {', '.join(map(repr, bad))} for {fmt}{hint} (known: {', '.join(known)})"
         )
     opts = dict(opts)
-    for key in ("anchor",):
-        if key in opts and opts[key] not in specs:
-            raise ValueError(
-                f"format_options.{key} {opts[key]!r} is not a player (players: {', '.join(specs)})"
-            )
+    if "anchor" in opts and opts["anchor"] not in specs:
+        raise ValueError(
+            f"format_options.anchor {opts['anchor']!r} is not a player (players: {', '.join(specs)})"
+        )
     if isinstance(
         opts.get("ratings"), str
-    ):  # an earlier tournament's DB: its Bradley-Terry Elo of the players here
+    ):  # an earlier tournament's DB: its Elo of the players here
         source = opts["ratings"]
         try:
             opts["ratings"] = {p: elo for p, elo in stored_ratings(source).items() if p in specs}
@@ -325,14 +344,7 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
         raise ValueError(
             "format_options.ratings is used only with seeding: ratings (add it, or drop the ratings)"
         )
-    for key, kind in (
-        ("seed", int),
-        ("seed_games", int),
-        ("rounds", int),
-        ("grand_final_reset", bool),
-        ("seeding", str),
-        ("tiebreak", str),
-    ):
+    for key, kind in FORMAT_OPTION_TYPES:
         if key in opts and (
             not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))
         ):
@@ -351,40 +363,25 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
                 f"format_options.ratings names unknown players: {', '.join(map(repr, unknown_p))}"
             )
         opts["ratings"] = dict(r)
+    return opts
 
-    rating_in = d.get("rating") or {}
+
+def _rating(rating_in: Any, specs: dict) -> RatingOptions:
+    """The `rating:` mapping as `RatingOptions`; its reference must be a player."""
     if not isinstance(rating_in, Mapping):
         raise ValueError(f"rating must be a mapping, got {type(rating_in).__name__}")
-    bad = sorted(set(rating_in) - set(RatingOptions.__dataclass_fields__))
+    known = list(RatingOptions.__dataclass_fields__)
+    bad = sorted(set(rating_in) - set(known))
     if bad:
         raise ValueError(
-            f"unknown rating option {', '.join(map(repr, bad))} (known: {', '.join(RatingOptions.__dataclass_fields__)})"
+            f"unknown rating option {', '.join(map(repr, bad))} (known: {', '.join(known)})"
         )
-    rating = RatingOptions(**rating_in)
-    if rating.reference is not None and (
-        not isinstance(rating.reference, str) or rating.reference not in specs
-    ):
+    reference = rating_in.get("reference")
+    if reference is not None and (not isinstance(reference, str) or reference not in specs):
         raise ValueError(
-            f"rating.reference {rating.reference!r} is not a player (players: {', '.join(specs)})"
+            f"rating.reference {reference!r} is not a player (players: {', '.join(specs)})"
         )
-    if rating.ci not in ("sandwich", "bootstrap"):
-        raise ValueError(f"rating.ci must be 'sandwich' or 'bootstrap', got {rating.ci!r}")
-    if (
-        isinstance(rating.level, bool)
-        or not isinstance(rating.level, (int, float))
-        or not 0 < rating.level < 1
-    ):
-        raise ValueError(f"rating.level must be a number in (0, 1), got {rating.level!r}")
-    if not isinstance(rating.bootstrap, int) or rating.bootstrap < 10:
-        raise ValueError(f"rating.bootstrap must be an integer >= 10, got {rating.bootstrap!r}")
-
-    arena = d.get("arena") or {}
-    if not isinstance(arena, Mapping):
-        raise ValueError(f"arena must be a mapping, got {type(arena).__name__}")
-    arena_options(arena)
-    config = TournamentConfig(name, fmt, specs, game_specs, k, seed, opts, rating, dict(arena))
-    _check_round_size(config)
-    return config
+    return build(RatingOptions, rating_in, "rating")
 
 
 def arena_options(options: Mapping) -> dict:
@@ -470,7 +467,7 @@ def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
     return {name: {"type": "llm", "model": str(d), **options} for name, d in players.items()}
 
 
-def _check_games(specs: list[GameSpec]) -> None:
+def _check_games(specs: list[GameEntry]) -> None:
     """Every game must exist and have two seats (all formats are pairwise)."""
     for g in specs:
         if g.name.startswith("openspiel:"):

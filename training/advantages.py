@@ -23,25 +23,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.records import MatchRecord, TurnRecord, outcomes
+from core.typed_config import above, at_least, check_fields, option, within
+
+AA_PAST = ("return", "causal")
 
 
 @dataclass
 class AdvantageConfig:
-    estimator: str = "mars"
+    estimator: str = option("mars", choices=lambda: tuple(ESTIMATORS))
     """name in ESTIMATORS"""
     learners: list[str] | None = None
     """agent names whose turns are trained on; None: every turn that has completion tokens"""
-    gamma: float = 1.0
+    gamma: float = option(1.0, check=within(0, 1))
     """turn-level discount of the return-to-go (mars, loo)"""
-    reward_scale: float = 1.0
+    reward_scale: float = option(1.0, check=above(0))
     """multiplies the env reward before shaping (Advantage Alignment divides IPD by 5)"""
     format_reward: float = 0.05
     """added to every valid turn"""
     draw_reward: float = 0.1
     """added to each player's last turn of a drawn match"""
-    length_penalty_coef: float = 0.5
+    length_penalty_coef: float = option(0.5, check=at_least(0))
     """penalty per (length_max - length_min) tokens beyond length_max"""
-    length_max: int = 2048
+    length_max: int = option(2048, check=at_least(1))
     """completion tokens allowed before the length penalty starts"""
     length_min: int = 11
     """shortest sensible completion; sets the penalty's slope with length_max"""
@@ -64,15 +67,15 @@ class AdvantageConfig:
     baseline for who the player faced when one batch mixes self-play and league opponents"""
     group_std: bool = True
     """grpo, grpo_median: divide by the group's std"""
-    eps: float = 1e-6
+    eps: float = option(1e-6, check=above(0))
     """added to stds before dividing"""
-    rae_decay: float = 0.95
+    rae_decay: float = option(0.95, check=within(0, 1, closed_high=False))
     """rae: EMA decay of the per-(game, role) baseline"""
     drop_zero_advantage: bool = True
     """rae: drop turns whose advantage is exactly 0"""
-    aa_beta: float = 2.0
+    aa_beta: float = option(2.0, check=at_least(0))
     """advantage_alignment: weight of the opponent-shaping term"""
-    aa_gamma: float = 0.96
+    aa_gamma: float = option(0.96, check=within(0, 1))
     """advantage_alignment: discount"""
     aa_normalize: bool = True
     """advantage_alignment: whiten the advantages over the batch and average (not sum) the past
@@ -82,34 +85,33 @@ class AdvantageConfig:
     """advantage_alignment with `aa_normalize`: sum the past own advantages, as the paper's
     equation does, instead of averaging them over the t past decisions (the whitening kept):
     the shaping term then grows with t, so it outweighs a late round's own advantage"""
-    aa_past: str = "return"
+    aa_past: str = option("return", choices=AA_PAST)
     """advantage_alignment: what a past own advantage a1_k counts. "return": the return-to-go from
     decision k (the paper's code), which holds the rewards of decision t and after, so the shaping
     term depends on the very action it weighs; "causal": only the rewards of decisions k .. t-1
     (what was known before acting at t), minus the same sum of the group's other matches"""
-    aa_past_sum_from: int = 0
+    aa_past_sum_from: int = option(0, check=at_least(0))
     """advantage_alignment with `aa_past_sum`: average the past for the first N batches (training
     steps; counted in the estimator state, so a resume keeps the count) and sum it from then
     on. The averaged form separates the states (retaliation, contrition) but lets mutual
     cooperation erode; summed from the start it tips every state the same way first"""
-    functional_groups: dict[str, str] | None = None
+    functional_groups: dict[str, str] | None = option(
+        None,
+        check=(
+            lambda v: (
+                v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items())
+            ),
+            "a mapping seat -> group name",
+        ),
+    )
     """advevo: seat -> functional group name; unlisted seats are their own group"""
-    gigpo_weight: float = 1.0
+    gigpo_weight: float = option(1.0, check=at_least(0))
     """gigpo: weight of the step-level (anchor state) advantage added to the mars one"""
-    gae_lambda: float = 1.0
+    gae_lambda: float = option(1.0, check=within(0, 1))
     """critic: GAE lambda (1: Monte-Carlo return minus V; 0: one-step TD)"""
 
     def __post_init__(self):
-        for key in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise ValueError(f"{key} must be in [0, 1], got {getattr(self, key)}")
-        if self.aa_past not in AA_PAST:
-            raise ValueError(f"aa_past must be one of {', '.join(AA_PAST)}, got {self.aa_past!r}")
-        if self.aa_past_sum_from < 0:
-            raise ValueError(f"aa_past_sum_from must be >= 0, got {self.aa_past_sum_from}")
-
-
-AA_PAST = ("return", "causal")
+        check_fields(self)
 
 
 @dataclass

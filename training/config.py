@@ -2,21 +2,19 @@
 
 `load_config(path)` / `parse_config(mapping)` build a `TrainConfig` and check every field
 before anything heavy starts (no model is loaded until the config is known to be good):
-types (from the dataclass hints), finite numbers, names from a fixed set (with a
-did-you-mean), ranges (`RANGES`), games (made once with their params) and agent specs.
+each key by the rule next to its field (`core.typed_config`: types from the dataclass
+hints, finite numbers, names from a fixed set with a did-you-mean, ranges), then the rules
+that join several keys (`_validate`), games (made once with their params) and agent specs.
 Every error is one line naming the key: `learner.lr must be > 0, got -0.001`.
 """
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import json
-import math
 import os
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,67 +22,69 @@ import yaml
 
 import games
 from agents import make_agent, parse_spec
-from agents.llm_agent import FALLBACKS, FORMATS, MODES, PROMPTS, LLMAgentConfig
+from agents.llm_agent import LLMAgentConfig
 from agents.models import TINY, seeded, tiny_llama_args
 from agents.transformers_backend import TransformersBackend
-from core.machine import PRECISIONS
 from core.overrides import merge
+from core.typed_config import above, at_least, build, did_you_mean, option, within
 from evaluation.blunders import solvable
 from evaluation.exploitability import info_states
 from evaluation.suites import (
     SELF,  # eval opponent spec: the policy in every seat
-    GameSpec,
+    EvalGame,
     game_spec,
     plans,
 )
+from games.entry import GameEntry
 from tournaments.formats import FORMATS as TOURNAMENT_FORMATS
 from tournaments.formats import format_options
 from tournaments.run import stored_ratings
-from training.advantages import ESTIMATORS, AdvantageConfig
+from training.advantages import AdvantageConfig
 from training.exploiter import exploiter_every
 from training.full_width import FullWidthConfig, PositionTree
 from training.league import WEIGHTINGS, tournament_names
-from training.learner import BF16_ROUNDINGS, LearnerConfig
-from training.loss import AGGREGATIONS
+from training.learner import LearnerConfig
 
 POLICY = "policy"  # the learning agent's name in every match
 REQUIRED = ("model", "games", "steps")  # what a run is; no silent defaults for these
 BACKENDS = ("transformers", "vllm")
 VLLM_DTYPES = ("float32", "bfloat16", "float16")  # the vLLM engine's dtype (backend_kwargs.dtype)
 EXAMPLE = "configs/train_tictactoe_tiny.yaml"
+BRANCH = "an integer >= 1 (match pairs sharing one deal and opening)"
 
 
 @dataclass
-class GameEntry:
-    """One training game."""
+class TrainingGame(GameEntry):
+    """One training game: a `games.entry.GameEntry` and the options that shape its sampled
+    self-play matches (they mean nothing to a tournament or an evaluation, which play every
+    match from the start)."""
 
-    name: str
-    """registry name, e.g. "tic_tac_toe" or "openspiel:goofspiel\""""
-    weight: float = 1.0
-    """share of the match pairs of a step (normalised over the games)"""
-    params: dict = field(default_factory=dict)
-    """game parameters for `games.make`"""
-    opening: int = 0
-    """self-play matches open with 0..opening uniformly random moves (arena.runner.OPENING): the policy in
-    both seats meets positions its own play would not reach; matches against league opponents start as usual"""
-    branch: int = 1
+    branch: int = option(1, what=BRANCH, check=(lambda v: v >= 1, BRANCH))
     """match pairs come in groups of `branch` playing one deal and opening (and one league opponent), so the
     same positions recur within a step's batch: the step-level groups of the `gigpo` estimator"""
-    restarts: float = 0.0
+    restarts: float = option(
+        0.0,
+        check=(
+            lambda v: 0.0 <= v <= 1.0,
+            "in [0, 1] (share of self-play pairs restarting from a lost position)",
+        ),
+    )
     """share of the self-play pairs that start from a position the policy lost from in earlier steps (the
     moves before its losing move, `training.restarts`), instead of an opening; 0: none"""
-    restart_buffer: int = 256
+    restart_buffer: int = option(
+        256, what="an integer >= 1", check=(lambda v: v >= 1, "an integer >= 1")
+    )
     """lost positions kept per game for restarts (the oldest drop out)"""
     restart_explore: bool = False
     """the first move from a restart position is drawn uniformly among the legal moves and trained on as the
     policy's own (an exploring start: a saving move the policy has written off gets tried; constrained agents)"""
-    restart_from: str = "all"
+    restart_from: str = option("all", choices=("all", "league"))
     """which losses restarts come from: "all" matches, or only "league" ones (against bots and past checkpoints,
     where the policy meets play unlike its own; in self-play one seat loses every decisive match)"""
     symmetries: int = 0
     """train on each learning turn and on this many of its rotated/mirrored images too (0-7 for tic-tac-toe;
     games with `SYMMETRIES` only; constrained agents, agent.mode fresh; `training.symmetry`)"""
-    symmetry_advantages: str = "all"
+    symmetry_advantages: str = option("all", choices=("all", "positive"))
     """which turns get images: "all", or "positive" (advantage > 0 only: no off-policy push-down)"""
 
 
@@ -92,13 +92,13 @@ class GameEntry:
 class LeagueTournament:
     """A tournament of the league's snapshots and the policy every few steps; its ratings set PFSP."""
 
-    every: int = 0
+    every: int = option(0, check=at_least(0))
     """play one every N steps (after the update; 0: never) and let its ratings set the PFSP weights"""
-    format: str = "adaptive"
+    format: str = option("adaptive", choices=tuple(TOURNAMENT_FORMATS))
     """tournament format (tournaments.formats); adaptive: Swiss rounds, then the most informative pairs, within max_matches"""
-    max_matches: int = 0
+    max_matches: int = option(0, check=at_least(0))
     """at most this many matches (0: the format's whole schedule); Swiss plays fewer rounds to fit"""
-    games_per_pairing: int = 2
+    games_per_pairing: int = option(2, check=at_least(1))
     """games each pairing plays per training game (2: one in each seat)"""
 
 
@@ -106,19 +106,22 @@ class LeagueTournament:
 class LeagueConfig:
     """Who the policy plays against during training."""
 
-    self_play: float = 1.0
+    self_play: float = option(1.0, check=within(0, 1))
     """share of each step's match pairs with the current policy in every seat; the rest meet league opponents"""
-    bots: list = field(default_factory=list)
+    bots: list = option(
+        factory=list,
+        check=(lambda v: all(isinstance(s, str) and s for s in v), "a list of agent spec strings"),
+    )
     """bot specs in the league (e.g. random, mcts:25); each is named by its spec string"""
-    snapshot_every: int = 0
+    snapshot_every: int = option(0, check=at_least(0))
     """add a snapshot of the policy to the league every N steps (0: never)"""
-    weighting: str = "hard"
+    weighting: str = option("hard", choices=WEIGHTINGS)
     """PFSP weighting: hard (1-x)^2, variance x(1-x) or uniform"""
-    decay: float = 0.99
+    decay: float = option(0.99, check=(lambda v: 0.0 < v <= 1.0, "in (0, 1]"))
     """per-game decay of the win-rate table"""
-    max_checkpoints: int = 10
+    max_checkpoints: int = option(10, check=at_least(1))
     """snapshots kept in the league (oldest retired and deleted first)"""
-    max_loaded: int = 2
+    max_loaded: int = option(2, check=at_least(1))
     """the most distinct snapshots one step plays (each adds one batched call per round of the step's matches: bench/league_step.py)"""
     ratings: str = ""
     """a tournament store (.db) whose Bradley-Terry ratings set the PFSP weights from the start
@@ -128,7 +131,7 @@ class LeagueConfig:
 
 
 @dataclass
-class EvalConfig:
+class PeriodicEvalConfig:
     """Periodic evaluation (`evaluation.run.evaluate`; nothing here touches the training RNGs).
 
     Two sets of matches at every evaluation point: the report set (eval.seed) over the
@@ -138,25 +141,33 @@ class EvalConfig:
     held-out game takes part in the choice.
     """
 
-    every: int = 10
+    every: int = option(10, check=at_least(0))
     """evaluate every N steps (and before the first); 0: never"""
-    games: int = 200
+    games: int = option(
+        200, check=(lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0")
+    )
     """report set: matches per (game, opponent), half in each seat"""
     opponents: Any = field(default_factory=lambda: ["random"])
     """agent specs for every training game, or a mapping game -> list of specs; "self" = the policy in every seat"""
     held_out: list = field(default_factory=list)
     """games the policy does not train on, in the report set: names or {name, opponents, params, opening}
     (`arena eval`'s game entries; without opponents: `evaluation.suites.DEFAULT_OPPONENTS`)"""
-    temperature: float = 0.0
+    temperature: float = option(0.0, check=at_least(0))
     """sampling temperature of the policy in evaluation (0: greedy)"""
     keep_best: bool = True
     """keep the policy with the best selection score so far (mean non-losing rate over the training games'
     selection matches) in <run_dir>/best (a model/agent path)"""
-    select_games: int = 0
+    select_games: int = option(
+        0,
+        check=(
+            lambda v: v >= 0 and v % 2 == 0,
+            "even (half in each seat) and >= 0 (0: as many as eval.games)",
+        ),
+    )
     """selection set: matches per (training game, opponent) that pick `best` (0: as many as eval.games)"""
-    seed: int = 1_000_000
+    seed: int = option(1_000_000, check=(lambda v: 0 <= v < 2**31, "in [0, 2**31)"))
     """match seeds of the report set (the same matches every time)"""
-    select_seed: int = 2_000_000
+    select_seed: int = option(2_000_000, check=(lambda v: 0 <= v < 2**31, "in [0, 2**31)"))
     """match seeds of the selection set (must differ from eval.seed)"""
     exploitability: bool = False
     """also the exact exploitability of the policy as it plays in training (the `agent` settings, its
@@ -177,13 +188,19 @@ class RayConfig:
 
     address: str = ""
     """"": rollouts in this process (the default); "local": a Ray instance started by the run; HOST:PORT or "auto": a running cluster"""
-    rollout_workers: int = 2
+    rollout_workers: int = option(2, check=at_least(1))
     """rollout workers (Ray actors), each holding a copy of the policy and the league opponents"""
-    cpus: float = 1.0
+    cpus: float = option(1.0, check=above(0))
     """CPUs per rollout worker (its Ray resource and torch threads)"""
-    gpus: float = 0.0
+    gpus: float = option(0.0, check=at_least(0))
     """GPUs per rollout worker (0.5: two workers share one GPU)"""
-    max_staleness: int = 0
+    max_staleness: int = option(
+        0,
+        check=(
+            lambda v: v in (0, 1),
+            "0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented)",
+        ),
+    )
     """0: every step plays the weights of the step before (on-policy); 1: the workers play step t+1 with
     the weights before step t's update while the learner updates (one step behind)"""
 
@@ -192,53 +209,65 @@ class RayConfig:
 class TrainConfig:
     """A self-play training run (YAML: these keys; sections are mappings)."""
 
-    model: str = "tiny-llama"
+    model: str = option("tiny-llama", check=(lambda v: bool(v.strip()), "a model name"))
     """policy model: a name for agents.models.load_model (tiny-llama[:seed] or tiny-llama:hidden=128:heads=8:..., smollm2-135m, a folder, a hub id);
     a tiny-llama without a seed of its own is initialised with the run's `seed`"""
-    backend: str = "transformers"
+    backend: str = option("transformers", choices=BACKENDS)
     """rollout backend: transformers (in process, shares the learner's module) or vllm (weights loaded after every update)"""
     backend_kwargs: dict = field(default_factory=dict)
     """extra arguments for the rollout backend (e.g. max_batch_size; vLLM engine options such as dtype, default the
     learner's, and enable_prefix_caching, default on; see docs/guides/vllm.md)"""
-    device: str = "auto"
+    device: str = option(
+        "auto",
+        check=(
+            lambda v: v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()),
+            "auto, cpu, cuda or cuda:N",
+        ),
+    )
     """where the learner (and the in-process rollouts) run: auto (cuda when available, else cpu), cpu, cuda or cuda:N"""
     run_dir: str = ""
     """output folder; default runs/<config file stem>"""
-    seed: int = 0
+    seed: int = option(0, check=(lambda v: 0 <= v < 2**32, "in [0, 2**32)"))
     """seeds a tiny-llama's initial weights (unless its name has a seed), the LoRA init, torch/numpy/python RNGs and the loop's generator"""
-    steps: int = 100
+    steps: int = option(100, check=at_least(1))
     """training steps (each: one batch of matches, then the updates): where the run stops, and at
     its start the cosine lr schedule's horizon unless learner.total_steps sets it"""
-    max_minutes: float = 0.0
+    max_minutes: float = option(0.0, check=at_least(0))
     """stop (with a final evaluation and checkpoint) once the run's wall time passes this; 0: no limit"""
-    threads: int = 0
+    threads: int = option(0, check=at_least(0))
     """torch CPU threads (0: chosen from the usable CPUs and the load at start, printed); 1 is
     fastest for tiny models on a busy machine, and a fixed count keeps runs bit-reproducible"""
-    games: list = field(default_factory=lambda: [GameEntry("tic_tac_toe")])
+    games: list = field(default_factory=lambda: [TrainingGame("tic_tac_toe")])
     """training games: names or {name, weight, params} mappings"""
-    matches_per_step: int = 64
+    matches_per_step: int = option(
+        64,
+        check=(
+            lambda v: v >= 2 and v % 2 == 0,
+            "even (matches come in pairs, one per seat order) and >= 2",
+        ),
+    )
     """matches played per step (in pairs: one per seat order against the same opponent)"""
-    concurrency: int = 64
+    concurrency: int = option(64, check=at_least(1))
     """matches live at once (the policy's turns across them share one backend batch)"""
-    epochs: int = 1
+    epochs: int = option(1, check=at_least(1))
     """passes over each step's batch"""
-    minibatches: int = 1
+    minibatches: int = option(1, check=at_least(1))
     """optimizer steps per pass (the batch is shuffled and split)"""
-    max_turns: int = 200
+    max_turns: int = option(200, check=at_least(1))
     """decisions after which a match is aborted (it then carries no learning signal)"""
     prompt_cache: bool = False
     """the policy's rollouts prefill each distinct prompt once a step and reuse its KV cache
     (`TransformersBackend.prompt_cache`; the weights do not change within a step's rollouts):
     memory-k and state-only prompts repeat across matches and rounds. Not bit-identical to a
     run without it (a prompt prefilled alone rounds differently from one in a padded batch)"""
-    checkpoint_every: int = 20
+    checkpoint_every: int = option(20, check=at_least(0))
     """checkpoint every N steps (and at the end); 0: only at the end"""
     checkpoint_initial: bool = False
     """also checkpoint the initial policy (step 0) before the first update, so that a tournament
     of the run's checkpoints ranks the untrained policy beside the trained ones"""
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = option(2, check=at_least(0))
     """checkpoints kept on disk, the newest; 0: all"""
-    log_every: int = 1
+    log_every: int = option(1, check=at_least(1))
     """console line every N steps (TensorBoard and metrics.jsonl get every step)"""
     agent: LLMAgentConfig = field(
         default_factory=lambda: LLMAgentConfig(temperature=1.0, max_retries=0)
@@ -250,7 +279,7 @@ class TrainConfig:
     """optimizer and loss (training.learner.LearnerConfig); temperature follows agent.temperature"""
     league: LeagueConfig = field(default_factory=LeagueConfig)
     """opponent pool and matchmaking"""
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    eval: PeriodicEvalConfig = field(default_factory=PeriodicEvalConfig)
     """periodic evaluation"""
     ray: RayConfig = field(default_factory=RayConfig)
     """rollout workers on a Ray cluster (absent: rollouts in this process)"""
@@ -259,212 +288,24 @@ class TrainConfig:
     tree, Magnetic Mirror Descent's target fitted at every information state"""
 
 
-# --- what each field may hold -----------------------------------------------------------------
-
-CHOICES: dict[str, tuple] = {  # key -> the names it accepts (checked with a did-you-mean)
-    "backend": BACKENDS,
-    "agent.mode": MODES,
-    "agent.prompt": PROMPTS,
-    "agent.answer_format": FORMATS,
-    "agent.fallback": FALLBACKS,
-    "advantage.estimator": tuple(ESTIMATORS),
-    "learner.lr_schedule": ("constant", "cosine"),
-    "learner.precision": PRECISIONS,
-    "learner.bf16_rounding": BF16_ROUNDINGS,
-    "learner.shared_prefix": (True, False, "auto"),
-    "learner.loss.aggregation": AGGREGATIONS,
-    "league.weighting": WEIGHTINGS,
-    "league.tournament.format": tuple(TOURNAMENT_FORMATS),
-}
+# --- what the loop sets itself ---------------------------------------------------------------
 
 SET_BY_LOOP = {  # keys the loop sets itself: a value in the config would be silently replaced
     "learner.temperature": "learner.temperature is set from agent.temperature (the rollouts' temperature); remove it",
     "advantage.learners": f"advantage.learners is set by the loop (the policy's turns, agent {POLICY!r}); remove it",
     "agent.seed": "agent.seed is set by the loop (from seed, and eval.seed in evaluation); remove it",
 }
+ROLLOUT_TEMPERATURE = (
+    lambda v: v > 0,
+    "> 0: training rollouts sample (greedy evaluation is eval.temperature: 0)",
+)  # agent.temperature in training (an agent elsewhere may be greedy)
 
 
-def _ge(lo):
-    return lambda v: v >= lo, f">= {lo}"
-
-
-def _gt(lo):
-    return lambda v: v > lo, f"> {lo}"
-
-
-def _within(lo, hi, closed_high=True):
-    if closed_high:
-        return lambda v: lo <= v <= hi, f"in [{lo}, {hi}]"
-    return lambda v: lo <= v < hi, f"in [{lo}, {hi})"
-
-
-def _strings(v) -> bool:
-    return isinstance(v, list) and bool(v) and all(isinstance(x, str) and x for x in v)
-
-
-RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {  # key -> (test, what the value must be)
-    "model": (lambda v: bool(v.strip()), "a model name"),
-    "device": (
-        lambda v: v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()),
-        "auto, cpu, cuda or cuda:N",
-    ),
-    "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32)"),
-    "steps": _ge(1),
-    "max_minutes": _ge(0),
-    "threads": _ge(0),
-    "matches_per_step": (
-        lambda v: v >= 2 and v % 2 == 0,
-        "even (matches come in pairs, one per seat order) and >= 2",
-    ),
-    "concurrency": _ge(1),
-    "epochs": _ge(1),
-    "minibatches": _ge(1),
-    "max_turns": _ge(1),
-    "checkpoint_every": _ge(0),
-    "keep_checkpoints": _ge(0),
-    "log_every": _ge(1),
-    "agent.temperature": (
-        lambda v: v > 0,
-        "> 0: training rollouts sample (greedy evaluation is eval.temperature: 0)",
-    ),
-    "advantage.reward_scale": _gt(0),
-    "advantage.length_penalty_coef": _ge(0),
-    "advantage.length_max": _ge(1),
-    "advantage.eps": _gt(0),
-    "advantage.rae_decay": _within(0, 1, closed_high=False),
-    "advantage.aa_beta": _ge(0),
-    "advantage.gigpo_weight": _ge(0),
-    "advantage.aa_gamma": _within(0, 1),
-    "advantage.functional_groups": (
-        lambda v: v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items()),
-        "a mapping seat -> group name",
-    ),
-    "learner.lr": _gt(0),
-    "learner.weight_decay": _ge(0),
-    "learner.betas": (
-        lambda v: len(v) == 2 and all(type(b) in (int, float) and 0 <= b < 1 for b in v),
-        "two numbers in [0, 1)",
-    ),
-    "learner.max_grad_norm": _ge(0),
-    "learner.warmup_steps": _ge(0),
-    "learner.total_steps": _ge(0),
-    "learner.min_lr_ratio": _within(0, 1),
-    "learner.lora_rank": _ge(0),
-    "learner.lora_alpha": _gt(0),
-    "learner.lora_dropout": _within(0, 1, closed_high=False),
-    "learner.lora_targets": (
-        lambda v: (isinstance(v, str) and bool(v)) or _strings(v),
-        "a module pattern or a list of module names",
-    ),
-    "learner.loss.kl_coef": _ge(0),
-    "learner.loss.norm_constant": _gt(0),
-    "league.self_play": _within(0, 1),
-    "league.bots": (
-        lambda v: all(isinstance(s, str) and s for s in v),
-        "a list of agent spec strings",
-    ),
-    "league.snapshot_every": _ge(0),
-    "league.max_checkpoints": _ge(1),
-    "league.max_loaded": _ge(1),
-    "league.tournament.every": _ge(0),
-    "league.tournament.max_matches": _ge(0),
-    "league.tournament.games_per_pairing": _ge(1),
-    "eval.every": _ge(0),
-    "eval.games": (lambda v: v >= 0 and v % 2 == 0, "even (half in each seat) and >= 0"),
-    "eval.select_games": (
-        lambda v: v >= 0 and v % 2 == 0,
-        "even (half in each seat) and >= 0 (0: as many as eval.games)",
-    ),
-    "eval.temperature": _ge(0),
-    "eval.seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
-    "eval.select_seed": (lambda v: 0 <= v < 2**31, "in [0, 2**31)"),
-    "ray.rollout_workers": _ge(1),
-    "ray.cpus": _gt(0),
-    "ray.gpus": _ge(0),
-    "ray.max_staleness": (
-        lambda v: v in (0, 1),
-        "0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented)",
-    ),
-}
-
-
-def _did_you_mean(value: Any, names) -> str:
-    close = difflib.get_close_matches(str(value), [str(n) for n in names], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _get(cfg: Any, key: str) -> Any:
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def _origin(hint) -> tuple | None:
-    """The runtime types a type hint allows (None: anything)."""
-    if hint is Any or isinstance(hint, typing.TypeVar):
-        return None
-    args = typing.get_args(hint)
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        out = []
-        for a in args:
-            o = _origin(a)
-            if o is None:
-                return None
-            out += o
-        return tuple(out)
-    if hint is type(None):
-        return (type(None),)
-    if origin is not None:
-        return (origin,)
-    return (hint,) if isinstance(hint, type) else None
-
-
-def _build(cls, d: Any, where: str, base=None):
-    """A `cls` dataclass from a mapping (over the defaults in `base`), with one-line errors naming the bad key."""
-    if d is None:
-        d = {}
-    if not isinstance(d, Mapping):
-        raise ValueError(f"{where or 'config'} must be a mapping, got {type(d).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(d) - set(known), key=str)
-    if unknown:
-        name = f"{where}." if where else ""
-        hint = _did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
-        raise ValueError(
-            f"unknown key {', '.join(repr(name + str(k)) for k in unknown)}{hint} (known in {where or 'the config'}: {', '.join(known)})"
-        )
-    hints = typing.get_type_hints(cls)
-    base = base if base is not None else cls()
-    kwargs = {}
-    for key, value in d.items():
-        hint, path = hints[key], f"{where}.{key}" if where else key
-        if path in SET_BY_LOOP and not (path == "agent.seed" and value is None):
-            raise ValueError(SET_BY_LOOP[path])
-        if is_dataclass(hint):
-            kwargs[key] = _build(hint, value, path, getattr(base, key))
-            continue
-        allowed = _origin(hint)
-        if allowed is not None:
-            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if tuple in allowed and isinstance(value, list):
-                value = tuple(value)
-            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-                want = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-                raise ValueError(f"{path} must be {want}, got {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{path} must be a finite number, got {value}")
-        if path in CHOICES and value not in CHOICES[path]:
-            names = [str(n).lower() if isinstance(n, bool) else n for n in CHOICES[path]]
-            raise ValueError(
-                f"{path} must be one of {', '.join(names)}, got {value!r}{_did_you_mean(value, names)}"
-            )
-        kwargs[key] = value
-    try:
-        return replace(base, **kwargs)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}" if where else str(e)) from None
+def _set_by_loop(key: str, value: Any) -> str | None:
+    """Why `key` may not be set in a train config (`SET_BY_LOOP`), or None."""
+    if key in SET_BY_LOOP and not (key == "agent.seed" and value is None):
+        return SET_BY_LOOP[key]
+    return None
 
 
 def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig:
@@ -478,7 +319,7 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
         )
     d = dict(d)
     games_in = d.pop("games")
-    cfg = _build(TrainConfig, d, "")
+    cfg = build(TrainConfig, d, "", refuse=_set_by_loop)
     cfg.games = _games(games_in)
     _validate(cfg)
     # derived values
@@ -498,7 +339,7 @@ def parse_config(d: Mapping, default_run_dir: str = "runs/train") -> TrainConfig
     return cfg
 
 
-def _games(games_in: Any) -> list[GameEntry]:
+def _games(games_in: Any) -> list[TrainingGame]:
     if isinstance(games_in, (str, Mapping)):
         games_in = [games_in]
     if not isinstance(games_in, list) or not games_in:
@@ -509,31 +350,9 @@ def _games(games_in: Any) -> list[GameEntry]:
     for i, g in enumerate(games_in):
         if isinstance(g, str):
             g = {"name": g}
-        entry = _build(GameEntry, g, f"games[{i}]", base=GameEntry(""))
+        entry = build(TrainingGame, g, f"games[{i}]", base=TrainingGame(""))
         if not entry.name:
             raise ValueError(f"games[{i}].name must be a game name")
-        if entry.weight <= 0:
-            raise ValueError(f"games[{i}].weight must be > 0, got {entry.weight}")
-        if not isinstance(entry.branch, int) or entry.branch < 1:
-            raise ValueError(
-                f"games[{i}].branch must be an integer >= 1 (match pairs sharing one deal and opening), got {entry.branch!r}"
-            )
-        if not 0.0 <= entry.restarts <= 1.0:
-            raise ValueError(
-                f"games[{i}].restarts must be in [0, 1] (share of self-play pairs restarting from a lost position), got {entry.restarts!r}"
-            )
-        if not isinstance(entry.restart_buffer, int) or entry.restart_buffer < 1:
-            raise ValueError(
-                f"games[{i}].restart_buffer must be an integer >= 1, got {entry.restart_buffer!r}"
-            )
-        if entry.restart_from not in ("all", "league"):
-            raise ValueError(
-                f"games[{i}].restart_from must be one of all, league, got {entry.restart_from!r}"
-            )
-        if entry.opening < 0:
-            raise ValueError(
-                f"games[{i}].opening must be an integer >= 0 (random moves opening a self-play match), got {entry.opening!r}"
-            )
         try:
             games.make(
                 entry.name, **entry.params
@@ -545,10 +364,10 @@ def _games(games_in: Any) -> list[GameEntry]:
 
 
 def _validate(cfg: TrainConfig) -> None:
-    for key, (ok, what) in RANGES.items():
-        value = _get(cfg, key)
-        if not ok(value):
-            raise ValueError(f"{key} must be {what}, got {value!r}")
+    """The rules that join several keys (or need a game built); one-line ValueErrors."""
+    ok, what = ROLLOUT_TEMPERATURE
+    if not ok(cfg.agent.temperature):
+        raise ValueError(f"agent.temperature must be {what}, got {cfg.agent.temperature!r}")
     if cfg.model.lower().startswith(TINY):
         try:
             tiny_llama_args(cfg.model)
@@ -560,39 +379,7 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(
             f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})"
         )
-    for i, g in enumerate(cfg.games):
-        if g.symmetries:
-            module = games.symmetry_module(g.name)
-            if module is None:
-                raise ValueError(
-                    f"games[{i}].symmetries: {g.name} declares no board symmetries (tic_tac_toe does)"
-                )
-            if not isinstance(g.symmetries, int) or not 0 <= g.symmetries < len(module.SYMMETRIES):
-                raise ValueError(
-                    f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}"
-                )
-            if not cfg.agent.constrained or cfg.agent.mode != "fresh":
-                raise ValueError(
-                    f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)"
-                )
-        if g.symmetry_advantages not in ("all", "positive"):
-            raise ValueError(
-                f"games[{i}].symmetry_advantages must be one of all, positive, got {g.symmetry_advantages!r}"
-            )
-        for key in (
-            "symmetries",
-            "symmetry_advantages",
-            "restart_buffer",
-        ):  # kept per game name, not per entry
-            if any(h.name == g.name and getattr(h, key) != getattr(g, key) for h in cfg.games):
-                raise ValueError(
-                    f"games[{i}].{key}: every entry of {g.name} must set the same {key} (it is kept per game)"
-                )
-        if g.restart_explore and not (g.restarts and cfg.agent.constrained):
-            raise ValueError(
-                f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
-                "(the exploring move is a constrained reply held to one drawn legal move)"
-            )
+    _check_training_games(cfg)
     if cfg.learner.loss.magnet_coef > 0 and not cfg.agent.constrained:
         raise ValueError(
             "learner.loss.magnet_coef needs agent.constrained: true (the KL is taken over a turn's allowed moves)"
@@ -601,42 +388,8 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(
             "advantage.estimator: critic and learner.value_coef > 0 go together (the critic's value head is trained by the value loss)"
         )
-    lg = cfg.league
-    if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
-        raise ValueError(
-            "league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every"
-        )
-    if not 0.0 < lg.decay <= 1.0:
-        raise ValueError(f"league.decay must be in (0, 1], got {lg.decay}")
-    if len(set(lg.bots)) < len(lg.bots):
-        raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
-    for spec in lg.bots:
-        try:
-            every = exploiter_every(spec)
-        except ValueError as e:
-            raise ValueError(f"league.bots: {e}") from None
-        if every is None:
-            _check_spec(spec, "league.bots")
-        else:
-            _check_exploiter(cfg)
-    _check_league_ratings(lg)
-    opp = cfg.eval.opponents
-    names = {g.name for g in cfg.games}
-    if isinstance(opp, Mapping):
-        for game, specs in opp.items():
-            if game not in names:
-                raise ValueError(
-                    f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})"
-                )
-            if not isinstance(specs, list):
-                raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
-            for s in specs:
-                _check_spec(s, f"eval.opponents.{game}")
-    elif isinstance(opp, list):
-        for s in opp:
-            _check_spec(s, "eval.opponents")
-    else:
-        raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
+    _check_league(cfg)
+    _check_eval_opponents(cfg)
     _check_ray(cfg)
     _check_full_width(cfg)
     if cfg.eval.exploitability:
@@ -654,13 +407,90 @@ def _validate(cfg: TrainConfig) -> None:
     eval_games(cfg)
 
 
+def _check_training_games(cfg: TrainConfig) -> None:
+    """The training games' options that depend on the game or the agent, and those kept per game."""
+    for i, g in enumerate(cfg.games):
+        if g.symmetries:
+            module = games.symmetry_module(g.name)
+            if module is None:
+                raise ValueError(
+                    f"games[{i}].symmetries: {g.name} declares no board symmetries (tic_tac_toe does)"
+                )
+            if not isinstance(g.symmetries, int) or not 0 <= g.symmetries < len(module.SYMMETRIES):
+                raise ValueError(
+                    f"games[{i}].symmetries must be an integer in [0, {len(module.SYMMETRIES) - 1}] (images per turn), got {g.symmetries!r}"
+                )
+            if not cfg.agent.constrained or cfg.agent.mode != "fresh":
+                raise ValueError(
+                    f"games[{i}].symmetries needs agent.constrained: true and agent.mode: fresh (the reply is the move, the prompt one turn's)"
+                )
+        for key in (
+            "symmetries",
+            "symmetry_advantages",
+            "restart_buffer",
+        ):  # kept per game name, not per entry
+            if any(h.name == g.name and getattr(h, key) != getattr(g, key) for h in cfg.games):
+                raise ValueError(
+                    f"games[{i}].{key}: every entry of {g.name} must set the same {key} (it is kept per game)"
+                )
+        if g.restart_explore and not (g.restarts and cfg.agent.constrained):
+            raise ValueError(
+                f"games[{i}].restart_explore needs games[{i}].restarts > 0 and agent.constrained: true "
+                "(the exploring move is a constrained reply held to one drawn legal move)"
+            )
+
+
+def _check_league(cfg: TrainConfig) -> None:
+    """League opponents exist when self_play < 1; bots are distinct, valid specs; ratings and tournaments usable."""
+    lg = cfg.league
+    if lg.self_play < 1.0 and not lg.bots and lg.snapshot_every == 0:
+        raise ValueError(
+            "league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every"
+        )
+    if len(set(lg.bots)) < len(lg.bots):
+        raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
+    for spec in lg.bots:
+        try:
+            every = exploiter_every(spec)
+        except ValueError as e:
+            raise ValueError(f"league.bots: {e}") from None
+        if every is None:
+            _check_spec(spec, "league.bots")
+        else:
+            _check_exploiter(cfg)
+    _check_league_ratings(lg)
+
+
+def _check_eval_opponents(cfg: TrainConfig) -> None:
+    """eval.opponents: a list of agent specs, or a mapping training game -> list."""
+    opp = cfg.eval.opponents
+    names = {g.name for g in cfg.games}
+    if isinstance(opp, Mapping):
+        for game, specs in opp.items():
+            if game not in names:
+                raise ValueError(
+                    f"eval.opponents names game {game!r}, which is not a training game ({', '.join(sorted(names))})"
+                )
+            if not isinstance(specs, list):
+                raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
+            for s in specs:
+                _check_spec(s, f"eval.opponents.{game}")
+    elif isinstance(opp, list):
+        for s in opp:
+            _check_spec(s, "eval.opponents")
+    else:
+        raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
+
+
 def eval_games(cfg: TrainConfig) -> tuple[list, list]:
-    """(training games, held-out games) of the evaluation as `evaluation.suites.GameSpec`s,
+    """(training games, held-out games) of the evaluation as `evaluation.suites.EvalGame`s,
     each with its opponents; one-line errors for a bad `eval.held_out` entry."""
     opp = cfg.eval.opponents
     train = [
-        GameSpec(
-            g.name, list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp), dict(g.params)
+        EvalGame(
+            g.name,
+            params=dict(g.params),
+            opponents=list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp),
         )
         for g in cfg.games
     ]
@@ -818,7 +648,7 @@ def _check_backend_kwargs(cfg: TrainConfig) -> None:
         for k in kwargs:
             if k not in known:
                 raise ValueError(
-                    f"backend_kwargs: unknown option {k!r} for the transformers backend{_did_you_mean(k, known)} (known: {', '.join(known)})"
+                    f"backend_kwargs: unknown option {k!r} for the transformers backend{did_you_mean(k, known)} (known: {', '.join(known)})"
                 )
 
 

@@ -54,6 +54,7 @@ import numpy as np
 import pyspiel
 
 import games
+from core.typed_config import above, at_least, check_fields, option
 from evaluation.exploitability import info_states, turn_at, two_player_zero_sum
 from training.learner import Sequence, render_prompt
 
@@ -64,41 +65,29 @@ class FullWidthConfig:
 
     enabled: bool = False
     """train on every information state with exact move values instead of sampled matches"""
-    eta: float = 1.0
+    eta: float = option(1.0, check=above(0))
     """Magnetic Mirror Descent's step size, per unit of return (scale it down for games with larger payoffs)"""
-    magnet_coef: float = 0.2
+    magnet_coef: float = option(0.2, check=at_least(0))
     """alpha: the pull towards the magnet (and the temperature of the equilibrium a fixed magnet leads to)"""
-    magnet_every: int = 10
+    magnet_every: int = option(10, check=at_least(0))
     """replace the magnet with the current policy every N steps; 0: the magnet stays the initial policy"""
-    entropy_coef: float = 0.0
+    entropy_coef: float = option(0.0, check=at_least(0))
     """epsilon: a second, fixed magnet at the uniform policy (an entropy bonus): it flattens every step's
     target, so a move the policy has written off comes back when it pays (a pretrained model's peaked
     distributions); the fixed point is then a quantal response equilibrium at temperature epsilon"""
-    fit_steps: int = 1
+    fit_steps: int = option(1, check=at_least(1))
     """passes per training step over the rows, fitting the cross-entropy to the step's target"""
-    minibatches: int = 1
+    minibatches: int = option(1, check=at_least(1))
     """learner steps per pass, each on a random share of the rows (a row's moves stay together): more
     updates for the same compute where the table has thousands of rows"""
-    max_states: int = 5000
+    max_states: int = option(5000, check=at_least(1))
     """refuse a game with more information states (positions, with key: position) than this"""
-    key: str = "info_state"
+    key: str = option("info_state", choices=("info_state", "position"))
     """the table's rows: info_state (OpenSpiel's information states) or position (one row per position of a
     deterministic perfect-information game, whatever the moves that led there: tic-tac-toe's 4,520)"""
 
     def __post_init__(self):
-        checks = (
-            ("eta", self.eta > 0, "> 0"),
-            ("magnet_coef", self.magnet_coef >= 0, ">= 0"),
-            ("magnet_every", self.magnet_every >= 0, ">= 0"),
-            ("entropy_coef", self.entropy_coef >= 0, ">= 0"),
-            ("fit_steps", self.fit_steps >= 1, ">= 1"),
-            ("minibatches", self.minibatches >= 1, ">= 1"),
-            ("max_states", self.max_states >= 1, ">= 1"),
-            ("key", self.key in ("info_state", "position"), "info_state or position"),
-        )
-        for name, ok, what in checks:
-            if not ok:
-                raise ValueError(f"{name} must be {what}, got {getattr(self, name)!r}")
+        check_fields(self)
 
 
 def mmd_target(

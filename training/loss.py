@@ -51,6 +51,8 @@ from dataclasses import dataclass
 
 import torch
 
+from core.typed_config import above, at_least, check_fields, option
+
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
 
@@ -62,7 +64,7 @@ class LossConfig:
     """PPO clip range above 1 (ratio ceiling 1 + clip_high)"""
     dual_clip: float | None = None
     """dual-clip constant c > 1 bounding the loss of negative-advantage tokens (MARS: 1.4); None: off"""
-    kl_coef: float = 0.0
+    kl_coef: float = option(0.0, check=at_least(0))
     """weight of the k3 KL to the frozen reference (MARS: 0.2); 0 skips the reference pass"""
     entropy_coef: float = 0.0
     """weight of the entropy bonus (with entropy_target > 0: its starting value)"""
@@ -90,16 +92,13 @@ class LossConfig:
     """> 0: magnet_coef falls linearly to magnet_coef_final over this many optimizer steps; 0: fixed"""
     magnet_coef_final: float = 0.0
     """the magnet term's weight once magnet_decay_steps have passed"""
-    aggregation: str = "seq_mean_token_mean"
+    aggregation: str = option("seq_mean_token_mean", choices=AGGREGATIONS)
     """one of AGGREGATIONS"""
-    norm_constant: float = 4096.0
+    norm_constant: float = option(4096.0, check=above(0))
     """Dr.GRPO's constant per-sequence normaliser (seq_mean_token_sum_norm)"""
 
     def __post_init__(self):
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(
-                f"unknown loss aggregation {self.aggregation!r}; choose one of {', '.join(AGGREGATIONS)}"
-            )
+        check_fields(self)
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.clip_low < 0 or self.clip_high < 0 or self.clip_low >= 1:

@@ -2,7 +2,7 @@
 
     reference/cli.md     the `arena` command, from its argparse parser (`cli.main.build_parser`)
     reference/config.md  every config key, from the config dataclasses' field docstrings
-                         (read by griffe), the config checker's choices and ranges, and the
+                         (read by griffe), the rules next to the fields (`core.typed_config.option`), and the
                          tournament formats' signatures
     reference/games.md   the game catalogue, from each game module's docstring (PettingZoo's
                          pattern) and `games.CATALOGUE`
@@ -151,20 +151,25 @@ def _command_sections(parser: argparse.ArgumentParser, prefix: str, level: str, 
 _GRIFFE_CACHE: dict = {}
 
 
-def field_docs(cls: type) -> dict[str, tuple[str, str]]:
-    """{field: (annotation as written, docstring)} of a dataclass, read from its source by griffe.
-
-    A field without a docstring maps to an empty string."""
+def _griffe(cls: type):
+    """The griffe object of class `cls`, read from its source once."""
     import griffe
 
     key = f"{cls.__module__}.{cls.__qualname__}"
     if key not in _GRIFFE_CACHE:
-        obj = griffe.load(key, search_paths=[str(ROOT)], resolve_aliases=False)
-        _GRIFFE_CACHE[key] = obj
-    obj = _GRIFFE_CACHE[key]
+        _GRIFFE_CACHE[key] = griffe.load(key, search_paths=[str(ROOT)], resolve_aliases=False)
+    return _GRIFFE_CACHE[key]
+
+
+def field_docs(cls: type) -> dict[str, tuple[str, str]]:
+    """{field: (annotation as written, docstring)} of a dataclass, read from its source by griffe
+    (a field a base class declares, from that class).
+
+    A field without a docstring maps to an empty string."""
     out = {}
     for f in dataclasses.fields(cls):
-        member = obj.members.get(f.name)
+        owner = next(c for c in cls.__mro__ if f.name in c.__dict__.get("__annotations__", {}))
+        member = _griffe(owner).members.get(f.name)
         doc = member.docstring.value if member is not None and member.docstring else ""
         annotation = str(member.annotation) if member is not None and member.annotation else ""
         out[f.name] = (annotation, inspect.cleandoc(doc))
@@ -175,6 +180,7 @@ def config_classes() -> list[type]:
     """Every dataclass whose fields the configuration page documents."""
     from agents.llm_agent import LLMAgentConfig
     from evaluation import suites
+    from games.entry import GameEntry
     from tournaments import config as tournament
     from training import config as train
     from training.advantages import AdvantageConfig
@@ -183,20 +189,20 @@ def config_classes() -> list[type]:
 
     return [
         train.TrainConfig,
-        train.GameEntry,
+        train.TrainingGame,
         LLMAgentConfig,
         AdvantageConfig,
         LearnerConfig,
         LossConfig,
         train.LeagueConfig,
         train.LeagueTournament,
-        train.EvalConfig,
+        train.PeriodicEvalConfig,
         train.RayConfig,
         tournament.TournamentConfig,
-        tournament.GameSpec,
+        GameEntry,
         tournament.RatingOptions,
         suites.EvalConfig,
-        suites.GameSpec,
+        suites.EvalGame,
     ]
 
 
@@ -236,12 +242,16 @@ def _config_rows(
 
 
 def _train_notes() -> dict[str, str]:
-    """What the config checker allows, per dotted key (training.config.CHOICES and RANGES)."""
-    from training.config import CHOICES, RANGES, SET_BY_LOOP
+    """What the config checker allows, per dotted key (the rules next to the fields, `core.typed_config`)."""
+    from core.typed_config import rules
+    from training.config import ROLLOUT_TEMPERATURE, SET_BY_LOOP, TrainConfig, TrainingGame
 
-    notes = {k: "one of " + ", ".join(f"`{c}`" for c in v) for k, v in CHOICES.items()}
-    for key, (_, must) in RANGES.items():
-        notes[key] = notes.get(key, "") + _escape(f"must be {must}")
+    notes = {}
+    for key, (choices, must) in {**rules(TrainConfig), **rules(TrainingGame, "games[i].")}.items():
+        notes[key] = ("one of " + ", ".join(f"`{c}`" for c in choices) if choices else "") + (
+            _escape(f"must be {must}") if must else ""
+        )
+    notes["agent.temperature"] = _escape(f"must be {ROLLOUT_TEMPERATURE[1]}")
     for key in SET_BY_LOOP:
         notes[key] = "set by the training loop: leave it out"
     return notes
@@ -255,12 +265,12 @@ def _train_section() -> list[str]:
     from training.advantages import AdvantageConfig
     from training.config import (
         REQUIRED,
-        EvalConfig,
-        GameEntry,
         LeagueConfig,
         LeagueTournament,
+        PeriodicEvalConfig,
         RayConfig,
         TrainConfig,
+        TrainingGame,
     )
     from training.full_width import FullWidthConfig
     from training.learner import LearnerConfig
@@ -282,8 +292,8 @@ def _train_section() -> list[str]:
         ),
         "### `games`\n",
         "A list; each entry is a game name or a mapping of these keys "
-        "(`training.config.GameEntry`).\n",
-        _table(_HEADER, _config_rows(GameEntry, "games[i].", notes=notes)),
+        "(`training.config.TrainingGame`).\n",
+        _table(_HEADER, _config_rows(TrainingGame, "games[i].", notes=notes)),
     ]
     for title, cls, prefix, skip in (
         ("agent", LLMAgentConfig, "agent.", ()),
@@ -292,7 +302,7 @@ def _train_section() -> list[str]:
         ("learner.loss", LossConfig, "learner.loss.", ()),
         ("league", LeagueConfig, "league.", ("tournament",)),
         ("league.tournament", LeagueTournament, "league.tournament.", ()),
-        ("eval", EvalConfig, "eval.", ()),
+        ("eval", PeriodicEvalConfig, "eval.", ()),
         ("ray", RayConfig, "ray.", ()),
         ("full_width", FullWidthConfig, "full_width.", ()),
     ):
@@ -331,7 +341,8 @@ def _format_rows() -> list[list[str]]:
 
 
 def _tournament_section() -> list[str]:
-    from tournaments.config import ARENA_OPTIONS, GameSpec, RatingOptions, TournamentConfig
+    from games.entry import GameEntry
+    from tournaments.config import ARENA_OPTIONS, RatingOptions, TournamentConfig
 
     return [
         "## Tournament config\n",
@@ -341,9 +352,8 @@ def _tournament_section() -> list[str]:
         "### Top level\n",
         _table(_HEADER, _config_rows(TournamentConfig, skip=("games", "rating"))),
         "### `games`\n",
-        "A list; each entry is a game name or a mapping of these keys "
-        "(`tournaments.config.GameSpec`).\n",
-        _table(_HEADER, _config_rows(GameSpec, "games[i].")),
+        "A list; each entry is a game name or a mapping of these keys (`games.entry.GameEntry`).\n",
+        _table(_HEADER, _config_rows(GameEntry, "games[i].", skip=("weight",))),
         "### `rating`\n",
         _table(_HEADER, _config_rows(RatingOptions, "rating.")),
         "### `arena`\n",
@@ -358,7 +368,7 @@ def _tournament_section() -> list[str]:
 
 
 def _eval_section() -> list[str]:
-    from evaluation.suites import EvalConfig, GameSpec
+    from evaluation.suites import EvalConfig, EvalGame
 
     return [
         "## Evaluation config\n",
@@ -367,8 +377,8 @@ def _eval_section() -> list[str]:
         _table(_HEADER, _config_rows(EvalConfig, skip=("games",))),
         "### `games`\n",
         "A list; each entry is a game name or a mapping of these keys "
-        "(`evaluation.suites.GameSpec`). Empty: the `suite`'s games.\n",
-        _table(_HEADER, _config_rows(GameSpec, "games[i].")),
+        "(`evaluation.suites.EvalGame`). Empty: the `suite`'s games.\n",
+        _table(_HEADER, _config_rows(EvalGame, "games[i].", skip=("weight",))),
     ]
 
 

@@ -418,12 +418,12 @@ def evaluate_run(cfg, opponents: list[str], args, step: int):
     RUN/eval_step<step>, or RUN/eval_step<step>_seed<S> for an evaluation seed other than the
     default, so a run trained further, or evaluated on other matches, is evaluated anew)."""
     from evaluation.run import run_eval
-    from evaluation.suites import EvalConfig, GameSpec
+    from evaluation.suites import EvalConfig, EvalGame
 
     game = cfg.games[0]
     ev = EvalConfig(
         agent=f"llm:{cfg.run_dir}",
-        games=[GameSpec(game.name, list(opponents), dict(game.params))],
+        games=[EvalGame(game.name, params=dict(game.params), opponents=list(opponents))],
         matches=args.matches,
         seed=args.eval_seed,
         concurrency=args.concurrency,

@@ -118,7 +118,7 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
     from agents.checkpoint import read_meta, resume_point
     from evaluation.metrics import summary
     from evaluation.run import evaluate
-    from evaluation.suites import GameSpec
+    from evaluation.suites import EvalGame
 
     run_dir = out / f"seed_{seed}"
     last, skipped = resume_point(
@@ -139,7 +139,7 @@ def score(config: dict, seed: int, out: Path, games: int, eval_seed: int) -> dic
         "minutes": float(meta.get("state", {}).get("elapsed", 0)) / 60,
     }
     for g in config["games"]:
-        spec = GameSpec(g["name"], ["random"], dict(g.get("params") or {}))
+        spec = EvalGame(g["name"], params=dict(g.get("params") or {}), opponents=["random"])
         r = summary(
             evaluate(
                 agent,

@@ -40,7 +40,7 @@ from agents import checkpoint
 from core.overrides import merge, parse_overrides
 from evaluation.metrics import ALL, paired
 from evaluation.run import AGENT, BASELINE, exploitability_rows, run_eval, store_paths
-from evaluation.suites import EvalConfig, GameSpec, suite
+from evaluation.suites import EvalConfig, EvalGame, suite
 from training.config import TrainConfig, parse_config
 
 RECIPE = "configs/train_mars_smollm2.yaml"
@@ -81,10 +81,10 @@ def agent_spec(model: str, cfg: TrainConfig) -> dict:
     }
 
 
-def eval_games(cfg: TrainConfig) -> list[GameSpec]:
+def eval_games(cfg: TrainConfig) -> list[EvalGame]:
     """The held-out suite, then the training games that have fixed opponents, with their training params."""
     trained = [
-        GameSpec(g.name, list(s.opponents), dict(g.params))
+        EvalGame(g.name, params=dict(g.params), opponents=list(s.opponents))
         for g in cfg.games
         for s in suite("train")
         if s.name == g.name
@@ -296,7 +296,10 @@ def study(
         run = run_eval(config)
         first_eval = first_eval or ev_dir
         expl = exploitability_rows(
-            replace(config, games=[GameSpec(g, ["random"]) for g in EXPLOITABILITY_GAMES]), {}
+            replace(
+                config, games=[EvalGame(g, opponents=["random"]) for g in EXPLOITABILITY_GAMES]
+            ),
+            {},
         )
         result["variants"][v] = {
             "run": run_summary(Path(cfg.run_dir)),

@@ -27,7 +27,7 @@ from evaluation.report import _num
 from evaluation.run import evaluate, play_suite, run_eval
 from evaluation.social import pareto_efficient, social_rows
 from evaluation.stats import mean_ci, paired_bootstrap, ratio_ci, wilson
-from evaluation.suites import GameSpec, make_config, plans
+from evaluation.suites import EvalGame, make_config, plans
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -244,7 +244,7 @@ def test_blunder_rate_of_minimax_is_0_and_of_random_the_hand_computed_value():
     records = list(
         play_suite(
             {"agent": make_agent("minimax"), "baseline": make_agent("random")},
-            [GameSpec("tic_tac_toe", ["random", "mcts:20"])],
+            [EvalGame("tic_tac_toe", opponents=["random", "mcts:20"])],
             matches=6,
         )
     )
@@ -261,7 +261,7 @@ def test_social_metrics_of_tit_for_tat_against_always_defect():
     records = list(
         play_suite(
             {"agent": make_agent("tit_for_tat")},
-            [GameSpec("prisoners_dilemma", ["always_defect", "tit_for_tat"])],
+            [EvalGame("prisoners_dilemma", opponents=["always_defect", "tit_for_tat"])],
             matches=4,
         )
     )
@@ -290,7 +290,9 @@ def test_pareto_efficiency_of_a_two_good_allocation():
 def test_negotiation_rows_report_agreement_and_efficiency():
     records = list(
         play_suite(
-            {"agent": make_agent("random")}, [GameSpec("negotiation", ["random"])], matches=30
+            {"agent": make_agent("random")},
+            [EvalGame("negotiation", opponents=["random"])],
+            matches=30,
         )
     )
     (row,) = social_rows(records, "agent")
@@ -304,8 +306,8 @@ def test_every_evaluated_agent_meets_the_same_matches(tmp_path):
     """Same seeds for agent and baseline; the opponent draws from its own stream, so an
     agent that draws nothing (always Bet) and one that draws (random) face the same replies."""
     a, b = (
-        plans("agent", [GameSpec("kuhn_poker", ["random"])], 6, 0),
-        plans("baseline", [GameSpec("kuhn_poker", ["random"])], 6, 0),
+        plans("agent", [EvalGame("kuhn_poker", opponents=["random"])], 6, 0),
+        plans("baseline", [EvalGame("kuhn_poker", opponents=["random"])], 6, 0),
     )
     assert [(p.seed, p.seats.index("agent")) for p in a] == [
         (p.seed, p.seats.index("baseline")) for p in b
@@ -316,7 +318,7 @@ def test_every_evaluated_agent_meets_the_same_matches(tmp_path):
     records = list(
         play_suite(
             {"agent": Always(1), "baseline": make_agent("random")},
-            [GameSpec("kuhn_poker", ["random"])],
+            [EvalGame("kuhn_poker", opponents=["random"])],
             matches=60,
         )
     )
@@ -410,17 +412,23 @@ def test_self_opponent_seats_the_evaluated_agent_everywhere():
     """`self`: the agent in every seat (Hanabi, self-play); only its own seat k mod n counts."""
     agent = make_agent("random")
     records = list(
-        play_suite({"agent": agent}, [GameSpec("tic_tac_toe", ["self"])], matches=4, seed=5)
+        play_suite(
+            {"agent": agent}, [EvalGame("tic_tac_toe", opponents=["self"])], matches=4, seed=5
+        )
     )
     assert [sorted(r.seats.values()) for r in records] == [["agent", "self"]] * 4
     [pooled] = [
-        c for c in evaluate(agent, [GameSpec("tic_tac_toe", ["self"])], 4, 5) if c.seat == "all"
+        c
+        for c in evaluate(agent, [EvalGame("tic_tac_toe", opponents=["self"])], 4, 5)
+        if c.seat == "all"
     ]
     assert pooled.matches == 4 and pooled.opponent == "self"
     with pytest.raises(ValueError, match="opponent 'self' needs a single evaluated agent"):
         list(
             play_suite(
-                {"agent": agent, "baseline": agent}, [GameSpec("tic_tac_toe", ["self"])], matches=2
+                {"agent": agent, "baseline": agent},
+                [EvalGame("tic_tac_toe", opponents=["self"])],
+                matches=2,
             )
         )
 
@@ -904,7 +912,7 @@ def test_cooperation_ci_is_over_matches_and_holds_the_rate():
     records = list(
         play_suite(
             {"agent": make_agent("random")},
-            [GameSpec("prisoners_dilemma", ["tit_for_tat"])],
+            [EvalGame("prisoners_dilemma", opponents=["tit_for_tat"])],
             matches=20,
         )
     )
@@ -916,7 +924,7 @@ def test_cooperation_ci_is_over_matches_and_holds_the_rate():
     records = list(
         play_suite(
             {"agent": make_agent("tit_for_tat")},
-            [GameSpec("prisoners_dilemma", ["always_defect"])],
+            [EvalGame("prisoners_dilemma", opponents=["always_defect"])],
             matches=4,
         )
     )
@@ -927,14 +935,14 @@ def test_cooperation_ci_is_over_matches_and_holds_the_rate():
     records = list(
         play_suite(
             {"agent": make_agent("always_defect")},
-            [GameSpec("prisoners_dilemma", ["always_defect"])],
+            [EvalGame("prisoners_dilemma", opponents=["always_defect"])],
             matches=6,
         )
     )
     records += list(
         play_suite(
             {"agent": make_agent("tit_for_tat")},
-            [GameSpec("prisoners_dilemma", ["always_defect"])],
+            [EvalGame("prisoners_dilemma", opponents=["always_defect"])],
             matches=1,
         )
     )
@@ -948,7 +956,9 @@ def test_cooperation_ci_is_over_matches_and_holds_the_rate():
 def test_reciprocity_is_cooperation_after_cooperation_minus_after_defection(strategy, expected):
     records = list(
         play_suite(
-            {"agent": make_agent(strategy)}, [GameSpec("prisoners_dilemma", ["random"])], matches=10
+            {"agent": make_agent(strategy)},
+            [EvalGame("prisoners_dilemma", opponents=["random"])],
+            matches=10,
         )
     )
     (row,) = social_rows(records, "agent")
@@ -961,7 +971,7 @@ def test_reciprocity_is_cooperation_after_cooperation_minus_after_defection(stra
     only_cooperation = list(
         play_suite(
             {"agent": make_agent(strategy)},
-            [GameSpec("prisoners_dilemma", ["always_cooperate"])],
+            [EvalGame("prisoners_dilemma", opponents=["always_cooperate"])],
             matches=2,
         )
     )

@@ -15,7 +15,7 @@ from agents.base import PendingTurn, decision
 from cli.main import main as arena_main
 from evaluation.run import play_suite
 from evaluation.social import NAMED, STATES, memory1_profile, nearest_strategy, social_rows
-from evaluation.suites import GameSpec
+from evaluation.suites import EvalGame
 
 Z2 = 1.959964**2  # z² of a 95% interval
 
@@ -24,7 +24,7 @@ def profile_of(strategy: str, opponents: list[str], matches: int = 10, exact: bo
     records = list(
         play_suite(
             {"agent": make_agent(strategy)},
-            [GameSpec("prisoners_dilemma", opponents)],
+            [EvalGame("prisoners_dilemma", opponents=opponents)],
             matches=matches,
             exact_probs=exact,
         )
@@ -149,7 +149,7 @@ def _counted_by_hand(records) -> dict[str, tuple[int, int]]:
 
 
 def test_exact_profile_is_the_policy_and_counting_agrees_within_wilson():
-    spec = [GameSpec("prisoners_dilemma", ["random", "tit_for_tat"])]
+    spec = [EvalGame("prisoners_dilemma", opponents=["random", "tit_for_tat"])]
     exact = list(play_suite({"agent": Memory1Bot(ALTERNATION)}, spec, matches=20, exact_probs=True))
     counted = list(play_suite({"agent": Memory1Bot(ALTERNATION)}, spec, matches=20))
     # asking for the distribution draws nothing: the very same matches
@@ -188,7 +188,7 @@ def test_exact_profile_is_the_policy_and_counting_agrees_within_wilson():
 def test_public_goods_profile_reads_all_the_others_and_is_exact_for_random():
     """With three players a state's second letter is whether both others cooperated (put in at
     least half the endowment)."""
-    spec = [GameSpec("public_goods", ["random"], {"num_players": 3})]
+    spec = [EvalGame("public_goods", params={"num_players": 3}, opponents=["random"])]
     tft = list(play_suite({"agent": make_agent("tit_for_tat")}, spec, matches=6))
     prof = memory1_profile(tft, "agent")
     assert prof.method == "counted" and tuple(prof.vector().values()) == (1, 0, 1, 0)
@@ -201,7 +201,11 @@ def test_public_goods_profile_reads_all_the_others_and_is_exact_for_random():
 
 def test_tiny_llm_profile_is_exact_from_its_masked_softmax():
     agent = make_agent("llm:tiny-llama,constrained=true,temperature=1.0,max_new_tokens=3")
-    spec = [GameSpec("prisoners_dilemma", ["tit_for_tat", "always_defect"], {"rounds": 4})]
+    spec = [
+        EvalGame(
+            "prisoners_dilemma", params={"rounds": 4}, opponents=["tit_for_tat", "always_defect"]
+        )
+    ]
     with_probs = list(play_suite({"agent": agent}, spec, matches=2, exact_probs=True))
     without = list(play_suite({"agent": agent}, spec, matches=2))
     assert [[t.action for t in r.turns] for r in with_probs] == [

@@ -11,7 +11,7 @@ from agents import make_agent
 from arena.runner import MatchPlan, play
 from evaluation.run import play_suite
 from evaluation.social import replay
-from evaluation.suites import GameSpec
+from evaluation.suites import EvalGame
 from experiments.reciprocity.reciprocity_study import (
     OPPONENTS,
     Memory1,
@@ -30,7 +30,7 @@ def scripted(strategy: str):
     records = list(
         play_suite(
             {"agent": make_agent(strategy)},
-            [GameSpec("prisoners_dilemma", list(OPPONENTS))],
+            [EvalGame("prisoners_dilemma", opponents=list(OPPONENTS))],
             matches=4,
         )
     )
@@ -76,7 +76,7 @@ def test_mutual_defection_follows_a_random_horizon_match_by_match():
     records = list(
         play_suite(
             {"agent": make_agent("tit_for_tat")},
-            [GameSpec("prisoners_dilemma", list(OPPONENTS), params)],
+            [EvalGame("prisoners_dilemma", params=params, opponents=list(OPPONENTS))],
             matches=8,
         )
     )

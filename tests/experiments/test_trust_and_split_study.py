@@ -8,7 +8,7 @@ import pytest
 from agents import make_agent
 from evaluation.run import play_suite
 from evaluation.social import replay
-from evaluation.suites import GameSpec
+from evaluation.suites import EvalGame
 from experiments.trust_and_split.study import (
     OPPONENTS,
     figure,
@@ -25,7 +25,7 @@ def scripted(strategy: str, matches: int = 6, params: dict = HAND_MESSAGES):
     records = list(
         play_suite(
             {"agent": make_agent(strategy)},
-            [GameSpec("trust_and_split", list(OPPONENTS), dict(params))],
+            [EvalGame("trust_and_split", params=dict(params), opponents=list(OPPONENTS))],
             matches=matches,
             seed=3,
         )

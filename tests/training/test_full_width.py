@@ -189,8 +189,8 @@ def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path, min
         ({"learner": {"loss": {"entropy_coef": 0.1}}}, "set learner.loss.entropy_coef to 0"),
         ({"epochs": 2}, "set full_width.fit_steps instead"),
         ({"full_width": {"max_states": 10}}, "kuhn_poker has more than 10 information states"),
-        ({"full_width": {"eta": 0.0}}, "full_width: eta must be > 0, got 0.0"),
-        ({"full_width": {"key": "board"}}, "key must be info_state or position, got 'board'"),
+        ({"full_width": {"eta": 0.0}}, "full_width.eta must be > 0, got 0.0"),
+        ({"full_width": {"key": "board"}}, "key must be one of info_state, position, got 'board'"),
         ({"full_width": {"minibatches": 0}}, "minibatches must be >= 1, got 0"),
         (
             {"full_width": {"key": "position"}},

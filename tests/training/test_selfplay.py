@@ -25,7 +25,7 @@ from agents.models import tiny_llama
 from cli.main import main as cli_main
 from core.records import read_jsonl
 from training import rollouts, selfplay
-from training.config import GameEntry, TrainConfig
+from training.config import TrainConfig, TrainingGame
 from training.league import League
 from training.selfplay import POLICY, load_config, parse_config, plan_step, train
 
@@ -125,15 +125,15 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         "agent.answer_format must be one of brackets, boxed, answer, got 'box' (did you mean 'boxed'?)",
     ),
     "agent.reasoning": ("yes", "agent.reasoning must be bool, got 'yes'"),
-    "agent.max_retries": (-1, "agent: max_retries must be >= 0, got -1"),
+    "agent.max_retries": (-1, "agent.max_retries must be >= 0, got -1"),
     "agent.fallback": ("skip", "agent.fallback must be one of forfeit, random, got 'skip'"),
     "agent.fallback_message": (3, "agent.fallback_message must be str, got 3"),
     "agent.on_truncated": (
         "drop",
-        "agent: on_truncated must be one of accept, invalid; got 'drop'",
+        "agent.on_truncated must be one of accept, invalid, got 'drop'",
     ),
     "agent.constrained": (1, "agent.constrained must be bool, got 1"),
-    "agent.max_new_tokens": (0, "agent: max_new_tokens must be >= 1, got 0"),
+    "agent.max_new_tokens": (0, "agent.max_new_tokens must be >= 1, got 0"),
     "agent.temperature": (0.0, "agent.temperature must be > 0"),
     "agent.top_p": (1.5, "agent: need temperature >= 0 and 0 < top_p <= 1"),
     "agent.seed": (7, "agent.seed is set by the loop"),
@@ -170,9 +170,9 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "advantage.aa_past_sum": ("no", "advantage.aa_past_sum must be bool"),
     "advantage.aa_past": (
         "critic",
-        "advantage: aa_past must be one of return, causal, got 'critic'",
+        "advantage.aa_past must be one of return, causal, got 'critic'",
     ),
-    "advantage.aa_past_sum_from": (-1, "advantage: aa_past_sum_from must be >= 0, got -1"),
+    "advantage.aa_past_sum_from": (-1, "advantage.aa_past_sum_from must be >= 0, got -1"),
     "advantage.group_std": ("no", "advantage.group_std must be bool"),
     "advantage.eps": (0, "advantage.eps must be > 0, got 0.0"),
     "advantage.rae_decay": (1, "advantage.rae_decay must be in [0, 1), got 1.0"),
@@ -184,7 +184,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         {"player_0": 1},
         "advantage.functional_groups must be a mapping seat -> group name",
     ),
-    "advantage.gae_lambda": (1.5, "advantage: gae_lambda must be in [0, 1], got 1.5"),
+    "advantage.gae_lambda": (1.5, "advantage.gae_lambda must be in [0, 1], got 1.5"),
     "learner.lr": (-0.001, "learner.lr must be > 0, got -0.001"),
     "learner.weight_decay": (-0.1, "learner.weight_decay must be >= 0, got -0.1"),
     "learner.betas": ([0.9], "learner.betas must be two numbers in [0, 1), got (0.9,)"),
@@ -204,7 +204,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "learner.warmup_steps": (-1, "learner.warmup_steps must be >= 0, got -1"),
     "learner.total_steps": (-1, "learner.total_steps must be >= 0, got -1"),
     "learner.min_lr_ratio": (2, "learner.min_lr_ratio must be in [0, 1], got 2.0"),
-    "learner.micro_batch_tokens": (0, "learner: micro_batch_tokens must be >= 1, got 0"),
+    "learner.micro_batch_tokens": (0, "learner.micro_batch_tokens must be >= 1, got 0"),
     "learner.temperature": (0.5, "learner.temperature is set from agent.temperature"),
     "learner.lora_rank": (-4, "learner.lora_rank must be >= 0, got -4"),
     "learner.lora_alpha": (0, "learner.lora_alpha must be > 0, got 0.0"),
@@ -220,7 +220,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     ),
     "learner.offload_optimizer": ("yes", "learner.offload_optimizer must be bool, got 'yes'"),
     "learner.gradient_checkpointing": (1, "learner.gradient_checkpointing must be bool, got 1"),
-    "learner.value_coef": (-1, "learner: value_coef must be >= 0, got -1.0"),
+    "learner.value_coef": (-1, "learner.value_coef must be >= 0, got -1.0"),
     "learner.loss.clip_low": (1, "learner.loss: clip ranges must be clip_low in [0, 1)"),
     "learner.loss.clip_high": (
         -1,
@@ -240,7 +240,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         -0.1,
         "learner.loss: magnet_coef, magnet_decay_steps and magnet_coef_final must be >= 0",
     ),
-    "learner.magnet_every": (-1, "learner: magnet_every must be >= 0, got -1"),
+    "learner.magnet_every": (-1, "learner.magnet_every must be >= 0, got -1"),
     "learner.loss.entropy_coef": (
         -0.1,
         "learner.loss: entropy_coef, entropy_target, entropy_coef_step, entropy_coef_max, floor_coef, floor_decay_steps and floor_coef_final must be >= 0",
@@ -318,14 +318,14 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
         True,
         "full_width: games[0]: tic_tac_toe has more than 5000 information states",
     ),
-    "full_width.eta": (0, "full_width: eta must be > 0, got 0.0"),
-    "full_width.magnet_coef": (-1, "full_width: magnet_coef must be >= 0, got -1.0"),
-    "full_width.magnet_every": (-1, "full_width: magnet_every must be >= 0, got -1"),
-    "full_width.entropy_coef": (-1, "full_width: entropy_coef must be >= 0, got -1.0"),
-    "full_width.fit_steps": (0, "full_width: fit_steps must be >= 1, got 0"),
-    "full_width.max_states": (0, "full_width: max_states must be >= 1, got 0"),
-    "full_width.minibatches": (0, "full_width: minibatches must be >= 1, got 0"),
-    "full_width.key": ("board", "full_width: key must be info_state or position, got 'board'"),
+    "full_width.eta": (0, "full_width.eta must be > 0, got 0.0"),
+    "full_width.magnet_coef": (-1, "full_width.magnet_coef must be >= 0, got -1.0"),
+    "full_width.magnet_every": (-1, "full_width.magnet_every must be >= 0, got -1"),
+    "full_width.entropy_coef": (-1, "full_width.entropy_coef must be >= 0, got -1.0"),
+    "full_width.fit_steps": (0, "full_width.fit_steps must be >= 1, got 0"),
+    "full_width.max_states": (0, "full_width.max_states must be >= 1, got 0"),
+    "full_width.minibatches": (0, "full_width.minibatches must be >= 1, got 0"),
+    "full_width.key": ("board", "full_width.key must be one of info_state, position, got 'board'"),
     "ray.max_staleness": (
         2,
         "ray.max_staleness must be 0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented), got 2",
@@ -387,7 +387,7 @@ def _leaves(cls, prefix=""):
 
 def test_every_config_field_is_checked():
     """A new field must come with a check (and a line in BAD_FIELDS)."""
-    fields = {*_leaves(TrainConfig), *(f"games[0].{k}" for k in _leaves(GameEntry))}
+    fields = {*_leaves(TrainConfig), *(f"games[0].{k}" for k in _leaves(TrainingGame))}
     assert fields == set(BAD_FIELDS)
 
 

@@ -271,7 +271,9 @@ def test_shared_prefix_auto_is_on_on_a_cpu_and_a_bad_value_is_refused(tiny):
     assert not Learner(
         copy.deepcopy(model), tok, LearnerConfig(shared_prefix=False), device="cpu"
     ).shared_prefix
-    with pytest.raises(ValueError, match="shared_prefix must be true, false or auto, got 'yes'"):
+    with pytest.raises(
+        ValueError, match="shared_prefix must be one of true, false, auto, got 'yes'"
+    ):
         LearnerConfig(shared_prefix="yes")
     with pytest.raises(ValueError, match="learner.shared_prefix must be one of true, false, auto"):
         load_config("configs/train_tictactoe_tiny.yaml", {"learner": {"shared_prefix": "always"}})
