@@ -82,9 +82,7 @@ snapshots: each costs one more batched call per round of the step's matches.
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
 import random
 import shutil
@@ -104,7 +102,6 @@ from agents.models import load_model
 from agents.transformers_backend import TransformersBackend
 from core.console import make_console
 from core.machine import announce_threads, resolve_device, set_threads
-from core.overrides import merge, parse_overrides
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_json_lines
 from evaluation.exact_vs_random import PolicyTable
@@ -128,7 +125,6 @@ from training.full_width import FullWidth
 from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
-from training.memory_plan import plan_config, render
 from training.plots import plot_eval
 from training.ray_rollouts import RayRollouts
 from training.restarts import RestartBuffer, lost_positions
