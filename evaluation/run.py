@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -328,37 +328,7 @@ def run_eval(
         if progress is not None:
             progress.update(len(wanted & done))
         if wanted - done:
-            if ray_pool is not None:  # the workers build the agents, the store stays here
-                todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
-                pool = ray_pool(
-                    functools.partial(
-                        build_suite_agents,
-                        names,
-                        config.games,
-                        {p.match_id: p.seed for p in todo},
-                        exact_probs=True,
-                    )
-                )
-                records = pool.play(
-                    todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress
-                )
-            else:
-                evaluated = evaluated if evaluated is not None else {}
-                evaluated.update(
-                    {n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated}
-                )
-                records = play_suite(
-                    {n: evaluated[n] for n in names},
-                    config.games,
-                    config.matches,
-                    config.seed,
-                    config.concurrency,
-                    config.max_turns,
-                    out=str(jsonl),
-                    progress=progress,
-                    skip=done,
-                    exact_probs=True,
-                )
+            records = _play_missing(config, names, done, jsonl, progress, evaluated, ray_pool)
             for rec in records:
                 store.add_result(MatchResult.from_record(rec, jsonl))
                 played += 1
@@ -373,6 +343,52 @@ def run_eval(
     return EvalRun(
         config, [by_id[p.match_id] for p in planned], played, recovered, time.perf_counter() - start
     )
+
+
+def _play_missing(
+    config: EvalConfig,
+    names: dict,
+    done: set,
+    jsonl: Path,
+    progress=None,
+    evaluated: dict | None = None,
+    ray_pool=None,
+) -> Iterable[MatchRecord]:
+    """The records of the matches of `config` not in `done`, played here (`play_suite`, the
+    agents built into `evaluated`) or on the workers of `ray_pool` (see `run_eval`), each
+    appended to `jsonl` as it finishes; a lazy iterator."""
+    if ray_pool is not None:  # the workers build the agents, the store stays here
+        todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
+        pool = ray_pool(
+            functools.partial(
+                build_suite_agents,
+                names,
+                config.games,
+                {p.match_id: p.seed for p in todo},
+                exact_probs=True,
+            )
+        )
+        records = pool.play(
+            todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress
+        )
+    else:
+        evaluated = evaluated if evaluated is not None else {}
+        evaluated.update(
+            {n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated}
+        )
+        records = play_suite(
+            {n: evaluated[n] for n in names},
+            config.games,
+            config.matches,
+            config.seed,
+            config.concurrency,
+            config.max_turns,
+            out=str(jsonl),
+            progress=progress,
+            skip=done,
+            exact_probs=True,
+        )
+    return records
 
 
 def _compared(config: EvalConfig) -> dict[str, str]:
