@@ -299,11 +299,34 @@ def _cause(error: Exception) -> str:
     return (errors or lines or [type(error).__name__])[-1]
 
 
-def pool_from_args(args, build: Callable[[], dict]) -> RayPool:
-    """The workers of a command run with `--ray ADDRESS` (and `--ray-workers/--ray-cpus/--ray-gpus`)."""
-    pool = RayPool.start(args.ray, build, args.ray_workers, args.ray_cpus, args.ray_gpus)
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how a command plays its matches on Ray (`--ray ADDRESS`, `--ray-workers`,
+    `--ray-cpus`, `--ray-gpus`)."""
+
+    address: str
+    """A cluster address, auto, or local to start one here."""
+    workers: int = 0
+    """Match workers (0: one per cluster CPU)."""
+    cpus: float = 1
+    """CPUs per worker (its torch threads)."""
+    gpus: float = 0
+    """GPUs per worker (for local models)."""
+
+
+def start_pool(ray: RayOptions, build: Callable[[], dict]) -> RayPool:
+    """Start the match workers `ray` asks for, each building its agents with `build`, and say so.
+
+    Args:
+        ray: the cluster address and the workers' number and size.
+        build: called on each worker for its agents (name -> Agent).
+
+    Returns:
+        The started pool.
+    """
+    pool = RayPool.start(ray.address, build, ray.workers, ray.cpus, ray.gpus)
     print(
-        f"ray: {len(pool.workers)} worker(s) at {args.ray}, {args.ray_cpus:g} CPU and {args.ray_gpus:g} GPU each"
+        f"ray: {len(pool.workers)} worker(s) at {ray.address}, {ray.cpus:g} CPU and {ray.gpus:g} GPU each"
     )
     return pool
 

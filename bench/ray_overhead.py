@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.by_game import build_agent
 from arena.ray_runner import RayPool, append_records, build_players  # noqa: E402
 from tournaments.config import load_config  # noqa: E402
-from tournaments.play import arena_play_matches  # noqa: E402
+from tournaments.matches import arena_play_matches  # noqa: E402
 from tournaments.run import run_tournament  # noqa: E402
 from tournaments.store import Store  # noqa: E402
 

@@ -3,6 +3,7 @@ committed to the tournament store, resumable after a kill.
 
     records = play_suite({"agent": agent}, suite("held_out"), matches=100, seed=0)   # in memory
     result = run_eval(config)                                                       # `arena eval`
+    evaluate_and_report(config)                                                     # and its report
 
 Both play the plans of `evaluation.suites.plans` with `arena.runner.play` (every pending LLM
 turn of all live matches in one backend batch). `run_eval` adds the store: the plans are
@@ -23,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +34,6 @@ import games
 from agents import checkpoint_of, trained_games
 from agents.base import PendingTurn
 from agents.by_game import build_agent, check_player
-from arena.ray_runner import pool_from_args
 from arena.runner import play
 from core.console import make_console
 from core.overrides import key_values
@@ -49,13 +50,9 @@ from evaluation.suites import (
     SELF,
     EvalConfig,
     EvalGame,
-    game_spec,
-    load_config,
-    make_config,
     num_seats,
     opponent_label,
     plans,
-    suite,
     unkey,
 )
 from tournaments.store import MatchResult, MatchSpec, Store, kept_on_interrupt, read_log
@@ -331,37 +328,7 @@ def run_eval(
         if progress is not None:
             progress.update(len(wanted & done))
         if wanted - done:
-            if ray_pool is not None:  # the workers build the agents, the store stays here
-                todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
-                pool = ray_pool(
-                    functools.partial(
-                        build_suite_agents,
-                        names,
-                        config.games,
-                        {p.match_id: p.seed for p in todo},
-                        exact_probs=True,
-                    )
-                )
-                records = pool.play(
-                    todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress
-                )
-            else:
-                evaluated = evaluated if evaluated is not None else {}
-                evaluated.update(
-                    {n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated}
-                )
-                records = play_suite(
-                    {n: evaluated[n] for n in names},
-                    config.games,
-                    config.matches,
-                    config.seed,
-                    config.concurrency,
-                    config.max_turns,
-                    out=str(jsonl),
-                    progress=progress,
-                    skip=done,
-                    exact_probs=True,
-                )
+            records = _play_missing(config, names, done, jsonl, progress, evaluated, ray_pool)
             for rec in records:
                 store.add_result(MatchResult.from_record(rec, jsonl))
                 played += 1
@@ -376,6 +343,52 @@ def run_eval(
     return EvalRun(
         config, [by_id[p.match_id] for p in planned], played, recovered, time.perf_counter() - start
     )
+
+
+def _play_missing(
+    config: EvalConfig,
+    names: dict,
+    done: set,
+    jsonl: Path,
+    progress=None,
+    evaluated: dict | None = None,
+    ray_pool=None,
+) -> Iterable[MatchRecord]:
+    """The records of the matches of `config` not in `done`, played here (`play_suite`, the
+    agents built into `evaluated`) or on the workers of `ray_pool` (see `run_eval`), each
+    appended to `jsonl` as it finishes; a lazy iterator."""
+    if ray_pool is not None:  # the workers build the agents, the store stays here
+        todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
+        pool = ray_pool(
+            functools.partial(
+                build_suite_agents,
+                names,
+                config.games,
+                {p.match_id: p.seed for p in todo},
+                exact_probs=True,
+            )
+        )
+        records = pool.play(
+            todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress
+        )
+    else:
+        evaluated = evaluated if evaluated is not None else {}
+        evaluated.update(
+            {n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated}
+        )
+        records = play_suite(
+            {n: evaluated[n] for n in names},
+            config.games,
+            config.matches,
+            config.seed,
+            config.concurrency,
+            config.max_turns,
+            out=str(jsonl),
+            progress=progress,
+            skip=done,
+            exact_probs=True,
+        )
+    return records
 
 
 def _compared(config: EvalConfig) -> dict[str, str]:
@@ -463,34 +476,19 @@ def perfect_play_rows(config: EvalConfig, evaluated: dict, console=None) -> list
     return rows
 
 
-def main(args) -> None:
-    """`arena eval`: play, resume, report."""
-    overrides = {
-        "agent": args.agent,
-        "baseline": args.baseline,
-        "suite": args.suite,
-        "matches": args.matches,
-        "seed": args.seed,
-        "exploitability": True if args.exploitability else None,
-        "perfect_play": True if getattr(args, "perfect_play", False) else None,
-        "samples": args.samples,
-        "out": args.out,
-        "concurrency": args.concurrency,
-    }
-    if args.games:
-        overrides["games"] = [game_spec(g, args.opponents) for g in args.games]
-    elif args.opponents:
-        overrides["games"] = [
-            game_spec({"name": g.name, "opponents": args.opponents})
-            for g in suite(args.suite or "held_out")
-        ]
-    if args.config:
-        config = load_config(args.config, overrides)
-    else:
-        config = make_config({k: v for k, v in overrides.items() if v is not None})
-    # a name a game lacks is an error here, before any model loads
-    config, notes = with_params(config, getattr(args, "param", None))
-    check_specs(config)
+def evaluate_and_report(
+    config: EvalConfig, notes: Sequence[str] = (), ray_pool: Callable | None = None
+) -> None:
+    """`arena eval` on a settled config: play (or resume) the evaluation, then print its report
+    and write DIR/eval.json and DIR/eval.html.
+
+    Args:
+        config: the evaluation, its games' parameters settled (`with_params`) and its specs
+            checked (`check_specs`).
+        notes: lines that say what was chosen for the user, printed first.
+        ray_pool: `ray_pool(build)` -> an `arena.ray_runner.RayPool` to play the matches on
+            (`run_eval`); None: here.
+    """
     console = make_console()
     for line in notes:
         console.print(line, markup=False)
@@ -505,12 +503,9 @@ def main(args) -> None:
         len(plans(w, config.games, config.matches, config.seed))
         for w in (AGENT, BASELINE)[: 1 + (config.baseline is not None)]
     )
-    pool = None
-    if getattr(args, "ray", None):
-        pool = functools.partial(pool_from_args, args)
     try:
         with Progress(total=planned, desc="eval") as bar:
-            run = run_eval(config, bar, evaluated, pool)
+            run = run_eval(config, bar, evaluated, ray_pool)
     except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
         raise KeyboardInterrupt(kept_on_interrupt(db)) from None
     if run.recovered:

@@ -10,8 +10,9 @@
     config.py    the tournament YAML
     store.py     the SQLite store (WAL) that survives kill -9
     run.py       format rounds -> matches -> store, resumable
+    matches.py   a round's matches played through the arena (`arena_play_matches`)
     report.py    terminal leaderboard and static HTML report
     sim.py       simulated Bradley-Terry players (tests, benchmarks)
 
-The arena front end is `arena tournament CONFIG` (`tournaments/play.py`).
+The arena front end is `arena tournament CONFIG` (`cli/commands/tournament.py`).
 """

@@ -25,7 +25,7 @@ import numpy as np
 from agents.llm_agent import LLMAgent
 from tournaments.config import load_config
 from tournaments.formats import format_options, swiss_rounds
-from tournaments.play import arena_play_matches
+from tournaments.matches import arena_play_matches
 from tournaments.run import run_tournament
 from tournaments.store import jsonl_beside
 from training.config import POLICY, TrainConfig

@@ -82,9 +82,7 @@ snapshots: each costs one more batched call per round of the step's matches.
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
 import random
 import shutil
@@ -104,7 +102,6 @@ from agents.models import load_model
 from agents.transformers_backend import TransformersBackend
 from core.console import make_console
 from core.machine import announce_threads, resolve_device, set_threads
-from core.overrides import merge, parse_overrides
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_json_lines
 from evaluation.exact_vs_random import PolicyTable
@@ -128,7 +125,6 @@ from training.full_width import FullWidth
 from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
 from training.learner import Learner, sequences_from_samples
-from training.memory_plan import plan_config, render
 from training.plots import plot_eval
 from training.ray_rollouts import RayRollouts
 from training.restarts import RestartBuffer, lost_positions
@@ -961,58 +957,3 @@ def train(
         "eval": last_eval,
         "best": best,
     }
-
-
-def main(args: argparse.Namespace) -> None:
-    """`arena train CONFIG [--resume] [--steps N] [--out DIR] [--threads N] [--ray ADDRESS] [--set KEY=VALUE ...]`."""
-    overrides = parse_overrides(getattr(args, "set", None))
-    if getattr(args, "steps", None) is not None:
-        overrides["steps"] = args.steps
-    if getattr(args, "out", None):
-        overrides["run_dir"] = args.out
-    if getattr(args, "threads", None) is not None:
-        overrides["threads"] = args.threads
-    if getattr(args, "ray", None):
-        overrides = merge(overrides, {"ray": {"address": args.ray}})
-    device_memory = getattr(args, "device_memory", None)
-    if device_memory is not None and not (math.isfinite(device_memory) and device_memory > 0):
-        raise ValueError(f"--device-memory must be a size in GiB > 0, got {device_memory:g}")
-    if device_memory is not None and not getattr(args, "plan", False):
-        raise ValueError("--device-memory sizes the card of a memory plan: add --plan")
-    cfg = load_config(args.config, overrides)
-    if getattr(args, "plan", False):  # the memory plan instead of a run
-        print(render(plan_config(cfg, device_memory), f"{args.config}: {cfg.model}"))
-        return
-    given = [yaml.safe_load(Path(args.config).read_text(encoding="utf-8")), overrides]
-    horizon_given = any(((d.get("learner") or {}).get("total_steps") or 0) for d in given)
-    try:
-        result = train(cfg, resume=bool(args.resume), horizon_given=horizon_given)
-    except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (cli.main prints it)
-        ckpt_dir = Path(cfg.run_dir) / "checkpoints"
-        kept = checkpoint.checkpoints(ckpt_dir)
-        raise KeyboardInterrupt(
-            f"the checkpoints up to {kept[0].name} are kept in {ckpt_dir}; "
-            "run the same command with --resume to go on"
-            if kept
-            else "no checkpoint was written yet; the same command starts the run again"
-        ) from None
-    except OSError as e:  # the run folder became unwritable (or full) mid-run: one line, the last checkpoint stands
-        run_dir = Path(cfg.run_dir).resolve()
-        if not e.filename or run_dir not in Path(e.filename).resolve().parents:
-            raise
-        raise ValueError(f"cannot write to {Path(e.filename).parent} ({e.strerror})") from None
-    for r in result["eval"]:
-        if r.get("kind") == "exploitability":
-            print(f"final {r['game']}: {_gap(r)}")
-            continue
-        if r.get("kind") == "perfect_play":
-            print(f"final {_walk(r)}")
-            continue
-        held = " (held out)" if r.get("split") == "held_out" else ""
-        print(
-            f"final eval {r['game']}{held} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
-            f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})"
-        )
-    print(
-        f"{result['games']} training games in {result['elapsed'] / 60:.1f} min; run dir {cfg.run_dir}"
-    )

@@ -18,7 +18,7 @@ from agents.by_game import build_agent  # noqa: E402
 from arena.ray_runner import RayPool, build_players  # noqa: E402
 from core.records import read_jsonl  # noqa: E402
 from tournaments.config import load_config  # noqa: E402
-from tournaments.play import arena_play_matches  # noqa: E402
+from tournaments.matches import arena_play_matches  # noqa: E402
 from tournaments.run import run_tournament  # noqa: E402
 from tournaments.store import Store  # noqa: E402
 

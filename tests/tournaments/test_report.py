@@ -16,7 +16,7 @@ import pytest
 from agents.by_game import build_agent
 from core.records import read_jsonl
 from tournaments.config import load_config
-from tournaments.play import arena_play_matches
+from tournaments.matches import arena_play_matches
 from tournaments.report import leaderboard, print_leaderboard, write_html
 from tournaments.run import run_tournament
 from tournaments.store import jsonl_beside

@@ -883,8 +883,7 @@ def test_a_trajectory_file_deleted_during_the_run_is_reported(tmp_path, capsys):
 def test_a_player_whose_backend_fails_ends_the_run_in_one_line_and_it_goes_on(
     tmp_path, monkeypatch, capsys
 ):
-    from agents import make_agent
-    from tournaments import play as tournament_play
+    from agents import by_game, make_agent  # arena tournament builds players with by_game's
 
     class Fails:
         name = "c"
@@ -898,13 +897,11 @@ def test_a_player_whose_backend_fails_ends_the_run_in_one_line_and_it_goes_on(
                 raise ConnectionResetError("the model server closed the connection")
             return self.inner.act(turns)
 
-    build = tournament_play.build_agent
+    build = by_game.build_agent
     cfg = write(tmp_path, {**BOTS, "players": {"a": "random", "b": "random", "c": "random"}})
     db = tmp_path / "t.db"
     run = ["tournament", str(cfg), "--db", str(db)]
-    monkeypatch.setattr(
-        tournament_play, "build_agent", lambda n, s: Fails() if n == "c" else build(n, s)
-    )
+    monkeypatch.setattr(by_game, "build_agent", lambda n, s: Fails() if n == "c" else build(n, s))
     assert arena_main(run) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
@@ -916,6 +913,6 @@ def test_a_player_whose_backend_fails_ends_the_run_in_one_line_and_it_goes_on(
     with sqlite3.connect(db) as conn:
         assert sorted(m for (m,) in conn.execute("SELECT match_id FROM matches")) == kept
     assert 0 < len(kept) < 12
-    monkeypatch.setattr(tournament_play, "build_agent", build)
+    monkeypatch.setattr(by_game, "build_agent", build)
     assert arena_main(run) == 0
     assert f"{12 - len(kept)} match(es) played now, 12 in all" in capsys.readouterr().out

@@ -444,7 +444,7 @@ def test_an_agent_that_raises_mid_tournament_leaves_its_finished_matches_stored(
     from agents import make_agent
     from arena.runner import AgentFailed
     from tournaments.config import load_config
-    from tournaments.play import arena_play_matches
+    from tournaments.matches import arena_play_matches
 
     class FailsOnCall:
         def __init__(self, n):

@@ -154,7 +154,7 @@ def bot_tournament(tmp_path) -> Path:
     """A real tournament store: a run's 'checkpoints' (bots standing in) and a bot, on tic-tac-toe."""
     from agents import make_agent
     from tournaments.config import load_config
-    from tournaments.play import arena_play_matches
+    from tournaments.matches import arena_play_matches
     from tournaments.run import run_tournament
     from tournaments.store import jsonl_beside
 
