@@ -87,7 +87,8 @@ from agents.transformers_backend import TransformersBackend  # noqa: E402
 from core.machine import matmul_flops  # noqa: E402
 from core.records import read_json_lines  # noqa: E402
 from training.config import load_config  # noqa: E402
-from training.learner import Learner, LearnerConfig, Sequence  # noqa: E402
+from training.learner import Learner, Sequence  # noqa: E402
+from training.learner_config import LearnerConfig  # noqa: E402
 from training.loss import LossConfig  # noqa: E402
 from training.memory_plan import (  # noqa: E402
     CUDA_RUNTIME,

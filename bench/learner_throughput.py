@@ -206,7 +206,8 @@ def run_path(
     tokens = sum(len(p) + len(c) for p, c, *_ in rows)
     spans, dtype = [(0, len(p) + len(c) - 1) for p, c, *_ in rows], "float32"
     if path.startswith("learner") or path in (PER_SEQUENCE, SHARED):
-        from training.learner import Learner, LearnerConfig, Sequence
+        from training.learner import Learner, Sequence
+        from training.learner_config import LearnerConfig
         from training.loss import LossConfig
 
         precision = "auto" if path in (PER_SEQUENCE, SHARED) else "float32"

@@ -66,123 +66,21 @@ import contextlib
 import copy
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from agents.constrained import allowed_token_ids
 from agents.transformers_backend import CPU_SDPA  # prefill goes to sdpa: it takes the tree's masks
 from core.machine import compute_dtype
+from training.learner_config import LearnerConfig
 from training.loss import (
-    LossConfig,
     adapt_entropy_coef,
     floor_coef_at,
     magnet_coef_at,
     policy_loss,
 )
 from training.prefix_tree import TreeOutput, TreePlan, build_tree, tree_hidden
-
-BF16_ROUNDINGS = ("nearest", "stochastic")  # how the fp32 masters are rounded into a bf16 copy
-
-
-@dataclass
-class LearnerConfig:
-    lr: float = 1e-5
-    """AdamW learning rate (peak, after warmup)"""
-    weight_decay: float = 0.0
-    """AdamW weight decay"""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas"""
-    max_grad_norm: float = 1.0
-    """clip the global gradient norm to this (0: no clipping)"""
-    lr_schedule: str = "constant"
-    """"constant" or "cosine" (decays to min_lr_ratio * lr at total_steps)"""
-    warmup_steps: int = 0
-    """linear warmup steps"""
-    total_steps: int = 0
-    """cosine horizon in optimizer steps; 0: the run's steps x epochs x minibatches when it starts
-    (a resumed run keeps its horizon whatever --steps says)"""
-    min_lr_ratio: float = 0.0
-    """cosine floor as a fraction of lr"""
-    micro_batch_tokens: int = 8192
-    """padded tokens per micro-batch (gradient accumulation beyond that); with shared_prefix,
-    a micro-batch's prefix tree computes at most half as many distinct tokens
-    (`SHARED_BUDGET_SHARE`)"""
-    shared_prefix: bool | str = "auto"
-    """compute each token the step's sequences share once (a prefix tree of the micro-batch: one
-    game's rules, one conversation's earlier turns), every continuation attending to it: the
-    same loss and gradients as one pass per sequence, in fewer FLOPs (`training.prefix_tree`).
-    Needs a plain linear LM head and sdpa or eager attention; otherwise, or false, every
-    sequence runs whole. Works with offload_optimizer and gradient_checkpointing (a
-    checkpointed layer recomputes with the same gathered past: the same steps). auto (the
-    default): on where it is faster, on a CPU; off on a GPU, where one padded row per sequence
-    ran 2.1-3.9x faster with resident weights (docs/results/gpu.md)"""
-    temperature: float = 1.0
-    """sampling temperature of the rollouts: logits are divided by it"""
-    lora_rank: int = 0
-    """LoRA rank; 0 trains all weights"""
-    lora_alpha: float = 16.0
-    """LoRA scaling numerator"""
-    lora_dropout: float = 0.0
-    """LoRA dropout"""
-    lora_targets: str | list[str] = "all-linear"
-    """modules LoRA adapts (peft target_modules)"""
-    log_entropy: bool = True
-    """compute the policy entropy as a metric even when entropy_coef is 0"""
-    value_coef: float = 0.0
-    """weight of the value loss; > 0 adds the value head (the `critic` estimator needs it)"""
-    precision: str = "auto"
-    """compute dtype of the learner and of the rollouts that share its module: float32, bfloat16
-    (bf16 weights, fp32 master weights in the optimizer) or auto (bf16 on a GPU; on a CPU
-    whichever of the two multiplies faster, measured at start)"""
-    bf16_rounding: str = "nearest"
-    """how the fp32 masters are rounded into the bf16 copy after each step: "nearest", or
-    "stochastic" (up or down with odds by distance, so the copy equals the masters on average:
-    with a small lr most updates are below bf16's resolution, ~0.4% of a weight, and a
-    nearest-rounded copy only moves once they add up to half of it). Measured both ways (README,
-    "bf16 vs fp32 on SmolLM2"): on SmolLM2 both within fp32's seed noise, on the tiny config
-    stochastic lower on three seeds of four; so nearest, the cheaper, is the default"""
-    offload_optimizer: bool = False
-    """keep the fp32 master weights, their gradients and the AdamW state in host memory (CPU):
-    the device holds only the copy the passes run on (bf16 under precision bfloat16/auto on a
-    GPU); each step moves the gradients to the host, steps there and copies the weights back.
-    The same arithmetic as without; a trained weight takes 4 bytes of the device (its bf16 copy
-    and gradient) instead of 18 (a 4B full fine-tune: 60 GiB off the card)"""
-    gradient_checkpointing: bool = False
-    """keep only each decoder layer's input from the forward pass and recompute the layer in the
-    backward (transformers' gradient checkpointing): the same gradients for about a third more
-    compute, and activation memory of one layer instead of all"""
-    magnet_every: int = 0
-    """with loss.magnet_coef > 0: copy the policy into the magnet every N optimizer steps (Magnetic
-    Mirror Descent's moving magnet); 0: the magnet stays the initial policy"""
-    loss: LossConfig = field(default_factory=LossConfig)
-    """the policy loss"""
-
-    def __post_init__(self):
-        if isinstance(self.loss, dict):
-            self.loss = LossConfig(**self.loss)
-        if self.lr_schedule not in ("constant", "cosine"):
-            raise ValueError(
-                f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}"
-            )
-        if self.temperature <= 0:
-            raise ValueError(
-                f"temperature must be > 0 (greedy rollouts have no usable logprobs), got {self.temperature}"
-            )
-        if self.value_coef < 0:
-            raise ValueError(f"value_coef must be >= 0, got {self.value_coef}")
-        if self.magnet_every < 0:
-            raise ValueError(f"magnet_every must be >= 0, got {self.magnet_every}")
-        if self.shared_prefix not in ("auto", True, False):
-            raise ValueError(
-                f"shared_prefix must be true, false or auto, got {self.shared_prefix!r}"
-            )
-        if self.micro_batch_tokens < 1:
-            raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
-        if self.bf16_rounding not in BF16_ROUNDINGS:
-            raise ValueError(
-                f"bf16_rounding must be 'nearest' or 'stochastic', got {self.bf16_rounding!r}"
-            )
 
 
 def stochastic_round(

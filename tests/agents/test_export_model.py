@@ -16,7 +16,8 @@ from agents.hf_export import export_model
 from agents.models import load_tokenizer, tiny_llama, tiny_llama_args
 from cli.main import main
 from training.league import League
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner, Sequence
+from training.learner_config import LearnerConfig
 
 TEXT = "X to move. Board: X.O|...|..O. LEGAL MOVES: [1], [3], [4]"
 MESSAGES = [{"role": "system", "content": "You play."}, {"role": "user", "content": "Your move?"}]

@@ -14,7 +14,8 @@ from agents import make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
 from training.full_width import PositionTree, action_values, mmd_target
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner, Sequence
+from training.learner_config import LearnerConfig
 from training.selfplay import parse_config, train
 
 PASS, BET = 0, 1

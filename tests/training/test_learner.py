@@ -11,7 +11,8 @@ from agents.constrained import allowed_token_ids
 from agents.models import tiny_llama
 from core.records import TurnRecord
 from training.advantages import TurnSample
-from training.learner import Learner, LearnerConfig, Sequence, sequences_from_samples
+from training.learner import Learner, Sequence, sequences_from_samples
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
 
 

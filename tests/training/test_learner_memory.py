@@ -6,7 +6,8 @@ import torch
 
 from agents import checkpoint
 from agents.models import tiny_llama
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner, Sequence
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
 
 

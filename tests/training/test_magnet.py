@@ -12,7 +12,8 @@ import games
 from agents import checkpoint, make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
-from training.learner import Learner, LearnerConfig, Sequence, magnet_kl
+from training.learner import Learner, Sequence, magnet_kl
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig, magnet_coef_at
 from training.selfplay import parse_config, train
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from agents.models import tiny_llama
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner, Sequence
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
 
 DEVICE = os.environ.get("ARENA_TEST_DEVICE", "cpu")
