@@ -3,10 +3,10 @@
 `Learner.step(seqs)` makes one optimizer step over a list of `training.sequences.TrainingSequence`:
 
 1. forward: the sequences cut into micro-batches (`training.sequences.micro_batches`: prefix
-   trees that compute each shared token once, or padded rows) and their new log-probabilities,
-   `log_softmax(logits / temperature)` of the taken tokens. On a constrained turn the softmax
-   runs over `agents.constrained.allowed_token_ids` at each position - the distribution the
-   rollout sampled from;
+   trees that compute each shared token once, or padded rows) and their new log-probabilities
+   (`training.logprobs`): `log_softmax(logits / temperature)` of the taken tokens, on a
+   constrained turn over `agents.constrained.allowed_token_ids` at each position - the
+   distribution the rollout sampled from;
 2. loss: behaviour log-probabilities missing from a sequence are the new ones, detached (exact
    for the first update on freshly sampled data; call `prepare()` first when taking
    several steps on the same data); reference log-probabilities (for the k3 KL) come
@@ -17,7 +17,8 @@
 
 With `loss.magnet_coef > 0` the learner also holds a magnet: a frozen copy of the policy that
 `magnet_every` refreshes (`refresh_magnet`); each step adds the exact KL(pi || magnet) over the
-allowed tokens of every constrained position (`magnet_kl`; Magnetic Mirror Descent).
+allowed tokens of every constrained position (`training.logprobs.magnet_kl`; Magnetic Mirror
+Descent).
 
 With `value_coef > 0` the learner also holds a critic: a linear value head on the final
 hidden state of each sequence's last prompt token (the state the move was chosen in),
@@ -46,6 +47,7 @@ import torch
 
 from core.machine import compute_dtype
 from training.learner_config import LearnerConfig
+from training.logprobs import magnet_kl_at, micro_logprobs, shared_trunk
 from training.loss import (
     LossConfig,
     adapt_entropy_coef,
@@ -60,66 +62,13 @@ from training.precision import (
     round_masters,
     trainable_pairs,
 )
-from training.prefix_tree import tree_hidden
 from training.sequences import (
     Batching,
     MicroBatch,
     TrainingSequence,
-    mask_kind,
     micro_batches,
-    plain_lm_head,
     shares_prefix,
 )
-
-
-def _allowed_index(constrained: list[tuple[int, int, list[int]]], device):
-    """(rows, cols, idx, valid) of constrained positions: idx (N, K) the allowed token ids,
-    right-padded with 0 where `valid` is False."""
-    rows = torch.tensor([r for r, _, _ in constrained], device=device)
-    cols = torch.tensor([c for _, c, _ in constrained], device=device)
-    K = max(len(a) for _, _, a in constrained)
-    idx = torch.zeros((len(constrained), K), dtype=torch.long)
-    valid = torch.zeros((len(constrained), K), dtype=torch.bool)
-    for n, (_, _, a) in enumerate(constrained):
-        idx[n, : len(a)] = torch.tensor(a)
-        valid[n, : len(a)] = True
-    return rows, cols, idx.to(device), valid.to(device)
-
-
-def _masked_entropy(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Entropy per row of the distribution over the allowed tokens: sub (N, K) logits, -inf
-    where `valid` is False; sub_lse (N,) their logsumexp."""
-    p = torch.softmax(sub, dim=-1)
-    return sub_lse - (p * sub.masked_fill(~valid, 0.0)).sum(-1)
-
-
-def _uniform_kl(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """KL(uniform || p) per row over the allowed tokens (`_masked_entropy`'s arguments): 0 for a
-    uniform p, growing without bound as any allowed token's probability goes to 0."""
-    logp = (sub - sub_lse[:, None]).masked_fill(~valid, 0.0)
-    k = valid.sum(-1).clamp(min=1)
-    return -logp.sum(-1) / k - torch.log(k.to(sub.dtype))
-
-
-def _allowed_logdist(sub: torch.Tensor, sub_lse: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities over the allowed tokens per row (`_masked_entropy`'s arguments), 0 where
-    `valid` is False."""
-    return (sub - sub_lse[:, None]).masked_fill(~valid, 0.0)
-
-
-def magnet_kl(logq: torch.Tensor, logm: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """KL(pi || magnet) per row over the allowed tokens: sum_k pi_k (log pi_k - log m_k).
-
-    Args:
-        logq: (N, K) the policy's log-probabilities over the allowed tokens (0 where not valid).
-        logm: (N, K) the magnet's, at the same positions and tokens.
-        valid: (N, K) which of the K columns are allowed tokens.
-
-    Returns:
-        (N,) the exact KL of each row's distribution to the magnet's (0 for one allowed token).
-    """
-    p = logq.exp() * valid
-    return (p * (logq - logm)).sum(-1)
 
 
 class Learner:
@@ -237,119 +186,16 @@ class Learner:
     # --- log-probabilities ------------------------------------------------------------
 
     def _logprobs(self, model, mb: MicroBatch, entropy_mode: str | None, hidden: bool = False):
-        """(logp, entropy or None, state or None, floor or None, allowed or None): logp and entropy
-        (B, C) under the (possibly masked) sampling distribution; state (B, H) the last prompt
-        token's final hidden state; floor (B, C) KL(uniform || pi) on constrained tokens; allowed
-        (N, K) the log-distribution over the allowed tokens at each of `mb.constrained`'s positions.
-
-        entropy_mode: None (skip), "metric" (computed without grad) or "grad"."""
-        if mb.constrained and len(mb.constrained) == int(mb.mask.sum()) and plain_lm_head(model):
-            return self._constrained_logprobs(model, mb, entropy_mode)
-        if mb.plan is not None:  # a plain head (`shared_prefix`): the logits of the gathered states
-            last = self._hidden(model, mb)  # (B, C, H)
-            state = last[:, 0].float() if hidden else None
-            head = model.get_output_embeddings()
-            logits = head(last).float() / self.cfg.temperature
-        else:
-            C, L = mb.targets.shape[1], mb.input_ids.shape[1]
-            # the last C positions as an index tensor, not the int C: transformers slices `[:, -C:]`
-            # for an int, a strided view the LM head's matmul runs as a batched one, whose weight
-            # gradient went through a (B, hidden, vocab) temporary
-            keep = torch.arange(L - C, L, device=mb.input_ids.device)
-            with attention_implementation(model, self.attention):
-                out = model(
-                    input_ids=mb.input_ids,
-                    attention_mask=mb.attention_mask,
-                    position_ids=mb.position_ids,
-                    logits_to_keep=keep,
-                    use_cache=False,
-                    output_hidden_states=hidden,
-                )
-            state = (
-                out.hidden_states[-1][:, -C].float() if hidden else None
-            )  # the final norm is applied
-            logits = out.logits.float() / self.cfg.temperature  # (B, C, V)
-        lse = torch.logsumexp(logits, dim=-1)  # (B, C)
-        taken = logits.gather(-1, mb.targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
-        entropy = floor = allowed = None
-        if entropy_mode is not None:
-            with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
-                entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
-        if mb.constrained:
-            rows, cols, idx, valid = _allowed_index(mb.constrained, logits.device)
-            sub = logits[rows, cols].gather(-1, idx).masked_fill(~valid, float("-inf"))  # (N, K)
-            sub_lse = torch.logsumexp(sub, dim=-1)
-            allowed = _allowed_logdist(sub, sub_lse, valid)
-            lse = lse.index_put((rows, cols), sub_lse)
-            if entropy is not None:
-                with torch.set_grad_enabled(entropy.requires_grad):
-                    entropy = entropy.index_put((rows, cols), _masked_entropy(sub, sub_lse, valid))
-                    floor = (
-                        torch.zeros_like(lse).index_put(
-                            (rows, cols), _uniform_kl(sub, sub_lse, valid)
-                        )
-                        * mb.mask
-                    )
-        logp = (taken - lse) * mb.mask
-        if entropy is not None:
-            entropy = entropy * mb.mask
-            floor = (
-                floor if floor is not None else torch.zeros_like(logp)
-            )  # free-text turns: no floor
-        return logp, entropy, state, floor, allowed
-
-    def _constrained_logprobs(self, model, mb: MicroBatch, entropy_mode: str | None):
-        """`_logprobs` when every completion token was constrained: the LM head runs on the
-        allowed tokens' rows of its weight only, never over the whole vocabulary (whose softmax
-        and its backward would dominate a small model's step)."""
-        B, C = mb.targets.shape
-        hidden = self._hidden(model, mb)
-        head = model.get_output_embeddings()
-        dev = hidden.device
-        rows, cols, idx, valid = _allowed_index(mb.constrained, dev)
-        # logits of the allowed tokens: one matmul against the distinct rows of the head, then
-        # a gather (indexing the head per (position, token) would make its gradient a
-        # scatter-add over duplicates, whose summation order varies run to run)
-        uniq, where = torch.unique(idx, return_inverse=True)
-        # in the head's dtype, then fp32: the logits round as the full head's do (bf16 policy)
-        logits = hidden[rows, cols] @ head.weight[uniq].T  # (N, U)
-        if head.bias is not None:
-            logits = logits + head.bias[uniq]
-        logits = logits.float()
-        sub = logits.gather(-1, where)  # (N, K)
-        sub = (sub / self.cfg.temperature).masked_fill(~valid, float("-inf"))  # (N, K)
-        sub_lse = torch.logsumexp(sub, dim=-1)
-        pick = (idx == mb.targets[rows, cols].unsqueeze(-1)) & valid
-        taken = sub.masked_fill(~pick, 0.0).sum(-1)
-        logp = torch.zeros((B, C), device=dev).index_put((rows, cols), taken - sub_lse)
-        allowed = _allowed_logdist(sub, sub_lse, valid)
-        entropy = floor = None
-        if entropy_mode is not None:
-            with torch.set_grad_enabled(entropy_mode == "grad" and torch.is_grad_enabled()):
-                h = _masked_entropy(sub, sub_lse, valid)
-                entropy = torch.zeros((B, C), device=dev).index_put((rows, cols), h) * mb.mask
-                floor = (
-                    torch.zeros((B, C), device=dev).index_put(
-                        (rows, cols), _uniform_kl(sub, sub_lse, valid)
-                    )
-                    * mb.mask
-                )
-        return logp * mb.mask, entropy, hidden[:, 0].float(), floor, allowed
-
-    def _magnet_kl(
-        self,
-        mb: MicroBatch,
-        allowed: torch.Tensor | None,
-        mag: torch.Tensor | None,
-        logp: torch.Tensor,
-    ):
-        """(B, C) KL(pi || magnet) over the allowed tokens at each constrained position (0 elsewhere:
-        a free-text token has no move distribution to compare); `mag` from `_magnet_logdists`."""
-        out = torch.zeros_like(logp)
-        if allowed is None or mag is None:
-            return out
-        rows, cols, _, valid = _allowed_index(mb.constrained, logp.device)
-        return out.index_put((rows, cols), magnet_kl(allowed, mag, valid)) * mb.mask
+        """`training.logprobs.micro_logprobs` of `model` over `mb`, with this learner's
+        attention and temperature."""
+        return micro_logprobs(
+            model,
+            mb,
+            entropy_mode,
+            attention=self.attention,
+            temperature=self.cfg.temperature,
+            hidden=hidden,
+        )
 
     @torch.no_grad()
     def _magnet_logdists(self, mbs: list[MicroBatch]) -> list[torch.Tensor | None]:
@@ -363,52 +209,10 @@ class Learner:
         """Copy the policy's current weights into the magnet."""
         self.magnet.load_state_dict(self.policy.state_dict())
 
-    def _hidden(self, model, mb: MicroBatch) -> torch.Tensor:
-        """(B, C, H) the final hidden states (the final norm applied) at the positions that
-        predict each completion token: the last prompt token's, then the completion's."""
-        C = mb.targets.shape[1]
-        with attention_implementation(model, self.attention):
-            if mb.plan is None:
-                return model.get_decoder()(
-                    input_ids=mb.input_ids,
-                    attention_mask=mb.attention_mask,
-                    position_ids=mb.position_ids,
-                    use_cache=False,
-                ).last_hidden_state[:, -C:]
-            kind = mask_kind(model)
-            outer = None
-            if mb.trunk is not None:  # computed for the whole pass (`_trunk`), or here
-                outer = mb.trunk.state or tree_hidden(
-                    model.get_decoder(), mb.trunk.plan, kind, keep_kv=True
-                )
-            out = tree_hidden(model.get_decoder(), mb.plan, kind, outer=outer)
-        return out.hidden[mb.hidden_index]
-
-    @contextlib.contextmanager
     def _trunk(self, model, mbs: list[MicroBatch], grad: bool = False):
-        """Inside the block, the micro-batches of `mbs` read their shared trunk from one pass of
-        `model` over it. `grad`: the micro-batches backpropagate into it (each `backward` inside
-        the block), and the block's end carries those gradients on through the trunk's pass."""
-        trunk = mbs[0].trunk if mbs else None
-        if trunk is None:
-            yield
-            return
-        with torch.set_grad_enabled(grad), attention_implementation(model, self.attention):
-            out = tree_hidden(model.get_decoder(), trunk.plan, mask_kind(model), keep_kv=True)
-        trunk.state = out.detached() if grad else out
-        try:
-            yield
-            if grad:
-                pairs = [
-                    (t, leaf.grad)
-                    for t, leaf in zip(out.tensors(), trunk.state.tensors())
-                    if leaf.grad is not None
-                ]
-                if pairs:  # with the forward's attention (checkpointed layers recompute)
-                    with attention_implementation(model, self.attention):
-                        torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
-        finally:
-            trunk.state = None
+        """`training.logprobs.shared_trunk` of `model` over `mbs`, with this learner's attention:
+        inside the block the micro-batches read their shared trunk from one pass over it."""
+        return shared_trunk(model, mbs, self.attention, grad)
 
     @contextlib.contextmanager
     def _reference(self):
@@ -591,7 +395,7 @@ class Learner:
         logp, entropy, state, floor, allowed = self._forward(mb, lcfg, hidden=size.values > 0)
         to_magnet = None
         if lcfg.magnet_coef > 0:
-            to_magnet = self._magnet_kl(mb, allowed, mag, logp)
+            to_magnet = magnet_kl_at(mb, allowed, mag, logp)
         old = torch.where(mb.has_old[:, None], mb.old_logp, logp.detach())
         loss, m = policy_loss(
             logp,

@@ -137,7 +137,7 @@ class MicroBatch:
 @dataclass
 class SharedTrunk:
     """The prefix-tree segments several micro-batches of a step share: computed once per pass
-    (`Learner._trunk`), each micro-batch attending to `state`."""
+    (`training.logprobs.shared_trunk`), each micro-batch attending to `state`."""
 
     plan: TreePlan
     state: TreeOutput | None = None  # during a pass: its output (leaves of the pass's graph)
@@ -145,7 +145,7 @@ class SharedTrunk:
 
 def plain_lm_head(model) -> bool:
     """The logits are exactly `get_output_embeddings()(last hidden state)`: a Linear head,
-    no soft-capping or logit scale (then `_constrained_logprobs` may slice the head)."""
+    no soft-capping or logit scale (then `training.logprobs` may slice the head)."""
     try:
         head = model.get_output_embeddings()
         model.get_decoder()

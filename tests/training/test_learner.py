@@ -142,7 +142,7 @@ def test_constrained_logprobs_use_the_legal_move_mask(tok):
 
 
 def test_constrained_fast_path_equals_the_full_vocabulary_path(tok, monkeypatch):
-    import training.learner as learner_mod
+    import training.logprobs as logprobs_mod
 
     moves = ["3", "4", "5", "<X(1,1)>"]
     seqs = [
@@ -157,9 +157,9 @@ def test_constrained_fast_path_equals_the_full_vocabulary_path(tok, monkeypatch)
         lr=1e-3, temperature=0.7, loss=LossConfig(entropy_coef=0.01), precision="float32"
     )
     fast, slow = Learner(fresh(), tok, cfg), Learner(fresh(), tok, cfg)
-    assert learner_mod.plain_lm_head(fast.model) is True
+    assert logprobs_mod.plain_lm_head(fast.model) is True
     m_fast = fast.step(seqs)
-    monkeypatch.setattr(learner_mod, "plain_lm_head", lambda model: False)
+    monkeypatch.setattr(logprobs_mod, "plain_lm_head", lambda model: False)
     m_slow = slow.step(seqs)
     for key in ("loss", "entropy", "grad_norm"):
         assert m_fast[key] == pytest.approx(m_slow[key], rel=1e-4), key
@@ -325,7 +325,7 @@ def test_sequences_from_samples(tok):
 
 
 def test_uniform_kl_by_hand():
-    from training.learner import _uniform_kl
+    from training.logprobs import _uniform_kl
 
     sub = torch.tensor([[0.0, math.log(2.0), -math.inf], [0.0, 0.0, 0.0]])
     valid = torch.tensor([[True, True, False], [True, True, True]])

@@ -12,8 +12,9 @@ import games
 from agents import checkpoint, make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
-from training.learner import Learner, magnet_kl
+from training.learner import Learner
 from training.learner_config import LearnerConfig
+from training.logprobs import magnet_kl
 from training.loss import LossConfig, magnet_coef_at
 from training.selfplay import parse_config, train
 from training.sequences import TrainingSequence
