@@ -539,7 +539,7 @@ def _cpu_decode_sdpa(
 def bf16_decode_attention(query, key, value, attention_mask, scaling=None) -> torch.Tensor:
     """One query token's attention, (B, H, 1, D) over a (B, KV, T, D) cache -> (B, 1, H, D).
 
-    The arithmetic of the learner's bf16 attention (`training.learner.bf16_eager_attention`:
+    The arithmetic of the learner's bf16 attention (`training.precision.bf16_eager_attention`:
     scaled queries, bf16 scores, the mask added, softmax in bf16), so a bf16 rollout's
     behaviour logprobs stay close to what the learner recomputes."""
     b, heads, _, d = query.shape

@@ -87,7 +87,8 @@ from agents.transformers_backend import TransformersBackend  # noqa: E402
 from core.machine import matmul_flops  # noqa: E402
 from core.records import read_json_lines  # noqa: E402
 from training.config import load_config  # noqa: E402
-from training.learner import Learner, LearnerConfig, Sequence  # noqa: E402
+from training.learner import Learner  # noqa: E402
+from training.learner_config import LearnerConfig  # noqa: E402
 from training.loss import LossConfig  # noqa: E402
 from training.memory_plan import (  # noqa: E402
     CUDA_RUNTIME,
@@ -97,6 +98,7 @@ from training.memory_plan import (  # noqa: E402
     learner_rows,
     plan_config,
 )
+from training.sequences import TrainingSequence  # noqa: E402
 
 SHAPES = {"SmolLM2-135M": SMOLLM2, "Qwen3-1.7B": "Qwen/Qwen3-1.7B", "Qwen3-4B": "Qwen/Qwen3-4B"}
 BATCHES = (1, 16, 64)  # live matches in the rollout part
@@ -325,7 +327,7 @@ def learner_step(
     )
     if dry:  # short prompts: a dry run's seconds
         rows = [(p[:60], c, a) for p, c, a in rows]
-    seqs = [Sequence(p, c, a) for p, c, a in rows]
+    seqs = [TrainingSequence(p, c, a) for p, c, a in rows]
     base = {"part": "learner", "shape": name, "setting": setting}
     # the plan, on the micro-batches this step forms (one learner of the shape's widths, no weights)
     probe = Learner(
@@ -506,7 +508,9 @@ def paper_config(tok, device: str, dry: bool, card_gib: float) -> dict:
     vocab = min(config.vocab_size, len(tok))
     g = np.random.default_rng(0)
     seqs = [
-        Sequence(g.integers(100, vocab, p).tolist(), g.integers(100, vocab, new).tolist(), a)
+        TrainingSequence(
+            g.integers(100, vocab, p).tolist(), g.integers(100, vocab, new).tolist(), a
+        )
         for p, a in ((longest - new, 1.0), (MIN_PROMPT, -1.0), (MIN_PROMPT, 0.5))
     ]
     # the masters as a run loads them (on the host when offloaded), then the card held to

@@ -103,7 +103,7 @@ class RandomLegalBackend:
 
     def generate(self, conversations, params, allowed=None):
         from agents.backend import Generation
-        from training.learner import render_prompt
+        from training.sequences import render_prompt
 
         out = []
         for n, conv in enumerate(conversations):
@@ -206,8 +206,10 @@ def run_path(
     tokens = sum(len(p) + len(c) for p, c, *_ in rows)
     spans, dtype = [(0, len(p) + len(c) - 1) for p, c, *_ in rows], "float32"
     if path.startswith("learner") or path in (PER_SEQUENCE, SHARED):
-        from training.learner import Learner, LearnerConfig, Sequence
+        from training.learner import Learner
+        from training.learner_config import LearnerConfig
         from training.loss import LossConfig
+        from training.sequences import TrainingSequence
 
         precision = "auto" if path in (PER_SEQUENCE, SHARED) else "float32"
         precision = "bfloat16" if "bf16" in path else precision
@@ -226,8 +228,10 @@ def run_path(
         dtype = learner.compute_dtype
         if path.endswith("sdpa"):
             learner.attention = None  # the module's own (sdpa) attention
-        seqs = [Sequence(p, c, a, allowed=allowed) for p, c, a, allowed in rows]
-        learner.step([Sequence(rows[0][0][:16], rows[0][1][:1], 1.0)])  # optimizer state, kernels
+        seqs = [TrainingSequence(p, c, a, allowed=allowed) for p, c, a, allowed in rows]
+        learner.step(
+            [TrainingSequence(rows[0][0][:16], rows[0][1][:1], 1.0)]
+        )  # optimizer state, kernels
         spans = learner.computed_spans(seqs)  # what the passes compute
 
         def step():

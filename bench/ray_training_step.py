@@ -72,7 +72,8 @@ def sync_sizes(models: list[str], workers) -> list[tuple[str, str, int, float, f
     import ray
 
     from core.machine import compute_dtype
-    from training.config import LearnerConfig, TrainConfig
+    from training.config import TrainConfig
+    from training.learner_config import LearnerConfig
     from training.selfplay import frozen_backend, trainable_state
 
     out = []

@@ -43,7 +43,7 @@ from training.advantages import AdvantageConfig
 from training.exploiter import exploiter_every
 from training.full_width import FullWidthConfig, PositionTree
 from training.league import WEIGHTINGS, tournament_names
-from training.learner import LearnerConfig
+from training.learner_config import LearnerConfig
 
 POLICY = "policy"  # the learning agent's name in every match
 REQUIRED = ("model", "games", "steps")  # what a run is; no silent defaults for these
@@ -276,7 +276,7 @@ class TrainConfig:
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
     """advantage estimator (training.advantages.AdvantageConfig); learners is set to the policy"""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
-    """optimizer and loss (training.learner.LearnerConfig); temperature follows agent.temperature"""
+    """optimizer and loss (training.learner_config.LearnerConfig); temperature follows agent.temperature"""
     league: LeagueConfig = field(default_factory=LeagueConfig)
     """opponent pool and matchmaking"""
     eval: PeriodicEvalConfig = field(default_factory=PeriodicEvalConfig)

@@ -56,7 +56,7 @@ import pyspiel
 import games
 from core.typed_config import above, at_least, check_fields, option
 from evaluation.exploitability import info_states, turn_at, two_player_zero_sum
-from training.learner import Sequence, render_prompt
+from training.sequences import TrainingSequence, render_prompt
 
 
 @dataclass
@@ -295,7 +295,7 @@ class _Table:
             self.legal = self.policy.legal_actions_mask.astype(bool)
         self.rows_named = "positions" if self.tree else "information states"
         self.size = len(states)
-        self.seqs: list[Sequence] = []
+        self.seqs: list[TrainingSequence] = []
         self.rows: list[tuple[int, int]] = []  # (state row, action) of each sequence
         eos = tokenizer.eos_token_id
         rng = np.random.default_rng(0)
@@ -313,9 +313,9 @@ class _Table:
                 )
             for move, action in zip(moves, view.actions):
                 reply = tokenizer(agent.reply_for(move), add_special_tokens=False)["input_ids"]
-                self.seqs.append(Sequence(prompt, list(reply) + [eos], 0.0, None, moves))
+                self.seqs.append(TrainingSequence(prompt, list(reply) + [eos], 0.0, None, moves))
                 self.rows.append((row, int(action)))
-        by_row: dict[int, list[Sequence]] = {}
+        by_row: dict[int, list[TrainingSequence]] = {}
         for seq, (row, _) in zip(self.seqs, self.rows):
             by_row.setdefault(row, []).append(seq)
         self.groups = list(by_row.values())  # one per row: a row's moves share a minibatch
@@ -370,7 +370,7 @@ class FullWidth:
         magnets = state.setdefault("full_width_magnets", {})
         last = state.get("full_width_targets", {})
         metrics: dict[str, float] = {}
-        seqs: list[Sequence] = []
+        seqs: list[TrainingSequence] = []
         targets = {}
         for t in self.tables:
             logp = t.log_policy(learner.logprobs(t.seqs))

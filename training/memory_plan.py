@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from agents.models import model_config
 from core.machine import compute_dtype
 from training.config import TrainConfig
-from training.learner import LearnerConfig
+from training.learner_config import LearnerConfig
 
 GIB = 2**30
 MIN_PROMPT = 64  # tokens: the shortest prompt a training row has (a system prompt and a board)

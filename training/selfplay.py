@@ -124,7 +124,7 @@ from training.config import (  # noqa: F401 (SELF, parse_config: the loop's call
 from training.full_width import FullWidth
 from training.league import League, tournament_names
 from training.league_tournament import play_league_tournament
-from training.learner import Learner, sequences_from_samples
+from training.learner import Learner
 from training.plots import plot_eval
 from training.ray_rollouts import RayRollouts
 from training.restarts import RestartBuffer, lost_positions
@@ -137,6 +137,7 @@ from training.rollouts import (
     step_agents,
     step_lineup,
 )
+from training.sequences import sequences_from_samples
 from training.symmetry import symmetric_sequences
 
 # --- seeds, backends, metrics and evaluation -----------------------------------------------

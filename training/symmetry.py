@@ -36,7 +36,7 @@ import numpy as np
 
 import games
 from training.advantages import TurnSample
-from training.learner import Sequence, render_prompt
+from training.sequences import TrainingSequence, render_prompt
 
 
 def symmetric_sequences(
@@ -45,10 +45,10 @@ def symmetric_sequences(
     tokenizer,
     rng: np.random.Generator,
     positive: frozenset[str] = frozenset(),
-) -> list[Sequence]:
+) -> list[TrainingSequence]:
     """`images[game]` images of every sample of that game, as training sequences (the originals not included);
     for the games in `positive`, of the samples with an advantage > 0 only."""
-    out: list[Sequence] = []
+    out: list[TrainingSequence] = []
     modules = {name: games.symmetry_module(name) for name, k in images.items() if k}
     for s in samples:
         k = images.get(s.game, 0)
@@ -72,7 +72,7 @@ def symmetric_sequences(
             ]
             move = module.symmetric_move(t.completion, to)
             out.append(
-                Sequence(
+                TrainingSequence(
                     render_prompt(tokenizer, messages),
                     tokenizer.encode(move, add_special_tokens=False) + tail,
                     float(s.advantage),

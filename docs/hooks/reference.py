@@ -184,7 +184,7 @@ def config_classes() -> list[type]:
     from tournaments import config as tournament
     from training import config as train
     from training.advantages import AdvantageConfig
-    from training.learner import LearnerConfig
+    from training.learner_config import LearnerConfig
     from training.loss import LossConfig
 
     return [
@@ -273,7 +273,7 @@ def _train_section() -> list[str]:
         TrainingGame,
     )
     from training.full_width import FullWidthConfig
-    from training.learner import LearnerConfig
+    from training.learner_config import LearnerConfig
     from training.loss import LossConfig
 
     notes = _train_notes()

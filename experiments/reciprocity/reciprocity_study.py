@@ -285,14 +285,14 @@ def tabular_table(
 def tit_for_tat_examples(
     agent, tokenizer, game: str, params: dict, matches: int, seed: int
 ) -> list[tuple[str, object]]:
-    """(state, `Sequence`) for every decision of the first seat in `matches` matches of `game`
+    """(state, `TrainingSequence`) for every decision of the first seat in `matches` matches of `game`
     between two memory-1 players with random cooperation rates (0.1-0.9): the agent's prompt,
     tit-for-tat's move as the target. The state is the memory-1 state (`first`, `C`, `D`);
     a turn where cooperating and defecting are the same move (Trust-and-Split's winning hand)
     is labelled `no choice`."""
     import games
     from agents.base import PendingTurn
-    from training.learner import Sequence, render_prompt
+    from training.sequences import TrainingSequence, render_prompt
 
     rng = np.random.default_rng(seed)
     out = []
@@ -318,7 +318,7 @@ def tit_for_tat_examples(
                 out.append(
                     (
                         state if coop != defect else "no choice",
-                        Sequence(
+                        TrainingSequence(
                             render_prompt(tokenizer, agent.prompt_messages(turn)),
                             reply,
                             1.0,

@@ -55,9 +55,9 @@ def label_floor(states: list) -> float:
 
 
 def target_pairs(agent, tokenizer, params: dict, states: list, rng: np.random.Generator) -> list:
-    """(prompt, optimal move) `Sequence`s, weight 1/|optimal moves| each: a position's target mass sums to 1."""
+    """(prompt, optimal move) `TrainingSequence`s, weight 1/|optimal moves| each: a position's target mass sums to 1."""
     from evaluation.exploitability import turn_at
-    from training.learner import Sequence, render_prompt
+    from training.sequences import TrainingSequence, render_prompt
 
     pairs = []
     for i, s in enumerate(states):
@@ -70,7 +70,9 @@ def target_pairs(agent, tokenizer, params: dict, states: list, rng: np.random.Ge
             reply = tokenizer(text[a], add_special_tokens=False)["input_ids"] + [
                 tokenizer.eos_token_id
             ]
-            pairs.append(Sequence(prompt, reply, 1.0 / len(best), None, list(view.legal_moves)))
+            pairs.append(
+                TrainingSequence(prompt, reply, 1.0 / len(best), None, list(view.legal_moves))
+            )
     return pairs
 
 

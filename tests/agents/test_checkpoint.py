@@ -9,8 +9,10 @@ import torch
 from agents import checkpoint
 from agents.models import tiny_llama
 from training.league import League
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
+from training.sequences import TrainingSequence
 
 STEPS, SPLIT = 4, 2
 
@@ -32,7 +34,8 @@ def make_batches(tok):
     ]
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
     return [
-        [Sequence(enc(p), enc(c), 0.0) for p, c in texts[i:] + texts[:i]] for i in range(len(texts))
+        [TrainingSequence(enc(p), enc(c), 0.0) for p, c in texts[i:] + texts[:i]]
+        for i in range(len(texts))
     ]
 
 
@@ -45,7 +48,7 @@ def train(learner, batches, steps, rng):
         target = (lambda a: float(a)) if learner.value_head is not None else (lambda a: None)
         learner.step(
             [
-                Sequence(s.prompt_ids, s.completion_ids, float(a), value_target=target(a))
+                TrainingSequence(s.prompt_ids, s.completion_ids, float(a), value_target=target(a))
                 for s, a in zip(b, adv)
             ]
         )
@@ -243,7 +246,9 @@ def test_a_run_dir_plays_its_newest_intact_checkpoint_when_latest_names_a_damage
         learner.step(
             make_batches(tok)[0][:2]
             if step == 1
-            else [Sequence(s.prompt_ids, s.completion_ids, 1.0) for s in make_batches(tok)[1]]
+            else [
+                TrainingSequence(s.prompt_ids, s.completion_ids, 1.0) for s in make_batches(tok)[1]
+            ]
         )
         checkpoint.save(
             ckpts,

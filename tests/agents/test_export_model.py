@@ -16,7 +16,9 @@ from agents.hf_export import export_model
 from agents.models import load_tokenizer, tiny_llama, tiny_llama_args
 from cli.main import main
 from training.league import League
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner
+from training.learner_config import LearnerConfig
+from training.sequences import TrainingSequence
 
 TEXT = "X to move. Board: X.O|...|..O. LEGAL MOVES: [1], [3], [4]"
 MESSAGES = [{"role": "system", "content": "You play."}, {"role": "user", "content": "Your move?"}]
@@ -54,8 +56,8 @@ def trained(tmp_path, tok, cfg: LearnerConfig, step: int = 3, model: str = "tiny
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
     learner.step(
         [
-            Sequence(enc("X to move."), enc(" 4"), 1.0),
-            Sequence(enc("O to move."), enc(" 0 is best"), -1.0),
+            TrainingSequence(enc("X to move."), enc(" 4"), 1.0),
+            TrainingSequence(enc("O to move."), enc(" 0 is best"), -1.0),
         ]
     )
     run = tmp_path / "run"

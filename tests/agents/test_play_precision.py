@@ -13,7 +13,8 @@ from agents import checkpoint, make_agent
 from agents.hf_export import export_model
 from agents.models import tiny_llama
 from agents.play_precision import play_precision, trained_precision
-from training.learner import Learner, LearnerConfig
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 
 
 @pytest.fixture(params=[True, False], ids=["bf16_native", "no_bf16"])

@@ -345,7 +345,7 @@ def test_bf16_decode_attention_is_the_learners_bf16_arithmetic(kv_heads, mask):
     there): the learner's bf16 eager attention on the same query, keys and values, and
     within bf16 rounding of fp32 attention, with or without a padding mask."""
     from agents.transformers_backend import bf16_decode_attention
-    from training.learner import bf16_eager_attention
+    from training.precision import bf16_eager_attention
 
     torch.manual_seed(0)
     b, heads, t, d = 4, 9, 37, 64

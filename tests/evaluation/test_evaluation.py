@@ -680,7 +680,8 @@ def test_a_store_refuses_to_resume_once_the_run_it_evaluated_has_a_newer_checkpo
     from agents import checkpoint, checkpoint_of
     from agents.models import tiny_llama
     from training.league import League
-    from training.learner import Learner, LearnerConfig
+    from training.learner import Learner
+    from training.learner_config import LearnerConfig
 
     model, tok = tiny_llama(0)
     run_state = {
@@ -726,7 +727,8 @@ def _trained_run(run: Path, games_: list[dict]) -> None:
     from agents import checkpoint
     from agents.models import tiny_llama
     from training.league import League
-    from training.learner import Learner, LearnerConfig
+    from training.learner import Learner
+    from training.learner_config import LearnerConfig
 
     model, tok = tiny_llama(0)
     learner = Learner(model, tok, LearnerConfig(precision="float32"))

@@ -154,7 +154,8 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
     from core.records import read_json_lines
     from training import selfplay
     from training.config import POLICY
-    from training.learner import Learner, Sequence
+    from training.learner import Learner
+    from training.sequences import TrainingSequence
 
     played = []
 
@@ -183,7 +184,7 @@ def test_the_ipd_runs_first_minibatch_is_on_policy(tmp_path, monkeypatch):
         t.prompt_token_ids and t.constrained and len(t.logprobs) == len(t.token_ids) for t in turns
     )
     recomputed = learner.logprobs(
-        [Sequence(t.prompt_token_ids, t.token_ids, 0.0) for t in turns]
+        [TrainingSequence(t.prompt_token_ids, t.token_ids, 0.0) for t in turns]
     )  # full vocabulary, as recorded
     worst = max(abs(a - b) for t, new in zip(turns, recomputed) for a, b in zip(t.logprobs, new))
     assert worst < tol, worst

@@ -48,7 +48,8 @@ def test_a_few_fit_steps_lower_the_loss_on_their_pairs():
     from agents.llm_agent import LLMAgent, LLMAgentConfig
     from agents.models import load_model
     from agents.transformers_backend import TransformersBackend
-    from training.learner import Learner, LearnerConfig
+    from training.learner import Learner
+    from training.learner_config import LearnerConfig
 
     model, tok = load_model("tiny-llama", dtype="float32", device="cpu")
     learner = Learner(model, tok, LearnerConfig(precision="float32"))

@@ -315,7 +315,8 @@ def test_a_bad_player_fails_before_the_store_and_leaves_no_run_folder(
     weights do not fit its base model) leaves no empty runs/<name> folder either."""
     from agents import checkpoint
     from agents.models import tiny_llama
-    from training.learner import Learner, LearnerConfig
+    from training.learner import Learner
+    from training.learner_config import LearnerConfig
 
     model, tok = tiny_llama(0)  # hidden 64: not the base model its config names
     learner = Learner(model, tok, LearnerConfig(precision="float32"))

@@ -14,8 +14,10 @@ from agents import make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
 from training.full_width import PositionTree, action_values, mmd_target
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 from training.selfplay import parse_config, train
+from training.sequences import TrainingSequence
 
 PASS, BET = 0, 1
 
@@ -78,7 +80,7 @@ def test_moves_of_unequal_token_counts_get_the_cross_entropy_gradient():
     prompt = tok("Pick one.", add_special_tokens=False)["input_ids"]
     moves = ["Pass", "Bet on it"]  # one token and several
     seqs = [
-        Sequence(
+        TrainingSequence(
             prompt,
             tok(m, add_special_tokens=False)["input_ids"] + [tok.eos_token_id],
             0.0,

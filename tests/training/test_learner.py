@@ -11,8 +11,10 @@ from agents.constrained import allowed_token_ids
 from agents.models import tiny_llama
 from core.records import TurnRecord
 from training.advantages import TurnSample
-from training.learner import Learner, LearnerConfig, Sequence, sequences_from_samples
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
+from training.sequences import TrainingSequence, sequences_from_samples
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +33,13 @@ def ids(tok, text):
 
 def batch(tok):
     return [
-        Sequence(
+        TrainingSequence(
             ids(tok, "The board is empty. Your move:"),
             ids(tok, " 4 because centre") + [tok.eos_token_id],
             1.0,
         ),
-        Sequence(ids(tok, "Hi"), ids(tok, " 2"), -0.5),
-        Sequence(
+        TrainingSequence(ids(tok, "Hi"), ids(tok, " 2"), -0.5),
+        TrainingSequence(
             ids(tok, "A much longer prompt with many more tokens in it, to force padding"),
             ids(tok, " 7 wins"),
             0.25,
@@ -111,7 +113,7 @@ def test_logprobs_match_the_transformers_backend_records(tok):
     ]
     gens = backend.generate(convs, SamplingParams(max_new_tokens=6, temperature=0.8, seed=1))
     learner = Learner(model, tok, LearnerConfig(temperature=0.8, precision="float32"))
-    seqs = [Sequence(g.prompt_token_ids, g.token_ids, 0.0) for g in gens]
+    seqs = [TrainingSequence(g.prompt_token_ids, g.token_ids, 0.0) for g in gens]
     for g, lp in zip(gens, learner.logprobs(seqs)):
         assert lp == pytest.approx(g.logprobs, abs=1e-4)
 
@@ -120,26 +122,31 @@ def test_constrained_logprobs_use_the_legal_move_mask(tok):
     learner = Learner(fresh(), tok, LearnerConfig())
     moves = ["<X(0,0)>", "<X(1,1)>", "<O(2,2)>"]
     prompt = ids(tok, "Your move:")
-    seqs = [Sequence(prompt, ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves) for m in moves]
+    seqs = [
+        TrainingSequence(prompt, ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves)
+        for m in moves
+    ]
     lps = learner.logprobs(seqs)
     # sequence probabilities under the masked distribution sum to 1 over the legal moves
     assert sum(math.exp(sum(lp)) for lp in lps) == pytest.approx(1.0, abs=1e-5)
     assert lps[0][-1] == pytest.approx(
         0.0, abs=1e-6
     )  # EOS is the only continuation of a whole move
-    unmasked = learner.logprobs([Sequence(s.prompt_ids, s.completion_ids, 0.0) for s in seqs])
+    unmasked = learner.logprobs(
+        [TrainingSequence(s.prompt_ids, s.completion_ids, 0.0) for s in seqs]
+    )
     assert sum(math.exp(sum(lp)) for lp in unmasked) < 0.01
-    bad = Sequence(prompt, ids(tok, "hello") + [tok.eos_token_id], 0.0, allowed=moves)
+    bad = TrainingSequence(prompt, ids(tok, "hello") + [tok.eos_token_id], 0.0, allowed=moves)
     with pytest.raises(ValueError, match="leaves the legal moves"):
         learner.logprobs([bad])
 
 
 def test_constrained_fast_path_equals_the_full_vocabulary_path(tok, monkeypatch):
-    import training.learner as learner_mod
+    import training.logprobs as logprobs_mod
 
     moves = ["3", "4", "5", "<X(1,1)>"]
     seqs = [
-        Sequence(ids(tok, p), ids(tok, m) + [tok.eos_token_id], adv, allowed=moves)
+        TrainingSequence(ids(tok, p), ids(tok, m) + [tok.eos_token_id], adv, allowed=moves)
         for p, m, adv in [
             ("Board: . X .", "4", 1.0),
             ("Your move, O:", "<X(1,1)>", -0.5),
@@ -150,9 +157,9 @@ def test_constrained_fast_path_equals_the_full_vocabulary_path(tok, monkeypatch)
         lr=1e-3, temperature=0.7, loss=LossConfig(entropy_coef=0.01), precision="float32"
     )
     fast, slow = Learner(fresh(), tok, cfg), Learner(fresh(), tok, cfg)
-    assert learner_mod._plain_lm_head(fast.model) is True
+    assert logprobs_mod.plain_lm_head(fast.model) is True
     m_fast = fast.step(seqs)
-    monkeypatch.setattr(learner_mod, "_plain_lm_head", lambda model: False)
+    monkeypatch.setattr(logprobs_mod, "plain_lm_head", lambda model: False)
     m_slow = slow.step(seqs)
     for key in ("loss", "entropy", "grad_norm"):
         assert m_fast[key] == pytest.approx(m_slow[key], rel=1e-4), key
@@ -198,10 +205,12 @@ def test_steps_move_probability_towards_positive_advantage(tok):
     learner = Learner(fresh(), tok, LearnerConfig(lr=3e-3, loss=LossConfig(dual_clip=1.4)))
     prompt = ids(tok, "Move:")
     good, bad = ids(tok, "4"), ids(tok, "0")  # one token each
-    seqs = [Sequence(prompt, good, 1.0), Sequence(prompt, bad, -1.0)]
+    seqs = [TrainingSequence(prompt, good, 1.0), TrainingSequence(prompt, bad, -1.0)]
     before = learner.logprobs(seqs)
     for _ in range(5):
-        m = learner.step([Sequence(s.prompt_ids, s.completion_ids, s.advantage) for s in seqs])
+        m = learner.step(
+            [TrainingSequence(s.prompt_ids, s.completion_ids, s.advantage) for s in seqs]
+        )
     after = learner.logprobs(seqs)
     assert after[0][0] > before[0][0] + 0.1 and after[1][0] < before[1][0] - 0.1
     for key in ("clip_frac", "entropy", "ratio_mean", "approx_kl_behaviour", "grad_norm", "lr"):
@@ -214,8 +223,8 @@ def test_value_head_learns_value_targets_from_the_prompt(tok):
     moves = ["3", "4"]
     win, lose = ids(tok, "Board: X X . O O . You are X"), ids(tok, "Board: X X . O O . You are O")
     seqs = [
-        Sequence(win, ids(tok, "3"), 0.0, allowed=moves, value_target=1.0),
-        Sequence(lose, ids(tok, "4"), 0.0, allowed=moves, value_target=-1.0),
+        TrainingSequence(win, ids(tok, "3"), 0.0, allowed=moves, value_target=1.0),
+        TrainingSequence(lose, ids(tok, "4"), 0.0, allowed=moves, value_target=-1.0),
     ]
     assert learner.values(seqs) == [0.0, 0.0]  # the head starts at zero
     first = learner.step(seqs)["value_loss"]
@@ -225,7 +234,7 @@ def test_value_head_learns_value_targets_from_the_prompt(tok):
     assert first == pytest.approx(0.5) and last < 0.1
     assert v_win > 0.5 and v_lose < -0.5
     # the full-vocabulary path reads the same state (the final-norm hidden state of the last prompt token)
-    plain = [Sequence(s.prompt_ids, s.completion_ids, 0.0) for s in seqs]
+    plain = [TrainingSequence(s.prompt_ids, s.completion_ids, 0.0) for s in seqs]
     assert learner.values(plain) == pytest.approx([v_win, v_lose], abs=1e-5)
     with pytest.raises(ValueError, match="no value head"):
         Learner(fresh(), tok, LearnerConfig()).values(seqs)
@@ -316,7 +325,7 @@ def test_sequences_from_samples(tok):
 
 
 def test_uniform_kl_by_hand():
-    from training.learner import _uniform_kl
+    from training.logprobs import _uniform_kl
 
     sub = torch.tensor([[0.0, math.log(2.0), -math.inf], [0.0, 0.0, 0.0]])
     valid = torch.tensor([[True, True, False], [True, True, True]])
@@ -330,7 +339,10 @@ def test_probability_floor_lifts_the_least_likely_legal_move(tok):
     (the entropy bonus's pull on it is ~p log p, this one's ~1/K - p)."""
     moves = ["3", "4", "5", "6"]
     prompt = ids(tok, "Board: . X .")
-    seqs = [Sequence(prompt, ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves) for m in moves]
+    seqs = [
+        TrainingSequence(prompt, ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves)
+        for m in moves
+    ]
     learner = Learner(
         fresh(), tok, LearnerConfig(lr=1e-5, precision="float32", loss=LossConfig(floor_coef=1.0))
     )
@@ -347,7 +359,9 @@ def test_decaying_floor_is_the_weight_the_loss_uses(tok):
     advantages and no other term the second step's loss is 0 (the floor was all of it)."""
     moves = ["3", "4", "5", "6"]
     seqs = [
-        Sequence(ids(tok, "Board: . X ."), ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves)
+        TrainingSequence(
+            ids(tok, "Board: . X ."), ids(tok, m) + [tok.eos_token_id], 0.0, allowed=moves
+        )
         for m in moves
     ]
     learner = Learner(
@@ -432,7 +446,9 @@ def test_rollout_and_learner_share_numerics_so_the_first_ratio_is_one(tok, preci
     convs = [[{"role": "user", "content": f"Pick a cell, game {i}"}] for i in range(6)]
     gens = backend.generate(convs, SamplingParams(max_new_tokens=6, temperature=1.0, seed=3))
     seqs = [
-        Sequence(g.prompt_token_ids, g.token_ids, 1.0 if i % 2 else -1.0, logprobs=g.logprobs)
+        TrainingSequence(
+            g.prompt_token_ids, g.token_ids, 1.0 if i % 2 else -1.0, logprobs=g.logprobs
+        )
         for i, g in enumerate(gens)
     ]
     recomputed = learner.logprobs(seqs)
@@ -468,7 +484,7 @@ def test_bf16_learner_masters_take_updates_too_small_for_bf16(tok):
 
 
 def test_stochastic_rounding_is_unbiased_and_exact_on_bf16_values():
-    from training.learner import stochastic_round
+    from training.precision import stochastic_round
 
     g = torch.Generator().manual_seed(0)
     x = (

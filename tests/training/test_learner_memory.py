@@ -6,8 +6,10 @@ import torch
 
 from agents import checkpoint
 from agents.models import tiny_llama
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
+from training.sequences import TrainingSequence
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,7 @@ def seqs(tok, n=6, prompt=40, completion=6):
     g = torch.Generator().manual_seed(0)
     vocab = len(tok)
     return [
-        Sequence(
+        TrainingSequence(
             torch.randint(100, vocab, (prompt + i,), generator=g).tolist(),
             torch.randint(100, vocab, (completion,), generator=g).tolist(),
             (-1.0) ** i * (1 + i / 10),

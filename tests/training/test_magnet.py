@@ -12,9 +12,12 @@ import games
 from agents import checkpoint, make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
-from training.learner import Learner, LearnerConfig, Sequence, magnet_kl
+from training.learner import Learner
+from training.learner_config import LearnerConfig
+from training.logprobs import magnet_kl
 from training.loss import LossConfig, magnet_coef_at
 from training.selfplay import parse_config, train
+from training.sequences import TrainingSequence
 
 MOVES = ["Pass", "Bet"]
 
@@ -32,7 +35,7 @@ def kuhn_seqs(tok, advantages=(1.0, -1.0)):
     """Two constrained turns at one prompt: Pass and Bet (one token each, then end of turn)."""
     prompt = ids(tok, "Your card: K (King; Jack < Queen < King).")
     return [
-        Sequence(prompt, ids(tok, m) + [tok.eos_token_id], a, allowed=MOVES)
+        TrainingSequence(prompt, ids(tok, m) + [tok.eos_token_id], a, allowed=MOVES)
         for m, a in zip(MOVES, advantages)
     ]
 

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 from agents.models import model_config, smollm2_folder, tiny_llama
 from cli.main import main as arena
 from training.config import load_config
-from training.learner import LearnerConfig
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
 from training.memory_plan import (
     ACTIVATION_HEAD,

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from agents.models import tiny_llama
-from training.learner import Learner, LearnerConfig, Sequence
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 from training.loss import LossConfig
+from training.sequences import TrainingSequence
 
 DEVICE = os.environ.get("ARENA_TEST_DEVICE", "cpu")
 
@@ -33,10 +35,10 @@ def game_batch(tok):
     shares nothing with the others."""
     rules = ids(tok, "GAME RULES: tic-tac-toe on a 3x3 board; three in a row wins. Answer [cell].")
     eos = tok.eos_token_id
-    first = Sequence(
+    first = TrainingSequence(
         rules + ids(tok, " You play X. Board: . . . / . . . / . . ."), ids(tok, " [4]") + [eos], 1.0
     )
-    later = Sequence(
+    later = TrainingSequence(
         first.prompt_ids + first.completion_ids + ids(tok, " O played 0. Board: O . . / . X ."),
         ids(tok, " [8] to block") + [eos],
         0.5,
@@ -45,12 +47,16 @@ def game_batch(tok):
     return [
         first,
         later,
-        Sequence(rules + ids(tok, " You play O. Board: X . ."), ids(tok, " [0]") + [eos], -0.5),
-        Sequence(rules + ids(tok, " You play O. Board: X . ."), ids(tok, " [0]") + [eos], 0.3),
-        Sequence(
+        TrainingSequence(
+            rules + ids(tok, " You play O. Board: X . ."), ids(tok, " [0]") + [eos], -0.5
+        ),
+        TrainingSequence(
+            rules + ids(tok, " You play O. Board: X . ."), ids(tok, " [0]") + [eos], 0.3
+        ),
+        TrainingSequence(
             rules + ids(tok, " You play O. Board: . X ."), ids(tok, "5") + [eos], -1.0, None, moves
         ),
-        Sequence(ids(tok, "Kuhn poker: you hold K."), ids(tok, " [Bet]"), 0.8),
+        TrainingSequence(ids(tok, "Kuhn poker: you hold K."), ids(tok, " [Bet]"), 0.8),
     ]
 
 
@@ -172,7 +178,7 @@ def test_a_conversation_is_scored_in_one_pass_over_its_last_turn(tiny):
     turns = []
     for k in range(4):
         reply = ids(tok, f" [{k}]") + [eos]
-        turns.append(Sequence(list(prompt), reply, 1.0))
+        turns.append(TrainingSequence(list(prompt), reply, 1.0))
         prompt = prompt + reply + ids(tok, f"\n<|im_start|>user\nBoard {k + 2}")
     per, shared = learners(model, tok, precision="float32")
     last = turns[-1]
@@ -243,7 +249,7 @@ def test_the_magnet_term_is_the_same_with_a_shared_prefix(tiny):
     eos = tok.eos_token_id
     for board, move, adv in ((" . . X", "1", 0.7), (" X . .", "2", -0.4), (" . X .", "5", 0.2)):
         prompt = rules + ids(tok, f" You play O. Board:{board}")
-        seqs.append(Sequence(prompt, ids(tok, move) + [eos], adv, None, ["1", "2", "5"]))
+        seqs.append(TrainingSequence(prompt, ids(tok, move) + [eos], adv, None, ["1", "2", "5"]))
     mbs = shared._micro_batches(seqs)
     assert len(mbs) > 1 and all(mb.trunk is mbs[0].trunk is not None for mb in mbs)
     kls = []
