@@ -651,29 +651,34 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(
             f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
         )
-    eval_games(cfg)
+    eval_games(cfg.eval, cfg.games)
 
 
-def eval_games(cfg: TrainConfig) -> tuple[list, list]:
+def eval_games(ev: EvalConfig, games_: list[GameEntry]) -> tuple[list, list]:
     """(training games, held-out games) of the evaluation as `evaluation.suites.GameSpec`s,
-    each with its opponents; one-line errors for a bad `eval.held_out` entry."""
-    opp = cfg.eval.opponents
+    each with its opponents; one-line errors for a bad `eval.held_out` entry.
+
+    Args:
+        ev: the run's `eval` section.
+        games_: the run's training games.
+    """
+    opp = ev.opponents
     train = [
         GameSpec(
             g.name, list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp), dict(g.params)
         )
-        for g in cfg.games
+        for g in games_
     ]
     train = [g for g in train if g.opponents]
     held = []
-    for i, entry in enumerate(cfg.eval.held_out):
+    for i, entry in enumerate(ev.held_out):
         where = f"eval.held_out[{i}]"
         try:
             g = game_spec(entry)
             games.make(g.name, **g.params)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
-        if any(g.name == t.name for t in cfg.games):
+        if any(g.name == t.name for t in games_):
             raise ValueError(
                 f"{where}: {g.name} is a training game; held-out games are games the policy does not train on"
             )

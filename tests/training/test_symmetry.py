@@ -184,16 +184,14 @@ def test_positive_keeps_the_images_of_the_turns_with_a_positive_advantage_only(p
     )
 
 
-def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
+def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path, tiny_run):
     """Twice the sequences with one image per turn; the images are scored by the policy that updates, ratio 1, nothing clipped."""
-    from tests.test_selfplay import quiet, tiny
-
+    from tests.tiny_run import quiet
     from training.selfplay import train
 
     rows = {}
     for k in (0, 1):
-        cfg = tiny(
-            tmp_path,
+        cfg = tiny_run(
             f"k{k}",
             steps=2,
             minibatches=2,
@@ -262,8 +260,7 @@ def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
     ],
 )
 def test_bad_symmetry_settings_are_one_line_errors(over, message):
-    from tests.test_selfplay import merged
-
+    from tests.tiny_run import merged
     from training.config import parse_config
 
     with pytest.raises(ValueError) as e:
