@@ -47,7 +47,8 @@ from training.rollouts import (
     step_agents,
     step_lineup,
 )
-from training.selfplay import make_backend
+from training.sections import Matches, PolicyModel
+from training.setup import make_backend
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -63,8 +64,9 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(args.config, parse_overrides(args.set))
     set_threads(args.threads or cfg.threads, verbose=True)
     model, tok = load_model(cfg.model, dtype="float32")
-    backend = make_backend(cfg, Learner(model, tok, cfg.learner), tok)
-    league, opponents = start_league(cfg), Opponents(cfg, backend.device)
+    policy, matches = PolicyModel.of(cfg), Matches.of(cfg)
+    backend = make_backend(policy, Learner(model, tok, cfg.learner), tok)
+    league, opponents = start_league(cfg.league), Opponents(policy, cfg.games, backend.device)
 
     prefilled = {False: 0, True: 0}
     inner = backend._prefill_batch
@@ -79,10 +81,10 @@ def main(argv: list[str] | None = None) -> dict:
     for r in range(args.repeats):
         for current in (False, True) if r % 2 == 0 else (True, False):
             rng = np.random.default_rng(cfg.seed)  # the same plans and seeds on both paths
-            planned = plan_step(cfg, league, rng, 1)
-            agents = step_agents(cfg, backend, opponents, step_lineup(league, planned, rng))
+            planned = plan_step(matches, cfg.league, league, rng, 1)
+            agents = step_agents(cfg.agent, backend, opponents, step_lineup(league, planned, rng))
             start = time.perf_counter()
-            records = play_step(planned, agents, replace(cfg, prompt_cache=current))
+            records = play_step(planned, agents, replace(matches, prompt_cache=current))
             seconds[current].append(time.perf_counter() - start)
             moves[current] = [t.action for rec in records for t in rec.turns if t.agent == POLICY]
             print(

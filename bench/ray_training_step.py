@@ -74,14 +74,14 @@ def sync_sizes(models: list[str], workers) -> list[tuple[str, str, int, float, f
     from core.machine import compute_dtype
     from training.config import TrainConfig
     from training.learner_config import LearnerConfig
-    from training.selfplay import frozen_backend, trainable_state
+    from training.rollouts import frozen_backend, trainable_state
 
     out = []
     for model in models:
         for rank in (0, 16):
             cfg = TrainConfig(model=model, learner=LearnerConfig(lora_rank=rank))
             module = frozen_backend(
-                cfg, "cpu", dtype=compute_dtype(cfg.learner.precision, "cpu")
+                cfg.model, cfg.learner, "cpu", dtype=compute_dtype(cfg.learner.precision, "cpu")
             ).model
             state = trainable_state(module, rank > 0)
             nbytes = sum(t.numel() * t.element_size() for t in state.values())

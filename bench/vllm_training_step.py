@@ -18,7 +18,7 @@ transformers, ...) so a change in the machine's load hits both:
 - vllm          `backend: vllm`: the in-process vLLM engine (dtype `--vllm-dtype`, default
                 the learner's; prefix caching on), the learner's weights loaded into it after
                 every update; the learner recomputes the behaviour logprobs unless both are fp32
-                (`training.selfplay.behaviour_recompute`); the shared-prefix learner
+                (`training.setup.behaviour_recompute`); the shared-prefix learner
                 (`learner.shared_prefix: true`: each shared prompt computed once).
 
 With `--same-learner` both paths keep the config's `learner.shared_prefix`, so only the

@@ -15,7 +15,7 @@
                        efficiency
     report.py          eval.json, the terminal tables, the HTML page
 
-From Python (the training loop's periodic evaluation, `training.selfplay.evaluate`, is this):
+From Python (the training loop's periodic evaluation, `training.periodic_eval.evaluate`, is this):
 
     from evaluation.metrics import summary
     from evaluation.run import evaluate

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -39,11 +39,10 @@ from core.console import make_console
 from core.overrides import key_values
 from core.progress import Progress
 from core.records import MatchRecord, check_writable, read_jsonl
+from evaluation.analysis_rows import exploitability_row
+from evaluation.analysis_rows import perfect_play_rows as analysis_perfect_play_rows
 from evaluation.blunders import blunder_rows, solvable
-from evaluation.exact_vs_random import PolicyTable
-from evaluation.exploitability import exploitability
 from evaluation.metrics import cells, paired
-from evaluation.perfect_play import perfect_play
 from evaluation.report import as_rows, print_report, write_html, write_json
 from evaluation.social import social_rows
 from evaluation.suites import (
@@ -287,12 +286,35 @@ def run_eval(
     check_specs(config)  # a typo or a missing checkpoint fails before the store is made
     db, jsonl = store_paths(config.out)
     start = time.perf_counter()
-    names = {
-        AGENT: config.agent,
-        **({BASELINE: config.baseline} if config.baseline is not None else {}),
-    }
+    names = _compared(config)
     planned = [p for who in names for p in plans(who, config.games, config.matches, config.seed)]
-    specs = [
+    specs = _match_specs(planned)
+    players = {**names, **opponents(config.games)}
+    with Store(db) as store:
+        store.lock()
+        if store.init(config.to_json(), players, key=_resume_key) == "restarted" and jsonl.exists():
+            jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))
+        store.pin_checkpoints({who: checkpoint_of(spec) for who, spec in names.items()})
+        check_writable(jsonl)
+        store.add_schedule(specs)
+        done = set(store.results())
+        recovered = _recover_logged(store, specs, jsonl, done)
+        wanted = {p.match_id for p in planned}
+        played = 0
+        if progress is not None:
+            progress.update(len(wanted & done))
+        if wanted - done:
+            records = _play_missing(config, names, done, jsonl, progress, evaluated, ray_pool)
+            for rec in records:
+                store.add_result(MatchResult.from_record(rec, jsonl))
+                played += 1
+    records = _records_in_plan_order(jsonl, planned)
+    return EvalRun(config, records, played, recovered, time.perf_counter() - start)
+
+
+def _match_specs(planned: list) -> list[MatchSpec]:
+    """The store's schedule of the planned matches."""
+    return [
         MatchSpec(
             p.match_id,
             p.game,
@@ -305,58 +327,26 @@ def run_eval(
         )
         for p in planned
     ]
-    players = {**names, **opponents(config.games)}
-    with Store(db) as store:
-        store.lock()
-        if store.init(config.to_json(), players, key=_resume_key) == "restarted" and jsonl.exists():
-            jsonl.rename(jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}"))
-        store.pin_checkpoints({who: checkpoint_of(spec) for who, spec in names.items()})
-        check_writable(jsonl)
-        store.add_schedule(specs)
-        done = set(store.results())
-        logged = read_log(
-            jsonl, skip=done
-        )  # played but not stored (all of them if the DB was lost)
-        recovered = 0
-        for spec in specs:
-            if spec.match_id not in done and spec.match_id in logged:
-                store.add_result(logged.pop(spec.match_id).check(spec, jsonl))
-                done.add(spec.match_id)
-                recovered += 1
-        wanted = {p.match_id for p in planned}
-        played = 0
-        if progress is not None:
-            progress.update(len(wanted & done))
-        if wanted - done:
-            records = _play_missing(config, names, done, jsonl, progress, evaluated, ray_pool)
-            for rec in records:
-                store.add_result(MatchResult.from_record(rec, jsonl))
-                played += 1
-    by_id: dict[str, MatchRecord] = {}
-    for rec in read_jsonl(jsonl) if jsonl.exists() else []:
-        by_id.setdefault(
-            rec.match_id, rec
-        )  # as the store's read_log: of duplicated ids the first counts
-    missing = [p.match_id for p in planned if p.match_id not in by_id]
-    if missing:
-        raise RuntimeError(f"{jsonl} lacks {len(missing)} stored match(es), e.g. {missing[0]!r}")
-    return EvalRun(
-        config, [by_id[p.match_id] for p in planned], played, recovered, time.perf_counter() - start
-    )
+
+
+def _recover_logged(store, specs: list[MatchSpec], jsonl: Path, done: set) -> int:
+    """Store the matches the JSONL holds and the store lacks (all of them if the DB was lost);
+    adds their ids to `done` and returns how many."""
+    logged = read_log(jsonl, skip=done)  # played but not stored
+    recovered = 0
+    for spec in specs:
+        if spec.match_id not in done and spec.match_id in logged:
+            store.add_result(logged.pop(spec.match_id).check(spec, jsonl))
+            done.add(spec.match_id)
+            recovered += 1
+    return recovered
 
 
 def _play_missing(
-    config: EvalConfig,
-    names: dict,
-    done: set,
-    jsonl: Path,
-    progress=None,
-    evaluated: dict | None = None,
-    ray_pool=None,
-) -> Iterable[MatchRecord]:
-    """The records of the matches of `config` not in `done`, played here (`play_suite`, the
-    agents built into `evaluated`) or on the workers of `ray_pool` (see `run_eval`), each
-    appended to `jsonl` as it finishes; a lazy iterator."""
+    config: EvalConfig, names: dict, done: set, jsonl: Path, progress, evaluated, ray_pool
+):
+    """Play the matches not in `done`, appending each to `jsonl`: on Ray workers (which build
+    the agents) or here, with the agents of `evaluated` (filled from `names`' specs)."""
     if ray_pool is not None:  # the workers build the agents, the store stays here
         todo = suite_plans(list(names), config.games, config.matches, config.seed, done)
         pool = ray_pool(
@@ -368,27 +358,36 @@ def _play_missing(
                 exact_probs=True,
             )
         )
-        records = pool.play(
+        return pool.play(
             todo, config.concurrency, config.max_turns, out=str(jsonl), progress=progress
         )
-    else:
-        evaluated = evaluated if evaluated is not None else {}
-        evaluated.update(
-            {n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated}
-        )
-        records = play_suite(
-            {n: evaluated[n] for n in names},
-            config.games,
-            config.matches,
-            config.seed,
-            config.concurrency,
-            config.max_turns,
-            out=str(jsonl),
-            progress=progress,
-            skip=done,
-            exact_probs=True,
-        )
-    return records
+    evaluated = evaluated if evaluated is not None else {}
+    evaluated.update({n: build_agent(n, spec) for n, spec in names.items() if n not in evaluated})
+    return play_suite(
+        {n: evaluated[n] for n in names},
+        config.games,
+        config.matches,
+        config.seed,
+        config.concurrency,
+        config.max_turns,
+        out=str(jsonl),
+        progress=progress,
+        skip=done,
+        exact_probs=True,
+    )
+
+
+def _records_in_plan_order(jsonl: Path, planned: list) -> list[MatchRecord]:
+    """The planned matches' records from `jsonl`, in plan order; RuntimeError when one is missing."""
+    by_id: dict[str, MatchRecord] = {}
+    for rec in read_jsonl(jsonl) if jsonl.exists() else []:
+        by_id.setdefault(
+            rec.match_id, rec
+        )  # as the store's read_log: of duplicated ids the first counts
+    missing = [p.match_id for p in planned if p.match_id not in by_id]
+    if missing:
+        raise RuntimeError(f"{jsonl} lacks {len(missing)} stored match(es), e.g. {missing[0]!r}")
+    return [by_id[p.match_id] for p in planned]
 
 
 def _compared(config: EvalConfig) -> dict[str, str]:
@@ -427,7 +426,7 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
             def analyse(agent, g=g, who=who):
                 try:
                     with Progress(desc=f"exploitability {g.name} ({who})", unit="states") as bar:
-                        result = exploitability(
+                        return exploitability_row(
                             agent,
                             g.name,
                             g.params,
@@ -443,7 +442,6 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
                     if console is not None and who == AGENT:
                         console.print(f"exploitability: {g.name} skipped ({e})")
                     return None
-                return asdict(result)
 
             key = f"exploitability|{who}|{g.name}|{json.dumps(g.params, sort_keys=True)}|{config.samples}"
             row = _stored(db, key, evaluated, who, spec, analyse)
@@ -468,8 +466,7 @@ def perfect_play_rows(config: EvalConfig, evaluated: dict, console=None) -> list
         for who, spec in _compared(config).items():
 
             def analyse(agent, g=g, who=who):
-                table = PolicyTable(agent, g.name, g.params)
-                return [asdict(replace(perfect_play(table, seat), agent=who)) for seat in range(2)]
+                return analysis_perfect_play_rows(agent, g.name, g.params, who)
 
             key = f"perfect_play|{who}|{g.name}|{json.dumps(g.params, sort_keys=True)}"
             rows += _stored(db, key, evaluated, who, spec, analyse)

@@ -1,5 +1,6 @@
 """Shared fixtures."""
 
+import functools
 import os
 import subprocess
 
@@ -28,3 +29,12 @@ def make_read_only():
             subprocess.run(["chattr", "-i", str(folder)], check=True)
         else:
             os.chmod(folder, 0o755)
+
+
+@pytest.fixture
+def tiny_run(tmp_path):
+    """`tiny_run(name="run", **over)`: the shared tiny training run's config (`tests.tiny_run.tiny`)
+    with its run folder in this test's tmp_path."""
+    from tests.tiny_run import tiny  # start-up time: training imports torch
+
+    return functools.partial(tiny, tmp_path)

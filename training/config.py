@@ -404,7 +404,7 @@ def _validate(cfg: TrainConfig) -> None:
         raise ValueError(
             f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
         )
-    eval_games(cfg)
+    eval_games(cfg.eval, cfg.games)
 
 
 def _check_training_games(cfg: TrainConfig) -> None:
@@ -482,28 +482,33 @@ def _check_eval_opponents(cfg: TrainConfig) -> None:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
 
 
-def eval_games(cfg: TrainConfig) -> tuple[list, list]:
+def eval_games(ev: PeriodicEvalConfig, games_: list[TrainingGame]) -> tuple[list, list]:
     """(training games, held-out games) of the evaluation as `evaluation.suites.EvalGame`s,
-    each with its opponents; one-line errors for a bad `eval.held_out` entry."""
-    opp = cfg.eval.opponents
+    each with its opponents; one-line errors for a bad `eval.held_out` entry.
+
+    Args:
+        ev: the run's `eval` section.
+        games_: the run's training games.
+    """
+    opp = ev.opponents
     train = [
         EvalGame(
             g.name,
             params=dict(g.params),
             opponents=list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp),
         )
-        for g in cfg.games
+        for g in games_
     ]
     train = [g for g in train if g.opponents]
     held = []
-    for i, entry in enumerate(cfg.eval.held_out):
+    for i, entry in enumerate(ev.held_out):
         where = f"eval.held_out[{i}]"
         try:
             g = game_spec(entry)
             games.make(g.name, **g.params)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
-        if any(g.name == t.name for t in cfg.games):
+        if any(g.name == t.name for t in games_):
             raise ValueError(
                 f"{where}: {g.name} is a training game; held-out games are games the policy does not train on"
             )

@@ -336,18 +336,23 @@ class FullWidth:
     """The full-width steps of a run: `step(learner, state)` makes one (see the module doc).
 
     Args:
-        cfg: the run's `TrainConfig` (its games, `agent` and `full_width` sections).
+        fw: the run's `full_width` section.
+        games: the run's training games (`training.config.TrainingGame`).
+        seed: the run's seed (each step's minibatch split draws from it and the step).
+        aggregation: the learner's loss aggregation (`learner.loss.aggregation`).
         agent: an `agents.llm_agent.LLMAgent` with the run's agent settings (renders the prompts).
         tokenizer: the policy's tokenizer.
     """
 
-    def __init__(self, cfg, agent, tokenizer):
-        self.cfg = cfg.full_width
-        self.seed = cfg.seed
-        self.aggregation = cfg.learner.loss.aggregation
+    def __init__(
+        self, fw: FullWidthConfig, games: list, seed: int, aggregation: str, agent, tokenizer
+    ):
+        self.cfg = fw
+        self.seed = seed
+        self.aggregation = aggregation
         self.tables = [
             _Table(g.name, dict(g.params), agent, tokenizer, self.cfg.max_states, self.cfg.key)
-            for g in cfg.games
+            for g in games
         ]
 
     @property

@@ -17,24 +17,37 @@ killed during one resumes it from its store.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from agents.llm_agent import LLMAgent
+from agents.llm_agent import LLMAgent, LLMAgentConfig
 from tournaments.config import load_config
 from tournaments.formats import format_options, swiss_rounds
 from tournaments.matches import arena_play_matches
 from tournaments.run import run_tournament
 from tournaments.store import jsonl_beside
-from training.config import POLICY, TrainConfig
+from training.config import POLICY, LeagueTournament
 from training.league import League
+from training.sections import Matches
 
 
-def tournament_config(cfg: TrainConfig, league: League, step: int):
+@dataclass(frozen=True)
+class TournamentSetting:
+    """What a league tournament takes from the run: the `league.tournament` section, how the
+    run plays matches, the agent's sampling, the run folder (for its name and store) and seed."""
+
+    tournament: LeagueTournament
+    matches: Matches
+    agent: LLMAgentConfig
+    run_dir: str
+    seed: int
+
+
+def tournament_config(setting: TournamentSetting, league: League, step: int):
     """The `tournaments.config.TournamentConfig` of step `step`'s league tournament."""
-    t = cfg.league.tournament
+    t, m = setting.tournament, setting.matches
     players = {POLICY: f"the training policy at step {step}"}
     players.update(
         {o.name: o.spec if o.kind == "bot" else f"snapshot {o.spec}" for o in league.opponents}
@@ -46,40 +59,41 @@ def tournament_config(cfg: TrainConfig, league: League, step: int):
     if t.max_matches and "max_matches" in format_options(t.format):
         options["max_matches"] = t.max_matches
     elif t.max_matches:  # Swiss (config-checked): as many rounds as the budget holds
-        per_round = len(players) // 2 * t.games_per_pairing * len(cfg.games)
+        per_round = len(players) // 2 * t.games_per_pairing * len(m.games)
         options["rounds"] = max(1, min(swiss_rounds(len(players)), t.max_matches // per_round))
     return load_config(
         {
-            "name": f"{Path(cfg.run_dir).name} league at step {step}",
+            "name": f"{Path(setting.run_dir).name} league at step {step}",
             "format": t.format,
             "players": players,
             "games": [
-                {"name": g.name, "params": dict(g.params), "opening": g.opening} for g in cfg.games
+                {"name": g.name, "params": dict(g.params), "opening": g.opening} for g in m.games
             ],
             "games_per_pairing": t.games_per_pairing,
-            "seed": cfg.seed + step,
+            "seed": setting.seed + step,
             "format_options": options,
-            "arena": {"concurrency": cfg.concurrency, "max_turns": cfg.max_turns},
+            "arena": {"concurrency": m.concurrency, "max_turns": m.max_turns},
         }
     )
 
 
 def play_league_tournament(
-    cfg: TrainConfig, league: League, step: int, backend, opponents
+    setting: TournamentSetting, league: League, step: int, backend, opponents
 ) -> dict[str, float] | None:
     """Play step `step`'s tournament (policy on `backend`, league agents from `opponents`, a
     `training.rollouts.Opponents`); the players' Elo, or None with no opponent to rate."""
     if not league.opponents:
         return None
-    config = tournament_config(cfg, league, step)
-    seeds = np.random.default_rng([cfg.seed, step, 20]).integers(
+    config = tournament_config(setting, league, step)
+    seeds = np.random.default_rng([setting.seed, step, 20]).integers(
         0, 2**31 - 1, size=len(config.players)
     )
-    agents = {POLICY: LLMAgent(POLICY, backend, replace(cfg.agent, seed=int(seeds[0])))}
+    agents = {POLICY: LLMAgent(POLICY, backend, replace(setting.agent, seed=int(seeds[0])))}
     for o, seed in zip(league.opponents, seeds[1:]):
         agents[o.name] = opponents.agent(o.name, o.spec, o.kind, seed=int(seed))
-    db = Path(cfg.run_dir) / "tournaments" / f"step_{step:08d}.db"
+    db = Path(setting.run_dir) / "tournaments" / f"step_{step:08d}.db"
     db.parent.mkdir(parents=True, exist_ok=True)
-    play = arena_play_matches(agents, jsonl_beside(db), cfg.concurrency, cfg.max_turns)
+    m = setting.matches
+    play = arena_play_matches(agents, jsonl_beside(db), m.concurrency, m.max_turns)
     result = run_tournament(config, play, db)
     return {p: r.elo for p, r in result.ratings.items()}

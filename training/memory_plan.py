@@ -37,6 +37,7 @@ from agents.models import model_config
 from core.machine import compute_dtype
 from training.config import TrainConfig
 from training.learner_config import LearnerConfig
+from training.sections import PolicyModel
 
 GIB = 2**30
 MIN_PROMPT = 64  # tokens: the shortest prompt a training row has (a system prompt and a board)
@@ -253,14 +254,14 @@ def embedding_gradient_bytes(config, dtype_bytes: int = 2) -> float:
     return 2.0 * dtype_bytes * config.vocab_size * config.hidden_size
 
 
-def micro_batch_shapes(cfg: TrainConfig) -> list[tuple[int, int, int]]:
+def micro_batch_shapes(policy: PolicyModel) -> list[tuple[int, int, int]]:
     """The micro-batches the plan sizes activations at, as (tokens, completion positions, row
     tokens): a full micro-batch of short-prompt rows and, when vLLM's `max_model_len` is
     longer, one longest row alone (the learner never splits a sequence)."""
-    n = cfg.learner.micro_batch_tokens
-    new = cfg.agent.max_new_tokens
+    n = policy.learner.micro_batch_tokens
+    new = policy.agent.max_new_tokens
     shapes = [(n, min(n, math.ceil(n * new / (new + MIN_PROMPT))), n)]
-    longest = int(cfg.backend_kwargs.get("max_model_len", 0) or 0)
+    longest = int(policy.backend_kwargs.get("max_model_len", 0) or 0)
     if longest > n:
         shapes.append((longest, min(new, longest), longest))
     return shapes
@@ -376,7 +377,7 @@ def plan_config(cfg: TrainConfig, device_gib: float | None = None) -> MemoryPlan
         device_bytes, name = _host_memory(), "this machine's memory (CPU)"
     config = model_config(cfg.model)
     dtype = compute_dtype(cfg.learner.precision, "cuda" if on_gpu else "cpu")
-    rows = learner_rows(config, cfg.learner, dtype, micro_batch_shapes(cfg))
+    rows = learner_rows(config, cfg.learner, dtype, micro_batch_shapes(PolicyModel.of(cfg)))
     c = 2 if dtype == "bfloat16" else 4
     total = parameter_count(config)
     notes = []

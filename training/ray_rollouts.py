@@ -41,7 +41,7 @@ from arena.ray_runner import MatchWorker, RayPool
 from arena.runner import MatchPlan, play
 from core.machine import compute_dtype, set_threads
 from core.records import MatchRecord
-from training.config import POLICY, TrainConfig
+from training.config import POLICY, LeagueConfig, RayConfig
 from training.rollouts import (
     Opponents,
     frozen_backend,
@@ -50,6 +50,7 @@ from training.rollouts import (
     step_lineup,
     trainable_state,
 )
+from training.sections import Matches, PolicyModel
 
 
 @dataclass
@@ -60,6 +61,16 @@ class RolloutStep:
     weights: list  # [ObjectRef of the version's state dict]: nested, so Ray passes the ref and the worker fetches it only when it changes
     lineup: list[tuple[str, str, str, int]]  # rollouts.step_lineup: (name, spec, kind, seed)
     keep: list[str]  # the league's snapshot files: a worker drops the weights of the others
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a rollout worker is built from: the policy (its learner precision as the driver
+    resolved it), the training games (for exploiters) and the snapshots' module dtype."""
+
+    policy: PolicyModel
+    games: list
+    opponents_dtype: str
 
 
 def worker_device(device: str, cuda_available: bool) -> str:
@@ -83,20 +94,21 @@ def worker_device(device: str, cuda_available: bool) -> str:
 class RolloutWorker(MatchWorker):
     """A Ray actor holding the policy (at some version) and the league opponents."""
 
-    def __init__(self, setup: tuple[TrainConfig, str], threads: int):
+    def __init__(self, setup: WorkerSetup, threads: int):
         set_threads(threads, verbose=False)
-        cfg, opponents_dtype = setup  # dtypes as the driver resolved them (see RayRollouts.start)
-        self.cfg = cfg
-        device = worker_device(cfg.device, torch.cuda.is_available())
+        policy = setup.policy  # dtypes as the driver resolved them (see RayRollouts.start)
+        self.policy = policy
+        device = worker_device(policy.device, torch.cuda.is_available())
         # the learner's compute copy is what samples in process: the same dtype here
         self.backend = frozen_backend(
-            cfg,
+            policy.model,
+            policy.learner,
             device,
-            dtype=cfg.learner.precision,
+            dtype=policy.learner.precision,
             name=POLICY,
-            **{"max_batch_size": 256, **cfg.backend_kwargs},
+            **{"max_batch_size": 256, **policy.backend_kwargs},
         )
-        self.opponents = Opponents(cfg, self.backend.device, opponents_dtype)
+        self.opponents = Opponents(policy, setup.games, self.backend.device, setup.opponents_dtype)
         self.version: int | None = None
 
     def play(
@@ -108,7 +120,7 @@ class RolloutWorker(MatchWorker):
             self.load(ray.get(step.weights[0]))
             self.version = step.version
         self.opponents.forget(set(step.keep))
-        agents = step_agents(self.cfg, self.backend, self.opponents, step.lineup)
+        agents = step_agents(self.policy.agent, self.backend, self.opponents, step.lineup)
         records = list(play(plans, agents, concurrency=concurrency, max_turns=max_turns))
         for rec in records:
             rec.policy_version = step.version
@@ -119,15 +131,15 @@ class RolloutWorker(MatchWorker):
             result = self.backend.model.load_state_dict(weights, strict=False)
         if result.unexpected_keys:
             raise ValueError(
-                f"published weights do not fit {self.cfg.model}: unexpected {result.unexpected_keys[:3]}"
+                f"published weights do not fit {self.policy.model}: unexpected {result.unexpected_keys[:3]}"
             )
 
 
 class RayRollouts:
     """The driver's side: the workers, the published version, the step started ahead (max_staleness 1)."""
 
-    def __init__(self, cfg: TrainConfig, pool: RayPool):
-        self.cfg, self.pool = cfg, pool
+    def __init__(self, matches: Matches, league_cfg: LeagueConfig, pool: RayPool):
+        self.matches, self.league_cfg, self.pool = matches, league_cfg, pool
         self.version = -1
         self.weights: list = []
         self.sync_bytes = 0  # bytes of the last published version
@@ -136,20 +148,29 @@ class RayRollouts:
         )
 
     @classmethod
-    def start(cls, cfg: TrainConfig, learner, version: int) -> RayRollouts:
-        """Connect to `cfg.ray.address`, start the workers and publish the learner's weights as `version`."""
-        r = cfg.ray
+    def start(
+        cls,
+        r: RayConfig,
+        policy: PolicyModel,
+        matches: Matches,
+        league_cfg: LeagueConfig,
+        learner,
+        version: int,
+    ) -> RayRollouts:
+        """Connect to `r.address`, start the workers and publish the learner's weights as `version`."""
         # the dtypes as chosen here (the learner's; "auto" for the snapshots' module): "auto" measured
         # again on a worker, under other load, could pick another and change the numerics
-        on_workers = replace(cfg, learner=replace(cfg.learner, precision=learner.compute_dtype))
-        setup = (on_workers, compute_dtype("auto", learner.device.type))
+        on_workers = replace(
+            policy, learner=replace(policy.learner, precision=learner.compute_dtype)
+        )
+        setup = WorkerSetup(on_workers, matches.games, compute_dtype("auto", learner.device.type))
         pool = RayPool.start(
             r.address, setup, r.rollout_workers, r.cpus, r.gpus, actor=RolloutWorker
         )
         pool.in_flight = (
             1  # one chunk per worker: an LLM's batches are its whole share of the step's matches
         )
-        out = cls(cfg, pool)
+        out = cls(matches, league_cfg, pool)
         out.publish(learner, version)
         return out
 
@@ -180,7 +201,7 @@ class RayRollouts:
     def start_step(self, step: int, league, rng: np.random.Generator, restarts=None) -> None:
         """Plan step `step` now (the loop's draws) and play it on the workers in a background thread, on the current version;
         `restarts`: the loop's `training.restarts.RestartBuffer`."""
-        planned = plan_step(self.cfg, league, rng, step, restarts)
+        planned = plan_step(self.matches, self.league_cfg, league, rng, step, restarts)
         lineup = step_lineup(league, planned, rng)
         keep = sorted(o.spec for o in league.opponents if o.kind == "checkpoint")
         args = (RolloutStep(self.version, self.weights, lineup, keep),)
@@ -190,7 +211,10 @@ class RayRollouts:
             try:
                 result["records"] = list(
                     self.pool.play(
-                        [p for p, _ in planned], self.cfg.concurrency, self.cfg.max_turns, args=args
+                        [p for p, _ in planned],
+                        self.matches.concurrency,
+                        self.matches.max_turns,
+                        args=args,
                     )
                 )
             except BaseException as e:  # noqa: BLE001 (re-raised in the loop's thread by collect)

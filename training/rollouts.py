@@ -20,14 +20,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from agents import checkpoint, make_agent
-from agents.llm_agent import LLMAgent
+from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import load_model
 from agents.transformers_backend import TransformersBackend
 from arena.runner import MatchPlan, plan_matches, play
 from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
     POLICY,
     SELF,
-    TrainConfig,
+    LeagueConfig,
+    TrainingGame,
     config_dict,
     eval_games,
     load_config,
@@ -35,8 +36,9 @@ from training.config import (  # noqa: F401 (SELF, parse_config: the loop's call
 )
 from training.exploiter import Exploiter, exploiter_every
 from training.league import League
-from training.learner import Learner
+from training.learner import Learner, LearnerConfig
 from training.restarts import Position, RestartBuffer
+from training.sections import Matches, PolicyModel
 
 
 class Opponents:
@@ -50,8 +52,8 @@ class Opponents:
     resumed run plays its snapshots exactly as the uninterrupted one.
     """
 
-    def __init__(self, cfg: TrainConfig, device, dtype: str = "auto"):
-        self.cfg, self.device, self.dtype = cfg, device, dtype
+    def __init__(self, policy: PolicyModel, games: list[TrainingGame], device, dtype: str = "auto"):
+        self.policy, self.games, self.device, self.dtype = policy, games, device, dtype
         self._bots: dict[str, Any] = {}
         self._weights: dict[str, dict[str, torch.Tensor]] = {}  # snapshot file -> its tensors
         self._backend = None  # the shared TransformersBackend
@@ -64,11 +66,11 @@ class Opponents:
                 self._bots[name] = (
                     make_agent(spec, name)
                     if every is None
-                    else Exploiter([(g.name, g.params) for g in self.cfg.games], every, name)
+                    else Exploiter([(g.name, g.params) for g in self.games], every, name)
                 )
             return self._bots[name]
         return LLMAgent(
-            name, _SnapshotBackend(self, spec, name), replace(self.cfg.agent, seed=seed)
+            name, _SnapshotBackend(self, spec, name), replace(self.policy.agent, seed=seed)
         )
 
     def refresh_exploiters(self, league: League, backend, step: int) -> None:
@@ -76,7 +78,7 @@ class Opponents:
         policy in `backend` when its walk is due at `step`, whether or not it plays this step."""
         for o in league.opponents:
             if o.kind == "bot" and exploiter_every(o.spec) is not None:
-                greedy = LLMAgent(POLICY, backend, replace(self.cfg.agent, temperature=0.0))
+                greedy = LLMAgent(POLICY, backend, replace(self.policy.agent, temperature=0.0))
                 self.agent(o.name, o.spec, o.kind, 0).refresh(greedy, step)
 
     def forget(self, keep: set[str]) -> None:
@@ -101,10 +103,11 @@ class Opponents:
 
     def _build(self):
         return frozen_backend(
-            self.cfg,
+            self.policy.model,
+            self.policy.learner,
             str(self.device),
             self.dtype,
-            max_batch_size=self.cfg.backend_kwargs.get("max_batch_size", 256),
+            max_batch_size=self.policy.backend_kwargs.get("max_batch_size", 256),
         )
 
     def _read(self, path: str, model) -> dict[str, torch.Tensor]:
@@ -114,25 +117,29 @@ class Opponents:
         expected = {
             k
             for k in own
-            if ("lora_" in k) == (self.cfg.learner.lora_rank > 0)
+            if ("lora_" in k) == (self.policy.learner.lora_rank > 0)
             and not k.endswith("lm_head.weight")
         }
         missing = sorted(expected - set(loaded))
         if unexpected or missing:
-            what = "LoRA adapters" if self.cfg.learner.lora_rank > 0 else "full weights"
+            what = "LoRA adapters" if self.policy.learner.lora_rank > 0 else "full weights"
             raise ValueError(
-                f"league snapshot {path} does not fit {self.cfg.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}"
+                f"league snapshot {path} does not fit {self.policy.model} with {what}: missing {missing[:3]}, unexpected {unexpected[:3]}"
             )
         return {k: v.to(own[k].dtype) for k, v in loaded.items()}
 
 
 def frozen_backend(
-    cfg: TrainConfig, device: str, dtype: str = "auto", name: str | None = None, **kwargs
+    model_name: str,
+    lcfg: LearnerConfig,
+    device: str,
+    dtype: str = "auto",
+    name: str | None = None,
+    **kwargs,
 ):
     """A TransformersBackend on a fresh, frozen copy of the policy's model (LoRA-wrapped like the
     learner's) for weights loaded into it later: the league snapshots' module, a Ray rollout worker's policy."""
-    model, tok = load_model(cfg.model, dtype=dtype, device=device)
-    lcfg = cfg.learner
+    model, tok = load_model(model_name, dtype=dtype, device=device)
     if lcfg.lora_rank > 0:
         from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
 
@@ -192,20 +199,21 @@ def trainable_state(model, lora: bool) -> dict[str, torch.Tensor]:
     return out
 
 
-def start_league(cfg: TrainConfig) -> League:
-    """The league a fresh run starts with: the config's bots (snapshots join as the run takes them)."""
+def start_league(lcfg: LeagueConfig) -> League:
+    """The league a fresh run starts with: the `league` section's bots (snapshots join as the run takes them)."""
     league = League(
-        weighting=cfg.league.weighting,
-        decay=cfg.league.decay,
-        max_checkpoints=cfg.league.max_checkpoints,
+        weighting=lcfg.weighting,
+        decay=lcfg.decay,
+        max_checkpoints=lcfg.max_checkpoints,
     )
-    for spec in cfg.league.bots:
+    for spec in lcfg.bots:
         league.add(spec, "bot", spec)
     return league
 
 
 def plan_step(
-    cfg: TrainConfig,
+    matches: Matches,
+    lcfg: LeagueConfig,
     league: League,
     rng: np.random.Generator,
     step: int,
@@ -213,12 +221,13 @@ def plan_step(
 ) -> list[tuple[MatchPlan, str | None]]:
     """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders;
     a `games[i].restarts` share of the self-play pairs start from a position in `restarts`."""
-    pairs = cfg.matches_per_step // 2
-    n_self = round(cfg.league.self_play * pairs) if league.opponents else pairs
-    weights = np.array([g.weight for g in cfg.games], dtype=float)
-    game_idx = rng.choice(len(cfg.games), size=pairs, p=weights / weights.sum())
+    games_ = matches.games
+    pairs = matches.matches_per_step // 2
+    n_self = round(lcfg.self_play * pairs) if league.opponents else pairs
+    weights = np.array([g.weight for g in games_], dtype=float)
+    game_idx = rng.choice(len(games_), size=pairs, p=weights / weights.sum())
     opponents = [None] * n_self + (
-        league.sample(rng, pairs - n_self, max_checkpoints=cfg.league.max_loaded)
+        league.sample(rng, pairs - n_self, max_checkpoints=lcfg.max_loaded)
         if pairs > n_self
         else []
     )
@@ -227,7 +236,7 @@ def plan_step(
         int, Position
     ] = {}  # branch head -> its restart position (draws only when a game restarts)
     for j in range(n_self):
-        g = cfg.games[game_idx[j]]
+        g = games_[game_idx[j]]
         if (
             g.restarts
             and restarts is not None
@@ -239,9 +248,9 @@ def plan_step(
                 starts[j] = pos
     out = []
     for j in range(pairs):
-        h = _branch_head(j, n_self, cfg.games[game_idx[j]].branch)
+        h = _branch_head(j, n_self, games_[game_idx[j]].branch)
         gi, opp = game_idx[h], opponents[h]
-        g = cfg.games[gi]
+        g = games_[gi]
         names = [POLICY] if opp is None else [POLICY, opp]
         for plan in plan_matches(
             g.name,
@@ -266,15 +275,15 @@ def plan_step(
     return out
 
 
-def play_step(planned: list, agents: dict, cfg: TrainConfig, progress=None) -> list:
+def play_step(planned: list, agents: dict, matches: Matches, progress=None) -> list:
     """A step's planned matches (`plan_step`'s (plan, opponent) pairs) played by `agents`
     (`arena.runner.play`), the records in match-id order: completion order varies with timing,
-    a step's batch must not. With `cfg.prompt_cache` the policy's backend keeps each distinct
+    a step's batch must not. With `matches.prompt_cache` the policy's backend keeps each distinct
     prompt's prefill for the step."""
     backend = getattr(agents.get(POLICY), "backend", None)
     cache = (
         backend.prompt_cache()
-        if cfg.prompt_cache and hasattr(backend, "prompt_cache")
+        if matches.prompt_cache and hasattr(backend, "prompt_cache")
         else contextlib.nullcontext()
     )
     with cache:  # `play` yields as matches end: all of them are played inside the block
@@ -282,8 +291,8 @@ def play_step(planned: list, agents: dict, cfg: TrainConfig, progress=None) -> l
             play(
                 [p for p, _ in planned],
                 agents,
-                concurrency=cfg.concurrency,
-                max_turns=cfg.max_turns,
+                concurrency=matches.concurrency,
+                max_turns=matches.max_turns,
                 progress=progress,
             ),
             key=lambda r: r.match_id,
@@ -309,11 +318,14 @@ def step_lineup(
 
 
 def step_agents(
-    cfg: TrainConfig, backend, opponents: Opponents, lineup: list[tuple[str, str, str, int]]
+    agent_cfg: LLMAgentConfig,
+    backend,
+    opponents: Opponents,
+    lineup: list[tuple[str, str, str, int]],
 ) -> dict[str, Any]:
     """Agents by name for a `step_lineup`: the policy samples from `backend`."""
     return {
-        name: LLMAgent(POLICY, backend, replace(cfg.agent, seed=seed))
+        name: LLMAgent(POLICY, backend, replace(agent_cfg, seed=seed))
         if kind == "policy"
         else opponents.agent(name, spec, kind, seed)
         for name, spec, kind, seed in lineup

@@ -117,14 +117,17 @@ def _train(cfg, config_path: str, given: dict, resume: bool) -> dict:
 
 def _print_result(result: dict, run_dir: str) -> None:
     """The final evaluation rows of a run and its totals."""
-    from training.selfplay import _gap, _walk  # start-up time: this command only
+    from training.console_lines import (  # start-up time: this command only
+        exploitability_words,
+        perfect_play_words,
+    )
 
     for r in result["eval"]:
         if r.get("kind") == "exploitability":
-            print(f"final {r['game']}: {_gap(r)}")
+            print(f"final {r['game']}: {exploitability_words(r)}")
             continue
         if r.get("kind") == "perfect_play":
-            print(f"final {_walk(r)}")
+            print(f"final {perfect_play_words(r)}")
             continue
         held = " (held out)" if r.get("split") == "held_out" else ""
         print(

@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     from agents import make_agent
     from training.config import load_config
     from training.rollouts import play_step
+    from training.sections import Matches
     from training.selfplay import POLICY, plan_step, start_league
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -66,15 +67,15 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     estimators = [e for e in args.estimators.split(",") if e] or [cfg.advantage.estimator]
-    league = start_league(cfg)
+    league, matches = start_league(cfg.league), Matches.of(cfg)
     rng = np.random.default_rng(args.seed)
     policy = make_agent(f"llm:{args.checkpoint},temperature={cfg.agent.temperature}", POLICY)
     tables = {e: defaultdict(list) for e in estimators}
     for b in range(args.batches):
-        planned = plan_step(cfg, league, rng, b + 1)
+        planned = plan_step(matches, cfg.league, league, rng, b + 1)
         agents = {POLICY: policy, **{spec: make_agent(spec, spec) for spec in cfg.league.bots}}
         by_id = {p.match_id: opp for p, opp in planned}
-        records = play_step(planned, agents, cfg)
+        records = play_step(planned, agents, matches)
         opps = [by_id[r.match_id] for r in records]
         for e in estimators:
             samples = compute_advantages(records, replace(cfg.advantage, estimator=e), {})

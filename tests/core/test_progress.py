@@ -227,11 +227,12 @@ def test_training_rollouts_and_evaluations_show_their_turns_as_they_happen(
 
     from rich.console import Console
 
-    from training import selfplay
+    from training import periodic_eval, selfplay
 
-    monkeypatch.setattr(
-        selfplay, "Progress", functools.partial(Progress, interval=0)
-    )  # a line per event
+    for module in (selfplay, periodic_eval):  # the rollouts' bars, the evaluations'
+        monkeypatch.setattr(
+            module, "Progress", functools.partial(Progress, interval=0)
+        )  # a line per event
     cfg = selfplay.parse_config(
         {
             "model": "tiny-llama",

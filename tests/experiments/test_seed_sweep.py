@@ -105,7 +105,7 @@ def test_score_takes_the_checkpoint_a_resume_takes_not_a_pointer_to_a_damaged_or
             learner,
             step,
             config=config_dict(cfg),
-            league=start_league(cfg).state_dict(),
+            league=start_league(cfg.league).state_dict(),
             rng=np.random.default_rng(0),
             state={"advantage": {}, "elapsed": 60.0 * step, "games": 8 * step},
         )
@@ -156,7 +156,7 @@ def test_score_all_in_two_processes_scores_as_one_process_does(tmp_path, capsys)
             Learner(model, tok, cfg.learner),
             1,
             config=config_dict(cfg),
-            league=start_league(cfg).state_dict(),
+            league=start_league(cfg.league).state_dict(),
             rng=np.random.default_rng(0),
             state={"advantage": {}, "elapsed": 6.0, "games": 8},
         )

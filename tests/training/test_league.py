@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.tiny_run import merged
 from training.league import League
+from training.sections import PolicyModel
 
 
 def league(weighting="hard"):
@@ -236,33 +238,20 @@ def test_league_tournament_config_errors(tournament, message):
 # --- the training loop's league: snapshots in memory, tournaments every K steps ------------------
 
 TINY_RUN = {
-    "model": "tiny-llama",
-    "seed": 5,
-    "steps": 2,
-    "games": ["tic_tac_toe"],
-    "matches_per_step": 8,
-    "concurrency": 8,
-    "threads": 1,
-    "agent": {
-        "prompt": "compact",
-        "constrained": True,
-        "temperature": 1.0,
-        "max_new_tokens": 4,
-        "max_retries": 0,
-    },
-    "advantage": {"estimator": "mars", "format_reward": 0.0},
-    "learner": {"lr": 3e-3},
-    "league": {
-        "self_play": 0.5,
-        "bots": ["random"],
-        "snapshot_every": 1,
-        "max_checkpoints": 3,
-        "max_loaded": 2,
-        "tournament": {"every": 2, "format": "swiss", "max_matches": 8},
-    },
+    **merged(
+        {
+            "seed": 5,
+            "steps": 2,
+            "threads": 1,
+            "league": {
+                "max_checkpoints": 3,
+                "max_loaded": 2,
+                "tournament": {"every": 2, "format": "swiss", "max_matches": 8},
+            },
+        }
+    ),
     "eval": {"every": 0},
-    "checkpoint_every": 2,
-}
+}  # the shared tiny run (tests.tiny_run), two steps, a tournament every two
 
 
 def test_a_run_rates_its_league_in_a_tournament_every_k_steps_and_pfsp_follows(tmp_path):
@@ -350,7 +339,7 @@ def test_snapshots_swapped_into_one_module_play_exactly_as_models_built_from_the
         gens = TransformersBackend((model, tok)).generate(CONVERSATIONS, params)
         expected.append([(g.token_ids, g.logprobs) for g in gens])
     assert expected[0] != expected[1]  # two distinct snapshots
-    pool = Opponents(cfg, learner.device)
+    pool = Opponents(PolicyModel.of(cfg), cfg.games, learner.device)
     agents = [pool.agent(f"ckpt-{i}", str(p), "checkpoint", seed=0) for i, p in enumerate(paths)]
     for i in (0, 1, 0, 1):  # interleaved calls: each swaps its weights in
         gens = agents[i].backend.generate(CONVERSATIONS, params)
@@ -374,7 +363,7 @@ def test_a_lora_runs_snapshots_are_its_adapters_and_play_them(tmp_path):
     assert saved and all("lora_" in k for k in saved)
     full = sum(p.numel() for p in learner.model.parameters())
     assert sum(v.numel() for v in saved.values()) < 0.05 * full  # adapters, not the model
-    pool = Opponents(cfg, learner.device)
+    pool = Opponents(PolicyModel.of(cfg), cfg.games, learner.device)
     agent = pool.agent("ckpt-1", str(path), "checkpoint", seed=0)
     gens = agent.backend.generate(
         CONVERSATIONS, SamplingParams(max_new_tokens=4, temperature=1.0, seed=1)
@@ -389,7 +378,7 @@ def test_a_lora_runs_snapshots_are_its_adapters_and_play_them(tmp_path):
         ValueError,
         match=r"^league snapshot .*step_1.safetensors does not fit tiny-llama:seed=5 with full weights: missing",
     ):
-        Opponents(cfg_full, learner.device).agent(
+        Opponents(PolicyModel.of(cfg_full), cfg_full.games, learner.device).agent(
             "ckpt-1", str(path), "checkpoint", seed=0
         ).backend.generate(CONVERSATIONS, SamplingParams(max_new_tokens=2))
 

@@ -26,6 +26,7 @@ from training.memory_plan import (
     parameter_count,
     render,
 )
+from training.sections import PolicyModel
 
 TINY = 3_277_120  # tiny-llama (hidden 64, 2 layers, MLP 256, SmolLM2's 49152 tokens, tied head)
 
@@ -129,11 +130,11 @@ def test_peak_is_resident_plus_the_largest_phase():
 
 def test_micro_batch_shapes_by_hand(tmp_path):
     cfg = load_config("configs/train_tictactoe_tiny.yaml")  # 8192 tokens, 4-token replies
-    assert micro_batch_shapes(cfg) == [(8192, math.ceil(8192 * 4 / 68), 8192)]
+    assert micro_batch_shapes(PolicyModel.of(cfg)) == [(8192, math.ceil(8192 * 4 / 68), 8192)]
     big = load_config(
         "configs/train_mars_qwen3_4b.yaml", {"learner": {"micro_batch_tokens": 4096}}
     )  # 4096-token replies; vLLM rows up to max_model_len 16384, alone in their micro-batch
-    assert micro_batch_shapes(big) == [(4096, 4033, 4096), (16384, 4096, 16384)]
+    assert micro_batch_shapes(PolicyModel.of(big)) == [(4096, 4033, 4096), (16384, 4096, 16384)]
 
 
 def saved_per_token(config, rows=4, width=96) -> tuple[float, float]:

@@ -21,9 +21,10 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from tests.training.test_selfplay import merged, quiet  # noqa: E402
+from tests.tiny_run import merged, quiet  # noqa: E402
 from training import selfplay  # noqa: E402
 from training.league import League  # noqa: E402
+from training.sections import Matches, PolicyModel  # noqa: E402
 from training.selfplay import parse_config, train  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -182,7 +183,9 @@ def test_a_worker_killed_mid_step_loses_and_duplicates_nothing(cluster, tmp_path
     league.add("random", "bot", "random")
 
     def one_step(kill: bool):
-        rollouts = RayRollouts.start(cfg, learner, 0)
+        rollouts = RayRollouts.start(
+            cfg.ray, PolicyModel.of(cfg), Matches.of(cfg), cfg.league, learner, 0
+        )
         pids = rollouts.pool.worker_pids()
         play = rollouts.pool.play
 

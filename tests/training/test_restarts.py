@@ -10,6 +10,7 @@ from arena.runner import OPENING, MatchPlan, play
 from training.config import parse_config
 from training.league import League
 from training.restarts import Position, RestartBuffer, lost_positions
+from training.sections import Matches
 from training.selfplay import plan_step
 
 
@@ -127,16 +128,27 @@ def test_plan_step_restarts_a_share_of_the_self_play_pairs_from_buffered_positio
     buf = RestartBuffer()
     buf.add([Position("tic_tac_toe", {}, 100 + i, (i, 8)) for i in range(6)])
     plain_cfg = parse_config(TINY)
-    plain = plan_step(plain_cfg, league(), np.random.default_rng(0), step=3, restarts=buf)
+    plain = plan_step(
+        Matches.of(plain_cfg),
+        plain_cfg.league,
+        league(),
+        np.random.default_rng(0),
+        step=3,
+        restarts=buf,
+    )
     assert all(not p.start for p, _ in plain)  # restarts 0: the buffer is not read ...
     assert [(p.match_id, p.seed, p.opening) for p, _ in plain] == [
         (p.match_id, p.seed, p.opening)
-        for p, _ in plan_step(plain_cfg, league(), np.random.default_rng(0), step=3)
+        for p, _ in plan_step(
+            Matches.of(plain_cfg), plain_cfg.league, league(), np.random.default_rng(0), step=3
+        )
     ]
     cfg = parse_config(
         {**TINY, "games": [{"name": "tic_tac_toe", "opening": 3, "restarts": 1.0, "branch": 2}]}
     )
-    planned = plan_step(cfg, league(), np.random.default_rng(0), step=3, restarts=buf)
+    planned = plan_step(
+        Matches.of(cfg), cfg.league, league(), np.random.default_rng(0), step=3, restarts=buf
+    )
     selfplay = [p for p, o in planned if o is None]
     assert len(selfplay) == 12 and all(
         p.start in {(i, 8) for i in range(6)} and p.opening == 0 for p in selfplay
@@ -159,7 +171,9 @@ def test_plan_step_restarts_a_share_of_the_self_play_pairs_from_buffered_positio
     share = np.mean(
         [
             bool(p.start)
-            for p, o in plan_step(half, league(), np.random.default_rng(1), 1, buf)
+            for p, o in plan_step(
+                Matches.of(half), half.league, league(), np.random.default_rng(1), 1, buf
+            )
             if o is None
         ]
     )
@@ -167,16 +181,21 @@ def test_plan_step_restarts_a_share_of_the_self_play_pairs_from_buffered_positio
     assert all(
         not p.start
         for p, _ in plan_step(
-            cfg, league(), np.random.default_rng(0), step=3, restarts=RestartBuffer()
+            Matches.of(cfg),
+            cfg.league,
+            league(),
+            np.random.default_rng(0),
+            step=3,
+            restarts=RestartBuffer(),
         )
     )
 
 
-def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monkeypatch):
+def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monkeypatch, tiny_run):
     """A short run: step 1 has nothing lost yet; from step 2 on, self-play matches start from lost positions."""
     import training.rollouts as rollouts
     import training.selfplay as selfplay
-    from tests.training.test_selfplay import quiet, tiny
+    from tests.tiny_run import quiet
 
     starts, original = [], rollouts.play
 
@@ -187,8 +206,7 @@ def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monk
 
     monkeypatch.setattr(rollouts, "play", spy)  # what the loop's play_step calls
     selfplay.train(
-        tiny(
-            tmp_path,
+        tiny_run(
             "r",
             steps=3,
             eval={"every": 0},
@@ -200,10 +218,10 @@ def test_training_with_restarts_plays_matches_from_lost_positions(tmp_path, monk
     assert all(any(s) for s in starts[1:])
 
 
-def test_restarts_from_league_losses_only(tmp_path, monkeypatch):
+def test_restarts_from_league_losses_only(tmp_path, monkeypatch, tiny_run):
     """`restart_from: league`: the buffer is fed only the matches against league opponents (the bot, snapshots)."""
     import training.selfplay as selfplay
-    from tests.training.test_selfplay import quiet, tiny
+    from tests.tiny_run import quiet
 
     added, original = [], selfplay.lost_positions
 
@@ -212,8 +230,7 @@ def test_restarts_from_league_losses_only(tmp_path, monkeypatch):
         return original(records, agent)
 
     monkeypatch.setattr(selfplay, "lost_positions", spy)
-    cfg = tiny(
-        tmp_path,
+    cfg = tiny_run(
         "r",
         steps=2,
         eval={"every": 0},

@@ -13,7 +13,7 @@ from agents import make_agent
 from arena.runner import plan_matches, play
 from games.tic_tac_toe import SYMMETRIES, symmetric_move, symmetric_text
 from training.advantages import TurnSample
-from training.sequences import render_prompt
+from training.learner import render_prompt
 from training.symmetry import symmetric_sequences
 
 LINES = [{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {0, 3, 6}, {1, 4, 7}, {2, 5, 8}, {0, 4, 8}, {2, 4, 6}]
@@ -184,15 +184,14 @@ def test_positive_keeps_the_images_of_the_turns_with_a_positive_advantage_only(p
     )
 
 
-def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
+def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path, tiny_run):
     """Twice the sequences with one image per turn; the images are scored by the policy that updates, ratio 1, nothing clipped."""
-    from tests.training.test_selfplay import quiet, tiny
+    from tests.tiny_run import quiet
     from training.selfplay import train
 
     rows = {}
     for k in (0, 1):
-        cfg = tiny(
-            tmp_path,
+        cfg = tiny_run(
             f"k{k}",
             steps=2,
             minibatches=2,
@@ -261,7 +260,7 @@ def test_training_with_symmetries_learns_from_the_images_on_policy(tmp_path):
     ],
 )
 def test_bad_symmetry_settings_are_one_line_errors(over, message):
-    from tests.training.test_selfplay import merged
+    from tests.tiny_run import merged
     from training.config import parse_config
 
     with pytest.raises(ValueError) as e:

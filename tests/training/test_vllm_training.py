@@ -19,6 +19,7 @@ from agents.models import load_model, tiny_llama
 from training import selfplay
 from training.config import parse_config
 from training.learner import Learner
+from training.sections import PolicyModel
 
 needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
@@ -113,7 +114,7 @@ def test_the_learner_recomputes_behaviour_logprobs_unless_rollouts_and_learner_a
         )
     )
     learner = Learner(*tiny_llama(seed=0, hidden=64, heads=2), cfg.learner)
-    assert selfplay.behaviour_recompute(cfg, learner) == expected
+    assert selfplay.behaviour_recompute(PolicyModel.of(cfg), learner) == expected
     transformers_cfg = parse_config(
         {
             **config(tmp_path, tmp_path / "r", learner={"precision": learner_dtype}),
@@ -123,7 +124,7 @@ def test_the_learner_recomputes_behaviour_logprobs_unless_rollouts_and_learner_a
         }
     )
     # the learner's own module in bf16 still rounds differently decoding than in one forward pass
-    assert selfplay.behaviour_recompute(transformers_cfg, learner) == (
+    assert selfplay.behaviour_recompute(PolicyModel.of(transformers_cfg), learner) == (
         "constrained" if learner_dtype == "float32" else "all"
     )
 
@@ -201,7 +202,7 @@ def test_the_training_engine_batches_as_configured_and_reuses_cached_prefixes(
     )
     model, tok = load_model(cfg.model, dtype="float32")
     learner = Learner(model, tok, cfg.learner)
-    backend = selfplay.make_backend(cfg, learner, tok)
+    backend = selfplay.make_backend(PolicyModel.of(cfg), learner, tok)
     try:
         assert (
             backend.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs == 6

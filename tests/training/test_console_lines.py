@@ -1,0 +1,47 @@
+"""What `arena train` prints at its end (`training.console_lines`): the final evaluation and perfect-play lines."""
+
+import re
+
+import yaml
+
+from agents import checkpoint
+from cli.main import main as cli_main
+from tests.tiny_run import TINY
+
+
+def test_arena_train_cli(tmp_path, capsys):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "run_dir": str(tmp_path / "default")}))
+    assert cli_main(["train", str(path), "--steps", "1", "--out", str(tmp_path / "cli")]) == 0
+    out = capsys.readouterr().out
+    assert "final eval tic_tac_toe vs random" in out and "non-losing" in out
+    assert checkpoint.latest(tmp_path / "cli" / "checkpoints").name == "step_00000001"
+    assert not (tmp_path / "default").exists()
+    assert (
+        cli_main(["train", str(path), "--steps", "2", "--out", str(tmp_path / "cli"), "--resume"])
+        == 0
+    )
+    assert checkpoint.latest(tmp_path / "cli" / "checkpoints").name == "step_00000002"
+    path.write_text(yaml.safe_dump({**TINY, "learner": {"lr": "big"}}))
+    assert cli_main(["train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "learner.lr must be float" in err and err.count("\n") == 1
+
+
+def test_arena_train_ends_with_the_perfect_play_walk_of_each_seat(tmp_path, capsys):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "run_dir": str(tmp_path / "run")}))
+    assert (
+        cli_main(
+            ["train", str(path), "--steps", "1", "--set", "eval.every=1"]
+            + ["--set", "eval.perfect_play=true"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    for seat in (0, 1):
+        assert re.search(
+            rf"final tic_tac_toe seat {seat}: blunders \d+/\d+, loses to perfect play [01]\.\d\d",
+            out,
+        )
+    assert "final eval tic_tac_toe vs random" in out

@@ -1,0 +1,53 @@
+"""The parts of a training config that the loop's pieces take, where one piece needs fields
+from several places of `training.config.TrainConfig`.
+
+`PolicyModel`: what the policy is and how it runs (the model, its device and rollout backend,
+the learner's LoRA and precision, the agent's sampling). `Matches`: how a step's matches are
+played (the games, how many matches, concurrency and turn cap). The loop builds both once
+(`of(cfg)`) and hands each function only what it uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.llm_agent import LLMAgentConfig
+from training.config import TrainConfig, TrainingGame
+from training.learner_config import LearnerConfig
+
+
+@dataclass(frozen=True)
+class PolicyModel:
+    """The policy's model and how it runs: `model`, `device`, `backend` (+ `backend_kwargs`),
+    the `learner` section (LoRA, precision, micro-batches) and the `agent` section (prompts, sampling)."""
+
+    model: str
+    device: str
+    backend: str
+    backend_kwargs: dict
+    learner: LearnerConfig
+    agent: LLMAgentConfig
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> PolicyModel:
+        """The policy part of a run's config."""
+        return cls(cfg.model, cfg.device, cfg.backend, cfg.backend_kwargs, cfg.learner, cfg.agent)
+
+
+@dataclass(frozen=True)
+class Matches:
+    """How a step's matches are played: the training `games`, `matches_per_step`, `concurrency`,
+    `max_turns` and `prompt_cache`."""
+
+    games: list[TrainingGame]
+    matches_per_step: int
+    concurrency: int
+    max_turns: int
+    prompt_cache: bool = False
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> Matches:
+        """The match part of a run's config."""
+        return cls(
+            cfg.games, cfg.matches_per_step, cfg.concurrency, cfg.max_turns, cfg.prompt_cache
+        )
