@@ -68,5 +68,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype",
         default="auto",
         choices=PRECISIONS,
-        help="auto: bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward), float32: exact logprobs",
+        help="auto: a training checkpoint's own training precision, else bf16 where native (fastest; logprobs ~5e-3 off an fp32 forward); float32: exact logprobs",
     )

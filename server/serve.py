@@ -588,15 +588,24 @@ def serve(backend: Backend, host: str = "127.0.0.1", port: int = 8000, **kwargs)
 
 
 def build_backend(model: str, kind: str = "transformers", dtype: str = "auto") -> Backend:
-    """A local backend for a model name (see `agents.models`). dtype "auto": bf16 where the
-    CPU/GPU computes it natively (transformers; vLLM's own default otherwise); "float32" for
-    logprobs that match a one-pass fp32 forward to ~1e-4 (bf16: ~5e-3)."""
+    """A local backend for a model name (see `agents.models`). dtype "auto": a training
+    checkpoint's own training precision (`agents.play_precision`, said on stderr), else bf16
+    where the CPU/GPU computes it natively (transformers; vLLM's own default otherwise);
+    "float32" for logprobs that match a one-pass fp32 forward to ~1e-4 (bf16: ~5e-3)."""
     check_name(model)
     if dtype not in PRECISIONS:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(PRECISIONS)}")
     if kind == "transformers":
+        from agents.checkpoint import read_meta  # start-up time: torch
+        from agents.models import find_checkpoint  # start-up time: torch
+        from agents.play_precision import play_precision, say
         from agents.transformers_backend import TransformersBackend  # start-up time: torch
 
+        ckpt = find_checkpoint(model)
+        if ckpt is not None:  # a checkpoint serves in the precision it was trained in
+            precision = play_precision(ckpt, read_meta(ckpt), dtype)
+            say(precision.line)
+            dtype = precision.dtype
         return TransformersBackend(model, dtype=dtype)
     if kind == "vllm":
         from agents.vllm_backend import VLLMBackend  # optional: vllm

@@ -53,8 +53,8 @@ class LearnerConfig:
     Needs a plain linear LM head and sdpa or eager attention; otherwise, or false, every
     sequence runs whole. Works with offload_optimizer and gradient_checkpointing (a
     checkpointed layer recomputes with the same gathered past: the same steps). auto (the
-    default): on where it is faster, on a CPU; off on a GPU, where one padded row per sequence
-    ran 2.1-3.9x faster with resident weights (docs/results/gpu.md)"""
+    default): on a CPU, where it is faster; off on a GPU, where one padded row per sequence is
+    faster (docs/results/gpu.md)"""
     temperature: float = option(
         1.0, check=(lambda v: v > 0, "> 0 (greedy rollouts have no usable logprobs)")
     )
@@ -84,10 +84,9 @@ class LearnerConfig:
     bf16_rounding: str = option("nearest", choices=BF16_ROUNDINGS)
     """how the fp32 masters are rounded into the bf16 copy after each step: "nearest", or
     "stochastic" (up or down with odds by distance, so the copy equals the masters on average:
-    with a small lr most updates are below bf16's resolution, ~0.4% of a weight, and a
-    nearest-rounded copy only moves once they add up to half of it). Measured both ways (README,
-    "bf16 vs fp32 on SmolLM2"): on SmolLM2 both within fp32's seed noise, on the tiny config
-    stochastic lower on three seeds of four; so nearest, the cheaper, is the default"""
+    with a small lr most updates are below bf16's resolution, and a nearest-rounded copy only
+    moves once they add up to half of it). nearest, the cheaper, is the default; the two compared:
+    docs/results/bf16.md"""
     offload_optimizer: bool = False
     """keep the fp32 master weights, their gradients and the AdamW state in host memory (CPU):
     the device holds only the copy the passes run on (bf16 under precision bfloat16/auto on a

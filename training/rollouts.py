@@ -36,7 +36,8 @@ from training.config import (  # noqa: F401 (SELF, parse_config: the loop's call
 )
 from training.exploiter import Exploiter, exploiter_every
 from training.league import League
-from training.learner import Learner, LearnerConfig
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 from training.restarts import Position, RestartBuffer
 from training.sections import Matches, PolicyModel
 

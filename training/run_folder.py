@@ -21,7 +21,8 @@ import numpy as np
 from agents import checkpoint
 from core.records import check_writable, read_json_lines
 from training.league import League
-from training.learner import Learner, LearnerConfig
+from training.learner import Learner
+from training.learner_config import LearnerConfig
 
 
 def append_row(path: Path, row: dict) -> None:

@@ -113,7 +113,7 @@ from training.console_lines import step_line
 from training.full_width import FullWidth
 from training.league import League, tournament_names
 from training.league_tournament import TournamentSetting, play_league_tournament
-from training.learner import Learner, Sequence, sequences_from_samples
+from training.learner import Learner
 from training.periodic_eval import evaluate, exploitability_at, perfect_play_at
 from training.plots import plot_eval
 from training.ray_rollouts import RayRollouts
@@ -137,6 +137,7 @@ from training.run_folder import (
     truncate_after,
 )
 from training.sections import Matches, PolicyModel
+from training.sequences import TrainingSequence, sequences_from_samples
 from training.setup import (  # noqa: F401 (seed_everything: the loop's callers)
     behaviour_recompute,
     make_backend,
@@ -452,7 +453,7 @@ def update(run: Run, step: int, played: Collected) -> tuple[dict, StepWork]:
     return m, StepWork(played.seconds, t_learn, played.tokens, learn_tokens)
 
 
-def learning_sequences(run: Run, records: list[MatchRecord]) -> list[Sequence]:
+def learning_sequences(run: Run, records: list[MatchRecord]) -> list[TrainingSequence]:
     """The learner's sequences of the policy's turns with their advantages (and their
     symmetric images with `games[i].symmetries`)."""
     cfg, learner = run.cfg, run.learner
@@ -474,7 +475,7 @@ def learning_sequences(run: Run, records: list[MatchRecord]) -> list[Sequence]:
     return seqs
 
 
-def ppo_updates(run: Run, seqs: list[Sequence]) -> dict[str, float]:
+def ppo_updates(run: Run, seqs: list[TrainingSequence]) -> dict[str, float]:
     """`epochs` x `minibatches` learner steps on `seqs`; their statistics (means, the ratio's
     range, and the first minibatch's alone as `first_*`)."""
     cfg, learner = run.cfg, run.learner

@@ -116,3 +116,18 @@ def test_export_says_the_training_precision(tmp_path):
     assert done.trained_precision == "bfloat16" and done.dtype == "float32"  # weights as saved
     card = (tmp_path / "out" / "README.md").read_text()
     assert "- Trained in: bfloat16 (its evaluations were played in it" in card
+
+
+@pytest.mark.parametrize("trained", ["float32", "bfloat16"])
+def test_arena_serve_serves_a_checkpoint_in_its_training_precision(
+    tmp_path, native, trained, capsys
+):
+    from server.serve import build_backend
+
+    folder = policy(tmp_path / "best", trained, "auto")
+    backend = build_backend(str(folder), dtype="auto")
+    assert next(backend.model.parameters()).dtype == getattr(torch, trained)
+    assert f"checkpoint {folder} plays in {trained}" in capsys.readouterr().err
+    other = "bfloat16" if trained == "float32" else "float32"
+    asked = build_backend(str(folder), dtype=other)
+    assert next(asked.model.parameters()).dtype == getattr(torch, other)

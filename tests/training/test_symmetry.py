@@ -13,7 +13,7 @@ from agents import make_agent
 from arena.runner import plan_matches, play
 from games.tic_tac_toe import SYMMETRIES, symmetric_move, symmetric_text
 from training.advantages import TurnSample
-from training.learner import render_prompt
+from training.sequences import render_prompt
 from training.symmetry import symmetric_sequences
 
 LINES = [{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {0, 3, 6}, {1, 4, 7}, {2, 5, 8}, {0, 4, 8}, {2, 4, 6}]
