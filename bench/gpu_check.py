@@ -98,6 +98,7 @@ from training.memory_plan import (  # noqa: E402
     learner_rows,
     plan_config,
 )
+from training.sections import PolicyModel  # noqa: E402
 from training.sequences import TrainingSequence  # noqa: E402
 
 SHAPES = {"SmolLM2-135M": SMOLLM2, "Qwen3-1.7B": "Qwen/Qwen3-1.7B", "Qwen3-4B": "Qwen/Qwen3-4B"}
@@ -521,7 +522,9 @@ def paper_config(tok, device: str, dry: bool, card_gib: float) -> dict:
     total, reserve, learner = card_gib * GIB, None, None
     if device.startswith("cuda"):
         card = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-        plan = plan_config(cfg, card_gib)
+        plan = plan_config(
+            PolicyModel.of(cfg), cfg.concurrency, cfg.league, cfg.ray.address, card_gib
+        )
         row["predicted_gib"] = (plan.peak - CUDA_RUNTIME) / GIB  # all but the runtime's own
         torch.cuda.set_per_process_memory_fraction(min(1.0, total / card))
         reserve = torch.empty(int(share * total), dtype=torch.uint8, device=device)

@@ -9,6 +9,8 @@
                        invalid/forfeit rates, tokens per move) and paired differences
     stats.py           Wilson, t and paired-bootstrap intervals
     exploitability.py  the agent's policy at every information state -> OpenSpiel NashConv
+    analysis_rows.py   a policy's exploitability and perfect-play rows on one game (`arena eval`
+                       and training's evaluation points alike)
     blunders.py        moves that lower the game-theoretic value (exact solver)
     social.py          cooperation, exploitation, welfare, fairness, the memory-1 profile
                        and the nearest named strategy; negotiation agreement and Pareto

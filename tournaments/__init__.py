@@ -1,11 +1,12 @@
 """Tournaments and ratings, written once over "players" and a "compare two players" function.
 
-    core.py      the round protocol: a format is a generator of rounds of Pairings
+    rounds.py    the round protocol: a format is a generator of rounds of Pairings
     formats.py   round robin, Swiss, and `make_format(name, players, **options)`
     bracket.py   seeded single elimination (ArenaRL) and double elimination
     seeding.py   anchor comparisons and seeding orders
     adaptive.py  Swiss rounds, then pairings chosen by information, with a stopping rule
-    judge.py     rank a group of trajectories with a judge; ranks -> ArenaRL advantages
+    judge.py     rank a group of trajectories with a judge (ArenaRL's advantages from the
+                 ranks: `training.advantages.ranks_to_advantages`)
     ratings.py   Bradley-Terry with CIs (Elo scale), OpenSkill, alpha-rank, Nash averaging
     config.py    the tournament YAML
     store.py     the SQLite store (WAL) that survives kill -9

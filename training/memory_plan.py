@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from agents.models import model_config
 from core.machine import compute_dtype
-from training.config import TrainConfig
+from training.config import LeagueConfig
 from training.learner_config import LearnerConfig
 from training.sections import PolicyModel
 
@@ -346,12 +346,21 @@ def learner_rows(
     return rows
 
 
-def plan_config(cfg: TrainConfig, device_gib: float | None = None) -> MemoryPlan:
-    """The memory plan of a training config on its device, or on a card of `device_gib` GiB.
+def plan_config(
+    policy: PolicyModel,
+    concurrency: int,
+    league: LeagueConfig,
+    ray_address: str | None = None,
+    device_gib: float | None = None,
+) -> MemoryPlan:
+    """The memory plan of a training run on its device, or on a card of `device_gib` GiB.
 
     Args:
-        cfg: a validated training config.
-        device_gib: the device's memory in GiB; None: the CUDA card the config's device
+        policy: the run's policy model and how it runs (`training.sections.PolicyModel`).
+        concurrency: matches live at once (the rollout KV cache).
+        league: the run's league section (frozen snapshots held as opponents).
+        ray_address: the Ray cluster the rollouts run on, if any (their models are not counted).
+        device_gib: the device's memory in GiB; None: the CUDA card the policy's device
             names when one is present, else this machine's memory (a CPU run).
 
     Returns:
@@ -361,54 +370,56 @@ def plan_config(cfg: TrainConfig, device_gib: float | None = None) -> MemoryPlan
 
     cuda = torch.cuda.is_available()
     on_gpu = (
-        device_gib is not None or cfg.device.startswith("cuda") or (cfg.device == "auto" and cuda)
+        device_gib is not None
+        or policy.device.startswith("cuda")
+        or (policy.device == "auto" and cuda)
     )
     if device_gib is not None:
         device_bytes, name = device_gib * GIB, f"a {device_gib:g} GiB GPU"
     elif on_gpu:
         if not cuda:
             raise ValueError(
-                f"device {cfg.device}: no CUDA device here; plan for a card with --device-memory GIB"
+                f"device {policy.device}: no CUDA device here; plan for a card with --device-memory GIB"
             )
-        index = torch.device(cfg.device if cfg.device != "auto" else "cuda").index or 0
+        index = torch.device(policy.device if policy.device != "auto" else "cuda").index or 0
         props = torch.cuda.get_device_properties(index)
         device_bytes, name = props.total_memory, props.name
     else:
         device_bytes, name = _host_memory(), "this machine's memory (CPU)"
-    config = model_config(cfg.model)
-    dtype = compute_dtype(cfg.learner.precision, "cuda" if on_gpu else "cpu")
-    rows = learner_rows(config, cfg.learner, dtype, micro_batch_shapes(PolicyModel.of(cfg)))
+    config = model_config(policy.model)
+    dtype = compute_dtype(policy.learner.precision, "cuda" if on_gpu else "cpu")
+    rows = learner_rows(config, policy.learner, dtype, micro_batch_shapes(policy))
     c = 2 if dtype == "bfloat16" else 4
     total = parameter_count(config)
     notes = []
-    if cfg.league.snapshot_every:
+    if league.snapshot_every:
         rows.append(Row(OPPONENTS, c * total, note="one frozen copy plays every snapshot"))
         rows.append(
             Row(
                 "league snapshots",
-                cfg.league.max_checkpoints * c * total,
+                league.max_checkpoints * c * total,
                 where="host",
-                note=f"up to {cfg.league.max_checkpoints} kept",
+                note=f"up to {league.max_checkpoints} kept",
             )
         )
-    if cfg.backend == "vllm":
-        share = float(cfg.backend_kwargs.get("gpu_memory_utilization", 0.9))
+    if policy.backend == "vllm":
+        share = float(policy.backend_kwargs.get("gpu_memory_utilization", 0.9))
         rows.append(Row(ENGINE, share * device_bytes, note=f"gpu_memory_utilization {share:g}"))
     else:
         w = _widths(config)
-        context = ROLLOUT_PROMPT + cfg.agent.max_new_tokens
-        kv = cfg.concurrency * context * 2 * w["layers"] * w["kv"] * c
+        context = ROLLOUT_PROMPT + policy.agent.max_new_tokens
+        kv = concurrency * context * 2 * w["layers"] * w["kv"] * c
         rows.append(
             Row(
                 "rollout KV cache (transformers)",
                 kv,
                 phase="rollout",
-                note=f"{cfg.concurrency} live matches x {context} tokens",
+                note=f"{concurrency} live matches x {context} tokens",
             )
         )
     if on_gpu:
         rows.append(Row(RUNTIME, CUDA_RUNTIME, note="estimate"))
-    if cfg.ray.address:
+    if ray_address:
         notes.append("ray: the rollout workers' models are not counted (they run elsewhere)")
     return MemoryPlan(rows, device_bytes, name, notes)
 

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> None:
     (resuming with `--resume`) and print the final evaluation."""
     from training.config import load_config  # start-up time: this command only
     from training.memory_plan import plan_config, render  # start-up time: this command only
+    from training.sections import PolicyModel  # start-up time: this command only
 
     given = overrides(args)
     device_memory = args.device_memory
@@ -81,7 +82,10 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("--device-memory sizes the card of a memory plan: add --plan")
     cfg = load_config(args.config, given)
     if args.plan:  # the memory plan instead of a run
-        print(render(plan_config(cfg, device_memory), f"{args.config}: {cfg.model}"))
+        plan = plan_config(
+            PolicyModel.of(cfg), cfg.concurrency, cfg.league, cfg.ray.address, device_memory
+        )
+        print(render(plan, f"{args.config}: {cfg.model}"))
         return
     result = _train(cfg, args.config, given, args.resume)
     _print_result(result, cfg.run_dir)
