@@ -266,7 +266,7 @@ def set_up(cfg: TrainConfig, resume: bool, console, horizon_given: bool) -> Run:
         console.print(
             f"league: PFSP from the ratings in {cfg.league.ratings} ({len(elo)} players, {stands_for} stands for the policy)"
         )
-    start_helpers(run)
+    start_components(run)
     return run
 
 
@@ -324,7 +324,7 @@ def resume_run(run: Run, horizon_given: bool) -> None:
     )
 
 
-def start_helpers(run: Run) -> None:
+def start_components(run: Run) -> None:
     """The league's opponents, the full-width tables, the Ray workers and TensorBoard; says what trains."""
     cfg, learner, console = run.cfg, run.learner, run.console
     run.opponents = Opponents(run.policy, cfg.games, learner.device)
