@@ -173,7 +173,7 @@ def run_tournament(
     """
     jsonl = Path(jsonl_path) if jsonl_path is not None else jsonl_beside(db_path)
     with open_or_rebuild(db_path, jsonl) as store:
-        _open_tournament(store, config, jsonl)
+        _open_tournament(store, config, jsonl, pin=play_matches is not None)
         results = store.results()
         # matches played but not stored (all of them if the DB was lost)
         logged = read_log(jsonl, skip=set(results))
@@ -211,9 +211,11 @@ def run_tournament(
     return result
 
 
-def _open_tournament(store: Store, config: TournamentConfig, jsonl: Path) -> None:
+def _open_tournament(store: Store, config: TournamentConfig, jsonl: Path, pin: bool) -> None:
     """Lock the store and start or resume `config` in it: a restarted tournament moves the old
-    config's trajectories aside; pin the players' checkpoints; check the JSONL is writable."""
+    config's trajectories aside; pin the players' checkpoints when matches may be played (`pin`:
+    a replay of stored results plays none, so a checkpoint that moved on, or that a relative
+    path no longer finds from here, changes nothing); check the JSONL is writable."""
     store.lock()
     if (
         store.init(config.to_json(), config.players, key=_resume_key) == "restarted"
@@ -222,7 +224,8 @@ def _open_tournament(store: Store, config: TournamentConfig, jsonl: Path) -> Non
         jsonl.rename(
             jsonl.with_name(f"{jsonl.name}.replaced-{int(time.time())}")
         )  # the old config's trajectories, kept aside
-    store.pin_checkpoints({name: checkpoint_of(spec) for name, spec in config.players.items()})
+    if pin:
+        store.pin_checkpoints({name: checkpoint_of(spec) for name, spec in config.players.items()})
     check_writable(jsonl)
 
 

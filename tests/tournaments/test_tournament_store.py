@@ -168,6 +168,21 @@ def test_a_player_whose_checkpoint_moved_on_is_refused_once_matches_are_stored(t
             store.pin_checkpoints({"p00": "run/x (step 3)"})
 
 
+def test_a_finished_tournament_loads_wherever_its_checkpoints_are_found_or_not(tmp_path):
+    """Loading stored results plays nothing: a pinned checkpoint that this process cannot find
+    (a relative run folder read from another directory) is no reason to refuse; playing is."""
+    config = sim_config(4, "round_robin")
+    db = tmp_path / "t.db"
+    play = bt_play_matches(strengths_of(list(config.players)), str(jsonl_beside(db)))
+    played = run_tournament(config, play, db).results
+    pinned = {p: None for p in config.players} | {"p00": "/elsewhere/step_1 (step 1)"}
+    with Store(db) as store:
+        store.set_meta("checkpoints", json.dumps(pinned))
+    assert load_tournament(db).results.keys() == played.keys()
+    with pytest.raises(ValueError, match="holds matches of p00 = /elsewhere/step_1"):
+        run_tournament(config, play, db)
+
+
 def test_players_reordered_is_another_tournament(tmp_path):
     config, strengths, db = _interrupted_round_robin(tmp_path, 2)
     reordered = sim_config(4, "round_robin")
