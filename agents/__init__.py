@@ -30,7 +30,7 @@ from agents import bots
 from agents.base import Agent, PendingTurn, decision
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import check_name, checkpoint_config, find_checkpoint
-from agents.play_precision import play_precision, say
+from agents.play_precision import checkpoint_precision
 from agents.social_bots import STRATEGIES
 from core.machine import announce_threads
 
@@ -249,13 +249,10 @@ def _llm_agent(name: str, d: dict) -> LLMAgent:
         )
     precision = None
     if ckpt is not None:
-        from agents.checkpoint import read_meta  # start-up time: torch
-
-        precision = play_precision(
-            ckpt, read_meta(ckpt), backend_kwargs.get("dtype"), backend_kwargs.get("device", "auto")
+        precision = checkpoint_precision(
+            ckpt, backend_kwargs.get("dtype"), backend_kwargs.get("device", "auto")
         )
         backend_kwargs = {**backend_kwargs, "dtype": precision.dtype}
-        say(precision.line)
     agent = LLMAgent(
         name, backend_for(backend_kind, model, base_url, **backend_kwargs), LLMAgentConfig(**d)
     )

@@ -91,6 +91,18 @@ def play_precision(
     )
 
 
+def checkpoint_precision(
+    folder: Path, asked: str | None = None, device: str = "auto"
+) -> PlayPrecision:
+    """`play_precision` of checkpoint `folder` from its meta.json, its line said on stderr: what
+    an `llm:CHECKPOINT` agent and `arena serve CHECKPOINT` load it in."""
+    from agents.checkpoint import read_meta  # start-up time: torch
+
+    precision = play_precision(folder, read_meta(folder), asked, device)
+    say(precision.line)
+    return precision
+
+
 _said: set[str] = set()  # lines already printed: agents on one checkpoint share a backend
 
 

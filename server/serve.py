@@ -596,16 +596,13 @@ def build_backend(model: str, kind: str = "transformers", dtype: str = "auto") -
     if dtype not in PRECISIONS:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(PRECISIONS)}")
     if kind == "transformers":
-        from agents.checkpoint import read_meta  # start-up time: torch
         from agents.models import find_checkpoint  # start-up time: torch
-        from agents.play_precision import play_precision, say
+        from agents.play_precision import checkpoint_precision
         from agents.transformers_backend import TransformersBackend  # start-up time: torch
 
         ckpt = find_checkpoint(model)
         if ckpt is not None:  # a checkpoint serves in the precision it was trained in
-            precision = play_precision(ckpt, read_meta(ckpt), dtype)
-            say(precision.line)
-            dtype = precision.dtype
+            dtype = checkpoint_precision(ckpt, dtype).dtype
         return TransformersBackend(model, dtype=dtype)
     if kind == "vllm":
         from agents.vllm_backend import VLLMBackend  # optional: vllm
