@@ -82,12 +82,22 @@ class FullWidthConfig:
     updates for the same compute where the table has thousands of rows"""
     max_states: int = option(5000, check=at_least(1))
     """refuse a game with more information states (positions, with key: position) than this"""
+    target: str = option("mmd", choices=("mmd", "cfr_plus"))
+    """what each step's fit aims at: mmd (Magnetic Mirror Descent's step from the policy, with the magnet) or
+    cfr_plus (the average policy of CFR+ run over the table, `cfr_iterations` iterations a step: it converges
+    where mmd's moving magnet lands, with any number of players)"""
+    cfr_iterations: int = option(1, check=at_least(1))
+    """target cfr_plus: CFR+ iterations over the whole tree per training step"""
     key: str = option("info_state", choices=("info_state", "position"))
     """the table's rows: info_state (OpenSpiel's information states) or position (one row per position of a
     deterministic perfect-information game, whatever the moves that led there: tic-tac-toe's 4,520)"""
 
     def __post_init__(self):
         check_fields(self)
+        if self.target == "cfr_plus" and self.key == "position":
+            raise ValueError(
+                "full_width.target cfr_plus needs key: info_state (CFR+ runs over information states)"
+            )
 
 
 def mmd_target(
@@ -270,6 +280,70 @@ class PositionTree:
         return count, float(np.where(losing, pi, 0.0).sum(axis=1).mean())
 
 
+class RegretTable:
+    """CFR+ over a game's information states (OpenSpiel's `CFRPlusSolver`: regret matching+ on exact
+    counterfactual values, alternating updates, linear averaging), its sums kept in the run's state.
+
+    `average()` is CFR+'s average policy in the rows of `policy` (the table's `TabularPolicy`): what
+    `target: cfr_plus` fits the network to. Its NashConv goes to 0 with the iterations, for any
+    number of players on the poker games (OpenSpiel: 3-player Kuhn 0.003 after 100 iterations).
+    """
+
+    def __init__(self, game, policy):
+        from open_spiel.python.algorithms import cfr  # start-up time: absl
+
+        self.solver = cfr.CFRPlusSolver(game)
+        self.nodes = self.solver._info_state_nodes  # OpenSpiel keeps the sums per information state
+        self.rows = policy.state_lookup
+        self.shape = policy.action_probability_array.shape
+
+    @property
+    def iterations(self) -> int:
+        return self.solver._iteration
+
+    def iterate(self, n: int) -> None:
+        for _ in range(n):
+            self.solver.evaluate_and_update_policy()
+
+    def average(self) -> np.ndarray:
+        """(S, A) CFR+'s average policy, in the table's row order."""
+        avg = self.solver.average_policy()
+        out = np.zeros(self.shape)
+        for key, row in self.rows.items():
+            out[row] = avg.action_probability_array[avg.state_lookup[key]]
+        return out
+
+    def _sums(self, which: str) -> list[list[float]]:
+        out = np.zeros(self.shape)
+        for key, node in self.nodes.items():
+            for a, v in getattr(node, which).items():
+                out[self.rows[key], a] = v
+        return out.tolist()
+
+    def saved(self) -> dict:
+        """The solver's sums and iteration count (JSON: the run's state, kept in checkpoints)."""
+        return {
+            "iteration": self.iterations,
+            "regret": self._sums("cumulative_regret"),
+            "policy": self._sums("cumulative_policy"),
+        }
+
+    def restore(self, saved: dict) -> None:
+        """Back to `saved()`'s sums: the next iterations are those the saved run would have made."""
+        from open_spiel.python.algorithms import cfr
+
+        regret, policy = np.array(saved["regret"]), np.array(saved["policy"])
+        for key, node in self.nodes.items():
+            row = self.rows[key]
+            node.cumulative_regret.clear()
+            node.cumulative_policy.clear()
+            for a in node.legal_actions:  # the order the solver first wrote them in
+                node.cumulative_regret[a] = float(regret[row, a])
+                node.cumulative_policy[a] = float(policy[row, a])
+        self.solver._iteration = saved["iteration"]
+        cfr._update_current_policy(self.solver._current_policy, self.nodes)
+
+
 def _kl(p: np.ndarray, logq: np.ndarray, legal: np.ndarray) -> float:
     """Mean over states of KL(p || q) over the legal moves."""
     logp = np.log(np.where(legal & (p > 0), p, 1.0))
@@ -280,19 +354,22 @@ class _Table:
     """One game's rows (information states, or positions with `key: position`), their move
     sequences and the magnet."""
 
-    def __init__(self, name: str, params: dict, agent, tokenizer, max_states: int, key: str):
+    def __init__(self, name: str, params: dict, agent, tokenizer, fw: FullWidthConfig):
         env = games.make(name, **params)
         self.name, self.game = name, getattr(env, "game", None)
         if self.game is None:
             raise ValueError(f"full_width needs an OpenSpiel game; {name} is native")
         self.tree: PositionTree | None = None
-        if key == "position":
-            self.tree = PositionTree(self.game, max_states)
+        self.regrets: RegretTable | None = None
+        if fw.key == "position":
+            self.tree = PositionTree(self.game, fw.max_states)
             states, self.legal = self.tree.states, self.tree.legal
         else:
-            self.policy = info_states(self.game, max_states)
+            self.policy = info_states(self.game, fw.max_states)
             states = self.policy.states
             self.legal = self.policy.legal_actions_mask.astype(bool)
+            if fw.target == "cfr_plus":
+                self.regrets = RegretTable(self.game, self.policy)
         self.rows_named = "positions" if self.tree else "information states"
         self.size = len(states)
         self.seqs: list[TrainingSequence] = []
@@ -332,6 +409,39 @@ class _Table:
         return out
 
 
+def _nash_conv(t: _Table, pi: np.ndarray) -> float:
+    """NashConv of the (S, A) move probabilities `pi` over the table's rows, exact."""
+    from open_spiel.python.algorithms import exploitability as os_expl
+
+    if t.tree is not None:
+        return t.tree.nash_conv(pi)
+    t.policy.action_probability_array[:] = pi
+    return float(os_expl.nash_conv(t.game, t.policy))
+
+
+def _measure(t: _Table, pi: np.ndarray, tag: str) -> dict[str, float]:
+    """The policy's exact NashConv (exploitability in two-player zero-sum games; blunders on a
+    position table); leaves `pi` in `t.policy` for the move values."""
+    nash_conv = _nash_conv(t, pi)
+    out = {f"{tag}nash_conv": nash_conv}
+    if t.zero_sum:
+        out[f"{tag}exploitability"] = nash_conv / 2
+    if t.tree is not None and t.zero_sum:
+        blunders, mass = t.tree.blunders(pi)
+        out[f"{tag}blunders"], out[f"{tag}blunder_mass"] = float(blunders), mass
+    return out
+
+
+def _cfr_plus(t: _Table, saved: dict, iterations: int) -> np.ndarray:
+    """`iterations` more CFR+ iterations over the table (from `saved[t.name]` after a resume),
+    saved back; returns CFR+'s average policy."""
+    if t.regrets.iterations == 0 and t.name in saved:
+        t.regrets.restore(saved[t.name])
+    t.regrets.iterate(iterations)
+    saved[t.name] = t.regrets.saved()
+    return t.regrets.average()
+
+
 class FullWidth:
     """The full-width steps of a run: `step(learner, state)` makes one (see the module doc).
 
@@ -350,10 +460,7 @@ class FullWidth:
         self.cfg = fw
         self.seed = seed
         self.aggregation = aggregation
-        self.tables = [
-            _Table(g.name, dict(g.params), agent, tokenizer, self.cfg.max_states, self.cfg.key)
-            for g in games
-        ]
+        self.tables = [_Table(g.name, dict(g.params), agent, tokenizer, fw) for g in games]
 
     @property
     def sequences(self) -> int:
@@ -365,52 +472,25 @@ class FullWidth:
         """Prompt and completion tokens of those sequences, laid end to end."""
         return sum(len(s.prompt_ids) + len(s.completion_ids) for t in self.tables for s in t.seqs)
 
-    def step(self, learner, state: dict) -> dict[str, float]:
-        """One full-width step: values, targets, `fit_steps` x `minibatches` learner steps. `state` (JSON, kept
-        in checkpoints) holds the magnets, the last targets and the step count."""
-        from open_spiel.python.algorithms import exploitability as os_expl
-
+    def _mmd(self, t: _Table, logp: np.ndarray, magnets: dict, count: int) -> np.ndarray:
+        """Magnetic Mirror Descent's target from the policy `logp` (in `t.policy` or on `t.tree`),
+        the magnet replaced by the policy every `magnet_every` steps."""
         c = self.cfg
-        count = state.get("full_width_steps", 0)
-        magnets = state.setdefault("full_width_magnets", {})
-        last = state.get("full_width_targets", {})
-        metrics: dict[str, float] = {}
-        seqs: list[TrainingSequence] = []
-        targets = {}
-        for t in self.tables:
-            logp = t.log_policy(learner.logprobs(t.seqs))
-            pi = np.where(t.legal, np.exp(logp), 0.0)
-            tag = "" if len(self.tables) == 1 else f"{t.name}/"
-            if t.tree is None:
-                t.policy.action_probability_array[:] = pi
-                nash_conv = float(os_expl.nash_conv(t.game, t.policy))
-                q = action_values(t.game, t.policy)
-            else:
-                nash_conv = t.tree.nash_conv(pi)
-                q = t.tree.action_values(pi)
-                if t.zero_sum:
-                    blunders, mass = t.tree.blunders(pi)
-                    metrics[f"{tag}blunders"] = float(blunders)
-                    metrics[f"{tag}blunder_mass"] = mass
-            metrics[f"{tag}nash_conv"] = nash_conv
-            if t.zero_sum:
-                metrics[f"{tag}exploitability"] = nash_conv / 2
-            if t.name in last:
-                metrics[f"{tag}fit_kl"] = _kl(np.array(last[t.name]), logp, t.legal)
-            if t.name not in magnets or (c.magnet_every and count % c.magnet_every == 0):
-                magnets[t.name] = pi.tolist()
-            log_magnet = np.log(np.maximum(np.array(magnets[t.name]), 1e-30))
-            target = mmd_target(logp, log_magnet, q, t.legal, c.eta, c.magnet_coef, c.entropy_coef)
-            metrics[f"{tag}target_kl"] = _kl(target, logp, t.legal)
-            targets[t.name] = target.tolist()
-            for s, (row, action) in zip(t.seqs, t.rows):
-                # seq_mean_token_mean averages each sequence's tokens: weigh by length so every
-                # move's gradient is target(a) x grad log pi(a) whatever its token count
-                scale = len(s.completion_ids) if self.aggregation == "seq_mean_token_mean" else 1
-                s.advantage = float(target[row, action]) * scale
-            seqs += t.seqs
+        pi = np.where(t.legal, np.exp(logp), 0.0)
+        if t.tree is None:
+            t.policy.action_probability_array[:] = pi
+        q = action_values(t.game, t.policy) if t.tree is None else t.tree.action_values(pi)
+        if t.name not in magnets or (c.magnet_every and count % c.magnet_every == 0):
+            magnets[t.name] = pi.tolist()
+        log_magnet = np.log(np.maximum(np.array(magnets[t.name]), 1e-30))
+        return mmd_target(logp, log_magnet, q, t.legal, c.eta, c.magnet_coef, c.entropy_coef)
+
+    def _fit(self, learner, seqs: list[TrainingSequence], count: int) -> dict[str, float]:
+        """`fit_steps` passes over the rows, each `minibatches` learner steps on a random split
+        (a row's moves together; the split is the same after a resume)."""
+        c = self.cfg
         groups = [g for t in self.tables for g in t.groups]
-        rng = np.random.default_rng([self.seed, count])  # the same split after a resume
+        rng = np.random.default_rng([self.seed, count])
         fits = []
         for _ in range(c.fit_steps):
             if c.minibatches == 1:
@@ -419,8 +499,39 @@ class FullWidth:
             order = rng.permutation(len(groups))
             for part in np.array_split(order, c.minibatches):
                 fits.append(learner.step([seq for g in part for seq in groups[g]]))
-        metrics["grad_norm"] = float(np.mean([f["grad_norm"] for f in fits]))
-        metrics["lr"] = fits[-1]["lr"]
+        return {"grad_norm": float(np.mean([f["grad_norm"] for f in fits])), "lr": fits[-1]["lr"]}
+
+    def step(self, learner, state: dict) -> dict[str, float]:
+        """One full-width step: values, targets, `fit_steps` x `minibatches` learner steps. `state` (JSON, kept
+        in checkpoints) holds the magnets or CFR+'s sums, the last targets and the step count."""
+        count = state.get("full_width_steps", 0)
+        last = state.get("full_width_targets", {})
+        metrics: dict[str, float] = {}
+        seqs: list[TrainingSequence] = []
+        targets = {}
+        for t in self.tables:
+            logp = t.log_policy(learner.logprobs(t.seqs))
+            tag = "" if len(self.tables) == 1 else f"{t.name}/"
+            metrics.update(_measure(t, np.where(t.legal, np.exp(logp), 0.0), tag))
+            if t.name in last:
+                metrics[f"{tag}fit_kl"] = _kl(np.array(last[t.name]), logp, t.legal)
+            if t.regrets is None:
+                magnets = state.setdefault("full_width_magnets", {})
+                target = self._mmd(t, logp, magnets, count)
+            else:
+                target = _cfr_plus(
+                    t, state.setdefault("full_width_cfr", {}), self.cfg.cfr_iterations
+                )
+                metrics[f"{tag}target_nash_conv"] = _nash_conv(t, target)
+            metrics[f"{tag}target_kl"] = _kl(target, logp, t.legal)
+            targets[t.name] = target.tolist()
+            for s, (row, action) in zip(t.seqs, t.rows):
+                # seq_mean_token_mean averages each sequence's tokens: weigh by length so every
+                # move's gradient is target(a) x grad log pi(a) whatever its token count
+                scale = len(s.completion_ids) if self.aggregation == "seq_mean_token_mean" else 1
+                s.advantage = float(target[row, action]) * scale
+            seqs += t.seqs
+        metrics.update(self._fit(learner, seqs, count))
         state["full_width_targets"] = targets
         state["full_width_steps"] = count + 1
         metrics["samples"] = float(len(seqs))

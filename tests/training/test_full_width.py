@@ -13,7 +13,7 @@ from open_spiel.python import policy as os_policy
 from agents import make_agent
 from agents.models import tiny_llama
 from evaluation.exploitability import exploitability
-from training.full_width import PositionTree, action_values, mmd_target
+from training.full_width import PositionTree, RegretTable, action_values, mmd_target
 from training.learner import Learner
 from training.learner_config import LearnerConfig
 from training.selfplay import parse_config, train
@@ -156,12 +156,18 @@ def test_full_width_self_play_drives_kuhn_exploitability_down(tmp_path):
     assert scored.exploitability < 0.1
 
 
-@pytest.mark.parametrize("minibatches", [pytest.param(1, marks=pytest.mark.slow), 3])
-def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path, minibatches):
-    """The magnet and the last targets live in the checkpoint, and the split into minibatches
-    is drawn from the seed and the step: 6 steps in one go and 3 + 3 with a resume end with the
-    same weights and log the same exploitability at every step."""
-    fw = {"magnet_every": 2, "minibatches": minibatches}
+@pytest.mark.parametrize(
+    "fw",
+    [
+        pytest.param({"magnet_every": 2, "minibatches": 1}, marks=pytest.mark.slow),
+        {"magnet_every": 2, "minibatches": 3},
+        {"target": "cfr_plus", "cfr_iterations": 2, "minibatches": 3},
+    ],
+)
+def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path, fw):
+    """The magnet (or CFR+'s sums) and the last targets live in the checkpoint, and the split into
+    minibatches is drawn from the seed and the step: 6 steps in one go and 3 + 3 with a resume end
+    with the same weights and log the same exploitability at every step."""
     one = full_width_config(tmp_path / "one", steps=6, checkpoint_every=3, full_width=fw)
     train(one)
     two = full_width_config(tmp_path / "two", steps=3, checkpoint_every=3, full_width=fw)
@@ -194,6 +200,11 @@ def test_a_resumed_full_width_run_ends_where_the_unbroken_one_does(tmp_path, min
         ({"full_width": {"eta": 0.0}}, "full_width.eta must be > 0, got 0.0"),
         ({"full_width": {"key": "board"}}, "key must be one of info_state, position, got 'board'"),
         ({"full_width": {"minibatches": 0}}, "minibatches must be >= 1, got 0"),
+        (
+            {"full_width": {"target": "cfr_plus", "key": "position"}},
+            "full_width.target cfr_plus needs key: info_state",
+        ),
+        ({"full_width": {"target": "cfr"}}, "target must be one of mmd, cfr_plus, got 'cfr'"),
         (
             {"full_width": {"key": "position"}},
             "key: position needs a sequential, deterministic, perfect-information game; kuhn_poker",
@@ -296,3 +307,71 @@ def test_a_position_keyed_tic_tac_toe_run_logs_blunders_over_every_position(tmp_
     ]
     for m in metrics:
         assert 0 < m["blunders"] <= 4520 and 0 < m["exploitability"] <= 1
+
+
+def _cfr_plus_by_hand(game, iterations: int) -> dict[str, np.ndarray]:
+    """CFR+ written out independently: regret matching+ with alternating updates (each player's
+    pass against the policy the passes before it left) and linearly weighted averages, by
+    recursion over the histories; information state -> average policy."""
+    regret, avg, current = {}, {}, {}  # the current policy changes after each player's pass
+
+    def walk(state, player, reach, t):
+        if state.is_terminal():
+            return np.array(state.returns())
+        if state.is_chance_node():
+            return sum(
+                p * walk(state.child(a), player, reach, t) for a, p in state.chance_outcomes()
+            )
+        who, key, legal = (
+            state.current_player(),
+            state.information_state_string(),
+            state.legal_actions(),
+        )
+        r = regret.setdefault(key, np.zeros(len(legal)))
+        pi = current.get(key, np.full(len(legal), 1 / len(legal)))
+        values = []
+        for a, p in zip(legal, pi):
+            nxt = reach.copy()
+            nxt[who] *= p
+            values.append(walk(state.child(a), player, nxt, t))
+        value = sum(p * v for p, v in zip(pi, values))
+        if who == player:
+            others = np.prod(np.delete(reach, who))
+            r += others * (np.array([v[who] for v in values]) - value[who])
+            avg[key] = avg.get(key, 0) + t * reach[who] * pi
+        return value
+
+    for t in range(1, iterations + 1):
+        for player in range(game.num_players()):
+            walk(game.new_initial_state(), player, np.ones(game.num_players() + 1), t)
+            for key, r in regret.items():
+                np.maximum(r, 0, out=r)
+                current[key] = r / r.sum() if r.sum() > 0 else np.full(len(r), 1 / len(r))
+    return {k: v / v.sum() for k, v in avg.items()}
+
+
+def test_regret_table_is_cfr_plus_and_resumes_from_its_saved_sums():
+    """`RegretTable` (target: cfr_plus) on 3-player Kuhn: its average policy after 5 iterations is
+    the one a CFR+ written out by hand gives, row by row; 2 iterations saved through JSON and
+    3 more after a restore give the same table exactly; and 100 iterations bring the average
+    below NashConv 0.01 (uniform: 2.0625)."""
+    from open_spiel.python.algorithms.exploitability import nash_conv
+
+    game = pyspiel.load_game("kuhn_poker", {"players": 3})
+    table = os_policy.TabularPolicy(game)
+    one = RegretTable(game, table)
+    one.iterate(5)
+    expected = _cfr_plus_by_hand(game, 5)
+    got = one.average()
+    for key, row in table.state_lookup.items():
+        legal = np.flatnonzero(table.legal_actions_mask[row])
+        np.testing.assert_allclose(got[row, legal], expected[key], atol=1e-12)
+    two = RegretTable(game, table)
+    two.iterate(2)
+    three = RegretTable(game, table)
+    three.restore(json.loads(json.dumps(two.saved())))
+    three.iterate(3)
+    assert three.iterations == 5 and np.array_equal(three.average(), got)
+    one.iterate(95)
+    table.action_probability_array[:] = one.average()
+    assert nash_conv(game, table) < 0.01
