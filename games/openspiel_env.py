@@ -20,6 +20,8 @@ Simultaneous games are played in AEC turn order with actions buffered until ever
             action. Such games also have a Parallel API (`games.make_parallel`).
 Illegal     an action outside the mask: offender gets `illegal_reward` (-1), others 0,
             the game ends (PettingZoo classic); `infos[agent]["illegal_move"]` says who.
+State text  OpenSpiel's observation string for the player; with the parameter
+            `state_text: information_state`, its information-state string (`STATE_TEXTS`).
 
 Text is built only when asked for (`view`, `state_text`, `history_text`, ...), so random
 play pays only for OpenSpiel's C++ step and the observation tensor.
@@ -35,6 +37,12 @@ import pyspiel
 from gymnasium import spaces
 
 from games.text_env import GameInfo, TextEnv
+
+STATE_TEXTS = ("observation", "information_state")
+"""What a player's state text is (the env's `state_text` parameter): OpenSpiel's observation string
+(the default; in some games it forgets the past: 3-player Kuhn's shows the card and the pot, not
+who passed) or its information-state string (everything the player knows, the moves it saw
+included: one text per information state)."""
 
 
 def load_game(game: str | pyspiel.Game, params: dict | None = None) -> pyspiel.Game:
@@ -85,9 +93,15 @@ class OpenSpielEnv(TextEnv):
         game: str | pyspiel.Game,
         render_mode: str | None = None,
         illegal_reward: float = -1.0,
+        state_text: str = "observation",
         **params,
     ):
         super().__init__(render_mode=render_mode, illegal_reward=illegal_reward)
+        if state_text not in STATE_TEXTS:
+            raise ValueError(
+                f"state_text must be one of {', '.join(STATE_TEXTS)}, got {state_text!r}"
+            )
+        self.state_text_source = state_text
         self.game = load_game(game, params)
         gtype = self.game.get_type()
         if gtype.dynamics not in (
@@ -328,7 +342,9 @@ class OpenSpielEnv(TextEnv):
 
     def state_text(self, agent: str) -> str:
         player, state, t = self._index[agent], self.state, self.game.get_type()
-        if t.provides_observation_string:
+        if self.state_text_source == "information_state" and t.provides_information_state_string:
+            text = state.information_state_string(player)
+        elif t.provides_observation_string:
             text = state.observation_string(player)
         elif t.provides_information_state_string:
             text = state.information_state_string(player)
