@@ -84,7 +84,7 @@ def adaptive(
     check_count(games, "games")
     n = len(players)
     budget = default_budget(n) if max_matches is None else max_matches
-    rounds = _check_options(n, games, budget, width, level, weights, swiss_rounds)
+    rounds = check_options(n, games, budget, width, level, weights, swiss_rounds)
 
     tally = Tally(players)
     opening = yield from swiss(players, rounds=rounds, games=games, seed=seed)
@@ -125,7 +125,7 @@ def adaptive(
     return _outcome(players, tally, opening, theta, lo, hi, stopped)
 
 
-def _check_options(
+def check_options(
     n: int,
     games: int,
     budget: object,
@@ -133,12 +133,15 @@ def _check_options(
     level: object,
     weights: str,
     swiss_rounds: object,
+    seats: int = 2,
 ) -> int:
-    """Check `adaptive`'s options (ValueError); return the Swiss phase's rounds, cut to the budget."""
-    per_round = (n // 2) * games
+    """Check `adaptive`'s options (ValueError); return the Swiss phase's rounds, cut to the
+    budget. `seats`: players a round's pairing (2) or table (`tournaments.tables`) seats."""
+    per_round = (n // seats) * games
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < per_round:
+        what = "pairings" if seats == 2 else "tables"
         raise ValueError(
-            f"max_matches must be an integer of at least one round ({per_round} games: {n // 2} pairings x {games}), got {budget!r}"
+            f"max_matches must be an integer of at least one round ({per_round} games: {n // seats} {what} x {games}), got {budget!r}"
         )
     if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 0):
         raise ValueError(f"width must be a non-negative integer (rank places), got {width!r}")

@@ -39,6 +39,14 @@ Seeding from prior ratings (`seeding: ratings`) takes a mapping {player: rating}
 path of an earlier tournament's DB, whose Bradley-Terry Elo ratings (of the players both
 share; the others are seeded last) are read once and stored with this tournament.
 
+Games of N seats (3 to 10, e.g. `{name: openspiel:kuhn_poker, params: {players: 3}}` or
+`public_goods`) are played at tables of N players (`tournaments.tables`): round robin,
+Swiss and adaptive; the elimination formats and anchor need two seats. Every game of a
+tournament has the same number of seats. `games_per_pairing` is then the games of a table
+(per game of the config, seats rotating), N unless given, so each player sits in each
+seat once. `teams: [[0, 2], [1, 3]]` on a game makes those seats sides that share a
+result (the sum of their returns): players are rated through their teams' finishing order.
+
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key. A
 round may hold at most `MAX_ROUND_MATCHES` matches (a round is scheduled, stored and
@@ -48,6 +56,7 @@ that fills the memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -62,13 +71,17 @@ import games
 from core.typed_config import build, did_you_mean, option
 from games.entry import GameEntry
 from tournaments.formats import FORMATS, format_options, make_format, resolved_options
+from tournaments.plackett_luce import fit_plackett_luce
 from tournaments.ratings import bradley_terry
+from tournaments.rounds import Finish
 from tournaments.store import MatchResult, MatchSpec, Store
 
 NAME_OK = re.compile(r"^[^|\s](?:[^|]*[^|\s])?$")  # no "|" (match-id separator), no outer spaces
 
 
-GAME_KEYS = ("name", "params", "opening")  # what a tournament's game entry takes
+GAME_KEYS = ("name", "params", "opening", "teams")  # what a tournament's game entry takes
+OPTIONAL_GAME_KEYS = ("opening", "teams")  # stored only when set: older stores resume unchanged
+MAX_SEATS = 10
 REQUIRED = ("name", "format", "players", "games")
 NAME = "a non-empty string"
 POSITIVE = "a positive integer"
@@ -77,6 +90,18 @@ LEVEL = "a number in (0, 1)"
 BOOTSTRAP = "an integer >= 10"
 ARENA_OPTIONS = {"concurrency": 16, "max_turns": 2000}  # `arena:` options and their defaults
 MAX_ROUND_MATCHES = 100_000  # matches one round may schedule (~1 KB of memory each, all at once)
+
+
+TEAMS = "a list of lists of seat indices"
+
+
+@dataclass
+class TournamentGame(GameEntry):
+    """A game of a tournament: a `games.entry.GameEntry` and the sides its seats form."""
+
+    teams: list = option(factory=list, what=TEAMS)
+    """groups of seat indices that share a result (the sum of their returns), e.g. [[0, 2],
+    [1, 3]]: every seat in one group, at least two groups; empty: every seat plays for itself"""
 
 
 @dataclass
@@ -105,12 +130,13 @@ class TournamentConfig:
     players: dict[str, str | dict]
     """player name -> agent spec (`agents.make_agent`), {by_game: {GAME: SPEC, ..., default: SPEC}},
     or {checkpoints: RUN_DIR, ...}: every checkpoint a training run kept, one player each"""
-    games: list[GameEntry]
-    """each pairing plays every game in this list (`games.entry.GameEntry`: name, params, opening;
-    both seat orders of a pairing share an opening: give deterministic players one, or every
-    repeat replays the same game)"""
+    games: list[TournamentGame]
+    """each pairing (or table) plays every game in this list (`TournamentGame`: name, params,
+    opening, teams; both seat orders of a pairing share an opening: give deterministic players
+    one, or every repeat replays the same game); all have the same number of seats"""
     games_per_pairing: int = option(1, what=POSITIVE, check=(lambda v: v >= 1, POSITIVE))
-    """k per game and pairing (best-of-k series in the elimination formats); seats alternate"""
+    """k per game and pairing (best-of-k series in the elimination formats); seats alternate.
+    A table of N players: its games per game of the config, seats rotating (default N)"""
     seed: int = option(0, what="an integer")
     """match seeds and random seeding derive from it"""
     format_options: dict = field(default_factory=dict)
@@ -124,8 +150,8 @@ class TournamentConfig:
     def to_json(self) -> str:
         """Canonical JSON (stored with the tournament; a resume must match it)."""
         d = asdict(self)
-        d["games"] = [  # a game without an opening is stored as before openings existed
-            {k: g[k] for k in GAME_KEYS if k != "opening" or g[k]} for g in d["games"]
+        d["games"] = [  # a game without an opening or teams is stored as before they existed
+            {k: g[k] for k in GAME_KEYS if k not in OPTIONAL_GAME_KEYS or g[k]} for g in d["games"]
         ]
         return json.dumps(d, sort_keys=True)
 
@@ -141,7 +167,7 @@ class TournamentConfig:
         d = json.loads(self.to_json())
         del d["rating"]
         d["arena"] = {k: v for k, v in arena_options(self.arena).items() if k != "concurrency"}
-        opts = resolved_options(self.format, list(self.players), self.format_kwargs())
+        opts = resolved_options(self.format, list(self.players), self.format_kwargs(), self.seats())
         d["format_options"] = {
             k: v for k, v in opts.items() if k not in ("games", "best_of")
         }  # = games_per_pairing
@@ -150,12 +176,26 @@ class TournamentConfig:
     def format_kwargs(self) -> dict:
         """Options for `make_format`: format_options plus games_per_pairing and seed."""
         opts = dict(self.format_options)
-        known = format_options(self.format)
+        known = format_options(self.format, self.seats())
         key = "best_of" if "best_of" in known else "games"
         opts[key] = self.games_per_pairing
         if "seed" in known:
             opts.setdefault("seed", self.seed)
         return opts
+
+    def seats(self) -> int:
+        """The seats of the tournament's games (the same for all)."""
+        return game_seats(self.games[0].name, json.dumps(self.games[0].params, sort_keys=True))
+
+    def make_format(self):
+        """The format's generator over the players (`tournaments.formats.make_format`)."""
+        return make_format(self.format, list(self.players), self.seats(), **self.format_kwargs())
+
+
+@functools.lru_cache(maxsize=256)
+def game_seats(name: str, params_json: str) -> int:
+    """How many seats game `name` with these parameters (JSON) has."""
+    return len(games.make(name, **json.loads(params_json)).possible_agents)
 
 
 TOP_KEYS = {f for f in TournamentConfig.__dataclass_fields__}
@@ -209,12 +249,15 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     entries = _games(d["games"])
     if check_games:
         _check_games(entries)
+    seats = _check_seats(entries, fmt, len(specs))
     _check_by_game(specs, [g.name for g in entries])
     scalars = {k: d[k] for k in ("games_per_pairing", "seed") if k in d}
+    if seats > 2:
+        scalars.setdefault("games_per_pairing", seats)  # every player in every seat once
     config = build(
         TournamentConfig, scalars, base=replace(config, format=fmt, players=specs, games=entries)
     )
-    opts = _format_options(d.get("format_options") or {}, fmt, specs)
+    opts = _format_options(d.get("format_options") or {}, fmt, specs, seats)
     rating = _rating(d.get("rating") or {}, specs)
     arena = d.get("arena") or {}
     if not isinstance(arena, Mapping):
@@ -252,8 +295,8 @@ def _players(players: Any) -> dict[str, str | dict]:
     return specs
 
 
-def _games(games_in: Any) -> list[GameEntry]:
-    """The `games:` list (a name, a mapping, or a list of them) as `GameEntry`s."""
+def _games(games_in: Any) -> list[TournamentGame]:
+    """The `games:` list (a name, a mapping, or a list of them) as `TournamentGame`s."""
     if isinstance(games_in, (str, Mapping)):
         games_in = [games_in]
     if not isinstance(games_in, list) or not games_in:
@@ -275,7 +318,7 @@ def _games(games_in: Any) -> list[GameEntry]:
         if not isinstance(params, Mapping):
             raise ValueError(f"games[{i}].params must be a mapping, got {type(params).__name__}")
         g = {**g, "params": dict(params)}
-        entries.append(build(GameEntry, g, f"games[{i}]", base=GameEntry("")))
+        entries.append(build(TournamentGame, g, f"games[{i}]", base=TournamentGame("")))
     return entries
 
 
@@ -308,15 +351,16 @@ FORMAT_OPTION_TYPES = (
     ("grand_final_reset", bool),
     ("seeding", str),
     ("tiebreak", str),
+    ("tables", int),
 )
 
 
-def _format_options(opts: Any, fmt: str, specs: dict) -> dict:
+def _format_options(opts: Any, fmt: str, specs: dict, seats: int = 2) -> dict:
     """The format's options, checked against its signature and the players; `ratings` naming
     an earlier tournament's DB becomes its players' ratings."""
     if not isinstance(opts, Mapping):
         raise ValueError(f"format_options must be a mapping, got {type(opts).__name__}")
-    known = [o for o in format_options(fmt) if o not in ("games", "best_of")]
+    known = [o for o in format_options(fmt, seats) if o not in ("games", "best_of")]
     bad = [o for o in opts if o not in known]
     if bad:
         hint = " (set games_per_pairing instead)" if set(bad) & {"games", "best_of"} else ""
@@ -403,15 +447,14 @@ def _check_round_size(config: TournamentConfig) -> None:
     robin's only one, a seeding phase), and half the players paired with
     games_per_pairing games each (every later round of the other formats)."""
     players = list(config.players)
-    first = next(make_format(config.format, players, **config.format_kwargs()))
-    largest = max(sum(p.games for p in first), len(players) // 2 * config.games_per_pairing) * len(
-        config.games
-    )
+    first = next(config.make_format())
+    later = len(players) // config.seats() * config.games_per_pairing
+    largest = max(sum(p.games for p in first), later) * len(config.games)
     if largest > MAX_ROUND_MATCHES:
         raise ValueError(
             f"this tournament asks for up to {largest:,} matches in one round (games_per_pairing {config.games_per_pairing}, "
             f"{len(players)} players, {len(config.games)} game(s)); the limit is {MAX_ROUND_MATCHES:,} matches a round "
-            f"(lower games_per_pairing, or format_options.seed_games)"
+            f"(lower games_per_pairing, or format_options.seed_games, or format_options.tables)"
         )
 
 
@@ -467,20 +510,55 @@ def _checkpoint_players(pname: str, spec: Mapping) -> dict[str, dict]:
     return {name: {"type": "llm", "model": str(d), **options} for name, d in players.items()}
 
 
-def _check_games(specs: list[GameEntry]) -> None:
-    """Every game must exist and have two seats (all formats are pairwise)."""
+def _check_games(specs: list[TournamentGame]) -> None:
+    """Every game must exist and take its parameters."""
     for g in specs:
-        if g.name.startswith("openspiel:"):
-            continue  # seat count known only once built; the arena checks it
-        info = games.info(g.name)  # ValueError with did-you-mean for unknown names
-        if info.num_players != 2:
-            raise ValueError(
-                f"game {g.name!r} has {info.num_players} players; tournament formats are pairwise (2 players)"
-            )
-        try:
-            games.make(g.name, **g.params)  # bad parameters fail here, before any store exists
+        if not g.name.startswith("openspiel:"):
+            games.info(g.name)  # ValueError with did-you-mean for unknown names
+        try:  # bad parameters fail here, before any store exists
+            game_seats(g.name, json.dumps(g.params, sort_keys=True))
         except ValueError as e:
             raise ValueError(f"game {g.name!r} with params {g.params}: {e}") from None
+
+
+def _check_seats(entries: list[TournamentGame], fmt: str, players: int) -> int:
+    """The games' common seat count, checked against the format, the players and each
+    game's teams; returns it."""
+    seats = {g.name: game_seats(g.name, json.dumps(g.params, sort_keys=True)) for g in entries}
+    if len(set(seats.values())) > 1:
+        listed = ", ".join(f"{name} has {n}" for name, n in seats.items())
+        raise ValueError(
+            f"games must all have the same number of seats ({listed}): a table seats the same players for each"
+        )
+    n = next(iter(seats.values()))
+    if n > MAX_SEATS:
+        raise ValueError(
+            f"game {entries[0].name!r} has {n} seats; a tournament table seats at most {MAX_SEATS}"
+        )
+    format_options(fmt, n)  # a pairwise format with more than two seats: the one-line error
+    if n > players:
+        raise ValueError(
+            f"game {entries[0].name!r} has {n} seats; the tournament needs at least {n} players, it has {players}"
+        )
+    for i, g in enumerate(entries):
+        _check_teams(g.teams, n, f"games[{i}].teams")
+    return n
+
+
+def _check_teams(teams: list, seats: int, where: str) -> None:
+    """`teams` is empty or splits the seats 0..seats-1 into at least two groups."""
+    if not teams:
+        return
+    flat = [s for t in teams if isinstance(t, list) for s in t]
+    if (
+        len(teams) < 2
+        or not all(isinstance(t, list) and t for t in teams)
+        or sorted(flat) != list(range(seats))
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in flat)
+    ):
+        raise ValueError(
+            f"{where} must split the seats 0..{seats - 1} into at least two groups, each seat in one, got {teams!r}"
+        )
 
 
 def rated_games(
@@ -492,6 +570,27 @@ def rated_games(
         for s in schedule
         if s.match_id in results
     ]
+
+
+def finishes(
+    config: TournamentConfig, schedule: list[MatchSpec], results: dict[str, MatchResult]
+) -> list[Finish]:
+    """Each scheduled match that has a result as a finishing order (seats, returns, the game's
+    teams, labelled with the game's name); a match the arena aborted is a tie of all its sides,
+    as its outcome is a draw."""
+    teams = {g.name: tuple(tuple(t) for t in g.teams) for g in config.games}
+    out = []
+    for s in schedule:
+        r = results.get(s.match_id)
+        if r is not None:
+            scores = tuple(0.0 if r.error else r.scores[p] for p in s.seats)
+            out.append(Finish(tuple(s.seats), scores, teams.get(s.game, ()), s.game))
+    return out
+
+
+def pairwise(config: TournamentConfig) -> bool:
+    """Are the tournament's games two players, one a side (Bradley-Terry's case)?"""
+    return config.seats() == 2 and not any(g.teams for g in config.games)
 
 
 def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
@@ -512,18 +611,22 @@ def stored_config(db_path: str | os.PathLike) -> TournamentConfig:
 
 
 def stored_ratings(db_path: str | os.PathLike) -> dict[str, float]:
-    """Bradley-Terry Elo of the players of the tournament in `db_path`, from every match
-    stored so far (finished or not), pinned as its config pins them, with its leaderboard's
-    per-game seat terms: prior ratings to seed another tournament with.
+    """Bradley-Terry (Plackett-Luce for N seats or teams) Elo of the players of the tournament
+    in `db_path`, from every match stored so far (finished or not), pinned as its config pins
+    them, with its leaderboard's per-game seat terms: prior ratings to seed another tournament with.
     """
     config = stored_config(db_path)
     with Store(db_path, readonly=True) as store:
         schedule, results = store.schedule(), store.results()
-    games = rated_games(schedule, results)
-    if not games:
+    if not results:
         raise ValueError(f"{db_path} has no finished match to rate its players by")
+    players, reference = list(config.players), config.rating.reference
+    if not pairwise(config):
+        fit = fit_plackett_luce(
+            finishes(config, schedule, results), players, reference, ci=None, seat=True
+        )
+        return {p: r.elo for p, r in fit.ratings.items()}
+    games = rated_games(schedule, results)
     seat_games = [s.game for s in schedule if s.match_id in results]
-    ratings = bradley_terry(
-        games, list(config.players), config.rating.reference, ci=None, seat=seat_games
-    )
+    ratings = bradley_terry(games, players, reference, ci=None, seat=seat_games)
     return {p: r.elo for p, r in ratings.items()}

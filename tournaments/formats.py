@@ -9,8 +9,12 @@ Each format is a generator over players (see `tournaments.rounds` for the protoc
     anchor               everyone vs one reference player (`tournaments.seeding`)
     adaptive             Swiss, then information-weighted matchings (`tournaments.adaptive`)
 
-`make_format(name, players, **options)` builds one by name and rejects unknown options
-with the list of known ones.
+A game of N > 2 seats plays tables of N players instead of pairings: round robin, Swiss
+and adaptive have table versions (`tournaments.tables.TABLE_FORMATS`); the elimination
+formats and anchor pair two players and need a game of two seats.
+
+`make_format(name, players, seats=2, **options)` builds one by name and rejects unknown
+options with the list of known ones.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from tournaments.rounds import (
 )
 from tournaments.seeding import anchor
 from tournaments.swiss import swiss, swiss_rounds
+from tournaments.tables import TABLE_FORMATS
 
 
 def round_robin(players: Sequence[Player], games: int = 1) -> FormatGen:
@@ -68,24 +73,40 @@ FORMATS = {
 }
 
 
-def format_options(name: str) -> list[str]:
-    """The option names a format accepts (besides `players`)."""
+def format_function(name: str, seats: int = 2):
+    """The format `name` for a game of `seats` seats (a `FORMATS` or a `TABLE_FORMATS` entry).
+
+    Raises:
+      ValueError: an unknown name, or a pairwise-only format for more than two seats.
+    """
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r} (choose from {', '.join(FORMATS)})")
+    if seats == 2:
+        return FORMATS[name]
+    if name not in TABLE_FORMATS:
+        raise ValueError(
+            f"format {name} pairs two players and needs a game of two seats, this one has {seats} "
+            f"(formats for tables: {', '.join(TABLE_FORMATS)})"
+        )
+    return TABLE_FORMATS[name]
+
+
+def format_options(name: str, seats: int = 2) -> list[str]:
+    """The option names a format accepts (besides `players`, and `seats` for tables)."""
     return [
         p
-        for p in inspect.signature(FORMATS[name]).parameters
-        if p != "players" and not p.startswith("_")
+        for p in inspect.signature(format_function(name, seats)).parameters
+        if p not in ("players", "seats") and not p.startswith("_")
     ]
 
 
-def resolved_options(name: str, players: Sequence[Player], options: dict) -> dict:
+def resolved_options(name: str, players: Sequence[Player], options: dict, seats: int = 2) -> dict:
     """Every option of format `name` with the value it takes: from `options`, else its
     default, resolved (Swiss `rounds` and adaptive `swiss_rounds`: `swiss_rounds`; adaptive
     `max_matches`: `default_budget`; `anchor`: the first player), so an
     option written out at its default compares equal to one left out."""
-    params = inspect.signature(FORMATS[name]).parameters
-    out = {k: params[k].default for k in format_options(name)}
+    params = inspect.signature(format_function(name, seats)).parameters
+    out = {k: params[k].default for k in format_options(name, seats)}
     out.update(options)
     if name == "swiss" and out["rounds"] is None:
         out["rounds"] = swiss_rounds(len(players))
@@ -99,12 +120,15 @@ def resolved_options(name: str, players: Sequence[Player], options: dict) -> dic
     return out
 
 
-def make_format(name: str, players: Sequence[Player], **options) -> FormatGen:
-    """A format generator by name; unknown options raise a one-line ValueError."""
-    known = format_options(name)
+def make_format(name: str, players: Sequence[Player], seats: int = 2, **options) -> FormatGen:
+    """A format generator by name for a game of `seats` seats (tables when more than two);
+    unknown options raise a one-line ValueError."""
+    known = format_options(name, seats)
     bad = [k for k in options if k not in known]
     if bad:
         raise ValueError(
             f"unknown option {', '.join(map(repr, bad))} for format {name} (known: {', '.join(known)})"
         )
-    return FORMATS[name](players, **options)
+    if seats == 2:
+        return FORMATS[name](players, **options)
+    return format_function(name, seats)(players, seats, **options)

@@ -150,28 +150,95 @@ def fit_bradley_terry(
     _check_games(games, index, reference, ci)
     n = len(players)
     ia, ib, y, labels, groups, X = _games_design(games, index, n, seat)
-    x = _fit_design(X, y, l2)
-    graph = _took_points(ia, ib, y, n)
-    anchor = {index[reference]} if reference is not None else _field(graph)
-    T = _display_map(n, anchor, X.shape[1])
-    shown = elo(T @ x)
     played = np.bincount(np.concatenate([ia, ib]), minlength=n)
+    model = Logistic(X, y, l2)
+    ref = None if reference is None else index[reference]
+    options = FitOptions(ci, level, bootstrap, seed, ranks)
+    ratings, x, cov = fit_ratings(model, players, _took_points(ia, ib, y, n), played, ref, options)
+    seats = _seat_terms(x, n, labels, groups)
+    if cov is not None:
+        seat_intervals(seats, groups, *cov, n, level)
+    return Fit(ratings, seats)
+
+
+@dataclass
+class FitOptions:
+    """How `fit_ratings` computes intervals (the arguments of `fit_bradley_terry`)."""
+
+    ci: str | None = "sandwich"
+    level: float = 0.95
+    bootstrap: int = 200
+    seed: int = 0
+    ranks: bool = True
+
+
+class Logistic:
+    """Bradley-Terry's penalised log-loss over a design: row k of X picks theta_a - theta_b
+    (+ a seat term) of game k, y[k] the points of a; each game an independent unit.
+
+    The interface every rating model gives `fit_ratings` (`tournaments.plackett_luce.
+    PlackettLuce` is the other): `width` parameters, `units` independent units (games,
+    matches), `nll(x)` (objective and gradient), `hessian(x)`, `scores(x)` (each unit's
+    gradient of its log-likelihood, a row each) and `resample(pick)` (the model of units
+    `pick`, for the bootstrap)."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, l2: float):
+        self.X, self.y, self.l2 = X, y, l2
+        self.width, self.units = X.shape[1], len(y)
+
+    def nll(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        return _penalised_nll(x, self.X, self.y, self.l2)
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        return _penalised_hessian(x, self.X, self.l2)
+
+    def scores(self, x: np.ndarray) -> np.ndarray:
+        return self.X * (self.y - expit(self.X @ x))[:, None]
+
+    def resample(self, pick: np.ndarray) -> Logistic:
+        return Logistic(self.X[pick], self.y[pick], self.l2)
+
+
+def fit_ratings(
+    model,
+    players: Sequence[Hashable],
+    graph,
+    played: np.ndarray,
+    reference: int | None,
+    options: FitOptions,
+) -> tuple[dict[Hashable, Rating], np.ndarray, tuple | None]:
+    """Fit `model` (`Logistic` or any model of its interface, the players its first
+    parameters) and rate the players as `fit_bradley_terry` describes: Elo scale, pinned
+    to player index `reference` or the field of `graph` (who took points from whom), rating
+    and rank intervals. Returns ({player: Rating}, the fitted parameters, (robust, model-based)
+    covariance or None without intervals)."""
+    n = len(players)
+    x = fit_model(model)
+    anchor = {reference} if reference is not None else _field(graph)
+    T = _display_map(n, anchor, model.width)
+    shown = elo(T @ x)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     rank_lo, rank_hi = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
-    seats = _seat_terms(x, n, labels, groups)
-    if ci is not None and len(games):
-        fit = (x, X, y, l2, T)
-        robust, model = _sandwich_design(x, X, y, l2)
+    cov = None
+    if options.ci is not None and model.units:
+        fit = (x, model, T)
+        cov = robust, based = _sandwich(model, x)
         free_up, free_down = _unbounded(graph, anchor)
-        lo, hi = _rating_intervals(fit, robust, model, shown, free_up, free_down, played, level)
-        if ci == "bootstrap":
-            _bootstrap_intervals(fit, lo, hi, ~(free_up | free_down), level, bootstrap, seed)
-        if ranks:
-            rank_lo, rank_hi = _rank_ranges(x, X, y, l2, T, robust, model, graph, played > 0, level)
-        _seat_intervals(seats, groups, robust, model, n, level)
+        lo, hi = _rating_intervals(
+            fit, robust, based, shown, free_up, free_down, played, options.level
+        )
+        if options.ci == "bootstrap":
+            bounded = ~(free_up | free_down)
+            _bootstrap_intervals(
+                fit, lo, hi, bounded, options.level, options.bootstrap, options.seed
+            )
+        if options.ranks:
+            rank_lo, rank_hi = _rank_ranges(
+                x, model, T, robust, based, graph, played > 0, options.level
+            )
         if reference is not None:
-            lo[index[reference]] = hi[index[reference]] = ELO_BASE
-    return Fit(_ratings(players, shown, lo, hi, x, played, rank_lo, rank_hi), seats)
+            lo[reference] = hi[reference] = ELO_BASE
+    return _ratings(players, shown, lo, hi, x, played, rank_lo, rank_hi), x, cov
 
 
 def _who_played(games: list[tuple[Hashable, Hashable, float]]) -> list[Hashable]:
@@ -238,30 +305,30 @@ def _rating_intervals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) per player on the Elo scale: the sandwich interval (each variance the larger of
     the robust and the model-based one), or +-inf and a profile-likelihood end where the record
-    leaves the rating unbounded. `fit` is (x, X, y, l2, T)."""
-    x, X, y, l2, T = fit
+    leaves the rating unbounded. `fit` is (x, the model, T)."""
+    x, lik, T = fit
     var = np.maximum(np.diag(T @ robust @ T.T), np.diag(T @ model @ T.T))
     se = ELO_SCALE * np.sqrt(np.clip(var, 0.0, None))
-    return _interval_ends(shown, se, level, free_up, free_down, x, X, y, l2, T, played)
+    return _interval_ends(shown, se, level, free_up, free_down, x, lik, T, played)
 
 
 def _bootstrap_intervals(
     fit: tuple, lo, hi, bounded, level: float, bootstrap: int, seed: int
 ) -> None:
     """Replace `lo`, `hi` of the `bounded` players by the percentile interval of `bootstrap`
-    refits on games resampled with replacement. `fit` is (x, X, y, l2, T)."""
-    x, X, y, l2, T = fit
+    refits on units (games, matches) resampled with replacement. `fit` is (x, the model, T)."""
+    x, model, T = fit
     rng = np.random.default_rng(seed)
     draws = np.empty((bootstrap, len(lo)))
     for k in range(bootstrap):
-        pick = rng.integers(0, len(y), len(y))
-        draws[k] = elo(T @ _fit_design(X[pick], y[pick], l2, x))
+        pick = rng.integers(0, model.units, model.units)
+        draws[k] = elo(T @ fit_model(model.resample(pick), x))
     alpha = (1 - level) / 2
     lo[bounded] = np.quantile(draws, alpha, axis=0)[bounded]
     hi[bounded] = np.quantile(draws, 1 - alpha, axis=0)[bounded]
 
 
-def _seat_intervals(
+def seat_intervals(
     seats: dict[Hashable, SeatAdvantage], groups: list, robust, model, n: int, level: float
 ) -> None:
     """Set each seat advantage's Wald interval (the larger of the robust and model variances)."""
@@ -287,9 +354,7 @@ def _ratings(players, shown, lo, hi, x, played, rank_lo, rank_hi) -> dict[Hashab
     }
 
 
-def _rank_ranges(
-    x, X, y, l2, T, robust, model, graph, played, level
-) -> tuple[np.ndarray, np.ndarray]:
+def _rank_ranges(x, lik, T, robust, model, graph, played, level) -> tuple[np.ndarray, np.ndarray]:
     """(best, worst) rank per player: 1 + #{j surely above i}, n - #{j surely below i}.
 
     "Surely above": the difference of the two ratings is positive at level
@@ -313,7 +378,7 @@ def _rank_ranges(
     above = d[:, None] - d[None, :] > z * np.sqrt(
         np.clip(var, 0.0, None)
     )  # above[i, j]: i surely above j
-    f_min = _penalised_nll(x, X, y, l2)[0]
+    f_min = lik.nll(x)[0]
     for i in np.flatnonzero(played):
         up, down = nx.ancestors(graph, i) | {i}, nx.descendants(graph, i) | {i}
         for j in np.flatnonzero(played):
@@ -325,8 +390,8 @@ def _rank_ranges(
                 a = T[i] - T[j]
                 # a quick upper bound on the refit's deviance first: most pairs stop there
                 above[i, j] = (
-                    2 * (_equal_ratings_bound(x, X, y, l2, a) - f_min) > cut
-                    and _profile_deviance(x, X, y, l2, a)(0.0) > cut
+                    2 * (_equal_ratings_bound(x, lik, a) - f_min) > cut
+                    and _profile_deviance(x, lik, a)(0.0) > cut
                 )
             else:
                 above[i, j] = False
@@ -334,25 +399,23 @@ def _rank_ranges(
     return 1 + above.sum(axis=0), n - above.sum(axis=1)
 
 
-def _equal_ratings_bound(
-    x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray
-) -> float:
+def _equal_ratings_bound(x: np.ndarray, lik, a: np.ndarray) -> float:
     """The penalised log-loss at a point with a @ x = 0 (i's and j's ratings met halfway,
     then one Newton step within a @ x = 0, kept only if it lowers the loss): at least the
     constrained minimum, so a deviance from it below the cut settles the test."""
     x0 = x - (a @ x) * a / (a @ a)
-    f0, g = _penalised_nll(x0, X, y, l2)
-    Hg, Ha = np.linalg.solve(_penalised_hessian(x0, X, l2), np.column_stack([g, a])).T
+    f0, g = lik.nll(x0)
+    Hg, Ha = np.linalg.solve(lik.hessian(x0), np.column_stack([g, a])).T
     step = -Hg + Ha * (a @ Hg) / (a @ Ha)  # the quadratic model's minimiser on a @ step = 0
     for t in (1.0, 0.5, 0.25):
-        f1 = _penalised_nll(x0 + t * step, X, y, l2)[0]
+        f1 = lik.nll(x0 + t * step)[0]
         if f1 < f0:
             return f1
     return f0
 
 
 def _interval_ends(
-    shown, se, level, free_up, free_down, x, X, y, l2, T, played
+    shown, se, level, free_up, free_down, x, lik, T, played
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wald ends at `level`; for a record unbounded on one side, +-inf there and the profile
     likelihood end on the other."""
@@ -361,7 +424,7 @@ def _interval_ends(
     lo[free_down], hi[free_up] = -np.inf, np.inf
     cut = chi2.ppf(level, 1)
     for i in np.flatnonzero((free_up ^ free_down) & (played > 0)):
-        end = _profile_end(x, X, y, l2, T[i], -1.0 if free_up[i] else 1.0, cut)
+        end = _profile_end(x, lik, T[i], -1.0 if free_up[i] else 1.0, cut)
         if free_up[i]:
             lo[i] = end
         else:
@@ -404,18 +467,10 @@ def _unbounded(graph, anchor: set[int]) -> tuple[np.ndarray, np.ndarray]:
     return up, down
 
 
-def _profile_end(
-    x: np.ndarray,
-    X: np.ndarray,
-    y: np.ndarray,
-    l2: float,
-    a: np.ndarray,
-    direction: float,
-    cut: float,
-) -> float:
+def _profile_end(x: np.ndarray, lik, a: np.ndarray, direction: float, cut: float) -> float:
     """Where the profile penalised deviance of the shown value a @ x, walked from the fit
     in `direction`, reaches `cut`; on the Elo scale (the end of a profile-likelihood interval)."""
-    profile = _profile_deviance(x, X, y, l2, a)
+    profile = _profile_deviance(x, lik, a)
     deviance = lambda c: profile(c) - cut
     start = a @ x
     inner, step = start, 0.5
@@ -427,20 +482,20 @@ def _profile_end(
     return math.copysign(math.inf, direction)
 
 
-def _profile_deviance(x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float, a: np.ndarray):
+def _profile_deviance(x: np.ndarray, lik, a: np.ndarray):
     """c -> 2 (min of the penalised log-loss over fits with a @ x = c, minus its minimum)."""
     N = null_space(a[None, :])  # x = c a/|a|^2 + N u
     base = a / (a @ a)
-    f_min = _penalised_nll(x, X, y, l2)[0]
+    f_min = lik.nll(x)[0]
     warm = [N.T @ x]
 
     def deviance(c: float) -> float:
         def loss(u):
-            f, g = _penalised_nll(c * base + N @ u, X, y, l2)
+            f, g = lik.nll(c * base + N @ u)
             return f, N.T @ g
 
         def hess(u):
-            return N.T @ _penalised_hessian(c * base + N @ u, X, l2) @ N
+            return N.T @ lik.hessian(c * base + N @ u) @ N
 
         warm[0] = minimize(
             loss, warm[0], jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-8}
@@ -481,22 +536,14 @@ def penalised_fit(
     Returns:
         theta, one strength per player (natural log-odds scale).
     """
-    return _fit_design(_design(ia, ib, n), y, l2, x0)
+    return fit_model(Logistic(_design(ia, ib, n), y, l2), x0)
 
 
-def _fit_design(
-    X: np.ndarray, y: np.ndarray, l2: float, x0: np.ndarray | None = None
-) -> np.ndarray:
+def fit_model(model, x0: np.ndarray | None = None) -> np.ndarray:
     """Penalised maximum likelihood: Newton steps with the exact Hessian (scipy trust-exact)."""
-    x0 = np.zeros(X.shape[1]) if x0 is None else x0
+    x0 = np.zeros(model.width) if x0 is None else x0
     return minimize(
-        _penalised_nll,
-        x0,
-        args=(X, y, l2),
-        jac=True,
-        hess=lambda x, *_: _penalised_hessian(x, X, l2),
-        method="trust-exact",
-        options={"gtol": 1e-8},
+        model.nll, x0, jac=True, hess=model.hessian, method="trust-exact", options={"gtol": 1e-8}
     ).x
 
 
@@ -529,14 +576,13 @@ def sandwich_covariance(
     Returns:
         (robust covariance H^-1 B H^-1, model-based covariance H^-1).
     """
-    return _sandwich_design(theta, _design(ia, ib, n), y, l2)
+    return _sandwich(Logistic(_design(ia, ib, n), y, l2), theta)
 
 
-def _sandwich_design(
-    x: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float
-) -> tuple[np.ndarray, np.ndarray]:
-    H = _penalised_hessian(x, X, l2)
-    G = X * (y - expit(X @ x))[:, None]  # per-game score
+def _sandwich(model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(robust H^-1 B H^-1, model-based H^-1): B the sum of the units' score outer products."""
+    H = model.hessian(x)
+    G = model.scores(x)  # per-unit score
     B = G.T @ G
     Hinv = np.linalg.inv(H)
     return Hinv @ B @ Hinv, Hinv

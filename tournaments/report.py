@@ -17,6 +17,11 @@ row each and draws a replay when it is opened; the replays sit inside the page u
 The rank is the format's ranking (`Outcome.order`: points, bracket exit, tie-breaks); the
 rating is Bradley-Terry over every match played (`TournamentResult.ratings`), so the two
 can disagree where a format decides on few games.
+
+Games of N seats, or with teams, are rated by Plackett-Luce over the finishing orders; their
+report adds how often each player finished in each place (`finishing_positions`) and each
+seat's results (`seat_results`), and its win rates are head to head: the share of the
+matches of two players in which the row player finished above the column player.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from rich.table import Table
 from core.console import make_console
 from core.records import read_jsonl
 from tournaments.ratings import alpha_rank, nash_average, openskill_ratings, win_matrix
-from tournaments.run import TournamentResult
+from tournaments.run import TournamentResult, pairwise
 
 
 @dataclass
@@ -114,6 +119,13 @@ def points_note(result: TournamentResult, rows: list[Row] | None = None) -> str:
         else f", divided by the config's {n} games (each repeat of a pairing plays every game once)"
     )
     by = "" if n == 1 else f" / {n}"
+    if not pairwise(cfg):
+        return (
+            "points: per match, the share of the other sides a player finished above (level: half), "
+            "so 1 for first and 0 for last; summed over its matches, of the most they could make"
+            + ("; a round sat out counts ½ a match" if cfg.format == "swiss" else "")
+            + "."
+        )
     text = f"points: win 1, draw ½, loss 0 per match{per}: (W + D/2){by}, of the most its matches could make"
     if cfg.format == "swiss":
         text += "; a bye counts as a won pairing, seeding matches as nothing"
@@ -124,6 +136,50 @@ def points_note(result: TournamentResult, rows: list[Row] | None = None) -> str:
     if result.outcome.bracket:
         text += "; the rank is where a player went out of the bracket, not its points"
     return text + "."
+
+
+def finishing_positions(result: TournamentResult) -> dict[str, list[int]]:
+    """Player -> how often it finished 1st, 2nd, ... (tied sides share the better place)."""
+    sides = max((len(f.sides()) for f in result.finishes()), default=2)
+    counts = {p: [0] * sides for p in result.config.players}
+    for f in result.finishes():
+        for p, place in zip(f.seats, f.places()):
+            counts[p][place - 1] += 1
+    return counts
+
+
+def seat_results(result: TournamentResult) -> dict[tuple[str, int], tuple[int, float, float]]:
+    """(game, seat) -> (matches, mean points, mean return) of whoever sat there."""
+    sums: dict = defaultdict(lambda: [0, 0.0, 0.0])
+    for f in result.finishes():
+        for s, (pts, score) in enumerate(zip(f.points(), f.scores)):
+            cell = sums[f.label, s]
+            cell[0] += 1
+            cell[1] += pts
+            cell[2] += score
+    return {k: (n, pts / n, score / n) for k, (n, pts, score) in sorted(sums.items())}
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(k if k < 20 else k % 10, 'th') }"
+
+
+def print_finishes(result: TournamentResult, console) -> None:
+    """The finishing-position and per-seat tables of a tournament of N seats or teams."""
+    counts = finishing_positions(result)
+    table = Table(title="finishing positions (matches; tied sides share the better place)")
+    table.add_column("player", overflow="fold")
+    for k in range(len(next(iter(counts.values())))):
+        table.add_column(_ordinal(k + 1), justify="right")
+    for p in result.outcome.order:
+        table.add_row(p, *map(str, counts[p]))
+    console.print(table)
+    seats = Table(title="per seat")
+    for col in ("game", "seat", "matches", "mean points", "mean return"):
+        seats.add_column(col, justify="left" if col == "game" else "right")
+    for (game, seat), (n, pts, score) in seat_results(result).items():
+        seats.add_row(game, str(seat), str(n), f"{pts:.3f}", f"{score:+.3f}")
+    console.print(seats)
 
 
 def _points(row: Row) -> str:
@@ -158,6 +214,8 @@ def seat_note(result: TournamentResult) -> str:
         f"{g} {h.elo:+.0f}" + ("" if math.isnan(h.lo) else f" [{h.lo:+.0f}, {h.hi:+.0f}]")
         for g, h in result.seat.items()
     ]
+    if result.config.seats() > 2:
+        return f"each seat's advantage over the last seat (fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
     return f"first mover's advantage (fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
 
 
@@ -165,7 +223,8 @@ def rating_note(result: TournamentResult) -> str:
     """What the rating and rank-range columns are, with this tournament's seat terms."""
     ro = result.config.rating
     pinned = f"{ro.reference} = 1000" if ro.reference else "mean of the field = 1000"
-    text = f"rating: Bradley-Terry (Elo scale, {pinned}), {int(ro.level * 100)}% {ro.ci} CI"
+    model = "Bradley-Terry" if pairwise(result.config) else "Plackett-Luce over finishing orders"
+    text = f"rating: {model} (Elo scale, {pinned}), {int(ro.level * 100)}% {ro.ci} CI"
     if result.seat:
         text += f"; {seat_note(result)}"
     if ro.ci:
@@ -203,6 +262,8 @@ def print_leaderboard(result: TournamentResult, console=None) -> None:
             _points(r),
         )
     console.print(table)
+    if not pairwise(cfg):
+        print_finishes(result, console)
     for note in (rating_note(result), points_note(result, rows)):  # wrapped, also when piped
         console.print(note, soft_wrap=False, markup=False)
 
@@ -231,6 +292,17 @@ def leaderboard_json(result: TournamentResult) -> dict:
             g: {"elo": num(a.elo), "lo": num(a.lo), "hi": num(a.hi), "games": a.games}
             for g, a in result.seat.items()
         },
+    } | ({} if pairwise(cfg) else _finishes_json(result))
+
+
+def _finishes_json(result: TournamentResult) -> dict:
+    """The finishing positions and per-seat results of a tournament of N seats or teams."""
+    return {
+        "finishing_positions": finishing_positions(result),
+        "seats": [
+            {"game": g, "seat": s, "matches": n, "mean_points": pts, "mean_return": score}
+            for (g, s), (n, pts, score) in seat_results(result).items()
+        ],
     }
 
 
@@ -389,10 +461,10 @@ function fillReplay(d){
 function renderMatches(){
   const list=document.getElementById('matches'), rows=[];
   for(const i of view.slice(at,at+PAGE)){
-    const [id,game,a,b,sa,sb,oa,ob,label,seed]=MATCHES[i];
-    rows.push('<details class="replay" data-i="'+i+'" data-match-id="'+esc(id)+'" data-game="'+esc(game)+'" data-players="'+esc(a)+'|'+esc(b)+'">'
-      +'<summary><b>'+esc(label)+'</b> '+esc(game)+': '+esc(a)+' ('+sg(sa)+', '+oa+') vs '+esc(b)+' ('+sg(sb)+', '+ob+')</summary>'
-      +'<p class="k">match '+esc(id)+', seed '+seed+'; seats: player_0 = '+esc(a)+', player_1 = '+esc(b)+'</p><div class="body"></div></details>');
+    const [id,game,a,b,sa,sb,oa,ob,label,seed]=MATCHES[i], seats=MATCHES[i][11]||[[a,sa,oa],[b,sb,ob]];
+    rows.push('<details class="replay" data-i="'+i+'" data-match-id="'+esc(id)+'" data-game="'+esc(game)+'" data-players="'+seats.map(s=>esc(s[0])).join('|')+'">'
+      +'<summary><b>'+esc(label)+'</b> '+esc(game)+': '+seats.map(([p,s,o])=>esc(p)+' ('+sg(s)+', '+o+')').join(' vs ')+'</summary>'
+      +'<p class="k">match '+esc(id)+', seed '+seed+'; seats: '+seats.map((s,k)=>'player_'+k+' = '+esc(s[0])).join(', ')+'</p><div class="body"></div></details>');
   }
   list.innerHTML=rows.join('');
   list.querySelectorAll('details.replay').forEach(d=>d.addEventListener('toggle',()=>{if(d.open) fillReplay(d);}));
@@ -401,7 +473,7 @@ function renderMatches(){
 }
 function filterMatches(){
   const p=document.getElementById('fplayer').value, g=document.getElementById('fgame').value;
-  view=[]; MATCHES.forEach((m,i)=>{if((!p||m[2]===p||m[3]===p)&&(!g||m[1]===g)) view.push(i);}); at=0; renderMatches();
+  view=[]; MATCHES.forEach((m,i)=>{if((!p||(m[11]||[[m[2]],[m[3]]]).some(s=>s[0]===p))&&(!g||m[1]===g)) view.push(i);}); at=0; renderMatches();
 }
 function openMatch(id){
   const i=MATCHES.findIndex(m=>m[0]===id); if(i<0) return;
@@ -411,7 +483,7 @@ function openMatch(id){
 document.addEventListener('DOMContentLoaded',()=>{
   document.querySelectorAll('#leaderboard th').forEach(th=>th.addEventListener('click',()=>sortTable(th)));
   const fp=document.getElementById('fplayer'), fg=document.getElementById('fgame');
-  const players=new Set(), games=new Set(); MATCHES.forEach(m=>{players.add(m[2]); players.add(m[3]); games.add(m[1]);});
+  const players=new Set(), games=new Set(); MATCHES.forEach(m=>{(m[11]||[[m[2]],[m[3]]]).forEach(s=>players.add(s[0])); games.add(m[1]);});
   [...players].sort().forEach(x=>fp.add(new Option(x,x))); [...games].sort().forEach(x=>fg.add(new Option(x,x)));
   fp.addEventListener('change',filterMatches); fg.addEventListener('change',filterMatches);
   document.getElementById('prev').addEventListener('click',()=>{at=Math.max(0,at-PAGE); renderMatches();});
@@ -530,6 +602,8 @@ def _bracket_html(result: TournamentResult) -> str:
 
 def _rounds_html(result: TournamentResult, rounds: list | None = None, id_: str = "rounds") -> str:
     rounds = result.outcome.rounds if rounds is None else rounds
+    if not pairwise(result.config):
+        return _table_rounds_html(rounds, id_)
     parts = []
     for k, rnd in enumerate(rounds):
         if not rnd:
@@ -545,10 +619,74 @@ def _rounds_html(result: TournamentResult, rounds: list | None = None, id_: str 
     return f'<div id="{id_}">{"".join(parts)}</div>'
 
 
+def _table_rounds_html(rounds: list, id_: str) -> str:
+    """The rounds of a table format: each table's players, seat order of its first game, with
+    the points each made."""
+    parts = []
+    for k, rnd in enumerate(rounds):
+        rows = "".join(
+            f'<tr><td class="l">{escape(t.label)}</td><td class="l">'
+            + ", ".join(f"{escape(p)} {r.points(p):.3g}" for p in t.players)
+            + f"</td><td>{r.games}</td></tr>"
+            for t, r in rnd
+        )
+        parts.append(
+            f"<details{' open' if len(rounds) <= 3 else ''}><summary>round {k + 1} ({len(rnd)} tables)</summary>"
+            f"<table><tr><th class=l>round</th><th class=l>players and points</th><th>games</th></tr>{rows}</table></details>"
+        )
+    return f'<div id="{id_}">{"".join(parts)}</div>'
+
+
+def _finishes_html(result: TournamentResult) -> str:
+    """The finishing-position and per-seat tables, for a tournament of N seats or teams."""
+    counts = finishing_positions(result)
+    places = len(next(iter(counts.values())))
+    head = (
+        "<tr><th class=l>player</th>"
+        + "".join(f"<th>{_ordinal(k + 1)}</th>" for k in range(places))
+        + "</tr>"
+    )
+    body = "".join(
+        f'<tr><td class="l">{escape(p)}</td>'
+        + "".join(f"<td>{c}</td>" for c in counts[p])
+        + "</tr>"
+        for p in result.outcome.order
+    )
+    seats = "".join(
+        f'<tr><td class="l">{escape(g)}</td><td>{s}</td><td>{n}</td><td>{pts:.3f}</td><td>{score:+.3f}</td></tr>'
+        for (g, s), (n, pts, score) in seat_results(result).items()
+    )
+    return (
+        f'<h2>Finishing positions</h2><table id="finishing-positions">{head}{body}</table>'
+        "<p class=k>matches in which each player finished in each place; tied sides share the better place</p>"
+        '<h2>Per seat</h2><table id="seat-results"><tr><th class=l>game</th><th>seat</th><th>matches</th>'
+        f"<th>mean points</th><th>mean return</th></tr>{seats}</table>"
+    )
+
+
+def _openskill_matches(result: TournamentResult) -> list[dict]:
+    """Each match as OpenSkill takes it: side (a player, or a tuple of teammates) -> points."""
+    if pairwise(result.config):
+        return [{a: s, b: 1 - s} for a, b, s in result.games()]
+    out = []
+    for f in result.finishes():
+        points = f.points()
+        out.append(
+            {
+                tuple(f.seats[s] for s in side) if len(side) > 1 else f.seats[side[0]]: points[
+                    side[0]
+                ]
+                for side in f.sides()
+            }
+        )
+    return out
+
+
 def _other_ratings_html(result: TournamentResult) -> str:
     players = result.outcome.order
     games = result.games()
-    skill = openskill_ratings([{a: s, b: 1 - s} for a, b, s in games]) if games else {}
+    matches = _openskill_matches(result)
+    skill = openskill_ratings(matches) if matches else {}
     pts, cnt = win_matrix(games, players)
     with np.errstate(invalid="ignore", divide="ignore"):
         P = np.where(cnt > 0, pts / np.maximum(cnt, 1), 0.5)
@@ -608,27 +746,19 @@ def _script_json(x) -> str:
 
 def _match_rows(result: TournamentResult) -> list[list]:
     """One row per played match, in schedule order: [id, game, a, b, score a, score b, outcome a,
-    outcome b, label, seed, replay page]; the page is filled in by `_replay_pages`."""
+    outcome b, label, seed, replay page], a, b the players of seats 0 and 1; a match of more
+    seats adds [[player, score, outcome], ...] seat by seat. The page is filled in by
+    `_replay_pages`."""
     rows = []
     for spec in result.schedule:
         res = result.results.get(spec.match_id)
-        if res is not None:
-            a, b = spec.seats
-            rows.append(
-                [
-                    spec.match_id,
-                    spec.game,
-                    a,
-                    b,
-                    res.scores[a],
-                    res.scores[b],
-                    res.outcome[a],
-                    res.outcome[b],
-                    spec.label,
-                    spec.seed,
-                    0,
-                ]
-            )
+        if res is None:
+            continue
+        seats = [[p, res.scores[p], res.outcome[p]] for p in spec.seats]
+        (a, sa, oa), (b, sb, ob) = seats[:2]
+        rows.append([spec.match_id, spec.game, a, b, sa, sb, oa, ob, spec.label, spec.seed, 0])
+        if len(seats) > 2:
+            rows[-1].append(seats)
     return rows
 
 
@@ -736,6 +866,7 @@ invalid first replies: LLM turns whose first reply named no legal move (retries 
 Click a column to sort.</p>
 <p class=k id="rating-note">{escape(rating_note(result))}</p>
 <p class=k id="points-note">{escape(points_note(result))}</p>
+{"" if pairwise(cfg) else _finishes_html(result)}
 <h2>{"Bracket" if elim else "Rounds"}</h2>
 {structure}
 <h2>Win rates</h2>

@@ -18,6 +18,11 @@ Players are any hashable values (agent names in the arena, indices of trajectori
 judge). A *game* is one comparison of two players: a match in the arena, a judge call in
 training. Its points are 1 / 0.5 / 0 (win, draw, loss), and its *score* is the raw number
 behind it (a return, a judge score), used to break ties.
+
+Games of N seats speak the same protocol with a `Table` of N players for a `Pairing` and a
+`TableResult` (each game's `Finish`: a finishing order) for a `PairResult`
+(`tournaments.tables`). A player's points in one such game are the share of the other sides
+it finished above, a tie counting half: with two seats, win 1, draw 1/2, loss 0 again.
 """
 
 from __future__ import annotations
@@ -77,6 +82,77 @@ class Outcome:
     def ranks(self) -> dict:
         """Player -> 0-based position in `order` (0 = winner)."""
         return {p: i for i, p in enumerate(self.order)}
+
+
+@dataclass(frozen=True)
+class Table:
+    """N players (N = the game's seats) to compare `games` times now, seats rotating: game g
+    seats the players rotated by g (`tournaments.run.match_specs`)."""
+
+    players: tuple  # seat order of the table's game 0
+    label: str  # round label, unique within a round: "RR", "S2", "A3"
+    games: int = 1  # games to play in this round
+    first_game: int = 0  # index of the first of them within the table's series
+
+
+@dataclass(frozen=True)
+class Finish:
+    """One game of N seats as a finishing order: who sat where and what each seat scored.
+
+    A side is a seat, or a team (`teams`: groups of seat indices that share a result): a
+    team's result is the sum of its members' scores, and its members share its place and
+    points. Sides with equal results tie."""
+
+    seats: tuple  # players in seat order
+    scores: tuple  # each seat's score (its return)
+    teams: tuple = ()  # tuples of seat indices; () = every seat a side of its own
+    label: str = ""  # the group of its seat terms in a rating fit (the game's name)
+
+    def sides(self) -> list[tuple[int, ...]]:
+        """The competing sides, as tuples of seat indices."""
+        return [tuple(t) for t in self.teams] or [(s,) for s in range(len(self.seats))]
+
+    def side_results(self) -> list[float]:
+        return [sum(self.scores[s] for s in side) for side in self.sides()]
+
+    def points(self) -> list[float]:
+        """Each seat's points: the share of the other sides it finished above, a tie half."""
+        sides, results = self.sides(), self.side_results()
+        out = [0.0] * len(self.seats)
+        for side, r in zip(sides, results):
+            above = sum(o < r for o in results)
+            tied = sum(o == r for o in results) - 1
+            for s in side:
+                out[s] = (above + tied / 2) / (len(sides) - 1)
+        return out
+
+    def places(self) -> list[int]:
+        """Each seat's place, 1 = first; tied sides share the better place (1, 2, 2, 4)."""
+        sides, results = self.sides(), self.side_results()
+        out = [0] * len(self.seats)
+        for side, r in zip(sides, results):
+            for s in side:
+                out[s] = 1 + sum(o > r for o in results)
+        return out
+
+
+@dataclass
+class TableResult:
+    """What the games of a table produced: one `Finish` each."""
+
+    finishes: list[Finish]
+
+    @property
+    def games(self) -> int:
+        return len(self.finishes)
+
+    def points(self, player: Player) -> float:
+        """The player's points summed over the games."""
+        return sum(f.points()[f.seats.index(player)] for f in self.finishes)
+
+    def score(self, player: Player) -> float:
+        """The player's scores (returns) summed over the games."""
+        return sum(f.scores[f.seats.index(player)] for f in self.finishes)
 
 
 FormatGen = Generator[list[Pairing], list[PairResult], Outcome]

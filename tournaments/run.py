@@ -15,6 +15,13 @@ games 2m and 2m+1 of a pairing (the two seat orders) share their seed, hence the
 and the deal: each player plays both sides of it. A game g of the format counts the mean points
 of its matches, so a multi-game pairing is still one comparison per g.
 
+A table (p_0, ..., p_{N-1}) of a game of N seats (`tournaments.tables`) plays, for each of
+its games g and each game j of the config, one match with the players rotated by g + j:
+seat s holds p_{(s + g + j) mod N}. With an opening, the N rotations g = N m ... N m + N - 1
+share their seed: each player plays every seat of the same opening (and deal). Its result
+is each match's finishing order (`tournaments.rounds.Finish`); the ratings are then
+Plackett-Luce's (`tournaments.plackett_luce`), as they are for a game with teams.
+
 Resume = rerun with the same config and DB: the format is replayed from its seed and the
 stored results, matches present in the JSONL but not in the store are recovered from it
 (`store.read_log`; a deleted DB is rebuilt from the JSONL so, to the same results, and a
@@ -45,10 +52,26 @@ from pathlib import Path
 
 from agents import checkpoint_of
 from core.records import check_writable
-from tournaments.config import TournamentConfig, rated_games, stored_config, stored_ratings  # noqa: F401 (stored_*: callers of this module)
-from tournaments.formats import make_format
+from tournaments.config import (  # noqa: F401 (stored_*: callers of this module)
+    TournamentConfig,
+    finishes,
+    pairwise,
+    rated_games,
+    stored_config,
+    stored_ratings,
+)
+from tournaments.plackett_luce import fit_plackett_luce
 from tournaments.ratings import fit_bradley_terry
-from tournaments.rounds import Outcome, Pairing, PairResult, drive, sort_players
+from tournaments.rounds import (
+    Finish,
+    Outcome,
+    Pairing,
+    PairResult,
+    Table,
+    TableResult,
+    drive,
+    sort_players,
+)
 from tournaments.store import (
     MatchResult,
     MatchSpec,
@@ -102,8 +125,24 @@ class TournamentResult:
     )  # stored matches whose trajectory file lacks them (`store.missing_trajectories`)
 
     def games(self) -> list[tuple[str, str, float]]:
-        """One (seat-0 player, seat-1 player, points of seat 0) per match, for ratings."""
-        return rated_games(self.schedule, self.results)
+        """One (seat-0 player, seat-1 player, points of seat 0) per match of two players; for
+        N seats or teams one per pair of players on different sides of a match (points: 1 for
+        finishing above the other, 1/2 level): the head-to-head record behind win rates."""
+        if pairwise(self.config):
+            return rated_games(self.schedule, self.results)
+        out = []
+        for f in self.finishes():
+            side = {s: k for k, members in enumerate(f.sides()) for s in members}
+            results = f.side_results()
+            for i, j in itertools.combinations(range(len(f.seats)), 2):
+                if side[i] != side[j]:
+                    a, b = results[side[i]], results[side[j]]
+                    out.append((f.seats[i], f.seats[j], 1.0 if a > b else 0.5 if a == b else 0.0))
+        return out
+
+    def finishes(self) -> list[Finish]:
+        """Every match with a result as a finishing order, in schedule order."""
+        return finishes(self.config, self.schedule, self.results)
 
 
 def match_seed(tournament_seed: int, match_id: str) -> int:
@@ -111,8 +150,12 @@ def match_seed(tournament_seed: int, match_id: str) -> int:
     return zlib.crc32(f"{tournament_seed}|{match_id}".encode()) & 0x7FFFFFFF
 
 
-def match_specs(config: TournamentConfig, pairing: Pairing, round_no: int) -> list[MatchSpec]:
-    """The matches one pairing plays this round (see the module doc for seats)."""
+def match_specs(
+    config: TournamentConfig, pairing: Pairing | Table, round_no: int
+) -> list[MatchSpec]:
+    """The matches one pairing or table plays this round (see the module doc for seats)."""
+    if isinstance(pairing, Table):
+        return table_specs(config, pairing, round_no)
     specs = []
     for g in range(pairing.first_game, pairing.first_game + pairing.games):
         for j, game in enumerate(config.games):
@@ -135,10 +178,44 @@ def match_specs(config: TournamentConfig, pairing: Pairing, round_no: int) -> li
     return specs
 
 
+def table_specs(config: TournamentConfig, table: Table, round_no: int) -> list[MatchSpec]:
+    """The matches one table plays this round: seats rotating (see the module doc)."""
+    n = len(table.players)
+    specs = []
+    for g in range(table.first_game, table.first_game + table.games):
+        for j, game in enumerate(config.games):
+            turn = (g + j) % n
+            seats = list(table.players[turn:] + table.players[:turn])
+            base = f"{table.label}|{'|'.join(table.players)}|{j}.{game.name}"
+            mid = f"{base}|{g}"
+            seed_key = f"{base}|rotation{g // n}" if game.opening else mid
+            seed = match_seed(config.seed, seed_key)
+            specs.append(
+                MatchSpec(
+                    mid,
+                    game.name,
+                    dict(game.params),
+                    seed,
+                    seats,
+                    round_no,
+                    table.label,
+                    game.opening,
+                )
+            )
+    return specs
+
+
 def pair_result(
-    config: TournamentConfig, pairing: Pairing, results: dict[str, MatchResult], round_no: int
-) -> PairResult:
-    """Sum a pairing's matches into the format's PairResult (mean points over the games)."""
+    config: TournamentConfig,
+    pairing: Pairing | Table,
+    results: dict[str, MatchResult],
+    round_no: int,
+) -> PairResult | TableResult:
+    """Sum a pairing's matches into the format's PairResult (mean points over the games);
+    a table's are its matches' finishing orders (a TableResult)."""
+    if isinstance(pairing, Table):
+        specs = match_specs(config, pairing, round_no)
+        return TableResult(finishes(config, specs, results))
     total = PairResult(0.0, 0.0, 0.0, 0.0, pairing.games)
     per_game = len(config.games)
     for _k, spec in enumerate(match_specs(config, pairing, round_no)):
@@ -197,9 +274,7 @@ def run_tournament(
                 played += _play(todo, play_matches, store, results, on_result)
             return [pair_result(config, p, results, round_no) for p in pairings]
 
-        outcome = drive(
-            make_format(config.format, list(config.players), **config.format_kwargs()), play_round
-        )
+        outcome = drive(config.make_format(), play_round)
         store.set_meta("status", "finished")
         schedule = store.schedule()
         results = store.results()
@@ -320,29 +395,49 @@ def tournament_so_far(
     result = TournamentResult(config, None, schedule, results, {}, str(db_path), str(jsonl))
     result.missing = missing_trajectories(results, jsonl)
     try:
-        result.outcome = drive(
-            make_format(config.format, list(config.players), **config.format_kwargs()), replay_round
-        )
+        result.outcome = drive(config.make_format(), replay_round)
     except _Unfinished:
         result.finished = False
     rate(config, result)
     if not result.finished:
         points = {p: 0.0 for p in config.players}
-        for (
-            a,
-            b,
-            points_a,
-        ) in result.games():  # a pairing's games count one game in all, as the formats count them
-            points[a] += points_a / len(config.games)
-            points[b] += (1 - points_a) / len(config.games)
+        if pairwise(config):
+            for (
+                a,
+                b,
+                points_a,
+            ) in (
+                result.games()
+            ):  # a pairing's games count one game in all, as the formats count them
+                points[a] += points_a / len(config.games)
+                points[b] += (1 - points_a) / len(config.games)
+        else:
+            for f in result.finishes():  # a table's match: the share of sides finished above
+                for p, pts in zip(f.seats, f.points()):
+                    points[p] += pts
         order = sort_players(list(config.players), lambda p: result.ratings[p].elo)
         result.outcome = Outcome(order, {p: {"points": points[p]} for p in config.players})
     return result
 
 
 def rate(config: TournamentConfig, result: TournamentResult) -> None:
-    """Bradley-Terry over every match, with one first-mover term per game fitted jointly."""
+    """Bradley-Terry over every match, with one first-mover term per game fitted jointly;
+    Plackett-Luce over the finishing orders, with a term per game and seat, for games of N
+    seats or with teams."""
     ro = config.rating
+    if not pairwise(config):
+        fit = fit_plackett_luce(
+            result.finishes(),
+            list(config.players),
+            ro.reference,
+            ro.ci,
+            ro.level,
+            ro.bootstrap,
+            config.seed,
+            seat=True,
+        )
+        result.ratings, result.seat = fit.ratings, fit.seat
+        return
     seat_games = [
         s.game for s in result.schedule if s.match_id in result.results
     ]  # the order of result.games()

@@ -1,7 +1,8 @@
 """Simulated Bradley-Terry players: a real `play_matches` for tests and benchmarks.
 
 Player i beats j with probability sigmoid(s_i - s_j) (minus a draw share), drawn from
-the match seed, so a match has the same result whenever and however often it is played.
+the match seed; at a table of N > 2 seats the finishing order is drawn from Plackett-Luce
+with strengths exp(s_i) (`pl_order`, the Gumbel-max way), the return N - place, so a match has the same result whenever and however often it is played.
 `bt_play_matches` behaves like the arena adapter: it "plays" a batch `concurrency`
 matches at a time (sleeping `delay` seconds per batch), appends each MatchRecord to the
 JSONL and only then yields the results.
@@ -36,13 +37,24 @@ def bt_outcome(strengths: dict, a, b, seed: int, draw: float = 0.0) -> float:
     return 0.0
 
 
+def pl_order(strengths: dict, seats: list, seed: int) -> list[int]:
+    """Seat indices best first, a Plackett-Luce draw: sort s_i + Gumbel noise (the match seed)."""
+    noise = np.random.default_rng(seed).gumbel(size=len(seats))
+    return sorted(range(len(seats)), key=lambda i: -(strengths[seats[i]] + noise[i]))
+
+
 def bt_record(spec: MatchSpec, strengths: dict, draw: float = 0.0) -> MatchRecord:
-    """A MatchRecord for `spec` with a BT-drawn result and two short illustrative turns."""
-    a, b = spec.seats
-    pts = bt_outcome(strengths, a, b, spec.seed, draw)
-    returns = {"player_0": 2 * pts - 1, "player_1": 1 - 2 * pts}
+    """A MatchRecord for `spec` with a BT-drawn result (Plackett-Luce for more than two seats)
+    and short illustrative turns, one per seat."""
+    agents = [f"player_{i}" for i in range(len(spec.seats))]
+    if len(spec.seats) == 2:
+        pts = bt_outcome(strengths, *spec.seats, spec.seed, draw)
+        returns = {"player_0": 2 * pts - 1, "player_1": 1 - 2 * pts}
+    else:
+        order = pl_order(strengths, spec.seats, spec.seed)
+        returns = {agents[s]: float(len(order) - 1 - k) for k, s in enumerate(order)}
     turns = []
-    for i, (agent, name) in enumerate([("player_0", a), ("player_1", b)]):
+    for i, (agent, name) in enumerate(zip(agents, spec.seats)):
         move = str((spec.seed >> (4 * i)) % 3)
         turns.append(
             TurnRecord(
@@ -69,7 +81,7 @@ def bt_record(spec: MatchSpec, strengths: dict, draw: float = 0.0) -> MatchRecor
         spec.game,
         dict(spec.params),
         spec.seed,
-        {"player_0": a, "player_1": b},
+        dict(zip(agents, spec.seats)),
         turns,
         returns,
         outcomes(returns),
