@@ -582,6 +582,16 @@ def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[T
     return _samples(matches, turns, {(x.m, x.k): A[(x.m, x.player, x.t)] for x in turns if x.learn})
 
 
+def _others_advantage(
+    A1: dict[tuple[int, str, int], float], x: _Turn, players: list[str], how: str
+) -> float:
+    """The other players' advantages at x's decision index, summed (or their mean): a2 of
+    `advantage_alignment`; a player without that decision adds 0."""
+    others = [p for p in players if p != x.player]
+    a2 = sum((A1.get((x.m, p, x.t), 0.0) for p in others), 0.0)
+    return a2 / len(others) if how == "mean" else a2
+
+
 def advantage_alignment(
     matches: list[MatchRecord], cfg: AdvantageConfig, state: dict
 ) -> list[TurnSample]:
@@ -632,16 +642,13 @@ def advantage_alignment(
     for x in turns:
         if not x.learn:
             continue
-        others = [p for p in seats[x.m] if p != x.player]
         if causal is None:
             past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
         else:  # on the whitened advantages' scale (their batch mean is 0: loo)
             past = scale * sum(g ** (x.t - k) * causal[(x.m, x.player, k, x.t)] for k in range(x.t))
         if cfg.aa_normalize and x.t and not past_sum:
             past /= x.t
-        a2 = sum((A1.get((x.m, p, x.t), 0.0) for p in others), 0.0)
-        if cfg.aa_others == "mean":
-            a2 /= len(others)
+        a2 = _others_advantage(A1, x, seats[x.m], cfg.aa_others)
         adv[(x.m, x.k)] = g**x.t * (A1[(x.m, x.player, x.t)] + beta * g * past * a2)
     return _samples(matches, turns, adv)
 
