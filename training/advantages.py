@@ -26,6 +26,7 @@ from core.records import MatchRecord, TurnRecord, outcomes
 from core.typed_config import above, at_least, check_fields, option, within
 
 AA_PAST = ("return", "causal")
+AA_OTHERS = ("sum", "mean")
 
 
 @dataclass
@@ -95,6 +96,22 @@ class AdvantageConfig:
     steps; counted in the estimator state, so a resume keeps the count) and sum it from then
     on. The averaged form separates the states (retaliation, contrition) but lets mutual
     cooperation erode; summed from the start it tips every state the same way first"""
+    aa_others: str = option("sum", choices=AA_OTHERS)
+    """advantage_alignment in games of more than two players: how the other players' advantages at
+    decision t enter the shaping term. "sum": each other player shapes as the opponent of the
+    two-player term does; "mean": their average, so the term keeps its two-player size whatever
+    the number of players. Two players: the same"""
+    teams: dict[str, str] | None = option(
+        None,
+        check=(
+            lambda v: (
+                v is None or all(isinstance(k, str) and isinstance(g, str) for k, g in v.items())
+            ),
+            "a mapping seat -> team name",
+        ),
+    )
+    """seat -> team name: each seat's env reward becomes its team's mean (`team_rewards`); unlisted
+    seats are a team of their own; None: every seat its own reward"""
     functional_groups: dict[str, str] | None = option(
         None,
         check=(
@@ -176,9 +193,10 @@ def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
     """
     outcome = match.outcome or (outcomes(match.returns) if match.returns else {})
     last = {t.player: i for i, t in enumerate(match.turns)}
+    env = team_rewards(match, cfg.teams) if cfg.teams else [float(t.reward) for t in match.turns]
     rewards = []
     for i, t in enumerate(match.turns):
-        r = cfg.reward_scale * float(t.reward)
+        r = cfg.reward_scale * env[i]
         if t.valid:
             r += cfg.format_reward
         r += length_penalty(len(t.token_ids), cfg)
@@ -186,6 +204,41 @@ def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
             r += cfg.draw_reward
         rewards.append(r)
     return rewards
+
+
+def team_rewards(match: MatchRecord, teams: dict[str, str]) -> list[float]:
+    """Env reward of every turn of `match` once each seat shares its team's (`teams`: seat -> team
+    name; a seat it does not list is a team of its own).
+
+    Rewards are aligned by decision number t: seat i's t-th turn gets the mean, over the seats
+    of i's team in the match, of their t-th turn's reward (0 for a seat with fewer turns); i's
+    last turn gets the mean of what each member received from its t-th turn on. So a seat's
+    rewards sum to its team's mean return, and in a game of simultaneous rounds (public goods)
+    every round's reward is the team's mean for that round. A team of one keeps its rewards.
+
+    Args:
+        match: the recorded match.
+        teams: seat -> team name.
+
+    Returns:
+        One env reward per turn of `match`, in turn order.
+    """
+    turns_of: dict[str, list[int]] = defaultdict(list)
+    for k, turn in enumerate(match.turns):
+        turns_of[turn.player].append(k)
+    got = {p: [float(match.turns[k].reward) for k in ks] for p, ks in turns_of.items()}
+    seats = sorted(set(match.seats) | set(turns_of))
+    team = {p: teams.get(p, p) for p in seats}
+    out = [float(turn.reward) for turn in match.turns]
+    for p, ks in turns_of.items():
+        members = [q for q in seats if team[q] == team[p]]
+        for t, k in enumerate(ks):
+            if t == len(ks) - 1:  # the rest of every member's rewards lands on the last turn
+                shares = [sum(got.get(q, [])[t:]) for q in members]
+            else:
+                shares = [got[q][t] if t < len(got.get(q, [])) else 0.0 for q in members]
+            out[k] = sum(shares) / len(members)
+    return out
 
 
 def _flatten(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[_Turn]:
@@ -529,6 +582,16 @@ def loo(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[T
     return _samples(matches, turns, {(x.m, x.k): A[(x.m, x.player, x.t)] for x in turns if x.learn})
 
 
+def _others_advantage(
+    A1: dict[tuple[int, str, int], float], x: _Turn, players: list[str], how: str
+) -> float:
+    """The other players' advantages at x's decision index, summed (or their mean): a2 of
+    `advantage_alignment`; a player without that decision adds 0."""
+    others = [p for p in players if p != x.player]
+    a2 = sum((A1.get((x.m, p, x.t), 0.0) for p in others), 0.0)
+    return a2 / len(others) if how == "mean" else a2
+
+
 def advantage_alignment(
     matches: list[MatchRecord], cfg: AdvantageConfig, state: dict
 ) -> list[TurnSample]:
@@ -537,7 +600,7 @@ def advantage_alignment(
         A*_t = gamma^t [a1_t + beta gamma (1/t sum_{k<t} gamma^(t-k) a1_k) a2_t]
 
     with no shaping at t = 0, a1 the player's `loo` advantage and a2 the opponent's at its
-    t-th decision, both whitened over every seat's decisions in the batch (mean 0, unbiased
+    t-th decision (the others' summed, with more players: below), both whitened over every seat's decisions in the batch (mean 0, unbiased
     std 1): the shaping term is then the size of the own advantage, whatever the payoffs'
     scale and the horizon. beta = `aa_beta`, gamma = `aa_gamma`.
 
@@ -549,15 +612,19 @@ def advantage_alignment(
     - `aa_normalize: false`: the paper's equation on the raw advantages: the past sum not
       divided by t, no whitening.
 
+    More than two players (the paper's Commons Harvest setting): a2_t is the sum over the other
+    players j of their a2^j_t (`aa_others: sum`; `mean`: their average), a player without a
+    t-th decision adding 0; with two players both are the opponent's a2_t.
+
     Raises:
-        ValueError: a match does not have exactly two players.
+        ValueError: a match has fewer than two players.
     """
     turns = _flatten(matches, cfg)
     seats = _seats_by_match(matches, turns)
     for m, players in seats.items():
-        if len(players) != 2:
+        if len(players) < 2:
             raise ValueError(
-                f"advantage_alignment needs two-player matches; match {matches[m].match_id!r} has {len(players)} players"
+                f"advantage_alignment needs matches of two or more players; match {matches[m].match_id!r} has {len(players)}"
             )
     A1 = _loo_by_decision(turns, cfg)
     scale = 1.0
@@ -575,14 +642,13 @@ def advantage_alignment(
     for x in turns:
         if not x.learn:
             continue
-        opp = next(p for p in seats[x.m] if p != x.player)
         if causal is None:
             past = sum(g ** (x.t - k) * A1[(x.m, x.player, k)] for k in range(x.t))
         else:  # on the whitened advantages' scale (their batch mean is 0: loo)
             past = scale * sum(g ** (x.t - k) * causal[(x.m, x.player, k, x.t)] for k in range(x.t))
         if cfg.aa_normalize and x.t and not past_sum:
             past /= x.t
-        a2 = A1.get((x.m, opp, x.t), 0.0)
+        a2 = _others_advantage(A1, x, seats[x.m], cfg.aa_others)
         adv[(x.m, x.k)] = g**x.t * (A1[(x.m, x.player, x.t)] + beta * g * past * a2)
     return _samples(matches, turns, adv)
 

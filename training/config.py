@@ -108,6 +108,9 @@ class LeagueConfig:
 
     self_play: float = option(1.0, check=within(0, 1))
     """share of each step's match pairs with the current policy in every seat; the rest meet league opponents"""
+    opponent_seats: int = option(1, check=at_least(1))
+    """seats a league opponent takes in a league match, the policy playing the others (fewer than
+    every training game's players); the opponent's seats rotate from match to match. Two players: 1"""
     bots: list = option(
         factory=list,
         check=(lambda v: all(isinstance(s, str) and s for s in v), "a list of agent spec strings"),
@@ -380,6 +383,13 @@ def _validate(cfg: TrainConfig) -> None:
             f"advantage.length_min must be in [0, length_max), got {adv.length_min} (length_max {adv.length_max})"
         )
     _check_training_games(cfg)
+    if adv.teams:
+        seats = {a for g in cfg.games for a in games.make(g.name, **g.params).possible_agents}
+        unknown = sorted(set(adv.teams) - seats)
+        if unknown:
+            raise ValueError(
+                f"advantage.teams names {', '.join(unknown)}, not a seat of any training game (seats: {', '.join(sorted(seats))})"
+            )
     if cfg.learner.loss.magnet_coef > 0 and not cfg.agent.constrained:
         raise ValueError(
             "learner.loss.magnet_coef needs agent.constrained: true (the KL is taken over a turn's allowed moves)"
@@ -447,6 +457,13 @@ def _check_league(cfg: TrainConfig) -> None:
         raise ValueError(
             "league.self_play < 1 needs opponents: list league.bots or set league.snapshot_every"
         )
+    if lg.self_play < 1.0:
+        for i, g in enumerate(cfg.games):
+            players = len(games.make(g.name, **g.params).possible_agents)
+            if lg.opponent_seats >= players:
+                raise ValueError(
+                    f"league.opponent_seats must be < the players of every training game; games[{i}] {g.name} has {players}, got {lg.opponent_seats}"
+                )
     if len(set(lg.bots)) < len(lg.bots):
         raise ValueError(f"league.bots lists a bot twice: {lg.bots}")
     for spec in lg.bots:

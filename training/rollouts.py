@@ -221,7 +221,9 @@ def plan_step(
     restarts: RestartBuffer | None = None,
 ) -> list[tuple[MatchPlan, str | None]]:
     """This step's matches: (plan, league opponent or None for self-play), in pairs of seat orders;
-    a `games[i].restarts` share of the self-play pairs start from a position in `restarts`."""
+    a `games[i].restarts` share of the self-play pairs start from a position in `restarts`.
+    Self-play fills every seat with the policy; a league match gives the opponent
+    `lcfg.opponent_seats` seats, rotating from match to match (`league_seats`)."""
     games_ = matches.games
     pairs = matches.matches_per_step // 2
     n_self = round(lcfg.self_play * pairs) if league.opponents else pairs
@@ -233,35 +235,26 @@ def plan_step(
         else []
     )
     seeds = rng.integers(0, 2**31 - 1, size=pairs)
-    starts: dict[
-        int, Position
-    ] = {}  # branch head -> its restart position (draws only when a game restarts)
-    for j in range(n_self):
-        g = games_[game_idx[j]]
-        if (
-            g.restarts
-            and restarts is not None
-            and _branch_head(j, n_self, g.branch) == j
-            and rng.random() < g.restarts
-        ):
-            pos = restarts.sample(g.name, g.params, rng)
-            if pos is not None:
-                starts[j] = pos
+    starts = _restart_positions([games_[i] for i in game_idx[:n_self]], rng, restarts)
     out = []
     for j in range(pairs):
         h = _branch_head(j, n_self, games_[game_idx[j]].branch)
         gi, opp = game_idx[h], opponents[h]
         g = games_[gi]
         names = [POLICY] if opp is None else [POLICY, opp]
-        for plan in plan_matches(
-            g.name,
-            names,
-            2,
-            seed=int(seeds[j]),
-            params=g.params,
-            prefix=f"s{step}p{j}m",
-            opening=g.opening if opp is None else 0,
+        for order, plan in enumerate(
+            plan_matches(
+                g.name,
+                names,
+                2,
+                seed=int(seeds[j]),
+                params=g.params,
+                prefix=f"s{step}p{j}m",
+                opening=g.opening if opp is None else 0,
+            )
         ):
+            if opp is not None:  # the opponent's seats rotate: pair j's two matches, 2j and 2j + 1
+                plan.seats = league_seats(len(plan.seats), lcfg.opponent_seats, opp, 2 * j + order)
             plan.seed = int(
                 seeds[h]
             )  # both seat orders of a pair (and its branch group) play the same deal and opening
@@ -274,6 +267,39 @@ def plan_step(
                 )
             out.append((plan, opp))
     return out
+
+
+def _restart_positions(
+    self_play: list[TrainingGame], rng: np.random.Generator, restarts: RestartBuffer | None
+) -> dict[int, Position]:
+    """Branch head -> the restart position its group starts from, for the self-play pairs (their
+    games in pair order); draws only for a game with `restarts`."""
+    starts = {}
+    for j, g in enumerate(self_play):
+        if (
+            g.restarts
+            and restarts is not None
+            and _branch_head(j, len(self_play), g.branch) == j
+            and rng.random() < g.restarts
+        ):
+            pos = restarts.sample(g.name, g.params, rng)
+            if pos is not None:
+                starts[j] = pos
+    return starts
+
+
+def league_seats(players: int, opponent_seats: int, opponent: str, rotation: int) -> list[str]:
+    """The seats of a league match: `opponent` in `opponent_seats` of the `players` seats, the
+    policy in the others. The line-up [policy x (players - opponent_seats), opponent x
+    opponent_seats] turns right by `rotation` seats, so consecutive matches put the opponent in
+    every seat in turn; two players, rotation 0 and 1: [policy, opponent], [opponent, policy].
+    """
+    if not 1 <= opponent_seats < players:
+        raise ValueError(
+            f"league.opponent_seats must be in [1, {players - 1}] for a game of {players} players, got {opponent_seats}"
+        )
+    lineup = [POLICY] * (players - opponent_seats) + [opponent] * opponent_seats
+    return [lineup[(i - rotation) % players] for i in range(players)]
 
 
 def play_step(planned: list, agents: dict, matches: Matches, progress=None) -> list:

@@ -10,7 +10,8 @@ from a league, and is updated on turn-level advantages::
         pick opponents       a `self_play` share of match pairs: the policy in every seat
                              (from a random opening, or with `games[i].restarts` from a
                              position it lost from: `training.restarts`);
-                             the rest: one opponent per pair, drawn by PFSP from the league
+                             the rest: one opponent per pair, drawn by PFSP from the league,
+                             in `league.opponent_seats` seats (rotating), the policy in the others
         play                 `arena.runner.play`, the policy's turns batched across matches
         advantages           `training.advantages.compute_advantages` on the policy's turns
                              (and with `games[i].symmetries` their rotated/mirrored images
@@ -61,7 +62,7 @@ run starts (from its steps); a resume keeps it, so `--resume --steps N` moves on
 stops (past the horizon the lr stays at its floor), and says both (`run_folder.schedule_on_resume`).
 
 Metrics: reward (mean env return of the policy's seats), win/draw/loss rates against
-league opponents, invalid-move rate and response length of the policy's turns, the PPO
+league opponents (two-player matches), invalid-move rate and response length of the policy's turns, the PPO
 statistics (KL to the behaviour policy and, with a KL term, to the reference; entropy;
 clip fraction; means over the step's minibatches, and the first minibatch's alone as
 `first_*`: ratio 1, KL and clip fraction 0 up to fp rounding, the on-policy check), rollout
@@ -144,7 +145,7 @@ from training.setup import (  # noqa: F401 (seed_everything: the loop's callers)
     seed_everything,
     sync_weights,
 )
-from training.step_metrics import rollout_metrics, seat_outcomes
+from training.step_metrics import league_scores, rollout_metrics
 from training.symmetry import symmetric_sequences
 
 # --- the loop -----------------------------------------------------------------------------
@@ -396,8 +397,8 @@ def collect(run: Run, step: int, t0: float) -> Collected:
     match_opps = [by_id[r.match_id] for r in records]
     for rec, opp in zip(records, match_opps):
         if opp is not None and rec.error is None:
-            for o in seat_outcomes(rec, POLICY):
-                run.league.record(opp, {"win": 1.0, "draw": 0.5, "loss": 0.0}[o])
+            for score in league_scores(rec, POLICY):
+                run.league.record(opp, score)
     if any(g.restarts for g in cfg.games):
         league_only = {g.name for g in cfg.games if g.restart_from == "league"}
         kept = [

@@ -11,6 +11,7 @@ from training.advantages import (
     AdvantageConfig,
     compute_advantages,
     ranks_to_advantages,
+    team_rewards,
     turn_rewards,
 )
 
@@ -208,9 +209,9 @@ def test_advantage_alignment_raw_equation():
             (1, 3): -1,
         }
     )
-    three = match([("p0", 0.0, 1), ("p1", 0.0, 1), ("p2", 0.0, 1)])
-    with pytest.raises(ValueError, match="two-player"):
-        compute_advantages([three], cfg)
+    alone = match([("p0", 0.0, 1), ("p0", 0.0, 1)])
+    with pytest.raises(ValueError, match="two or more players"):
+        compute_advantages([alone], cfg)
 
 
 def three_rounds():
@@ -585,3 +586,104 @@ def test_ranks_to_advantages_hand_computed():
     )
     assert ranks_to_advantages([0]).tolist() == [0.0]
     assert ranks_to_advantages([1, 1]).tolist() == [0.0, 0.0]
+
+
+def three_players(rewards_m0, rounds):
+    """m0: turn order p0 p1 p2 for `rounds` rounds with `rewards_m0[player][t]`; m1 (same group) all 0."""
+    order = [(p, t) for t in range(rounds) for p in ("p0", "p1", "p2")]
+    m0 = match([(p, rewards_m0[p][t], 1) for p, t in order])
+    m1 = match([(p, 0.0, 1) for p, _ in order])
+    return m0, m1
+
+
+def test_advantage_alignment_three_players_sums_the_others_advantages():
+    """Raw equation, three players, two rounds: the shaping term at t multiplies the past own
+    advantages by the sum of the other two players' advantages at t (`aa_others: mean`: their mean)."""
+    m0, m1 = three_players({"p0": [1.0, 0.0], "p1": [0.0, 1.0], "p2": [2.0, 0.0]}, rounds=2)
+    base = dict(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, aa_normalize=False)
+    # G (gamma 1): m0 p0 [1, 0], p1 [1, 1], p2 [2, 0]; m1 0. LOO: A1 m0 = G, m1 = -G.
+    # A*_1 = 0.5 [A1_1 + (beta g = 1) (0.5 A1_0) S_1], S_1 = the others' A1_1:
+    # m0 p0: S = 1 + 0; 0.5 [0 + 0.5 * 1] = 0.25.   p1: S = 0 + 0; 0.5 [1 + 0] = 0.5
+    # m0 p2: S = 0 + 1; 0.5 [0 + 1 * 1] = 0.5.       m1: own terms flip, products keep their sign
+    summed = {
+        (0, 0): 1, (0, 1): 1, (0, 2): 2, (0, 3): 0.25, (0, 4): 0.5, (0, 5): 0.5,
+        (1, 0): -1, (1, 1): -1, (1, 2): -2, (1, 3): 0.25, (1, 4): -0.5, (1, 5): 0.5,
+    }  # fmt: skip
+    assert adv(compute_advantages([m0, m1], AdvantageConfig(**base, **RAW))) == pytest.approx(
+        summed
+    )
+    # the mean of the two others halves S: p0 0.5 [0.5 * 0.5] = 0.125, p2 0.5 [1 * 0.5] = 0.25
+    mean = {**summed, (0, 3): 0.125, (0, 5): 0.25, (1, 3): 0.125, (1, 5): 0.25}
+    cfg = AdvantageConfig(**base, aa_others="mean", **RAW)
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(mean)
+    # a league opponent in seat p2: its turns are not learned, its advantage still shapes the others'
+    m0.seats["p2"] = m1.seats["p2"] = "bot"
+    for m in (m0, m1):
+        for t in m.turns:
+            if t.player == "p2":
+                t.agent = "bot"
+    cfg = AdvantageConfig(**base, learners=["llm"], **RAW)
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {k: v for k, v in summed.items() if k[1] % 3 != 2}
+    )
+
+
+def test_advantage_alignment_three_players_normalised():
+    """Whitened advantages, past own advantages averaged over t, three players over three rounds."""
+    m0, m1 = three_players(
+        {"p0": [1.0, 0.0, 1.0], "p1": [0.0, 1.0, 0.0], "p2": [0.0, 0.0, 2.0]}, rounds=3
+    )
+    cfg = AdvantageConfig(estimator="advantage_alignment", aa_beta=2.0, aa_gamma=0.5, **RAW)
+    # G: m0 p0 [2, 1, 1], p1 [1, 1, 0], p2 [2, 2, 2]; LOO: A1 m0 = G, m1 = -G.
+    # Whitened over all 18: mean 0, unbiased var 2 (6 + 2 + 12) / 17 = 40/17; a1 = c A1.
+    c = 1 / (math.sqrt(40 / 17) + cfg.eps)
+    # a1 m0 p0 [2c, c, c], p1 [c, c, 0], p2 [2c, 2c, 2c]; beta g = 1; S_t = the others' a1_t.
+    # t1: 0.5 [a1_1 + (0.5 a1_0) S_1]; t2: 0.25 [a1_2 + (0.25 a1_0 + 0.5 a1_1) / 2 S_2]
+    # p0: S_1 = 3c, past c    -> 0.5 (c + 3c^2);   S_2 = 2c, past 0.5c   -> 0.25 (c + c^2)
+    # p1: S_1 = 3c, past 0.5c -> 0.5 (c + 1.5c^2); S_2 = 3c, past 0.375c -> 0.25 (1.125 c^2)
+    # p2: S_1 = 2c, past c    -> 0.5 (2c + 2c^2);  S_2 = c, past 0.75c   -> 0.25 (2c + 0.75 c^2)
+    expected = {}
+    for m, s in ((0, 1), (1, -1)):  # m1: the own terms flip, the products keep their sign
+        expected.update(
+            {
+                (m, 0): s * 2 * c, (m, 3): 0.5 * (s * c + 3 * c**2), (m, 6): 0.25 * (s * c + c**2),
+                (m, 1): s * c, (m, 4): 0.5 * (s * c + 1.5 * c**2), (m, 7): 0.25 * 1.125 * c**2,
+                (m, 2): s * 2 * c, (m, 5): 0.5 * (s * 2 * c + 2 * c**2),
+                (m, 8): 0.25 * (s * 2 * c + 0.75 * c**2),
+            }
+        )  # fmt: skip
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(expected)
+
+
+def test_team_rewards_share_the_teams_mean_by_decision():
+    # four seats, two rounds (simultaneous: p0 p1 p2 p3 each round); teams {p0, p2} and {p1, p3}
+    rewards = {"p0": [1.0, 2.0], "p1": [4.0, 0.0], "p2": [3.0, 6.0], "p3": [0.0, 2.0]}
+    m = match([(p, rewards[p][t], 1) for t in range(2) for p in ("p0", "p1", "p2", "p3")])
+    teams = {"p0": "a", "p2": "a", "p1": "b", "p3": "b"}
+    # round 0: a (1 + 3) / 2 = 2, b (4 + 0) / 2 = 2; round 1: a (2 + 6) / 2 = 4, b (0 + 2) / 2 = 1
+    assert team_rewards(m, teams) == [2.0, 2.0, 2.0, 2.0, 4.0, 1.0, 4.0, 1.0]
+    cfg = AdvantageConfig(teams=teams, reward_scale=0.5, **RAW)
+    assert turn_rewards(m, cfg) == [1.0, 1.0, 1.0, 1.0, 2.0, 0.5, 2.0, 0.5]
+    # a seat without a team keeps its own rewards
+    assert team_rewards(m, {"p0": "a", "p2": "a"}) == [2.0, 4.0, 2.0, 0.0, 4.0, 0.0, 4.0, 2.0]
+    # sequential, the members acting unequally often: p0 turns [1, 3], p1 one turn [5].
+    # p0's first turn: (1 + 5) / 2; on a last turn, the rest of each member's rewards:
+    # p0's second (3 + 0) / 2, p1's only (1 + 3 + 5) / 2; both sum to the team's mean return 4.5
+    seq = match([("p0", 1.0, 1), ("p1", 5.0, 1), ("p0", 3.0, 1), ("p2", 7.0, 1)])
+    assert team_rewards(seq, {"p0": "a", "p1": "a"}) == [3.0, 4.5, 1.5, 7.0]
+
+
+def test_mars_normalises_per_seat_with_three_players():
+    """Steps 1 and 4 of `mars` with three seats, whitening off: each seat's own baselines."""
+    cfg = AdvantageConfig(estimator="mars", whiten_rewards=False, whiten_advantages=False, **RAW)
+    m0 = match([("p0", 1.0, 1), ("p1", 0.0, 1), ("p2", -1.0, 1), ("p0", 2.0, 1)])
+    m1 = match([("p0", 6.0, 1), ("p1", 2.0, 1), ("p2", -5.0, 1)])
+    # step 1, per seat: p0 turns [1, 2, 6] - 3 = [-2, -1, 3]; p1 [0, 2] - 1; p2 [-1, -5] + 3
+    # G: m0 p0 [-3, -1], m1 p0 [3]; p1 [-1], [1]; p2 [2], [-2]
+    # step 4, per seat, minus the mean of the distinct G: p0 -1/3; p1 0; p2 0
+    assert adv(compute_advantages([m0, m1], cfg)) == pytest.approx(
+        {
+            (0, 0): -8 / 3, (0, 3): -2 / 3, (1, 0): 10 / 3,
+            (0, 1): -1, (1, 1): 1, (0, 2): 2, (1, 2): -2,
+        }
+    )  # fmt: skip

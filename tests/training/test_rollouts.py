@@ -1,9 +1,12 @@
-"""A step's matches (`training.rollouts.plan_step`): seat orders in pairs, the self-play share, branch groups on one deal."""
+"""A step's matches (`training.rollouts.plan_step`): seat orders in pairs, the self-play share, branch groups on one deal,
+the league opponent's seats in games of more players."""
 
 import numpy as np
+import pytest
 
 from tests.tiny_run import TINY
 from training.league import League
+from training.rollouts import league_seats
 from training.sections import Matches
 from training.selfplay import POLICY, parse_config, plan_step
 
@@ -64,3 +67,45 @@ def test_plan_step_branch_groups_pairs_on_one_deal():
     assert (
         planned[0][0].seed == plain[0][0].seed and planned[8][0].seed == plain[8][0].seed
     )  # group heads keep their deal
+
+
+def test_league_seats_rotate_the_opponent_through_every_seat():
+    assert league_seats(2, 1, "bot", 0) == [POLICY, "bot"]
+    assert league_seats(2, 1, "bot", 1) == ["bot", POLICY]
+    four = [league_seats(4, 1, "bot", r) for r in range(4)]
+    assert [s.index("bot") for s in four] == [3, 0, 1, 2]
+    assert all(s.count(POLICY) == 3 for s in four)
+    assert league_seats(3, 2, "bot", 1) == ["bot", POLICY, "bot"]
+    with pytest.raises(ValueError, match="league.opponent_seats must be in"):
+        league_seats(3, 3, "bot", 0)
+
+
+def test_plan_step_fills_n_seats_with_the_policy_and_the_opponents_seats():
+    cfg = parse_config(
+        {
+            **TINY,
+            "games": ["public_goods"],
+            "matches_per_step": 8,
+            "eval": {"every": 0},
+            "league": {"self_play": 0.5, "bots": ["random"], "opponent_seats": 2},
+        }
+    )
+    lg = League()
+    lg.add("random", "bot", "random")
+    planned = plan_step(Matches.of(cfg), cfg.league, lg, np.random.default_rng(0), step=1)
+    self_play = [p.seats for p, o in planned if o is None]
+    league = [p.seats for p, o in planned if o is not None]
+    assert self_play == [[POLICY] * 4] * 4
+    # pairs 2 and 3: rotations 4..7 of [policy, policy, random, random]
+    assert league == [
+        [POLICY, POLICY, "random", "random"],
+        ["random", POLICY, POLICY, "random"],
+        ["random", "random", POLICY, POLICY],
+        [POLICY, "random", "random", POLICY],
+    ]
+
+
+def test_opponent_seats_must_leave_the_policy_a_seat_in_every_game():
+    over = {"league": {"self_play": 0.5, "bots": ["random"], "opponent_seats": 2}}
+    with pytest.raises(ValueError, match=r"league.opponent_seats must be < .* tic_tac_toe has 2"):
+        parse_config({**TINY, **over})

@@ -107,6 +107,14 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "advantage.aa_beta": (-1, "advantage.aa_beta must be >= 0, got -1.0"),
     "advantage.gigpo_weight": (-0.5, "advantage.gigpo_weight must be >= 0, got -0.5"),
     "advantage.aa_gamma": (2, "advantage.aa_gamma must be in [0, 1], got 2.0"),
+    "advantage.aa_others": (
+        "max",
+        "advantage.aa_others must be one of sum, mean, got 'max'",
+    ),
+    "advantage.teams": (
+        {"player_0": 1},
+        "advantage.teams must be a mapping seat -> team name",
+    ),
     "advantage.functional_groups": (
         {"player_0": 1},
         "advantage.functional_groups must be a mapping seat -> group name",
@@ -204,6 +212,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "learner.loss.norm_constant": (0, "learner.loss.norm_constant must be > 0, got 0.0"),
     "league.self_play": (1.5, "league.self_play must be in [0, 1], got 1.5"),
     "league.bots": (["randmo"], "league.bots: unknown agent 'randmo'"),
+    "league.opponent_seats": (0, "league.opponent_seats must be >= 1, got 0"),
     "league.snapshot_every": (-1, "league.snapshot_every must be >= 0, got -1"),
     "league.weighting": (
         "easy",
@@ -341,6 +350,10 @@ def test_a_bad_value_of_any_field_is_a_one_line_error_naming_it(path):
         ),
         ({"league": {"self_play": 0.5, "bots": [], "snapshot_every": 0}}, "needs opponents"),
         ({"league": {"bots": ["random", "random"]}}, "league.bots lists a bot twice"),
+        (
+            {"advantage": {"teams": {"player_7": "a"}}},
+            "advantage.teams names player_7, not a seat of any training game",
+        ),
         (
             {"league": {"bots": ["mcts:lots"]}},
             "league.bots: agent spec 'mcts:lots': mcts:N needs a whole number",
