@@ -272,6 +272,7 @@ class LLMAgent:
                 [w.view for w in pending],
                 seeds,
                 [w.turn.explore and round_ == 0 for w in pending],
+                [w.turn.player for w in pending],
             )
             for w, g in zip(pending, gens):
                 w.generation = g
@@ -288,6 +289,7 @@ class LLMAgent:
         views: list[TextView],
         seeds: list[int],
         explore: list[bool] | None = None,
+        players: list[str] | None = None,
     ) -> list[Generation]:
         c = self.config
         self._calls += 1
@@ -306,7 +308,7 @@ class LLMAgent:
         params = SamplingParams(
             max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds
         )
-        gens = self.backend.generate(conversations, params, allowed)
+        gens = self.backend.generate(conversations, params, allowed, **self._seats(players))
         if len(gens) != len(conversations):
             raise RuntimeError(
                 f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations"
@@ -409,9 +411,17 @@ class LLMAgent:
             return None
         conversations = [self._first_messages(t, v) for t, v in zip(turns, views)]
         probs = self.backend.move_distributions(
-            conversations, [list(v.legal_moves) for v in views], c.temperature
+            conversations,
+            [list(v.legal_moves) for v in views],
+            c.temperature,
+            **self._seats([t.player for t in turns]),
         )
         return [dict(zip(v.actions, p)) for v, p in zip(views, probs)]
+
+    def _seats(self, players: list[str] | None) -> dict:
+        """The `players` argument for a backend with one LoRA adapter per seat
+        (`TransformersBackend.seat_adapters`: per-role policies); none for any other."""
+        return {"players": players} if getattr(self.backend, "seat_adapters", None) else {}
 
     def end_match(self, match_id: str) -> None:
         for key in [k for k in self._conversations if k[0] == match_id]:

@@ -117,3 +117,139 @@ def test_roles_need_lora_and_known_roles(tok):
     learner = role_learner()
     with pytest.raises(ValueError, match="role third: this learner trains first, second"):
         learner.step(turns(tok, "third"))
+
+
+# --- rollouts: each seat plays with its role's adapter ----------------------------------------
+
+SEATS = {"player_0": "first", "player_1": "second"}
+
+
+def test_the_backend_plays_each_seat_with_its_roles_adapter(tok):
+    from agents.models import use_adapter
+    from agents.transformers_backend import TransformersBackend
+
+    learner = role_learner()
+    with torch.no_grad():  # the two adapters made different (lora_B starts at zero)
+        for n, p in learner.model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5 if ".first." in n else 0.1)
+    conv = [{"role": "user", "content": "Your move: a, b or c?"}]
+    moves = [["a", "b", "c"]]
+    backend = TransformersBackend((learner.policy, tok), seat_adapters=SEATS)
+    got = backend.move_distributions(
+        [conv, conv, conv], moves * 3, 1.0, ["player_1", "player_0", "player_1"]
+    )
+    plain = TransformersBackend((learner.policy, tok))
+    want = {}
+    for role in ROLES:  # the independent path: one adapter made active by hand
+        use_adapter(learner.policy, role)
+        want[role] = plain.move_distributions([conv], moves, 1.0)[0]
+    assert want["first"] != pytest.approx(want["second"], abs=1e-3)
+    for g, role in zip(got, ("second", "first", "second")):  # a batch of two rounds apart
+        assert g == pytest.approx(want[role], abs=1e-6)
+    with pytest.raises(ValueError, match="pass players"):
+        backend.move_distributions([conv], moves, 1.0)
+    with pytest.raises(ValueError, match="no adapter for seat player_2"):
+        backend.move_distributions([conv], moves, 1.0, ["player_2"])
+
+
+# --- the training loop --------------------------------------------------------------------------
+
+ROLE_RUN = {
+    "roles": {"first": ["player_0"], "second": ["player_1"]},
+    "learner": {"lr": 3e-3, "lora_rank": 4, "precision": "float32"},
+    "league": {"self_play": 0.5, "bots": ["random"], "snapshot_every": 0},
+    "steps": 2,
+    "checkpoint_every": 1,
+    "eval": {"every": 0},
+}
+
+
+def lora_b(path, role):
+    from safetensors.torch import load_file
+
+    weights = load_file(str(path / "model.safetensors"))
+    return [v for k, v in weights.items() if "lora_B" in k and f".{role}." in k]
+
+
+def test_two_roles_train_on_a_two_player_game_and_resume_exactly(tiny_run, tmp_path):
+    from safetensors.torch import load_file
+
+    from agents.models import load_model
+    from tests.tiny_run import quiet
+    from training.selfplay import train
+
+    train(tiny_run("straight", **ROLE_RUN), console=quiet())
+    done = tmp_path / "straight" / "checkpoints" / "step_00000002"
+    for role in ROLES:  # both adapters learned (lora_B starts at zero)
+        assert lora_b(done, role) and any(b.any() for b in lora_b(done, role))
+    train(tiny_run("split", **{**ROLE_RUN, "steps": 1}), console=quiet())
+    train(tiny_run("split", **ROLE_RUN), resume=True, console=quiet())
+    a = load_file(str(done / "model.safetensors"))
+    b = load_file(str(tmp_path / "split" / "checkpoints" / "step_00000002" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    first, _ = load_model(f"{done}#first", dtype="float32", device="cpu")
+    second, _ = load_model(f"{done}#second", dtype="float32", device="cpu")
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(first.state_dict()[q], second.state_dict()[q])
+    with pytest.raises(ValueError, match=r"one policy per role \(first, second\): name one"):
+        load_model(str(done), dtype="float32", device="cpu")
+
+
+def test_roles_on_a_four_player_game(tiny_run, tmp_path):
+    from tests.tiny_run import quiet
+    from training.selfplay import train
+
+    cfg = tiny_run(
+        games=["public_goods"],
+        roles={"even": ["player_0", "player_2"], "odd": ["player_1", "player_3"]},
+        learner={"lr": 3e-3, "lora_rank": 4},
+        league={"self_play": 1.0, "bots": [], "snapshot_every": 0},
+        steps=1,
+        matches_per_step=2,
+        eval={"every": 0},
+    )
+    train(cfg, console=quiet())
+    done = tmp_path / "run" / "checkpoints" / "step_00000001"
+    for role in ("even", "odd"):
+        assert any(b.any() for b in lora_b(done, role))
+
+
+@pytest.mark.parametrize(
+    "over, error",
+    [
+        ({"learner": {"lora_rank": 0}}, "roles needs learner.lora_rank > 0"),
+        ({"roles": {"first": ["player_0"]}}, "roles: seat player_1 of tic_tac_toe has no role"),
+        (
+            {"roles": {"a": ["player_0"], "b": ["player_0", "player_1"]}},
+            "seat player_0 is already role a's",
+        ),
+        ({"roles": {"1st": ["player_0"]}}, "a role name must be a letter"),
+        ({"league": {"snapshot_every": 1}}, "roles needs no league.snapshot_every"),
+    ],
+)
+def test_bad_roles_are_one_line_errors(tiny_run, over, error):
+    with pytest.raises(ValueError, match=error):
+        tiny_run(
+            **{**ROLE_RUN, **over, "learner": {**ROLE_RUN["learner"], **over.get("learner", {})}}
+        )
+
+
+def test_mars_normalises_per_role_when_a_role_holds_several_seats():
+    """Agent-specific normalisation by role: the return-to-go baseline is the mean over the
+    role's turns (its seats together), computed here by hand for one turn per seat."""
+    from tests.training.test_advantages import match
+    from training.advantages import AdvantageConfig, mars
+
+    m = match(
+        [("player_0", 1.0, 2), ("player_1", 2.0, 2), ("player_2", 3.0, 2), ("player_3", 6.0, 2)]
+    )
+    cfg = AdvantageConfig(
+        format_reward=0.0, player_reward_norm=False, whiten_rewards=False, whiten_advantages=False
+    )
+    roles = {"player_0": "even", "player_2": "even", "player_1": "odd", "player_3": "odd"}
+    by_role = {s.player: s.advantage for s in mars([m], cfg, {}, norm_groups=roles)}
+    # even: G 1 and 3, baseline 2; odd: G 2 and 6, baseline 4
+    assert by_role == {"player_0": -1.0, "player_1": -2.0, "player_2": 1.0, "player_3": 2.0}
+    by_seat = {s.player: s.advantage for s in mars([m], cfg, {})}
+    assert by_seat == dict.fromkeys(roles, 0.0)  # each seat its own baseline
