@@ -58,7 +58,8 @@ uniformly with the completion's seed; its record lists every legal move, so the 
 scores the move under the policy's distribution over all of them.
 
 Batching: `act(turns)` sends all turns in one `backend.generate` call, then one call per
-retry round for the turns that failed.
+retry round for the turns that failed. A backend with one LoRA adapter per seat
+(`TransformersBackend.seat_adapters`: per-role policies) is also told each turn's player.
 
 Seeds: every completion is sampled with its own seed (`SamplingParams.seeds`), a hash of
 the agent's `seed`, the match (its id and the seed of the turn's generator, i.e. the

@@ -19,6 +19,8 @@
   the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
   tournaments and evaluations like any model; `agents.make_agent` also takes the agent
   settings it was trained with (prompt, system prompt, constrained decoding...) as defaults.
+  A run with per-role policies (`roles:`, one LoRA adapter per role) is named with its
+  role: `runs/x#first` plays the adapter of role `first` (`split_role`).
 - Anything else is passed to `from_pretrained` (a hub id or a local folder). A name that
   is not a local path is looked up on the Hugging Face hub only if the hub answers a
   3-second probe (`hub_reachable`; `HF_HUB_OFFLINE=1` skips the probe and says no):

@@ -29,6 +29,12 @@ sharing the policy's body. `values(seqs)` reads it; `step` adds
 Precision (`precision`: float32, or a bf16 copy of fp32 masters) and the learner's own bf16
 attention on a CPU: `training.precision`. LoRA (`peft`) when `lora_rank > 0`.
 
+Per-role policies (`roles`): one LoRA adapter per role on the shared frozen base. A step
+groups its sequences by `TrainingSequence.role` and runs each group with its role's adapter
+active, its loss normalised by the group's own counts; each adapter's gradient is clipped
+alone. So an adapter's gradient comes only from its role's turns, and a role's step is the
+one a learner of that role alone would take.
+
 Device memory (`training.memory_plan` predicts it): `offload_optimizer` keeps the fp32 masters,
 their gradients and the AdamW state on the CPU (`master_device`) while the passes run on the
 device's copy, with the same arithmetic; `gradient_checkpointing` keeps one layer's
