@@ -58,7 +58,8 @@ uniformly with the completion's seed; its record lists every legal move, so the 
 scores the move under the policy's distribution over all of them.
 
 Batching: `act(turns)` sends all turns in one `backend.generate` call, then one call per
-retry round for the turns that failed.
+retry round for the turns that failed. A backend with one LoRA adapter per seat
+(`TransformersBackend.seat_adapters`: per-role policies) is also told each turn's player.
 
 Seeds: every completion is sampled with its own seed (`SamplingParams.seeds`), a hash of
 the agent's `seed`, the match (its id and the seed of the turn's generator, i.e. the
@@ -272,6 +273,7 @@ class LLMAgent:
                 [w.view for w in pending],
                 seeds,
                 [w.turn.explore and round_ == 0 for w in pending],
+                [w.turn.player for w in pending],
             )
             for w, g in zip(pending, gens):
                 w.generation = g
@@ -288,6 +290,7 @@ class LLMAgent:
         views: list[TextView],
         seeds: list[int],
         explore: list[bool] | None = None,
+        players: list[str] | None = None,
     ) -> list[Generation]:
         c = self.config
         self._calls += 1
@@ -306,7 +309,7 @@ class LLMAgent:
         params = SamplingParams(
             max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds
         )
-        gens = self.backend.generate(conversations, params, allowed)
+        gens = self.backend.generate(conversations, params, allowed, **self._seats(players))
         if len(gens) != len(conversations):
             raise RuntimeError(
                 f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations"
@@ -409,9 +412,17 @@ class LLMAgent:
             return None
         conversations = [self._first_messages(t, v) for t, v in zip(turns, views)]
         probs = self.backend.move_distributions(
-            conversations, [list(v.legal_moves) for v in views], c.temperature
+            conversations,
+            [list(v.legal_moves) for v in views],
+            c.temperature,
+            **self._seats([t.player for t in turns]),
         )
         return [dict(zip(v.actions, p)) for v, p in zip(views, probs)]
+
+    def _seats(self, players: list[str] | None) -> dict:
+        """The `players` argument for a backend with one LoRA adapter per seat
+        (`TransformersBackend.seat_adapters`: per-role policies); none for any other."""
+        return {"players": players} if getattr(self.backend, "seat_adapters", None) else {}
 
     def end_match(self, match_id: str) -> None:
         for key in [k for k in self._conversations if k[0] == match_id]:

@@ -19,6 +19,8 @@
   the trained weights loaded into it (a LoRA adapter merged), so checkpoints play in
   tournaments and evaluations like any model; `agents.make_agent` also takes the agent
   settings it was trained with (prompt, system prompt, constrained decoding...) as defaults.
+  A run with per-role policies (`roles:`, one LoRA adapter per role) is named with its
+  role: `runs/x#first` plays the adapter of role `first` (`split_role`).
 - Anything else is passed to `from_pretrained` (a hub id or a local folder). A name that
   is not a local path is looked up on the Hugging Face hub only if the hub answers a
   3-second probe (`hub_reachable`; `HF_HUB_OFFLINE=1` skips the probe and says no):
@@ -135,7 +137,9 @@ def resolve(name: str) -> str:
 def check_name(name: str) -> None:
     """Fail fast on a model name nothing can load, before torch and the model are loaded. A name
     that can only be a local path (it starts with /, ./, ../ or ~, or has two slashes: a hub id
-    has one) must exist: a missing checkpoint folder is an error, not a hub lookup."""
+    has one) must exist: a missing checkpoint folder is an error, not a hub lookup. A `#role`
+    after a name (`split_role`) is checked when the checkpoint loads."""
+    name = split_role(name)[0]
     if name.lower().startswith(TINY):
         tiny_llama_args(name)
     elif name.lower() == SMOLLM2:
@@ -380,7 +384,7 @@ def find_checkpoint(name: str) -> Path | None:
     it skips; DamagedCheckpoint when there are checkpoints and none is intact."""
     from agents.checkpoint import DamagedCheckpoint, resume_point  # start-up time: torch
 
-    path = Path(name).expanduser()
+    path = Path(split_role(name)[0]).expanduser()
     if not path.is_dir():
         return None
     if (path / "meta.json").is_file():
@@ -419,27 +423,40 @@ def checkpoint_config(folder: Path) -> dict:
     return config
 
 
-def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
-    """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA merged."""
+def split_role(name: str) -> tuple[str, str | None]:
+    """(name, role) of a model name with a role after `#` (`runs/x#first`: the adapter that
+    role `first` trained in a run with per-role policies), else (name, None)."""
+    base, sep, role = name.rpartition("#")
+    return (base, role) if sep and base and role else (name, None)
+
+
+def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto", role=None):
+    """(model, tokenizer) of a training checkpoint: its base model with the trained weights, LoRA
+    merged; of a run with per-role policies (its config's `roles`), the adapter of `role` merged."""
     from safetensors.torch import load_model as load_weights  # start-up time: torch
 
     from agents.checkpoint import check_weights  # start-up time: torch
 
     config = checkpoint_config(folder)
+    roles = tuple(config.get("roles") or ())
+    if roles and role not in roles:
+        raise ValueError(
+            f"checkpoint {folder} has one policy per role ({', '.join(roles)}): name one as {folder}#ROLE"
+            + (f", not {role!r}" if role else "")
+        )
+    if role and not roles:
+        raise ValueError(f"checkpoint {folder} has no roles: drop #{role}")
     check_weights(folder / "model.safetensors")  # before building the base model
     model, tok = load_model(config["model"], dtype=dtype, device=device)
     lc = config.get("learner") or {}
-    if lc.get("lora_rank", 0) > 0:
-        from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
-
-        model = get_peft_model(
+    lora = lc.get("lora_rank", 0) > 0
+    if lora:
+        model = lora_model(
             model,
-            LoraConfig(
-                r=lc["lora_rank"],
-                lora_alpha=lc.get("lora_alpha", 16.0),
-                target_modules=lc.get("lora_targets", "all-linear"),
-                task_type="CAUSAL_LM",
-            ),
+            lc["lora_rank"],
+            lc.get("lora_alpha", 16.0),
+            lc.get("lora_targets", "all-linear"),
+            adapters=roles,
         )
     try:
         missing, unexpected = load_weights(
@@ -453,9 +470,60 @@ def load_checkpoint(folder: Path, dtype: str = "auto", device: str = "auto"):
         raise ValueError(
             f"checkpoint {folder} does not fit {config['model']}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
         )
-    if lc.get("lora_rank", 0) > 0:
+    if role:
+        use_adapter(model, role)
+        model = model.merge_and_unload(adapter_names=[role])
+    elif lora:
         model = model.merge_and_unload()
     return model.eval(), tok
+
+
+def lora_model(
+    model,
+    rank: int,
+    alpha: float = 16.0,
+    targets: str | list[str] = "all-linear",
+    dropout: float = 0.0,
+    adapters: tuple[str, ...] = (),
+):
+    """`model` wrapped by peft with LoRA of rank `rank`: one adapter named "default", or with
+    `adapters` one per name (per-role policies on one shared base), every adapter trainable and
+    the first active."""
+    from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
+
+    lora = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
+    if not adapters:
+        return get_peft_model(model, lora)
+    model = get_peft_model(model, lora, adapter_name=adapters[0])
+    for name in adapters[1:]:
+        model.add_adapter(name, lora)  # peft freezes an added adapter: thawed below
+    for name, p in model.named_parameters():
+        if "lora_" in name:
+            p.requires_grad_(True)
+    return model
+
+
+def use_adapter(model, name: str) -> None:
+    """Make LoRA adapter `name` the one `model` (a multi-adapter peft model) computes with,
+    leaving every weight's `requires_grad` as it was (peft's `set_adapter` freezes the others;
+    an inactive adapter gets no gradient anyway, as no pass goes through it)."""
+    if model.active_adapter == name:
+        return
+    flags = [p.requires_grad for p in model.parameters()]
+    model.set_adapter(name)
+    for p, flag in zip(model.parameters(), flags):
+        p.requires_grad_(flag)
+
+
+def adapter_names(model) -> tuple[str, ...]:
+    """The LoRA adapters of a peft model (empty for a plain model)."""
+    return tuple(getattr(model, "peft_config", {}) or ())
 
 
 def load_model(name: str, dtype: str = "auto", device: str = "auto"):
@@ -473,7 +541,7 @@ def load_model(name: str, dtype: str = "auto", device: str = "auto"):
     if name.lower().startswith(TINY):
         model, tok = tiny_llama(**tiny_llama_args(name))
     elif (folder := find_checkpoint(name)) is not None:
-        return load_checkpoint(folder, dtype=dtype, device=device)
+        return load_checkpoint(folder, dtype=dtype, device=device, role=split_role(name)[1])
     else:
         path = resolve(name)
         try:

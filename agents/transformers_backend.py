@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -66,7 +66,7 @@ from agents.backend import (
     request_rows,
 )
 from agents.constrained import allowed_token_ids
-from agents.models import load_model
+from agents.models import load_model, use_adapter
 from agents.packed_linear import packed_linears
 
 # `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
@@ -126,6 +126,10 @@ class TransformersBackend:
         pack_weights: on a CPU with bf16 weights, run the linears on oneDNN-prepacked copies
             while generating (`agents.packed_linear`: same numbers, the weight reorder of every
             call skipped; repacked after the weights change); no effect otherwise.
+        seat_adapters: seat (player id) -> LoRA adapter of a multi-adapter peft model
+            (per-role policies): `generate` and `move_distributions` then take `players`, one
+            per conversation, and run each seat's rows with its adapter active (a batch per
+            adapter; with per-row seeds the samples are those of one mixed batch).
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class TransformersBackend:
         share_prefixes: bool = True,
         min_shared_prefix: int = 16,
         pack_weights: bool = True,
+        seat_adapters: dict[str, str] | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -160,6 +165,7 @@ class TransformersBackend:
                 f"tokenizer of {default_name!r} has no chat template; the backend needs one to render conversations"
             )
         self.name = name or default_name
+        self.seat_adapters = dict(seat_adapters) if seat_adapters else None
         self.max_batch_size = max_batch_size
         self.share_prefixes, self.min_shared_prefix = share_prefixes, min_shared_prefix
         self.pack_weights, self._packed = pack_weights, {}
@@ -185,6 +191,7 @@ class TransformersBackend:
         if self._prompts is not None:
             raise RuntimeError("prompt_cache blocks do not nest")
         self._prompts, self._prompt_room = {}, int(max_mb * 2**20)
+        self._adapter_prompts: dict[str, dict] = {}  # with seat_adapters: a cache per adapter
         try:
             yield
         finally:
@@ -206,10 +213,49 @@ class TransformersBackend:
         conversations: list[list[dict]],
         params: SamplingParams,
         allowed: list[list[str] | None] | None = None,
+        players: list[str] | None = None,
     ) -> list[Generation]:
-        """One completion per conversation (see the module docstring for what it holds)."""
+        """One completion per conversation (see the module docstring for what it holds);
+        `players`: the seat of each conversation, with `seat_adapters`."""
         rows = request_rows(conversations, params, allowed)
-        return self._generate([self.encode(conv) for conv in conversations], params, rows)
+        prompts = [self.encode(conv) for conv in conversations]
+        out: list[Generation | None] = [None] * len(prompts)
+        for idx in self._adapter_groups(players, len(prompts)):
+            sub = (
+                params
+                if params.seeds is None
+                else replace(params, seeds=[params.seeds[i] for i in idx])
+            )
+            gens = self._generate([prompts[i] for i in idx], sub, [rows[i] for i in idx])
+            for i, g in zip(idx, gens):
+                out[i] = g
+        return out
+
+    def _adapter_groups(self, players: list[str] | None, n: int) -> Iterator[list[int]]:
+        """The row indices of a request by LoRA adapter, each group's adapter made active in
+        turn as the caller walks them; one group of every row without `seat_adapters`."""
+        if self.seat_adapters is None:
+            return iter([list(range(n))])
+        if players is None or len(players) != n:
+            raise ValueError(
+                f"backend {self.name} plays one adapter per seat: pass players, one per conversation"
+            )
+        unknown = sorted(set(players) - set(self.seat_adapters))
+        if unknown:
+            raise ValueError(
+                f"backend {self.name} has no adapter for seat {', '.join(unknown)} (it has {', '.join(self.seat_adapters)})"
+            )
+        by: dict[str, list[int]] = {}
+        for i, p in enumerate(players):
+            by.setdefault(self.seat_adapters[p], []).append(i)
+        return self._activating(by)  # lazily: each group's adapter active while it runs
+
+    def _activating(self, by: dict[str, list[int]]) -> Iterator[list[int]]:
+        for name, idx in by.items():
+            use_adapter(self.model, name)
+            if self._prompts is not None:  # a prefill is the adapter's own: one cache each
+                self._prompts = self._adapter_prompts.setdefault(name, {})
+            yield idx
 
     def complete(
         self,
@@ -271,6 +317,25 @@ class TransformersBackend:
         ]
 
     def move_distributions(
+        self,
+        conversations: list[list[dict]],
+        allowed: list[list[str]],
+        temperature: float,
+        players: list[str] | None = None,
+    ) -> list[list[float]]:
+        """`_distributions` of each conversation; `players`: the seat of each, with `seat_adapters`."""
+        out: list[list[float]] = [[] for _ in conversations]
+        for idx in self._adapter_groups(players, len(conversations)):
+            probs = self._distributions(
+                [conversations[i] for i in idx],
+                None if allowed is None else [allowed[i] for i in idx],
+                temperature,
+            )
+            for i, p in zip(idx, probs):
+                out[i] = p
+        return out
+
+    def _distributions(
         self, conversations: list[list[dict]], allowed: list[list[str]], temperature: float
     ) -> list[list[float]]:
         """The exact probability of each allowed string as the constrained reply to each conversation.

@@ -328,7 +328,12 @@ def _seats_by_match(matches: list[MatchRecord], turns: list[_Turn]) -> dict[int,
 # --- estimators -------------------------------------------------------------------------
 
 
-def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[TurnSample]:
+def mars(
+    matches: list[MatchRecord],
+    cfg: AdvantageConfig,
+    state: dict,
+    norm_groups: dict[str, str] | None = None,
+) -> list[TurnSample]:
     """MARS's `reinforce` advantage (thu-nics/MARS) with per-player norms, gamma per turn.
 
     1. r -= mean of r over the turns of the same (game, player) in the batch
@@ -349,6 +354,9 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
         matches: the batch of recorded matches.
         cfg: the estimator's settings.
         state: unused (one signature for every estimator).
+        norm_groups: seat -> the group whose turns share the per-player means (per-role
+            policies: the seat's role, so a role holding several seats is normalised as one);
+            None: each seat its own.
 
     Returns:
         One `TurnSample` per learning turn.
@@ -366,7 +374,9 @@ def mars(matches: list[MatchRecord], cfg: AdvantageConfig, state: dict) -> list[
     def seat(
         x: _Turn,
     ) -> str | None:  # one baseline per player, or one shared by all (the ablation)
-        return x.player if cfg.agent_specific_norm else None
+        if not cfg.agent_specific_norm:
+            return None
+        return norm_groups.get(x.player, x.player) if norm_groups else x.player
 
     if cfg.player_reward_norm:
         groups: dict[tuple, list[int]] = defaultdict(list)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -289,6 +290,11 @@ class TrainConfig:
     full_width: FullWidthConfig = field(default_factory=FullWidthConfig)
     """full-width self-play (training.full_width): no matches, exact move values over a small game's whole
     tree, Magnetic Mirror Descent's target fitted at every information state"""
+    roles: dict = field(default_factory=dict)
+    """per-role policies: role name -> the seats it plays (`{first: [player_0], second: [player_1]}`);
+    each role has its own LoRA adapter on the shared base (learner.lora_rank > 0), plays its seats
+    with it and learns from their turns only. Every seat of every training and held-out game must
+    be in exactly one role. Empty: one policy plays every seat"""
 
 
 # --- what the loop sets itself ---------------------------------------------------------------
@@ -415,6 +421,62 @@ def _validate(cfg: TrainConfig) -> None:
             f"eval.select_seed must differ from eval.seed ({cfg.eval.seed}): best is picked on other matches than the reported ones"
         )
     eval_games(cfg.eval, cfg.games)
+    _check_roles(cfg)
+
+
+ROLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def _check_roles(cfg: TrainConfig) -> None:
+    """`roles`: names mapped to distinct seats covering every seat of the run's games, with the
+    features a run of several adapters supports."""
+    roles = cfg.roles
+    if not roles:
+        return
+    seat_role: dict[str, str] = {}
+    for role, seats in roles.items():
+        if not isinstance(role, str) or not ROLE_NAME.fullmatch(role):
+            raise ValueError(
+                f"roles: a role name must be a letter then letters, digits or _, got {role!r}"
+            )
+        if not isinstance(seats, list) or not seats or not all(isinstance(x, str) for x in seats):
+            raise ValueError(
+                f"roles.{role} must be a non-empty list of seats (player_0, ...), got {seats!r}"
+            )
+        for seat in seats:
+            if seat in seat_role:
+                raise ValueError(f"roles.{role}: seat {seat} is already role {seat_role[seat]}'s")
+            seat_role[seat] = role
+    if cfg.learner.lora_rank == 0:
+        raise ValueError(
+            "roles needs learner.lora_rank > 0 (one LoRA adapter per role on the shared base)"
+        )
+    for what, bad in (
+        ("backend: transformers", cfg.backend != "transformers"),
+        ("no ray.address", bool(cfg.ray.address)),
+        ("no league.snapshot_every (a snapshot holds one policy)", cfg.league.snapshot_every > 0),
+        ("no full_width", cfg.full_width.enabled),
+        ("no games[i].symmetries", any(g.symmetries for g in cfg.games)),
+        (
+            "an advantage.estimator other than critic (one value head)",
+            cfg.advantage.estimator == "critic",
+        ),
+    ):
+        if bad:
+            raise ValueError(f"roles needs {what}")
+    train, held = eval_games(cfg.eval, cfg.games)
+    for g in [*cfg.games, *held]:
+        seats = games.make(g.name, **g.params).possible_agents
+        missing = [x for x in seats if x not in seat_role]
+        if missing:
+            raise ValueError(
+                f"roles: seat {', '.join(missing)} of {g.name} has no role (roles: {', '.join(roles)})"
+            )
+
+
+def seat_roles(roles: Mapping[str, list[str]]) -> dict[str, str]:
+    """seat -> role of a `roles` section."""
+    return {seat: role for role, seats in roles.items() for seat in seats}
 
 
 def _check_training_games(cfg: TrainConfig) -> None:

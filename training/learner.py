@@ -29,6 +29,12 @@ sharing the policy's body. `values(seqs)` reads it; `step` adds
 Precision (`precision`: float32, or a bf16 copy of fp32 masters) and the learner's own bf16
 attention on a CPU: `training.precision`. LoRA (`peft`) when `lora_rank > 0`.
 
+Per-role policies (`roles`): one LoRA adapter per role on the shared frozen base. A step
+groups its sequences by `TrainingSequence.role` and runs each group with its role's adapter
+active, its loss normalised by the group's own counts; each adapter's gradient is clipped
+alone. So an adapter's gradient comes only from its role's turns, and a role's step is the
+one a learner of that role alone would take.
+
 Device memory (`training.memory_plan` predicts it): `offload_optimizer` keeps the fp32 masters,
 their gradients and the AdamW state on the CPU (`master_device`) while the passes run on the
 device's copy, with the same arithmetic; `gradient_checkpointing` keeps one layer's
@@ -44,7 +50,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import torch
+from torch.nn.utils import clip_grad_norm_
 
+from agents.models import lora_model, use_adapter
 from core.machine import compute_dtype
 from training.learner_config import LearnerConfig
 from training.logprobs import magnet_kl_at, micro_logprobs, shared_trunk
@@ -74,10 +82,22 @@ from training.sequences import (
 class Learner:
     """Holds the policy, its optimizer and the frozen reference; see the module docstring."""
 
-    def __init__(self, model, tokenizer, cfg: LearnerConfig | None = None, device=None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        cfg: LearnerConfig | None = None,
+        device=None,
+        roles: tuple[str, ...] = (),
+    ):
         """`model` becomes the fp32 master weights; the passes run on `device` (default: the
-        model's), on a copy when the compute dtype is bf16 or the masters are offloaded."""
+        model's), on a copy when the compute dtype is bf16 or the masters are offloaded.
+        `roles`: one LoRA adapter per role on the shared base (per-role policies; needs
+        `lora_rank > 0`); each sequence then trains its own role's adapter only."""
         self.cfg = cfg or LearnerConfig()
+        self.roles = tuple(roles)
+        if self.roles and self.cfg.lora_rank == 0:
+            raise ValueError("learner.lora_rank must be > 0 with roles (one LoRA adapter per role)")
         self.tokenizer = tokenizer
         self.pad_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -90,16 +110,10 @@ class Learner:
         self.compute_dtype = compute_dtype(self.cfg.precision, self.device.type)
         model.to(device=self.master_device, dtype=torch.float32)  # the master weights
         if self.cfg.lora_rank > 0:
-            from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
-
-            lora = LoraConfig(
-                r=self.cfg.lora_rank,
-                lora_alpha=self.cfg.lora_alpha,
-                lora_dropout=self.cfg.lora_dropout,
-                target_modules=self.cfg.lora_targets,
-                task_type="CAUSAL_LM",
+            c = self.cfg
+            model = lora_model(
+                model, c.lora_rank, c.lora_alpha, c.lora_targets, c.lora_dropout, self.roles
             )
-            model = get_peft_model(model, lora)
         self.model = model
         self.policy = model  # what computes: the master module itself, or its bf16 copy
         self._rounding_scratch: torch.Tensor | None = (
@@ -235,22 +249,28 @@ class Learner:
         """The policy's log-probability of each whole completion, micro-batch by micro-batch:
         yields (logp (B,), indices into `seqs`), differentiable when grad is enabled, so a caller
         can backpropagate one micro-batch before the next is built (supervised fits, probes)."""
-        for mb in self._micro_batches(seqs):
-            yield self._logprobs(self.policy, mb, None)[0].sum(1), mb.index
+        for role, idx in self._by_role(seqs):
+            self._use(role)
+            for mb in self._micro_batches([seqs[i] for i in idx]):
+                yield self._logprobs(self.policy, mb, None)[0].sum(1), [idx[i] for i in mb.index]
 
     @torch.no_grad()
     def logprobs(self, seqs: list[TrainingSequence], reference: bool = False) -> list[list[float]]:
-        """Per-token log-probabilities of each completion under the policy (or the reference)."""
+        """Per-token log-probabilities of each completion under the policy (or the reference);
+        with roles, each under its own role's adapter."""
         out: list[list[float]] = [[] for _ in seqs]
-        mbs = self._micro_batches(seqs)
-        if reference:
-            lps = self._ref_logprobs(mbs)
-        else:
-            with self._trunk(self.policy, mbs):
-                lps = [self._logprobs(self.policy, mb, None)[0] for mb in mbs]
-        for mb, lp in zip(mbs, lps):
-            for b, i in enumerate(mb.index):
-                out[i] = lp[b, : len(seqs[i].completion_ids)].tolist()
+        for role, idx in self._by_role(seqs):
+            self._use(role)
+            group = [seqs[i] for i in idx]
+            mbs = self._micro_batches(group)
+            if reference:
+                lps = self._ref_logprobs(mbs)
+            else:
+                with self._trunk(self.policy, mbs):
+                    lps = [self._logprobs(self.policy, mb, None)[0] for mb in mbs]
+            for mb, lp in zip(mbs, lps):
+                for b, i in enumerate(mb.index):
+                    out[idx[i]] = lp[b, : len(group[i].completion_ids)].tolist()
         return out
 
     @torch.no_grad()
@@ -267,6 +287,36 @@ class Learner:
                 for b, i in enumerate(mb.index):
                     out[i] = v[b]
         return out
+
+    # --- roles --------------------------------------------------------------------------
+
+    def _by_role(self, seqs: list[TrainingSequence]) -> list[tuple[str | None, list[int]]]:
+        """The indices of `seqs` grouped by role, in the order of `roles` (one group, role None,
+        without roles).
+
+        Raises:
+            ValueError: with roles, a sequence's role is not one of them.
+        """
+        if not self.roles:
+            return [(None, list(range(len(seqs))))]
+        unknown = sorted({str(s.role) for s in seqs if s.role not in self.roles})
+        if unknown:
+            raise ValueError(
+                f"sequences of role {', '.join(unknown)}: this learner trains {', '.join(self.roles)}"
+            )
+        groups = [(r, [i for i, s in enumerate(seqs) if s.role == r]) for r in self.roles]
+        return [(r, idx) for r, idx in groups if idx]
+
+    def _use(self, role: str | None) -> None:
+        """The policy (and the magnet) compute with `role`'s adapter from here on (no role: as they are)."""
+        if role is not None:
+            for model in (self.policy, self.magnet):
+                if model is not None:
+                    use_adapter(model, role)
+
+    def role_parameters(self, role: str) -> list[torch.nn.Parameter]:
+        """The master weights of `role`'s LoRA adapter."""
+        return [p for n, p in self.model.named_parameters() if "lora_" in n and f".{role}." in n]
 
     def computed_spans(self, seqs: list[TrainingSequence]) -> list[tuple[int, int]]:
         """What a pass over `seqs` computes, padding not counted: (position of the first token,
@@ -314,21 +364,17 @@ class Learner:
         seqs = _trainable(seqs)
         self.policy.train()
         lcfg = self._step_loss_config()
-        size = _BatchSize(
-            tokens=sum(len(s.completion_ids) for s in seqs),
-            seqs=len(seqs),
-            values=sum(s.value_target is not None for s in seqs)
-            if self.value_head is not None
-            else 0,
-        )
         lr = self.lr_at(self.step_count)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
         self.policy.zero_grad(set_to_none=True)
-        totals = self._accumulate(seqs, lcfg, size)
+        totals = _StepTotals()
+        for role, idx in self._by_role(seqs):  # with roles: each role's turns on its adapter
+            self._use(role)
+            self._accumulate([seqs[i] for i in idx], lcfg, totals)
         grad_norm = self._optimizer_step()
-        metrics = _step_metrics(totals, size, lr, grad_norm)
+        metrics = _step_metrics(totals, self._batch_size(seqs), lr, grad_norm)
         if self.cfg.loss.floor_decay_steps > 0:
             metrics["floor_coef"] = lcfg.floor_coef
         if self.cfg.loss.magnet_decay_steps > 0:
@@ -348,12 +394,24 @@ class Learner:
             magnet_coef=magnet_coef_at(self.step_count, self.cfg.loss),
         )
 
+    def _batch_size(self, seqs: list[TrainingSequence]) -> _BatchSize:
+        """What the losses over `seqs` are normalised by."""
+        return _BatchSize(
+            tokens=sum(len(s.completion_ids) for s in seqs),
+            seqs=len(seqs),
+            values=sum(s.value_target is not None for s in seqs)
+            if self.value_head is not None
+            else 0,
+        )
+
     def _accumulate(
-        self, seqs: list[TrainingSequence], lcfg: LossConfig, size: _BatchSize
-    ) -> _StepTotals:
+        self, seqs: list[TrainingSequence], lcfg: LossConfig, totals: _StepTotals
+    ) -> None:
         """Forward, loss and backward over each micro-batch of `seqs`: the gradients add up on
-        the policy (and the shared trunk's at the end); returns the summed metrics."""
-        totals = _StepTotals()
+        the policy (and the shared trunk's at the end), the metrics on `totals`. The loss is
+        normalised by `seqs`' own counts (with roles: one role's turns, so each adapter's step
+        is the one it would take alone)."""
+        size = self._batch_size(seqs)
         mbs = self._micro_batches(seqs)
         refs = self._ref_logprobs(mbs) if lcfg.kl_coef > 0 else [None] * len(mbs)
         magnets = self._magnet_logdists(mbs) if lcfg.magnet_coef > 0 else [None] * len(mbs)
@@ -367,7 +425,6 @@ class Learner:
                 with attention_implementation(self.policy, self.attention):
                     loss.backward()
                 totals.add(float(loss.detach()), m)
-        return totals
 
     def _forward(self, mb: MicroBatch, lcfg: LossConfig, hidden: bool):
         """The policy's pass over `mb` (`_logprobs`), with the entropy (and the floor) taking
@@ -420,10 +477,12 @@ class Learner:
         """Clip the gradients (on the fp32 masters) and step AdamW; round the masters into the
         policy copy and refresh the magnet when due. Returns the gradient norm before clipping."""
         grads_to_masters(trainable_pairs(self.model, self.policy))
-        params = self.parameters()
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            params, self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf
-        )
+        limit = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf
+        if self.roles:  # each adapter clipped alone: one role's gradient never scales another's
+            norms = [clip_grad_norm_(self.role_parameters(r), limit) for r in self.roles]
+            grad_norm = torch.stack([n.to(self.master_device) for n in norms]).norm()
+        else:
+            grad_norm = clip_grad_norm_(self.parameters(), limit)
         self.optimizer.step()
         self.step_count += 1
         self._round_masters_into_policy()

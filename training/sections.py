@@ -9,17 +9,18 @@ played (the games, how many matches, concurrency and turn cap). The loop builds 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.llm_agent import LLMAgentConfig
-from training.config import TrainConfig, TrainingGame
+from training.config import TrainConfig, TrainingGame, seat_roles
 from training.learner_config import LearnerConfig
 
 
 @dataclass(frozen=True)
 class PolicyModel:
     """The policy's model and how it runs: `model`, `device`, `backend` (+ `backend_kwargs`),
-    the `learner` section (LoRA, precision, micro-batches) and the `agent` section (prompts, sampling)."""
+    the `learner` section (LoRA, precision, micro-batches), the `agent` section (prompts, sampling)
+    and, for per-role policies, `seat_roles` (seat -> role: the LoRA adapter that plays the seat)."""
 
     model: str
     device: str
@@ -27,11 +28,25 @@ class PolicyModel:
     backend_kwargs: dict
     learner: LearnerConfig
     agent: LLMAgentConfig
+    seat_roles: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles, one LoRA adapter each, in the config's order (empty: one policy)."""
+        return tuple(dict.fromkeys(self.seat_roles.values()))
 
     @classmethod
     def of(cls, cfg: TrainConfig) -> PolicyModel:
         """The policy part of a run's config."""
-        return cls(cfg.model, cfg.device, cfg.backend, cfg.backend_kwargs, cfg.learner, cfg.agent)
+        return cls(
+            cfg.model,
+            cfg.device,
+            cfg.backend,
+            cfg.backend_kwargs,
+            cfg.learner,
+            cfg.agent,
+            seat_roles(cfg.roles),
+        )
 
 
 @dataclass(frozen=True)

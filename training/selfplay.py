@@ -280,7 +280,7 @@ def build_run(cfg: TrainConfig, console, resume: bool) -> Run:
     device = resolve_device(cfg.device)
     master_device = "cpu" if cfg.learner.offload_optimizer else device
     model, tokenizer = load_model(cfg.model, dtype="float32", device=master_device)
-    learner = Learner(model, tokenizer, cfg.learner, device=device)
+    learner = Learner(model, tokenizer, cfg.learner, device=device, roles=policy.roles)
     backend = make_backend(policy, learner, tokenizer)
     # again: an in-process vLLM engine reseeds the global RNGs at start-up
     rng = seed_everything(cfg.seed)
@@ -465,9 +465,12 @@ def learning_sequences(run: Run, records: list[MatchRecord]) -> list[TrainingSeq
         turns = learning_samples(records, cfg.advantage)
         values = learner.values(sequences_from_samples(turns, run.tokenizer)) if turns else []
         extra["values"] = {(t.match_index, t.turn_index): v for t, v in zip(turns, values)}
+    roles = run.policy.seat_roles or None
+    if roles and cfg.advantage.estimator == "mars":  # agent-specific normalisation per role
+        extra["norm_groups"] = roles
     samples = compute_advantages(records, cfg.advantage, run.adv_state, **extra)
     seqs = sequences_from_samples(
-        samples, run.tokenizer, recompute=behaviour_recompute(run.policy, learner)
+        samples, run.tokenizer, recompute=behaviour_recompute(run.policy, learner), roles=roles
     )
     if run.images:
         seqs += symmetric_sequences(

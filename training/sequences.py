@@ -24,6 +24,7 @@ Both give the same log-probabilities and gradients up to the summation order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,10 +49,12 @@ class TrainingSequence:
     """the legal moves when decoding was constrained to them"""
     value_target: float | None = None
     """what the value head should predict for the prompt (critic); None: no value loss"""
+    role: str | None = None
+    """the role whose LoRA adapter plays and learns this turn (per-role policies); None: the one policy"""
 
 
 def sequences_from_samples(
-    samples, tokenizer=None, recompute: str = "constrained"
+    samples, tokenizer=None, recompute: str = "constrained", roles: Mapping[str, str] | None = None
 ) -> list[TrainingSequence]:
     """`TrainingSequence`s from `training.advantages.TurnSample`s.
 
@@ -59,7 +62,8 @@ def sequences_from_samples(
     are used): "missing" (only turns without them), "constrained" (also constrained
     turns: a backend may record the unmasked distribution, which would skew the ratio),
     or "all". A turn without `prompt_token_ids` is re-rendered from its `messages` with
-    the tokenizer's chat template. Turns without completion tokens are skipped.
+    the tokenizer's chat template. Turns without completion tokens are skipped. `roles` maps
+    a seat (the sample's player) to the role the sequence trains (per-role policies).
     """
     if recompute not in ("missing", "constrained", "all"):
         raise ValueError(f"recompute must be 'missing', 'constrained' or 'all', got {recompute!r}")
@@ -90,6 +94,7 @@ def sequences_from_samples(
                 logprobs,
                 list(t.legal_moves) if t.constrained else None,
                 getattr(s, "value_target", None),
+                roles[s.player] if roles else None,
             )
         )
     return out

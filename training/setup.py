@@ -26,6 +26,8 @@ def make_backend(policy: PolicyModel, learner: Learner, tokenizer):
     """The rollout backend: in-process transformers on the learner's module, or a vLLM engine."""
     if policy.backend == "transformers":
         kwargs = {"max_batch_size": 256, **policy.backend_kwargs}
+        if policy.seat_roles:  # per-role policies: each seat plays with its role's adapter
+            kwargs["seat_adapters"] = policy.seat_roles
         return TransformersBackend((learner.policy, tokenizer), name=POLICY, **kwargs)
     from agents.vllm_backend import VLLMBackend  # optional: vllm
 
