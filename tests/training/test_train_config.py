@@ -266,6 +266,8 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "full_width.max_states": (0, "full_width.max_states must be >= 1, got 0"),
     "full_width.minibatches": (0, "full_width.minibatches must be >= 1, got 0"),
     "full_width.key": ("board", "full_width.key must be one of info_state, position, got 'board'"),
+    "full_width.target": ("cfr", "full_width.target must be one of mmd, cfr_plus, got 'cfr'"),
+    "full_width.cfr_iterations": (0, "full_width.cfr_iterations must be >= 1, got 0"),
     "ray.max_staleness": (
         2,
         "ray.max_staleness must be 0 (on-policy) or 1 (one step behind; deeper pipelines are not implemented), got 2",
