@@ -244,10 +244,16 @@ class EvalRun:
 
 def check_specs(config: EvalConfig) -> None:
     """ValueError or RuntimeError (one line) for an agent, baseline or opponent spec that cannot
-    be built, found without loading a model (`agents.by_game.check_player`)."""
-    for spec in (config.agent, config.baseline, *opponents(config.games).values()):
-        if spec is not None and spec != SELF:
-            check_player(spec)
+    be built, or a bot that cannot play a game it meets (`WrongGame`: minimax on poker), found
+    without loading a model (`agents.by_game.check_player`)."""
+    every = [(g.name, g.params) for g in config.games]
+    for spec in (config.agent, config.baseline):
+        if spec is not None:
+            check_player(spec, every)
+    for g in config.games:
+        for spec in {json.dumps(s, sort_keys=True): s for s in opponents([g]).values()}.values():
+            if spec != SELF:
+                check_player(spec, [(g.name, g.params)])
 
 
 def store_paths(out: str | Path) -> tuple[Path, Path]:
