@@ -21,6 +21,7 @@ A string spec takes the same keyword arguments after commas, values read as YAML
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,14 +173,18 @@ def _games_of(config: dict) -> list[tuple[str, dict]]:
     ]
 
 
-def check_spec(spec: str | dict) -> None:
+def check_spec(spec: str | dict, games: Sequence[tuple[str, dict]] = ()) -> None:
     """ValueError or RuntimeError (one line) for a spec `make_agent` would refuse, found without
     loading a model: an unknown agent or option, a bot's bad argument, an LLM's model name that
     nothing can load (`agents.models.check_name`: a typo, a missing checkpoint folder), a checkpoint
-    whose config or weights file is damaged. Bots are built (cheap)."""
+    whose config or weights file is damaged. Bots are built (cheap), and a bot that cannot play one of
+    `games` ((name, params) pairs) says so (`WrongGame`, its `check_game`: minimax on poker, cfr on
+    a tree too large to solve)."""
     d = parse_spec(spec)
     if d.get("type") != "llm":
-        make_agent(spec)
+        agent = make_agent(spec)
+        for game, params in games if hasattr(agent, "check_game") else ():
+            agent.check_game(game, dict(params or {}))
         return
     if not d.get("model"):
         raise ValueError(f"llm agent {spec!r} needs a model")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agents import check_spec, make_agent
 from core.records import TurnRecord
 
@@ -33,11 +35,19 @@ class ByGameAgent:
                 agent.end_match(match_id)
 
 
-def check_player(spec) -> None:
-    """`agents.check_spec` for a player's spec, each agent of a `{by_game: ...}` one included."""
+def check_player(spec, games: Sequence[tuple[str, dict]] = ()) -> None:
+    """`agents.check_spec` for a player's spec, each agent of a `{by_game: ...}` one included, against
+    the (game, params) pairs it will play (each agent of a by_game spec: its own game; `default`: the
+    others)."""
     per = spec["by_game"] if isinstance(spec, dict) and "by_game" in spec else {None: spec}
-    for s in per.values():
-        check_spec(s)
+    for key, s in per.items():
+        if key is None:
+            mine = list(games)
+        elif key == "default":
+            mine = [(g, p) for g, p in games if g not in per]
+        else:
+            mine = [(g, p) for g, p in games if g == key]
+        check_spec(s, mine)
 
 
 def build_agent(name: str, spec):

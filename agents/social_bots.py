@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+import games
 from agents.base import PendingTurn, WrongGame, decision
 from core.records import TurnRecord
 
@@ -102,11 +103,21 @@ class SocialBot:
             )
         self.name = self.name or self.strategy
 
+    def check_game(self, game_name: str, params: dict) -> None:
+        """WrongGame (one line) for a game without cooperate/defect moves (before any match starts)."""
+        env = games.make(game_name, **params)
+        if not hasattr(getattr(env, "unwrapped", env), "cooperation_history"):
+            raise WrongGame(_refusal(self.name, game_name))
+
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
         return [social_decision(turn, self.name, POLICIES[self.strategy]) for turn in turns]
 
     def end_match(self, match_id: str) -> None:
         pass
+
+
+def _refusal(name: str, game: str) -> str:
+    return f"social bot {name!r} cannot play {game!r}: it needs a game with cooperate/defect moves ({', '.join(SOCIAL_GAMES)})"
 
 
 def social_decision(
@@ -116,10 +127,7 @@ def social_decision(
     TurnRecord); WrongGame for a game without cooperate/defect moves."""
     env = getattr(turn.env, "unwrapped", turn.env)
     if not hasattr(env, "cooperation_history"):
-        game = env.metadata.get("name", type(env).__name__)
-        raise WrongGame(
-            f"social bot {name!r} cannot play {game!r}: it needs a game with cooperate/defect moves ({', '.join(SOCIAL_GAMES)})"
-        )
+        raise WrongGame(_refusal(name, env.metadata.get("name", type(env).__name__)))
     cooperate = cooperates(env.cooperation_history(turn.player))
     return decision(turn, name, env.social_action(turn.player, cooperate), **fields)
 

@@ -3,11 +3,16 @@
 Row kinds in eval.json (a JSON list; each row has "kind"):
     cell            an evaluated agent in one (game, opponent, seat) or pooled ("all"):
                     W/D/L, win and non-losing rates with Wilson CIs, mean return with a t CI,
-                    invalid-move and forfeit rates, tokens per move (`evaluation.metrics.Cell`)
+                    invalid-move and forfeit rates, tokens per move (`evaluation.metrics.Cell`);
+                    in a ranked game (more than two players, or not competitive) no non-losing
+                    rate (null) but the mean finishing rank with a t CI and the cooperation,
+                    shown in a table of their own
     paired          agent minus baseline per cell and pooled per game in points, non-losing
-                    rate, win rate, mean return and legal-move rate: each {baseline, agent,
-                    diff, ci, verdict} (`evaluation.metrics.Difference`), paired bootstrap CI
-    exploitability  {"game", "exploitability", "nash_conv", "method", ...}
+                    rate, win rate, mean return and legal-move rate (ranked games: rank instead
+                    of points and non-losing): each {baseline, agent, diff, ci, verdict}
+                    (`evaluation.metrics.Difference`), paired bootstrap CI
+    exploitability  {"game", "exploitability", "nash_conv", "method", ...}: exploitability
+                    (NashConv / 2) for two-player zero-sum games, NashConv alone for the others
     blunders        the share of an agent's moves that lowered the game-theoretic value, per seat
     perfect_play    per seat, the tree walk over every position the agent's policy reaches against
                     any opponent: blunders, adversary return and loss rate (`evaluation.perfect_play`)
@@ -80,34 +85,56 @@ def print_report(rows: list[dict], console=None, seats: bool = True) -> None:
 def _cell_tables(
     console, rows: list[dict], seats: bool, narrow: bool, style: dict, sep: str
 ) -> None:
-    """One table per evaluated agent: its cells (game, opponent, seat) with their CIs."""
+    """One table per evaluated agent: its cells (game, opponent, seat) with their CIs; the cells
+    of ranked games (`evaluation.metrics.win_loss_game`) in a table of their own."""
     cells = [r for r in rows if r["kind"] == "cell" and (seats or r["seat"] == ALL)]
     for who in dict.fromkeys(r["agent"] for r in cells):
-        t = Table(title=f"{who}: 95% CIs (Wilson for rates, t for mean return)", **style)
-        columns = ["game", "opponent", "seat", "n", "W-D-L", "win rate", "non-losing"]
-        columns += ["mean return", "invalid", "forfeit", "tok/move"]
-        if narrow:
-            columns = [c for c in columns if c not in ("seat", "n", "forfeit")]
-        for col in columns:
-            t.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
-        for r in _pooled_first([r for r in cells if r["agent"] == who]) if narrow else cells:
-            if r["agent"] != who:
-                continue
-            values = {
-                "game": _game_or_seat(r) if narrow else r["game"],
-                "opponent": r["opponent"],
-                "seat": r["seat"],
-                "n": str(r["matches"]),
-                "W-D-L": f"{r['wins']}-{r['draws']}-{r['losses']}",
-                "win rate": _rate(r["win_rate"], r["win_ci"], sep),
-                "non-losing": _rate(r["non_losing"], r["non_losing_ci"], sep),
-                "mean return": _num(r["mean_return"], r["return_ci"], sep),
-                "invalid": f"{r['invalid_rate']:.2f}",
-                "forfeit": f"{r['forfeit_rate']:.2f}",
-                "tok/move": f"{r['tokens_per_move']:.1f}",
-            }
-            t.add_row(*(values[c] for c in columns), style="bold" if r["seat"] == ALL else None)
-        console.print(t)
+        mine = [r for r in cells if r["agent"] == who]
+        scored = [r for r in mine if r["non_losing"] is not None]
+        ranked = [r for r in mine if r["non_losing"] is None]
+        if scored:
+            title = f"{who}: 95% CIs (Wilson for rates, t for mean return)"
+            columns = ["game", "opponent", "seat", "n", "W-D-L", "win rate", "non-losing"]
+            _one_cell_table(console, scored, title, columns, narrow, style, sep)
+        if ranked:
+            title = (
+                f"{who}, ranked games: 95% CIs (t for rank and mean return, Wilson for the win rate); "
+                "rank 1 = highest return, tied players share their places; win = first alone"
+            )
+            columns = ["game", "opponent", "seat", "n", "rank", "win rate", "cooperation"]
+            _one_cell_table(console, ranked, title, columns, narrow, style, sep)
+
+
+def _one_cell_table(
+    console, cells: list[dict], title: str, columns: list, narrow: bool, style: dict, sep: str
+) -> None:
+    """A table of cells: `columns`, then mean return, invalid, forfeit and tokens per move."""
+    t = Table(title=title, **style)
+    columns = [*columns, "mean return", "invalid", "forfeit", "tok/move"]
+    if narrow:
+        columns = [c for c in columns if c not in ("seat", "n", "forfeit")]
+    for col in columns:
+        t.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
+    for r in _pooled_first(cells) if narrow else cells:
+        values = {
+            "game": _game_or_seat(r) if narrow else r["game"],
+            "opponent": r["opponent"],
+            "seat": r["seat"],
+            "n": str(r["matches"]),
+            "W-D-L": f"{r['wins']}-{r['draws']}-{r['losses']}",
+            "win rate": _rate(r["win_rate"], r["win_ci"], sep),
+            "non-losing": _rate(r["non_losing"], r["non_losing_ci"], sep)
+            if r["non_losing"] is not None
+            else "-",
+            "rank": _rate(r["rank"], r["rank_ci"], sep) if r.get("rank") is not None else "-",
+            "cooperation": "-" if r.get("cooperation") is None else f"{r['cooperation']:.2f}",
+            "mean return": _num(r["mean_return"], r["return_ci"], sep),
+            "invalid": f"{r['invalid_rate']:.2f}",
+            "forfeit": f"{r['forfeit_rate']:.2f}",
+            "tok/move": f"{r['tokens_per_move']:.1f}",
+        }
+        t.add_row(*(values[c] for c in columns), style="bold" if r["seat"] == ALL else None)
+    console.print(t)
 
 
 def _paired_table(
@@ -126,6 +153,8 @@ def _paired_table(
             "legal_move_rate": "legal moves",
             "mean_return": "return",
         }
+        if any(r.get("rank") for r in paired):  # a ranked game: its rank difference
+            measures["rank"] = "rank"
         columns = ["game", "opponent", "seat", "pairs", *measures.values(), "verdict (points)"]
         if narrow:
             columns = [c for c in columns if c not in ("seat", "pairs")]
@@ -143,8 +172,10 @@ def _paired_table(
                 "opponent": r["opponent"],
                 "seat": r["seat"],
                 "pairs": str(r["pairs"]),
-                **{name: _diff(r[m], sep) for m, name in measures.items()},
-                "verdict (points)": r["points"]["verdict"],
+                **{name: _diff(r.get(m), sep) for m, name in measures.items()},
+                "verdict (points)": r["points"]["verdict"]
+                if r["points"] is not None
+                else f"{r['mean_return']['verdict']} (return)",
             }
             t.add_row(*(values[c] for c in columns), style="bold" if r["opponent"] == ALL else None)
         console.print(t)
@@ -153,7 +184,11 @@ def _paired_table(
 def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
     """One table per extra kind of row present: exploitability, blunders, perfect play, social."""
     for kind, title in (
-        ("exploitability", "exploitability of the agent's own policy (OpenSpiel best response)"),
+        (
+            "exploitability",
+            "exploitability (two-player zero-sum games) or NashConv (the others) of the agent's own policy "
+            "(OpenSpiel best response)",
+        ),
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
         ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
@@ -254,8 +289,10 @@ def _pooled_first(cells: list[dict]) -> list[dict]:
     return sorted(cells, key=lambda r: (order[r["game"], r["opponent"]], r["seat"] != ALL))
 
 
-def _diff(d: dict, sep: str = " ") -> str:
-    """A paired difference and its CI, coloured by its verdict."""
+def _diff(d: dict | None, sep: str = " ") -> str:
+    """A paired difference and its CI, coloured by its verdict ("-": not measured in this game)."""
+    if d is None:
+        return "-"
     colour = {"better": "green", "worse": "red"}.get(d["verdict"])
     text = _num(d["diff"], d["ci"], sep)
     return f"[{colour}]{text}[/{colour}]" if colour else text
@@ -288,11 +325,13 @@ def rates_figure(rows: list[dict], game: str) -> str:
     cells = [r for r in rows if r["kind"] == "cell" and r["game"] == game and r["seat"] == ALL]
     opponents = list(dict.fromkeys(r["opponent"] for r in cells))
     agents = list(dict.fromkeys(r["agent"] for r in cells))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
+    panels = (("win_rate", "win rate"), ("non_losing", "non-losing rate"))
+    if any(r["non_losing"] is None for r in cells):  # a ranked game: no non-losing rate
+        panels = (("win_rate", "win rate (first alone)"),)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.2), squeeze=False)
+    axes = axes[0]
     width = 0.8 / max(len(agents), 1)
-    for ax, (key, label) in zip(
-        axes, (("win_rate", "win rate"), ("non_losing", "non-losing rate"))
-    ):
+    for ax, (key, label) in zip(axes, panels):
         ci_key = "win_ci" if key == "win_rate" else "non_losing_ci"
         for i, who in enumerate(agents):
             mine = {r["opponent"]: r for r in cells if r["agent"] == who}
@@ -326,9 +365,10 @@ def forest_figure(rows: list[dict], game: str) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # start-up time: matplotlib
 
+    measure = "points" if paired[0]["points"] is not None else "mean_return"  # ranked: return
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(paired) + 1))
     for i, r in enumerate(reversed(paired)):
-        points = r["points"]
+        points = r[measure]
         color = {"better": "tab:green", "worse": "tab:red"}.get(points["verdict"], "tab:gray")
         pooled = r["seat"] == ALL
         ax.plot(points["ci"], [i, i], color=color, lw=2.5 if pooled else 1.5)
@@ -343,7 +383,11 @@ def forest_figure(rows: list[dict], game: str) -> str | None:
     ax.set_yticks(
         range(len(paired)), [f"{r['opponent']} / {r['seat']}" for r in reversed(paired)], fontsize=8
     )
-    ax.set_xlabel("points, agent - baseline (win 1, draw 0.5, loss 0), 95% paired bootstrap CI")
+    ax.set_xlabel(
+        "points, agent - baseline (win 1, draw 0.5, loss 0), 95% paired bootstrap CI"
+        if measure == "points"
+        else "mean return, agent - baseline, 95% paired bootstrap CI"
+    )
     ax.set_title(f"{game}: paired differences", fontsize=10)
     return png_base64(fig)
 

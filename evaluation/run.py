@@ -42,6 +42,7 @@ from core.records import MatchRecord, check_writable, read_jsonl
 from evaluation.analysis_rows import exploitability_row
 from evaluation.analysis_rows import perfect_play_rows as analysis_perfect_play_rows
 from evaluation.blunders import blunder_rows, solvable
+from evaluation.exploitability import duration, nash_conv_seconds
 from evaluation.metrics import cells, paired
 from evaluation.report import as_rows, print_report, write_html, write_json
 from evaluation.social import social_rows
@@ -244,10 +245,16 @@ class EvalRun:
 
 def check_specs(config: EvalConfig) -> None:
     """ValueError or RuntimeError (one line) for an agent, baseline or opponent spec that cannot
-    be built, found without loading a model (`agents.by_game.check_player`)."""
-    for spec in (config.agent, config.baseline, *opponents(config.games).values()):
-        if spec is not None and spec != SELF:
-            check_player(spec)
+    be built, or a bot that cannot play a game it meets (`WrongGame`: minimax on poker), found
+    without loading a model (`agents.by_game.check_player`)."""
+    every = [(g.name, g.params) for g in config.games]
+    for spec in (config.agent, config.baseline):
+        if spec is not None:
+            check_player(spec, every)
+    for g in config.games:
+        for spec in {json.dumps(s, sort_keys=True): s for s in opponents([g]).values()}.values():
+            if spec != SELF:
+                check_player(spec, [(g.name, g.params)])
 
 
 def store_paths(out: str | Path) -> tuple[Path, Path]:
@@ -424,6 +431,7 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
         for who, spec in _compared(config).items():
 
             def analyse(agent, g=g, who=who):
+                _say_nash_conv_time(g, console if who == AGENT else None)
                 try:
                     with Progress(desc=f"exploitability {g.name} ({who})", unit="states") as bar:
                         return exploitability_row(
@@ -448,6 +456,18 @@ def exploitability_rows(config: EvalConfig, evaluated: dict, console=None) -> li
             if row is not None:
                 rows.append(row)
     return rows
+
+
+def _say_nash_conv_time(g: EvalGame, console) -> None:
+    """Print OpenSpiel's NashConv time for `g` (`nash_conv_seconds`) when it is over 10 s."""
+    game = getattr(games.make(g.name, **g.params), "game", None)
+    if console is None or game is None or not hasattr(game, "get_type"):
+        return
+    seconds = nash_conv_seconds(game)
+    if seconds > 10:
+        console.print(
+            f"exploitability: {g.name} NashConv takes about {duration(seconds)} beyond the policy queries"
+        )
 
 
 def perfect_play_rows(config: EvalConfig, evaluated: dict, console=None) -> list[dict]:

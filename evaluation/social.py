@@ -16,11 +16,16 @@ Per (evaluated agent, game, opponent):
     sucker           share of rounds the agent cooperated while another player defected
                      (against always_defect: how much it lets itself be exploited)
     return_gap       mean over matches of (the others' mean return - the agent's return)
+    contribution     the agent's mean share of the endowment put in per round (public_goods;
+                     None in the two-move dilemmas, where it is `cooperation`)
     welfare          all players' summed returns as a share of the social optimum (the
-                     best joint payoff of a round, every round; Trust-and-Split: the
-                     winning hand claims every coin)
+                     best joint payoff of a round, every round; public_goods: everyone puts
+                     in the whole endowment when the multiplier exceeds 1, n x endowment x
+                     multiplier; Trust-and-Split: the winning hand claims every coin)
     agent_share      the agent's share of the summed returns
     fairness         Jain's index of the players' returns, mean over matches (1 = equal)
+    gini             the Gini index of the players' returns, mean over matches (0 = equal,
+                     (n - 1) / n = one player has everything; `gini`)
 
 The memory-1 profile (`Memory1Profile`) tells apart policies that reciprocity scores alike
 (tit-for-tat and alternation both score near 1). A state is the last round's moves, the
@@ -152,9 +157,11 @@ class SocialRow:
     mutual: float | None = None
     sucker: float | None = None
     return_gap: float | None = None
+    contribution: float | None = None
     welfare: float | None = None
     agent_share: float | None = None
     fairness: float | None = None
+    gini: float | None = None
     agreement: float | None = None
     pareto: float | None = None
     gains: float | None = None
@@ -194,6 +201,8 @@ def social_optimum_per_round(env) -> float:
     """The largest summed payoff of one round."""
     if hasattr(env, "high_value"):  # Trust-and-Split: the winning hand claims every coin
         return env.coins * env.high_value
+    if hasattr(env, "multiplier"):  # public goods: n e + (m - 1) x the pot, the pot at most n e
+        return env.num_players * env.endowment * max(env.multiplier, 1.0)
     n, m = len(env.possible_agents), env.num_moves
     if m**n > 200_000:
         raise ValueError(f"{env.metadata['name']}: too many joint moves to find the social optimum")
@@ -205,6 +214,31 @@ def jain(returns: list[float]) -> float:
     if np.all(x == 0):
         return 1.0
     return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+def gini(returns: list[float]) -> float:
+    """The Gini index of `returns`: the mean absolute difference over all ordered pairs divided by
+    twice the mean, sum_ij |x_i - x_j| / (2 n^2 mean); 0 when all are equal (or all 0). Returns
+    below 0 are shifted up to 0 first (the index is defined for non-negative shares)."""
+    x = np.asarray(returns, dtype=float)
+    x = x - min(0.0, float(x.min()))
+    if np.all(x == 0):
+        return 0.0
+    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * len(x) ** 2 * x.mean()))
+
+
+def cooperation_share(rec: MatchRecord, seat: str) -> tuple[float, int] | None:
+    """A player's cooperation in a repeated dilemma match: (summed per-round share, rounds); the
+    share is its contribution over the endowment in public_goods, 1 or 0 (cooperated or not) in
+    the two-move dilemmas; None for a game without cooperation (`cooperation_history`)."""
+    if rec.game not in DILEMMAS:
+        return None
+    env = replay(rec)
+    history = env.cooperation_history(seat)
+    if hasattr(env, "endowment"):
+        put = [t.action for t in rec.turns if t.player == seat and t.action is not None]
+        return sum(float(c) / env.endowment for c in put[: len(history)]), len(history)
+    return float(sum(mine for mine, _ in history)), len(history)
 
 
 def pareto_efficient(inventory: np.ndarray, values: np.ndarray) -> bool:
@@ -258,7 +292,8 @@ def social_rows(records: list[MatchRecord], who: str) -> list[SocialRow]:
 def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
     """Fill `row` with `who`'s dilemma metrics and memory-1 profile over `recs` (module doc)."""
     coop = mutual = sucker = rounds = 0
-    gaps, shares, fair, per_match, total, optimum = [], [], [], [], 0.0, 0.0
+    gaps, shares, fair, ginis, per_match, total, optimum = [], [], [], [], [], 0.0, 0.0
+    contributed = 0.0
     best: dict[str, float] = {}
     after = {
         True: [0, 0],
@@ -285,6 +320,8 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         gaps.append((sum(returns) - mine_r) / (len(returns) - 1) - mine_r)
         shares.append(mine_r)
         fair.append(jain(returns))
+        ginis.append(gini(returns))
+        contributed += cooperation_share(rec, seat)[0] if hasattr(env, "endowment") else 0.0
         total += sum(returns)
         if rec.game not in best:
             best[rec.game] = social_optimum_per_round(env)
@@ -306,6 +343,9 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
     row.welfare = total / optimum if optimum else None
     row.agent_share = sum(shares) / total if total else None
     row.fairness = float(np.mean(fair))
+    row.gini = float(np.mean(ginis))
+    if replayed and hasattr(replayed[0][1], "endowment"):
+        row.contribution = contributed / max(rounds, 1)
     if rounds:
         row.profile = _profile(replayed)
         row.nearest, row.nearest_distance = nearest_strategy(row.profile.vector())

@@ -15,6 +15,12 @@ deal, the opening, the opponent's random stream: see `evaluation.run.OwnStream`)
 the agent takes seat k mod n; the n matches of a group (k // n) share their seed, so the
 agent plays every side of each deal. Two agents' results are therefore paired match by
 match (`evaluation.metrics.paired`).
+
+Seats: an opponent entry fills every seat but the agent's, in a game of any number of seats
+(`public_goods` with `num_players` up to 10, `openspiel:kuhn_poker` with `players=3`): its
+seats are named `label`, `label#2`, ... and share one agent, each seat on its own random
+stream. A game of more than two seats, or a social dilemma, is scored by rank
+(`evaluation.metrics.win_loss_game`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,21 @@ def perfect_play_words(row: dict) -> str:
     )
 
 
+def eval_words(r: dict) -> str:
+    """An evaluation row's headline (`evaluation.metrics.summary`): the non-losing rate and its CI, or
+    in a ranked game (more than two players, a social dilemma) the mean return with its CI, the mean
+    finishing rank and, on the repeated dilemmas, the cooperation (contribution) rate."""
+    if r.get("non_losing") is not None:
+        return f"non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+    lo, hi = r["return_ci"]
+    words = f"mean return {r['mean_return']:.3g} [{lo:.3g}, {hi:.3g}]"
+    if r.get("rank") is not None:
+        words += f", rank {r['rank']:.2f}"
+    if r.get("cooperation") is not None:
+        words += f", cooperation {r['cooperation']:.2f}"
+    return words
+
+
 def step_line(step: int, m: dict, ev: list[dict]) -> str:
     """A step's console line: its metrics `m` (none before the first step) and evaluation rows."""
     if not m:
@@ -32,9 +47,7 @@ def step_line(step: int, m: dict, ev: list[dict]) -> str:
             parts.append(f"| {perfect_play_words(r)}")
             continue
         held = " (held out)" if r.get("split") == "held_out" else ""
-        parts.append(
-            f"| eval {r['game']}{held} vs {r['opponent']}: non-losing {r['non_losing']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        )
+        parts.append(f"| eval {r['game']}{held} vs {r['opponent']}: {eval_words(r)}")
     if ev and ev[0].get("selection_score", -1) >= 0:
         parts.append(f"| selection {ev[0]['selection_score']:.3f}")
     return "  ".join(parts)

@@ -52,7 +52,9 @@ def evaluate(
     """One evaluation point through `evaluation.run.evaluate` (policy greedy unless
     eval.temperature > 0): the report rows (one per (game, opponent), training and held-out
     games, eval.seed) and the selection score (mean non-losing rate over the training games'
-    selection matches, eval.select_seed; -1 without keep_best).
+    selection matches, eval.select_seed, over the games that have one: not the ranked games of
+    `evaluation.metrics`, more than two players or a social dilemma; -1 without keep_best or
+    without such a game).
 
     Args:
         ev: the run's `eval` section.
@@ -91,7 +93,8 @@ def evaluate(
         chosen = summary(
             cells(train_games, ev.select_games or ev.games, ev.select_seed, "selection")
         )
-        score = float(np.mean([r["non_losing"] for r in chosen]))
+        rates = [r["non_losing"] for r in chosen if r["non_losing"] is not None]
+        score = float(np.mean(rates)) if rates else -1.0  # ranked games have no non-losing rate
     return rows, score
 
 

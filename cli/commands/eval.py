@@ -1,5 +1,6 @@
 """`arena eval [CONFIG] --agent SPEC [--baseline SPEC] [--suite train|held_out|all | --games G ...]
-[--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability] [--perfect-play] [--out DIR]`:
+[--opponents SPEC ...] [--param [GAME.]KEY=VALUE ...] [--matches N] [--exploitability [--max-states N]] [--perfect-play]
+[--out DIR]`:
 evaluate an agent (`evaluation.run.evaluate_and_report`)."""
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def _analysis_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         help="exploitability of a free-text agent: replies sampled per information state (default 8)",
     )
+    p.add_argument(
+        "--max-states",
+        type=int,
+        help="exploitability: games with more information states are skipped, with an estimate of "
+        "the time NashConv would take (default 5000; 3-player Leduc has 25,800)",
+    )
 
 
 def overrides(args: argparse.Namespace) -> dict:
@@ -85,6 +92,7 @@ def overrides(args: argparse.Namespace) -> dict:
         "exploitability": True if args.exploitability else None,
         "perfect_play": True if args.perfect_play else None,
         "samples": args.samples,
+        "max_states": args.max_states,
         "out": args.out,
         "concurrency": args.concurrency,
     }

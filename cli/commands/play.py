@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Play the matches (here or on Ray workers), print their summary and where they went."""
     import games  # start-up time: this command only
-    from agents import make_agent  # start-up time: this command only
+    from agents import check_spec, make_agent  # start-up time: this command only
     from arena.runner import plan_matches, play  # start-up time: this command only
     from arena.summary import print_summary  # start-up time: this command only
     from core.records import check_jsonl_out  # start-up time: this command only
@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> None:
         check_jsonl_out(args.out)  # before any model loads
     names = unique_names(args.agents)
     params = _with_trained_params(args.game, args.agents, game_params(args.param))
+    for spec in args.agents:  # a bot that cannot play the game says so before any match
+        check_spec(spec, [(args.game, params)])
     plans = plan_matches(
         args.game, names, args.matches, seed=args.seed, params=params, opening=args.opening
     )

@@ -122,7 +122,7 @@ def _play(config, db: Path, opts: dict, ray: RayOptions | None, start: float):
     done = finished(db)
     if not done:  # a player's typo fails here, before the store is announced or made
         for spec in config.players.values():
-            check_player(spec)
+            check_player(spec, [(g.name, g.params) for g in config.games])
     fresh = not db.parent.exists()
     check_writable(db, jsonl)  # before any model loads
     print(

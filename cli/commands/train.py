@@ -122,6 +122,7 @@ def _train(cfg, config_path: str, given: dict, resume: bool) -> dict:
 def _print_result(result: dict, run_dir: str) -> None:
     """The final evaluation rows of a run and its totals."""
     from training.console_lines import (  # start-up time: this command only
+        eval_words,
         exploitability_words,
         perfect_play_words,
     )
@@ -136,7 +137,11 @@ def _print_result(result: dict, run_dir: str) -> None:
         held = " (held out)" if r.get("split") == "held_out" else ""
         print(
             f"final eval {r['game']}{held} vs {r['opponent']}: {r['wins']}W {r['draws']}D {r['losses']}L of {r['games']}, "
-            f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})"
+            + (
+                f"non-losing {r['non_losing']:.3f} (95% CI {r['ci_low']:.3f}-{r['ci_high']:.3f})"
+                if r.get("non_losing") is not None
+                else eval_words(r)
+            )
         )
     print(
         f"{result['games']} training games in {result['elapsed'] / 60:.1f} min; run dir {run_dir}"

@@ -45,3 +45,32 @@ def test_arena_train_ends_with_the_perfect_play_walk_of_each_seat(tmp_path, caps
             out,
         )
     assert "final eval tic_tac_toe vs random" in out
+
+
+def test_ranked_games_log_mean_return_rank_and_cooperation_not_non_losing():
+    from training.console_lines import step_line
+
+    ranked = {
+        "game": "public_goods",
+        "opponent": "tit_for_tat",
+        "non_losing": None,
+        "ci_low": None,
+        "ci_high": None,
+        "mean_return": 108.4,
+        "return_ci": [80.3, 136.5],
+        "rank": 3.62,
+        "cooperation": 0.51,
+    }
+    scored = {
+        "game": "tic_tac_toe",
+        "opponent": "random",
+        "non_losing": 0.9,
+        "ci_low": 0.8,
+        "ci_high": 0.95,
+    }
+    line = step_line(3, {}, [ranked, scored])
+    assert (
+        "eval public_goods vs tit_for_tat: mean return 108 [80.3, 136], rank 3.62, cooperation 0.51"
+        in line
+    )
+    assert "eval tic_tac_toe vs random: non-losing 0.900 [0.800, 0.950]" in line
