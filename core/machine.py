@@ -94,8 +94,9 @@ def matmul_flops(
     cuda = str(device).startswith("cuda")
 
     def rate(n: int, budget: float) -> float:
-        a = torch.randn(n, n, dtype=dt, device=device)
-        b = torch.randn(n, n, dtype=dt, device=device)
+        gen = torch.Generator(device=device).manual_seed(0)  # leaves the global RNG as it was
+        a = torch.randn(n, n, dtype=dt, device=device, generator=gen)
+        b = torch.randn(n, n, dtype=dt, device=device, generator=gen)
         a @ b  # warm-up (kernel selection, page faults)
         if cuda:
             torch.cuda.synchronize()

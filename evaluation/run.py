@@ -466,7 +466,7 @@ def _say_nash_conv_time(g: EvalGame, console) -> None:
     seconds = nash_conv_seconds(game)
     if seconds > 10:
         console.print(
-            f"exploitability: {g.name} NashConv takes about {duration(seconds)} beyond the policy queries"
+            f"exploitability: {g.name} NashConv takes {duration(seconds)} beyond the policy queries"
         )
 
 

@@ -25,6 +25,12 @@ quantal response equilibrium at temperature alpha; moving the magnet to the poli
 equilibrium towards a Nash equilibrium). The network represents the table: the learner fits
 the target through the very prompts and move strings the policy plays with.
 
+With `full_width.target: cfr_plus` the target is instead CFR+'s average policy over the same
+rows (`RegretTable`: OpenSpiel's `CFRPlusSolver`, `cfr_iterations` iterations a step, its
+regret and policy sums kept in the run's state): it converges where the moving magnet's last
+iterate swings, with any number of players (3-player Kuhn); the values are then the solver's,
+not the network's, and the network fits the solver's strategy through its prompts.
+
 Perfect-information games have one information state per move history: tic-tac-toe has
 294,778 of them but 4,520 positions. With `full_width.key: position` the table has one row per
 position (`PositionTree`: keyed by the player to move and the state's string, the board), the
@@ -34,13 +40,15 @@ equally, reached or not: the fit covers every position an opponent could lead to
 what perfect play against any opponent asks.
 
 Config (`full_width:`; `FullWidthConfig`): `eta` (step size per unit of return), `magnet_coef`
-(alpha), `magnet_every`, `entropy_coef`, `fit_steps`, `max_states`, `key`. Games: OpenSpiel
+(alpha), `magnet_every`, `entropy_coef`, `fit_steps`, `minibatches`, `target`, `cfr_iterations`,
+`max_states`, `key`. Games: OpenSpiel
 games with information-state strings and at most `max_states` of them (`key: position`:
 deterministic perfect-information games with at most `max_states` positions); constrained
 agent, pure self-play. Metrics per step: `nash_conv` (and `exploitability` for two-player
 zero-sum games) of the policy the step started from, exact; `target_kl` (mean KL(target || pi)
 over the table's rows: how far the step asks the policy to move); `fit_kl` (the same KL of the
 previous step's target against the policy after its fit: what the network failed to follow);
+with `target: cfr_plus` also `target_nash_conv` (the NashConv of the step's target);
 with `key: position` in a two-player zero-sum game also `blunders` (positions, of all of them,
 whose most likely move lowers the game-theoretic value) and `blunder_mass` (the mean
 probability on value-losing moves).

@@ -4,6 +4,8 @@
         --out runs/kuhn_seeds --json docs/figures/kuhn_full_width.json --png docs/figures/kuhn_full_width.png
     python experiments/kuhn_magnet/seeds.py --game leduc_poker --arms full_width --seeds 20 21 22 23 24 \
         --out runs/leduc_seeds --json docs/figures/leduc_full_width.json --png docs/figures/leduc_full_width.png
+    python experiments/kuhn_magnet/seeds.py --game kuhn_poker_3p --seeds 80 81 82 83 84 \
+        --out runs/kuhn3_seeds --json docs/figures/kuhn3_full_width.json --png docs/figures/kuhn3_full_width.png
 
 For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm's config
 (resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config, magnet and mars the sampled Kuhn config,
@@ -32,13 +34,25 @@ MARS = [
     "--set",
     "learner.loss.entropy_coef=0",
 ]
-ARMS = {  # game -> arm -> (config, extra arguments)
+ARMS = {  # study -> arm -> (config, extra arguments)
     "kuhn_poker": {
         "full_width": ("configs/train_kuhn_tiny.yaml", []),
         "magnet": ("configs/train_kuhn_tiny_sampled.yaml", []),
         "mars": ("configs/train_kuhn_tiny_sampled.yaml", MARS),
     },
     "leduc_poker": {"full_width": ("configs/train_leduc_tiny.yaml", [])},
+    "kuhn_poker_3p": {"full_width": ("configs/train_kuhn3_tiny.yaml", [])},
+}
+GAMES = {  # study -> the game and its parameters as `arena eval` takes them
+    "kuhn_poker": ["kuhn_poker"],
+    "leduc_poker": ["leduc_poker"],
+    "kuhn_poker_3p": [
+        "openspiel:kuhn_poker",
+        "--param",
+        "players=3",
+        "--param",
+        "state_text=information_state",
+    ],
 }
 
 
@@ -47,8 +61,8 @@ def cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "cli.main", *args], check=True)
 
 
-def score(run: Path, game: str) -> dict:
-    """The final policy's exploitability (arena eval) and the run's minutes and steps."""
+def score(run: Path, game: list[str]) -> dict:
+    """The final policy's exploitability and NashConv (arena eval) and the run's minutes and steps."""
     out = run / "final-eval"
     if not (out / "eval.json").is_file():
         cli(
@@ -56,7 +70,7 @@ def score(run: Path, game: str) -> dict:
             "--agent",
             f"llm:{run}",
             "--games",
-            game,
+            *game,
             "--exploitability",
             "--matches",
             "2",
@@ -67,7 +81,8 @@ def score(run: Path, game: str) -> dict:
     gap = next(r for r in rows if r.get("kind") == "exploitability")
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     return {
-        "exploitability": gap["exploitability"],
+        "exploitability": gap["exploitability"],  # None beyond two-player zero-sum games
+        "nash_conv": gap["nash_conv"],
         "minutes": last["minutes"],
         "steps": last["step"],
         "eval": read_eval(run),  # the curves, so the figure outlives the run folder
@@ -99,10 +114,10 @@ def main() -> None:
                 config, extra = arms[arm]
                 # --resume: a run killed part-way goes on from its last checkpoint (a fresh start without one)
                 cli("train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *extra)
-            rows.append({"arm": arm, "seed": seed, "run": str(run), **score(run, args.game)})
+            rows.append({"arm": arm, "seed": seed, "run": str(run), **score(run, GAMES[args.game])})
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(rows, indent=1) + "\n")
-            print(f"{arm} seed {seed}: exploitability {rows[-1]['exploitability']:.4f}")
+            print(f"{arm} seed {seed}: NashConv {rows[-1]['nash_conv']:.4f}")
     plot_sweep(rows, args.png, lambda r: f"{r['arm']} {r['seed']}")
 
 

@@ -204,3 +204,17 @@ def test_cli_prints_and_applies_the_thread_choice(capsys):
         assert "threads must be >= 1" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
+
+
+def test_timing_a_matmul_leaves_the_global_rng_alone():
+    """`precision: auto` times bf16 against fp32 while a run is being built: the timing must not
+    move torch's global RNG, or a seeded model built after it would start from other weights."""
+    import torch
+
+    from core.machine import matmul_flops
+
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    matmul_flops("float32", size=64, seconds=0.01)
+    assert torch.equal(torch.rand(4), expected)
