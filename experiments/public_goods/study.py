@@ -1,6 +1,6 @@
 """Four-player public goods: N-player Advantage Alignment against MARS, and what a defector gains.
 
-    python experiments/public_goods/study.py --seeds 80 81 82 83 84 --runs runs/pg \
+    python -m experiments.public_goods.study --seeds 80 81 82 83 84 --runs runs/pg \
         --json docs/figures/public_goods_aa.json
 
 For every seed, `arena train configs/train_public_goods_{aa,mars}.yaml --set seed=S --out

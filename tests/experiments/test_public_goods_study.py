@@ -1,0 +1,38 @@
+"""The public goods study's measures (experiments/public_goods/study.py), on scripted players
+whose results are worked out by hand: 4 seats, endowment 10, multiplier 1.6, 10 rounds."""
+
+import pytest
+
+from agents import make_agent
+from experiments.public_goods import study
+
+
+def test_full_contributors_reach_the_optimum_with_equal_returns():
+    """Four unconditional contributors put in everything: each round 10 x 4 x 1.6 / 4 = 16 each,
+    160 a seat, 640 in all: welfare 1, Gini 0."""
+    out = study.self_play("coop", make_agent("always_cooperate"), 2)
+    assert out["contribution"] == [1.0, 1.0]
+    assert out["welfare"] == pytest.approx([1.0, 1.0])
+    assert out["gini"] == pytest.approx([0.0, 0.0])
+
+
+def test_a_defector_gains_ten_a_round_from_contributors_and_one_round_from_tit_for_tat():
+    """Against three unconditional contributors the defector keeps its 10 and gets 12 from the
+    pot (22) while they get 12: 10 a round, 100 over 10 rounds. Tit-for-tat contributes in round
+    one only (then someone has defected): a gap of 10 in round one, 0 after (all keep 10)."""
+    defector = make_agent("always_defect")
+    assert study.exploitation("coop", make_agent("always_cooperate"), defector, 4) == [100.0] * 4
+    assert study.exploitation("tft", make_agent("tit_for_tat"), defector, 4) == [10.0] * 4
+
+
+def test_the_defector_sits_in_every_seat_in_turn():
+    records = study.table(
+        ["d", "x", "x", "x"],
+        {"d": make_agent("always_defect"), "x": make_agent("always_cooperate")},
+        4,
+        "d",
+    )
+    seats = sorted(
+        (r.match_id, [p for p, who in r.seats.items() if who == "d"][0]) for r in records
+    )
+    assert [s for _, s in seats] == ["player_0", "player_1", "player_2", "player_3"]
