@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+import games
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from core.progress import Progress
 from evaluation.analysis_rows import exploitability_row, perfect_play_rows
@@ -51,10 +52,9 @@ def evaluate(
 ) -> tuple[list[dict], float]:
     """One evaluation point through `evaluation.run.evaluate` (policy greedy unless
     eval.temperature > 0): the report rows (one per (game, opponent), training and held-out
-    games, eval.seed) and the selection score (mean non-losing rate over the training games'
-    selection matches, eval.select_seed, over the games that have one: not the ranked games of
-    `evaluation.metrics`, more than two players or a social dilemma; -1 without keep_best or
-    without such a game).
+    games, eval.seed) and the selection score (the mean `selection_score` of the training
+    games' selection matches, eval.select_seed: the non-losing rate, or the finishing rank in a
+    ranked game; -1 without keep_best).
 
     Args:
         ev: the run's `eval` section.
@@ -93,9 +93,19 @@ def evaluate(
         chosen = summary(
             cells(train_games, ev.select_games or ev.games, ev.select_seed, "selection")
         )
-        rates = [r["non_losing"] for r in chosen if r["non_losing"] is not None]
-        score = float(np.mean(rates)) if rates else -1.0  # ranked games have no non-losing rate
+        seats = {g.name: len(games.make(g.name, **g.params).possible_agents) for g in train_games}
+        scores = [selection_score(r, seats[r["game"]]) for r in chosen]
+        score = float(np.mean(scores)) if scores else -1.0
     return rows, score
+
+
+def selection_score(row: dict, seats: int) -> float:
+    """A summary row's share of the points in [0, 1]: its non-losing rate, or in a ranked game
+    (more than two seats, a social dilemma: no non-losing rate) the share of the other seats
+    the policy finished above on average, (seats - mean rank) / (seats - 1)."""
+    if row["non_losing"] is not None:
+        return row["non_losing"]
+    return (seats - row["rank"]) / (seats - 1)
 
 
 def distinct_games(games_: list[TrainingGame]) -> list[TrainingGame]:

@@ -160,6 +160,18 @@ def _split_rows(
     return series, gaps, walks
 
 
+def _measure(rs: list[dict], ranked: bool) -> tuple[list, list, list]:
+    """The curve and its band: the non-losing rate and its Wilson CI, or in a ranked game the
+    mean return and its t CI."""
+    if ranked:
+        return (
+            [r["mean_return"] for r in rs],
+            [r["return_ci"][0] for r in rs],
+            [r["return_ci"][1] for r in rs],
+        )
+    return [r["non_losing"] for r in rs], [r["ci_low"] for r in rs], [r["ci_high"] for r in rs]
+
+
 def _plot_rates(
     axes,
     game: str,
@@ -169,31 +181,23 @@ def _plot_rates(
     target: float | None,
 ) -> None:
     """The non-losing rate (95% Wilson band) of `game` against each opponent, and with one run
-    the legal-move rate (dashed), against step and minutes."""
-    per_point = 0
+    the legal-move rate (dashed), against step and minutes; in a ranked game (more than two
+    seats, a social dilemma: no non-losing rate) the mean return with its 95% t band."""
+    per_point, ranked = 0, False
     for (g, opp), curves in sorted(series.items()):
         if g != game:
             continue
         for label, rs in curves:
             per_point = rs[-1]["games"]
+            ranked = rs[-1]["non_losing"] is None
             name = f"vs {opp}" if single else f"{label} vs {opp}"
             for j, x_key in enumerate(("step", "minutes")):
                 ax = axes[j]
                 x = [r[x_key] for r in rs]
-                ax.plot(
-                    x,
-                    [r["non_losing"] for r in rs],
-                    marker="o",
-                    ms=3 if single else 2,
-                    label=name,
-                )
-                ax.fill_between(
-                    x,
-                    [r["ci_low"] for r in rs],
-                    [r["ci_high"] for r in rs],
-                    alpha=0.2 if single else 0.1,
-                )
-                if single:
+                y, lo, hi = _measure(rs, ranked)
+                ax.plot(x, y, marker="o", ms=3 if single else 2, label=name)
+                ax.fill_between(x, lo, hi, alpha=0.2 if single else 0.1)
+                if single and not ranked:
                     ax.plot(
                         x,
                         [1 - r["invalid_rate"] for r in rs],
@@ -206,10 +210,14 @@ def _plot_rates(
         if target is not None:
             ax.axhline(target, ls=":", color="grey", label=f"target {target:g}")
         ax.set_xlabel("training step" if x_key == "step" else "wall-clock minutes")
-        ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
-        ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-        ax.set_title(f"{title} (95% Wilson CI, {per_point} games per point)")
+        if ranked:
+            ax.set_ylabel("mean return")
+        else:
+            ax.set_ylabel("non-losing / legal-move rate" if single else "non-losing rate")
+            ax.set_ylim(0, 1.02)
+        band = "95% t CI" if ranked else "95% Wilson CI"
+        ax.set_title(f"{title} ({band}, {per_point} games per point)")
         ax.legend(loc="lower right", fontsize="small" if not single else None)
 
 

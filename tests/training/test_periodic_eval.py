@@ -149,3 +149,12 @@ def test_best_is_chosen_on_the_selection_matches_not_the_reported_ones(tmp_path,
         {k: v for k, v in rows[2].items() if k in best["eval"][0]}
     ]  # what is reported for it: 0.2
     assert best["eval"][0]["non_losing"] == 0.2
+
+
+def test_the_selection_score_of_a_ranked_game_is_the_share_of_seats_finished_above():
+    """Two-player games keep their non-losing rate; in a 4-seat game a mean rank of 1 is 1, of
+    4 is 0, and the middle rank 2.5 (all alike) is one half."""
+    two = {"non_losing": 0.75, "rank": None}
+    assert periodic_eval.selection_score(two, 2) == 0.75
+    ranked = lambda rank: {"non_losing": None, "rank": rank}  # noqa: E731
+    assert [periodic_eval.selection_score(ranked(r), 4) for r in (1.0, 4.0, 2.5)] == [1.0, 0.0, 0.5]

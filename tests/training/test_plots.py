@@ -89,3 +89,39 @@ def test_a_sweep_figure_is_drawn_from_kept_rows_and_never_loses_a_run(tmp_path, 
     assert (
         "no evaluation rows kept for seed 2, seed 1" in err and not (tmp_path / "no.png").exists()
     )
+
+
+def test_a_ranked_game_is_drawn_by_its_mean_return(tmp_path, monkeypatch):
+    """A social dilemma of four seats has no non-losing rate (None in eval.jsonl): its panel is
+    the mean return with its t interval, on the return's own scale."""
+    import matplotlib.axes
+
+    from training.plots import plot_eval
+
+    rows = [
+        {
+            "game": "public_goods",
+            "opponent": "random",
+            "step": s,
+            "minutes": s / 30,
+            "games": 8,
+            "non_losing": None,
+            "ci_low": None,
+            "ci_high": None,
+            "mean_return": 120.0 + s,
+            "return_ci": [110.0 + s, 130.0 + s],
+            "rank": 2.5,
+            "invalid_rate": 0.0,
+        }
+        for s in (0, 10, 20)
+    ]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drawn = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "plot",
+        lambda ax, x, y, *a, **k: drawn.append(list(y)) or plot(ax, x, y, *a, **k),
+    )
+    assert plot_eval(tmp_path, tmp_path / "out.png").is_file()
+    assert drawn == [[120.0, 130.0, 140.0]] * 2  # against step and against minutes
