@@ -48,7 +48,8 @@ agent, pure self-play. Metrics per step: `nash_conv` (and `exploitability` for t
 zero-sum games) of the policy the step started from, exact; `target_kl` (mean KL(target || pi)
 over the table's rows: how far the step asks the policy to move); `fit_kl` (the same KL of the
 previous step's target against the policy after its fit: what the network failed to follow);
-with `target: cfr_plus` also `target_nash_conv` (the NashConv of the step's target);
+with `target: cfr_plus` also `target_nash_conv` (the NashConv of the step's target; and its
+`target_exploitability` in two-player zero-sum games);
 with `key: position` in a two-player zero-sum game also `blunders` (positions, of all of them,
 whose most likely move lowers the game-theoretic value) and `blunder_mass` (the mean
 probability on value-losing moves).
@@ -531,6 +532,8 @@ class FullWidth:
                     t, state.setdefault("full_width_cfr", {}), self.cfg.cfr_iterations
                 )
                 metrics[f"{tag}target_nash_conv"] = _nash_conv(t, target)
+                if t.zero_sum:
+                    metrics[f"{tag}target_exploitability"] = metrics[f"{tag}target_nash_conv"] / 2
             metrics[f"{tag}target_kl"] = _kl(target, logp, t.legal)
             targets[t.name] = target.tolist()
             for s, (row, action) in zip(t.seqs, t.rows):
