@@ -8,7 +8,8 @@
         --out runs/kuhn3_seeds --json docs/figures/kuhn3_full_width.json --png docs/figures/kuhn3_full_width.png
 
 For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm's config
-(resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config, magnet and mars the sampled Kuhn config,
+(resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config, cfr_plus
+Leduc's with the CFR+ target, magnet and mars the sampled Kuhn config,
 mars with the method's terms off: plain self-play), then
 `arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps) to `--json` as it goes (a
@@ -40,7 +41,10 @@ ARMS = {  # study -> arm -> (config, extra arguments)
         "magnet": ("configs/train_kuhn_tiny_sampled.yaml", []),
         "mars": ("configs/train_kuhn_tiny_sampled.yaml", MARS),
     },
-    "leduc_poker": {"full_width": ("configs/train_leduc_tiny.yaml", [])},
+    "leduc_poker": {
+        "full_width": ("configs/train_leduc_tiny.yaml", []),
+        "cfr_plus": ("experiments/kuhn_magnet/train_leduc_cfr.yaml", []),
+    },
     "kuhn_poker_3p": {"full_width": ("configs/train_kuhn3_tiny.yaml", [])},
 }
 GAMES = {  # study -> the game and its parameters as `arena eval` takes them
