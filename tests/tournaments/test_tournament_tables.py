@@ -24,6 +24,7 @@ from tournaments.plackett_luce import fit_plackett_luce
 from tournaments.ratings import ELO_SCALE, fit_bradley_terry
 from tournaments.rounds import Finish
 from tournaments.run import load_tournament
+from tournaments.store import jsonl_beside
 from tournaments.tables import table_round_robin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,7 +281,7 @@ def test_bad_n_player_configs_are_one_line_errors(change, message):
 
 def test_kill_9_mid_table_tournament_then_resume(tmp_path):
     db = tmp_path / "t.db"
-    jsonl = db.with_suffix(".jsonl")
+    jsonl = jsonl_beside(db)
     cmd = [
         sys.executable,
         "-m",
