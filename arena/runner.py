@@ -263,6 +263,8 @@ def _start(plan: MatchPlan) -> _Live:
         seed=plan.seed,
         seats=dict(zip(env.possible_agents, plan.seats)),
         started_at=time.time(),
+        roles=dict(getattr(env.unwrapped, "roles", {})),  # drawn at reset: the match's roles, teams
+        teams=dict(getattr(env.unwrapped, "teams", {})),
     )
     # The agents' stream must be independent of the env's (seeded with the same number):
     # sharing it lets a random agent's draws line up with the deal.

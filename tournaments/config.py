@@ -46,6 +46,8 @@ tournament has the same number of seats. `games_per_pairing` is then the games o
 (per game of the config, seats rotating), N unless given, so each player sits in each
 seat once. `teams: [[0, 2], [1, 3]]` on a game makes those seats sides that share a
 result (the sum of their returns): players are rated through their teams' finishing order.
+A game that declares its own teams (`TextEnv.teams`: codewords' two pairs, werewolf's wolves
+and village, drawn each match) is rated by them without the key; the key overrides them.
 
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key. A
@@ -70,6 +72,7 @@ import yaml
 import games
 from core.typed_config import build, did_you_mean, option
 from games.entry import GameEntry
+from games.text_env import seat_groups
 from tournaments.formats import FORMATS, format_options, make_format, resolved_options
 from tournaments.plackett_luce import fit_plackett_luce
 from tournaments.ratings import bradley_terry
@@ -584,8 +587,28 @@ def finishes(
         r = results.get(s.match_id)
         if r is not None:
             scores = tuple(0.0 if r.error else r.scores[p] for p in s.seats)
-            out.append(Finish(tuple(s.seats), scores, teams.get(s.game, ()), s.game))
+            sides = teams.get(s.game) or declared_teams(s)
+            out.append(Finish(tuple(s.seats), scores, sides, s.game))
     return out
+
+
+def declared_teams(spec: MatchSpec) -> tuple[tuple[int, ...], ...]:
+    """The teams a game declares for one match (`TextEnv.teams`, drawn at reset: the same seed
+    gives the match's own), as groups of seat indices; () for a game without teams."""
+    params = json.dumps(spec.params, sort_keys=True)
+    return _declared_teams(spec.game, params, spec.seed) if _has_teams(spec.game, params) else ()
+
+
+@functools.lru_cache(maxsize=64)
+def _has_teams(game: str, params: str) -> bool:
+    return bool(_declared_teams(game, params, 0))
+
+
+@functools.lru_cache(maxsize=65536)
+def _declared_teams(game: str, params: str, seed: int) -> tuple[tuple[int, ...], ...]:
+    env = games.make(game, **json.loads(params))
+    env.reset(seed=seed)
+    return seat_groups(getattr(env.unwrapped, "teams", {}), list(env.possible_agents))
 
 
 def pairwise(config: TournamentConfig) -> bool:

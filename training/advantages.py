@@ -111,7 +111,8 @@ class AdvantageConfig:
         ),
     )
     """seat -> team name: each seat's env reward becomes its team's mean (`team_rewards`); unlisted
-    seats are a team of their own; None: every seat its own reward"""
+    seats are a team of their own; None: the teams the game declares for each match (codewords,
+    werewolf: `MatchRecord.teams`), else every seat its own reward"""
     functional_groups: dict[str, str] | None = option(
         None,
         check=(
@@ -193,7 +194,8 @@ def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
     """
     outcome = match.outcome or (outcomes(match.returns) if match.returns else {})
     last = {t.player: i for i, t in enumerate(match.turns)}
-    env = team_rewards(match, cfg.teams) if cfg.teams else [float(t.reward) for t in match.turns]
+    teams = cfg.teams or match.teams  # the config's, else the teams the game declared
+    env = team_rewards(match, teams) if teams else [float(t.reward) for t in match.turns]
     rewards = []
     for i, t in enumerate(match.turns):
         r = cfg.reward_scale * env[i]
