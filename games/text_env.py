@@ -78,6 +78,7 @@ class TextEnv(AECEnv):
 
     metadata = {"render_modes": ["human", "ansi"], "is_parallelizable": False}
     info: GameInfo
+    ROLES: tuple[str, ...] = ()  # the roles a game of roles can deal (its `roles` values)
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__()
