@@ -51,6 +51,7 @@ from evaluation.suites import (
     EvalConfig,
     EvalGame,
     num_seats,
+    num_teams,
     opponent_label,
     plans,
     unkey,
@@ -216,9 +217,14 @@ def suite_agents(
             if len(evaluated) != 1:
                 raise ValueError(f"opponent {SELF!r} needs a single evaluated agent (no baseline)")
             built[name] = next(iter(evaluated.values()))
+    mates = {  # an evaluated agent's other seats of its team, in a game of teams
+        f"{name}#{j}": a
+        for name, a in evaluated.items()
+        for j in range(2, max((num_seats(g) for g in games_ if num_teams(g)), default=0))
+    }
     return {
-        name: OwnStream(a, seeds, exact_probs and name in evaluated)
-        for name, a in {**built, **evaluated}.items()
+        name: OwnStream(a, seeds, exact_probs and name.split("#")[0] in evaluated)
+        for name, a in {**built, **mates, **evaluated}.items()
     }
 
 

@@ -72,7 +72,6 @@ import yaml
 import games
 from core.typed_config import build, did_you_mean, option
 from games.entry import GameEntry
-from games.text_env import seat_groups
 from tournaments.formats import FORMATS, format_options, make_format, resolved_options
 from tournaments.plackett_luce import fit_plackett_luce
 from tournaments.ratings import bradley_terry
@@ -587,28 +586,9 @@ def finishes(
         r = results.get(s.match_id)
         if r is not None:
             scores = tuple(0.0 if r.error else r.scores[p] for p in s.seats)
-            sides = teams.get(s.game) or declared_teams(s)
+            sides = teams.get(s.game) or games.declared_teams(s.game, s.params, s.seed)
             out.append(Finish(tuple(s.seats), scores, sides, s.game))
     return out
-
-
-def declared_teams(spec: MatchSpec) -> tuple[tuple[int, ...], ...]:
-    """The teams a game declares for one match (`TextEnv.teams`, drawn at reset: the same seed
-    gives the match's own), as groups of seat indices; () for a game without teams."""
-    params = json.dumps(spec.params, sort_keys=True)
-    return _declared_teams(spec.game, params, spec.seed) if _has_teams(spec.game, params) else ()
-
-
-@functools.lru_cache(maxsize=64)
-def _has_teams(game: str, params: str) -> bool:
-    return bool(_declared_teams(game, params, 0))
-
-
-@functools.lru_cache(maxsize=65536)
-def _declared_teams(game: str, params: str, seed: int) -> tuple[tuple[int, ...], ...]:
-    env = games.make(game, **json.loads(params))
-    env.reset(seed=seed)
-    return seat_groups(getattr(env.unwrapped, "teams", {}), list(env.possible_agents))
 
 
 def pairwise(config: TournamentConfig) -> bool:
