@@ -75,7 +75,7 @@ Bots       (`agents.commons_bots`) `sustainable` asks its sustainable share, `gr
 Playing commons
            arena play commons --agents sustainable greedy random --matches 8
            arena eval --agent sustainable --games commons --opponents greedy tit_for_tat --matches 8
-           arena tournament configs/tournaments/commons.yaml
+           arena tournament configs/tournament_commons.yaml
 """
 
 from __future__ import annotations
