@@ -83,6 +83,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -109,6 +110,7 @@ class Rules:
         k = self.capacity
         return min(k, left + math.floor(self.growth * left * (k - left) / k + 1e-9))
 
+    @cached_property
     def sustainable_level(self) -> int:
         """L*: the stock left after a catch whose regrowth is largest (the largest on a tie)."""
         levels = range(self.collapse_threshold, self.capacity + 1)
@@ -116,7 +118,7 @@ class Rules:
 
     def sustainable_share(self, stock: int) -> int:
         """A player's share of the catch that leaves the sustainable level: floor(max(0, S - L*) / n)."""
-        surplus = max(0, stock - self.sustainable_level())
+        surplus = max(0, stock - self.sustainable_level)
         return min(self.max_harvest, surplus // self.num_players)
 
 
@@ -399,13 +401,14 @@ class Commons(TextEnv):
         totals = [sum(res.catches[p] for res in self.results) for p in range(self.num_players)]
         lines.append(f"Total caught: {self._per_seat(i, totals)}.")
         if self._over(agent):
+            played = len(self.results)
             if "illegal_move" in self.infos.get(agent, {}):
-                end = "ended early after an illegal move"
+                end = f"The game ended early after an illegal move, after {played} rounds."
             elif self.results and self.results[-1].collapsed:
-                end = f"ended: the fish died out in round {len(self.results)}"
+                end = f"The game is over: the fish died out in round {played}."
             else:
-                end = "is over"
-            return "\n".join([f"The game {end} after {len(self.results)} rounds.", *lines])
+                end = f"The game is over after {played} rounds."
+            return "\n".join([end, *lines])
         head = (
             f"Round {len(self.results) + 1} of {self.rules.rounds}. "
             f"Fish in the lake: {self.stock} tons."
@@ -441,12 +444,12 @@ class Commons(TextEnv):
 
     def _said(self, i: int, speaker: int, text: str) -> str:
         who = "you" if speaker == i else self.possible_agents[speaker]
-        return f'{who}: "{text}"' if text else f"{who} sent no message."
+        return f'{who} said: "{text}"' if text else f"{who} sent no message."
 
     def history_text(self, agent: str) -> list[str]:
         i = self._index[agent]
         return [
-            f"Round {k} {self._said(i, p, text)}"
+            f"Round {k}: {self._said(i, p, text)}"
             for k, msgs in enumerate(self.messages[: len(self.results)], 1)
             for p, text in msgs
         ]

@@ -54,7 +54,7 @@ def test_regrowth_is_logistic_rounded_down_and_capped():
 
 def test_sustainable_level_and_share():
     rules = games.make("commons").rules
-    assert rules.sustainable_level() == 50  # regrowth 25, the most of any level
+    assert rules.sustainable_level == 50  # regrowth 25, the most of any level
     assert rules.sustainable_share(100) == 12  # floor(50 / 4)
     assert rules.sustainable_share(76) == 6 and rules.sustainable_share(40) == 0
     assert games.make("commons", num_players=8).rules.sustainable_share(100) == 6
@@ -265,17 +265,17 @@ def test_messages_are_public_and_asks_public_after_the_round():
     env.step(env.SILENT)
     for seat in env.possible_agents:
         state = env.view(seat).state
-        assert ('player_0: "I will take 12."' in state) == (seat != "player_0")
+        assert ('player_0 said: "I will take 12."' in state) == (seat != "player_0")
         assert ("player_1 sent no message." in state) == (seat != "player_1")
-    assert 'you: "I will take 12."' in env.view("player_0").state
+    assert 'you said: "I will take 12."' in env.view("player_0").state
     env.step("Me too.")
     env.step("ok")
     for a in (12, 20, 3, 9):
         env.step(a)
     view = env.view("player_2")
     assert "Round 1: 100 tons; caught: you 3, player_0 12, player_1 20, player_3 9;" in view.state
-    assert 'Round 1 player_0: "I will take 12."' in view.history
-    assert "Round 1 player_1 sent no message." in view.history
+    assert 'Round 1: player_0 said: "I will take 12."' in view.history
+    assert "Round 1: player_1 sent no message." in view.history
     assert "Messages this round" not in view.state  # a new round, nothing said yet
 
 
