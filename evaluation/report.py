@@ -21,6 +21,8 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     ({method, first, CC, CD, DC, DD}, each {p, ci, n}) and the nearest named
                     strategy with its distance (`evaluation.social`), shown in a table of
                     their own
+    commons         rounds played, collapses, the catch as a share of the sustainable optimum
+                    and the Gini index of the catches per (game, opponent) (`evaluation.commons`)
 
 The HTML page (self-contained, figures as inline PNGs) has per game a chart of the win
 and non-losing rates with their CIs per opponent, a forest plot of the paired differences
@@ -192,6 +194,10 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
         ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
+        (
+            "commons",
+            "commons: rounds played, collapses, catch as a share of the sustainable optimum, Gini",
+        ),
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
@@ -421,7 +427,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "perfect_play", "social"):
+    for kind in ("exploitability", "blunders", "perfect_play", "social", "commons"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

@@ -195,6 +195,16 @@ CATALOGUE: dict[str, Entry] = dict(
             "hidden RPS hands set coin values; free-text messages, then claim coins; 10 rounds",
         ),
         catalogue_entry(
+            "commons",
+            4,
+            "perfect",
+            "social_dilemma",
+            "mixed",
+            "extra",
+            "native",
+            "4 fishers share a lake that regrows or collapses; messages, then simultaneous catches; 12 rounds",
+        ),
+        catalogue_entry(
             "negotiation",
             2,
             "imperfect",
