@@ -3,6 +3,7 @@
 Specs (strings or YAML mappings):
     random | mcts[:SIMULATIONS] | minimax[:DEPTH] | cfr[:ITERATIONS] | human
     always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift | probe
+    werewolf_heuristic[,reveal=false]     a scripted Werewolf player (agents.werewolf_bots)
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
                          tiny-llama, a local folder, a hub id, or a training checkpoint /
                          run directory, which also brings the agent settings it was
@@ -33,6 +34,7 @@ from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import check_name, checkpoint_config, find_checkpoint
 from agents.play_precision import checkpoint_precision
 from agents.social_bots import STRATEGIES
+from agents.werewolf_bots import WEREWOLF_BOTS
 from core.machine import announce_threads
 
 __all__ = ["Agent", "PendingTurn", "decision", "make_agent", "parse_spec", "check_spec", "BOTS"]
@@ -44,7 +46,7 @@ _BACKENDS: dict[
 
 
 def _social_names() -> tuple[str, ...]:
-    return tuple(STRATEGIES)
+    return (*STRATEGIES, *WEREWOLF_BOTS)
 
 
 def unknown_agent(kind: str) -> ValueError:
@@ -217,7 +219,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         "human": bots.HumanAgent,
     }
     if kind in _social_names():
-        bot_classes[kind] = STRATEGIES[kind]
+        bot_classes[kind] = {**STRATEGIES, **WEREWOLF_BOTS}[kind]
     if kind in bot_classes:
         try:
             return bot_classes[kind](name, **d)

@@ -87,6 +87,7 @@ ROLES = ("werewolf", "seer", "doctor", "villager")
 WOLVES, VILLAGE = "wolves", "village"
 NIGHT = ("wolves", "seer", "doctor")  # the night's phases, in order
 PHASES = (*NIGHT, "discussion", "vote")
+WON = {VILLAGE: "the village wins", WOLVES: "the werewolves win"}
 ROLE_OF_PHASE = {"wolves": "werewolf", "seer": "seer", "doctor": "doctor"}
 
 
@@ -195,6 +196,10 @@ class Werewolf(TextEnv):
     def _seats(self, role: str | None = None) -> list[int]:
         """Living seats (of `role`), in seat order."""
         return [i for i in range(self.n) if self.alive[i] and role in (None, self.role_of[i])]
+
+    def living(self) -> list[int]:
+        """The living seats, in seat order (public)."""
+        return self._seats()
 
     def wolves(self) -> frozenset[int]:
         """The werewolves' seats, living or dead."""
@@ -467,7 +472,7 @@ class Werewolf(TextEnv):
                 return f"The game ended early after an illegal move, on day {self.day}."
             if self.winner is None:
                 return f"The game is over: a draw after day {self.day}."
-            return f"The game is over: the {self.winner} win."
+            return f"The game is over: {WON[self.winner]}."
         if self.phase in NIGHT:
             return f"Night {self.day}."
         if self.phase == "discussion":
@@ -543,7 +548,7 @@ class Werewolf(TextEnv):
             return f'{where}: {who} said: "{e.text}"' if e.text else f"{where}: {who} said nothing."
         if e.kind == "vote":
             return self._describe_vote(e)
-        return f"Game over: the {e.text} win." if e.text else f"Game over: a draw after day {day}."
+        return f"Game over: {WON[e.text]}." if e.text else f"Game over: a draw after day {day}."
 
     def _describe_vote(self, e: Entry) -> str:
         cast = [
