@@ -82,9 +82,9 @@ def plan_matches(
     """
     if n < 1:
         raise ValueError(f"the number of matches must be >= 1, got {n}")
-    players = (
+    players = (  # the seats with these params (public_goods' or werewolf's num_players)
         games.info(game).num_players
-        if not game.startswith("openspiel:")
+        if not (params or game.startswith("openspiel:"))
         else len(games.make(game, **(params or {})).possible_agents)  # before reset: no .agents yet
     )
     plans = []
