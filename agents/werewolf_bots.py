@@ -7,7 +7,8 @@ from the turn's per-match generator, so a match replays exactly from its seed.
 Messages (one per discussion turn):
 
     seer        "I am the seer. player_2 is a werewolf. player_4 is not a werewolf." (every
-                finding so far; with `reveal=False` it says "I am a villager." and keeps them)
+                finding so far; with `reveal=False` it says "I am a villager." and nothing else,
+                though it still votes on what it found)
     village     "I am a villager." plus "I suspect player_k." when it has a suspect (below)
     werewolf    "I am a villager." plus "I suspect player_k." naming a non-werewolf (below)
 
@@ -126,10 +127,13 @@ def message(env, agent: str, reveal: bool = True) -> str:
     """The bot's discussion message (module docstring)."""
     me = env.possible_agents.index(agent)
     role = env.role_of[me]
-    if role == "seer" and reveal:
+    if role == "seer":
         found = [e for e in env.seen(agent) if e.kind == "inspect"]
-        return "I am the seer. " + " ".join(
-            f"player_{e.target} is {'' if e.flag else 'not '}a werewolf." for e in found
+        return (
+            "I am the seer. "
+            + " ".join(f"player_{e.target} is {'' if e.flag else 'not '}a werewolf." for e in found)
+            if reveal
+            else "I am a villager."
         )
     suspect = wolf_suspect(env, agent) if role == "werewolf" else village_suspect(env, agent)
     return "I am a villager." + (f" I suspect player_{suspect}." if suspect is not None else "")

@@ -192,6 +192,7 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
         ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
+        ("werewolf", WEREWOLF_TITLE),
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
@@ -207,6 +208,12 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
             for r in extra:
                 t.add_row(*[_cell(r[c]) for c in cols])
             console.print(t)
+
+
+WEREWOLF_TITLE = (
+    "werewolf: win rate by role (Wilson 95% CI), day votes on werewolves (the agent's, its tables' "
+    "village's) and seer findings told in a later message (95% t CIs, the match as the unit)"
+)
 
 
 def _profile_table(console, rows: list[dict], narrow: bool, style: dict, sep: str) -> None:
@@ -421,7 +428,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "perfect_play", "social"):
+    for kind in ("exploitability", "blunders", "perfect_play", "social", "werewolf"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

@@ -55,6 +55,7 @@ from evaluation.suites import (
     plans,
     unkey,
 )
+from evaluation.werewolf import werewolf_rows
 from tournaments.store import MatchResult, MatchSpec, Store, kept_on_interrupt, read_log
 
 AGENT, BASELINE = "agent", "baseline"
@@ -612,8 +613,9 @@ def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig
 
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
-    """Blunder rows (games an exact solver handles) and social rows (dilemmas, negotiation)."""
+    """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and
+    Werewolf rows."""
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
     return [asdict(r) for w in who for r in blunder_rows(records, w)] + [
-        asdict(r) for w in who for r in social_rows(records, w)
+        asdict(r) for w in who for rows in (social_rows, werewolf_rows) for r in rows(records, w)
     ]
