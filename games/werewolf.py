@@ -43,7 +43,9 @@ Observation  `{"observation": float32[8 + 2n], "action_mask": int8[n + 2]}`: own
            of it: +1 a werewolf, -1 not a werewolf, 0 unknown (itself, its fellow werewolves,
            the seer's findings, roles revealed at death). Messages are in the text layer only.
 Rewards    at the end: +1 to every member of the winning team, -1 to every member of the
-           other, dead players included; 0 to everybody in a draw. Illegal action (a choice
+           other, dead players included; 0 to everybody in a draw (so a team shares its
+           place: rankings and mean returns read the team result, and `arena play`'s
+           win/draw/loss counts a shared first place as a draw). Illegal action (a choice
            outside the legal ones, a `str` outside a discussion, None): `illegal_reward` to
            the offender, 0 to the others, game over.
 State text the phase, the player's name, role and team, the living and the dead (with
