@@ -4,6 +4,7 @@ Specs (strings or YAML mappings):
     random | mcts[:SIMULATIONS] | minimax[:DEPTH] | cfr[:ITERATIONS] | human
     always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift | probe
     sustainable | greedy   commons fishers (agents.commons_bots)
+    werewolf_heuristic[,reveal=false]     a scripted Werewolf player (agents.werewolf_bots)
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
                          tiny-llama, a local folder, a hub id, or a training checkpoint /
                          run directory, which also brings the agent settings it was
@@ -35,6 +36,7 @@ from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import check_name, checkpoint_config, find_checkpoint
 from agents.play_precision import checkpoint_precision
 from agents.social_bots import STRATEGIES
+from agents.werewolf_bots import WEREWOLF_BOTS
 from core.machine import announce_threads
 
 __all__ = ["Agent", "PendingTurn", "decision", "make_agent", "parse_spec", "check_spec", "BOTS"]
@@ -46,7 +48,7 @@ _BACKENDS: dict[
 
 
 def _social_names() -> tuple[str, ...]:
-    return (*STRATEGIES, *COMMONS_BOTS)
+    return (*STRATEGIES, *COMMONS_BOTS, *WEREWOLF_BOTS)
 
 
 def unknown_agent(kind: str) -> ValueError:
@@ -219,7 +221,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         "human": bots.HumanAgent,
     }
     if kind in _social_names():
-        bot_classes[kind] = {**STRATEGIES, **COMMONS_BOTS}[kind]
+        bot_classes[kind] = {**STRATEGIES, **COMMONS_BOTS, **WEREWOLF_BOTS}[kind]
     if kind in bot_classes:
         try:
             return bot_classes[kind](name, **d)

@@ -198,6 +198,7 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
             "commons",
             "commons: rounds played, collapses, catch as a share of the sustainable optimum, Gini",
         ),
+        ("werewolf", WEREWOLF_TITLE),
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
@@ -213,6 +214,12 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
             for r in extra:
                 t.add_row(*[_cell(r[c]) for c in cols])
             console.print(t)
+
+
+WEREWOLF_TITLE = (
+    "werewolf: win rate by role (Wilson 95% CI), day votes on werewolves (the agent's, its tables' "
+    "village's) and seer findings told in a later message (95% t CIs, the match as the unit)"
+)
 
 
 def _profile_table(console, rows: list[dict], narrow: bool, style: dict, sep: str) -> None:
@@ -427,7 +434,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "perfect_play", "social", "commons"):
+    for kind in ("exploitability", "blunders", "perfect_play", "social", "commons", "werewolf"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

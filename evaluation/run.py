@@ -57,6 +57,7 @@ from evaluation.suites import (
     plans,
     unkey,
 )
+from evaluation.werewolf import werewolf_rows
 from tournaments.store import MatchResult, MatchSpec, Store, kept_on_interrupt, read_log
 
 AGENT, BASELINE = "agent", "baseline"
@@ -620,10 +621,7 @@ def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
     """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and
-    commons rows."""
+    commons and Werewolf rows."""
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
-    return (
-        [asdict(r) for w in who for r in blunder_rows(records, w)]
-        + [asdict(r) for w in who for r in social_rows(records, w)]
-        + [asdict(r) for w in who for r in commons_rows(records, w)]
-    )
+    rows = (blunder_rows, social_rows, commons_rows, werewolf_rows)
+    return [asdict(r) for rows_of in rows for w in who for r in rows_of(records, w)]

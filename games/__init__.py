@@ -226,6 +226,16 @@ CATALOGUE: dict[str, Entry] = dict(
             module="games.negotiation",
             preset="spiral",
         ),
+        catalogue_entry(
+            "werewolf",
+            6,
+            "imperfect",
+            "competitive",
+            "mixed",
+            "extra",
+            "native",
+            "hidden roles, night kills, free-text discussion and a vote; wolves vs village, 5-8 players",
+        ),
     ]
 )
 

@@ -170,6 +170,17 @@ def cases(rng: random.Random, legal: list[str], pool: list[str]) -> list[Case]:
         elif k == 5:  # a move of another game (or of this game at another state)
             core = rng.choice(pool)
             case = literal(core)
+            # Another game's move may hold a one-word move of this one as a whole word (Hanabi's
+            # "Hint rank 2 to player_1" names werewolf's "player_1"): the parser may read that
+            # move (its rule 5), no other.
+            named = [
+                m
+                for m in legal
+                if re.fullmatch(r"[a-z]\w*", normalize(m))
+                and re.search(rf"(?<!\w){re.escape(normalize(m))}(?!\w)", normalize(core))
+            ]
+            if case.expect == "error" and len(named) == 1:
+                case = Case("", "", "only", named[0])
             out.append(Case("other game", fmt.format(core), case.expect, case.move))
         elif k == 6:  # several answers: the last one counts, legal or not
             first, bad = rng.choice(EXPLICIT), mutate(rng, move)
