@@ -47,7 +47,8 @@ Prefix cache (`prefix_cache_mb`, default 1024; 0 turns it off): the keys and val
 prompt prefilled are kept across calls in a radix tree over token ids
 (`agents.prefix_cache.PrefixCache`), and each prompt prefills only what follows the longest
 prefix already computed: the rules and the conversation so far in a multi-turn game, another
-match's identical opening. Rows of one batch may reuse prefixes of different lengths: each
+match's identical opening. A finished reply is kept with its prompt (all but its last token),
+so a conversation that quotes it next turn prefills only the messages after it. Rows of one batch may reuse prefixes of different lengths: each
 row's cached keys and values are copied into the batch's cache, right-aligned, and the rows'
 new tokens run in one forward pass after them (left-padded, masked and positioned as whole
 prompts), so the logits are those of prefilling the prompts whole up to float rounding. A
@@ -645,7 +646,10 @@ class TransformersBackend:
                     rows[i].finish = "stop"
                 else:
                     keep.append(j)
-            if not keep or step == params.max_new_tokens - 1:
+            last = not keep or step == params.max_new_tokens - 1
+            done = [j for j in range(len(live)) if last or j not in keep]
+            self._keep_replies([rows[live[j]] for j in done], done, cache, mask)
+            if last:
                 break
             if len(keep) < len(live):  # drop finished rows from the batch and the cache
                 idx = torch.tensor(keep, device=device)
@@ -662,6 +666,19 @@ class TransformersBackend:
                 use_cache=True,
             )
             logits, cache = out.logits[:, -1, :].float(), out.past_key_values
+
+    def _keep_replies(self, rows: list[_Row], batch_rows: list[int], cache, mask) -> None:
+        """With the prefix cache: cache finished rows' prompts and replies (`batch_rows`: their
+        rows in `cache`), all but the reply's last token, which has no keys yet: the next turn
+        of a conversation that quotes the reply prefills only what follows it."""
+        if self.prefix_cache is None or not rows:
+            return
+        self.prefix_cache.validate(self._weights_stamp())
+        space = self._adapter_space()
+        for row, j in zip(rows, batch_rows):
+            if len(row.tokens) > 1:
+                kv_of = _row_kv(cache, j, mask[j].nonzero().squeeze(-1))
+                self.prefix_cache.insert(space, row.prompt + row.tokens[:-1], kv_of)
 
     def _allowed_ids(self, row: _Row) -> list[int] | None:
         if row.allowed is None:

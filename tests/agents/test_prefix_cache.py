@@ -150,19 +150,22 @@ def play(cached, plain, matches: int, turns: int, branch_at: int | None = None) 
 def test_multi_turn_prompts_prefill_only_what_follows_their_cached_prefix(model_tok):
     cached, plain = pair(model_tok)
     convs = [opening(0)]
-    prompts: list[list[int]] = []
+    seen: list[list[int]] = []  # what the cache was given: prompts, prompts + replies
+    quoted = 0  # turns whose cached prefix reached into the last reply
     for _ in range(4):  # one conversation, one call a turn: each prompt extends the last
         before = cached.prefill_tokens
         (got,), (want,) = cached.generate(convs, GREEDY), plain.generate(convs, GREEDY)
         same_generations([got], [want])
-        done = max((common(p, got.prompt_token_ids) for p in prompts), default=0)
-        assert cached.prefill_tokens - before == len(got.prompt_token_ids) - done
-        prompts.append(got.prompt_token_ids)
+        prompt = got.prompt_token_ids
+        done = min(max((common(s, prompt) for s in seen), default=0), len(prompt) - 1)
+        assert cached.prefill_tokens - before == len(prompt) - done
+        quoted += bool(seen) and done > len(seen[-2])
+        seen += [prompt, prompt + got.token_ids[:-1]]
         convs[0] += [
             {"role": "assistant", "content": got.text},
             {"role": "user", "content": "Go on."},
         ]
-    assert done > 0.7 * len(got.prompt_token_ids)
+    assert done > 0.7 * len(prompt) and quoted > 0
 
 
 def test_matches_that_share_openings_and_branch_give_the_same_greedy_replies(model_tok):
