@@ -2,8 +2,9 @@
 kept across calls so that a prompt reuses the longest prefix computed before.
 
 The sequences form a radix tree over token ids (as SGLang's RadixAttention): each node holds
-a segment of tokens and, per layer, the keys and values of those tokens
-(`(kv heads, segment length, head dim)` tensors on the model's device). A path from the root
+a segment of tokens and the keys and values of those tokens in every layer, one
+`(layers, 2, kv heads, segment length, head dim)` tensor on the model's device (keys at
+index 0, values at 1: a segment is copied into a batch in one operation). A path from the root
 spells a sequence whose prefix KV is the concatenation of the path's segments; two prompts
 with a common opening (the game rules, a conversation so far) share the nodes of that
 opening, so it is stored once.
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values (kv heads, T, head dim)
+KV = torch.Tensor  # (layers, 2, kv heads, T, head dim): keys [:, 0], values [:, 1]
 
 
 @dataclass(eq=False)
@@ -48,7 +49,7 @@ class _Node:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for pair in self.kv for t in pair)
+        return self.kv.numel() * self.kv.element_size()
 
 
 @dataclass
@@ -59,21 +60,17 @@ class Hit:
     length: int
     segments: list[tuple[_Node, int]]
 
-    def copy_into(self, layers: KV, row: int, end: int) -> None:
-        """Write the prefix's keys and values into row `row` of per-layer batch tensors
-        `(B, kv heads, W, head dim)`, its last token at column `end - 1`."""
+    def copy_into(self, batch: torch.Tensor, row: int, end: int) -> None:
+        """Write the prefix's keys and values into row `row` of a batch tensor
+        `(layers, 2, B, kv heads, W, head dim)`, its last token at column `end - 1`."""
         start = end - self.length
         for node, n in self.segments:
-            for (keys, values), (k, v) in zip(layers, node.kv):
-                keys[row, :, start : start + n] = k[:, :n]
-                values[row, :, start : start + n] = v[:, :n]
+            batch[:, :, row, :, start : start + n] = node.kv[:, :, :, :n]
             start += n
 
-    def layer_shapes(self) -> list[tuple[torch.Size, torch.dtype, torch.device]] | None:
-        """(kv heads, ?, head dim) shape, dtype and device of each layer's keys; None when empty."""
-        if not self.segments:
-            return None
-        return [(k.shape, k.dtype, k.device) for k, _ in self.segments[0][0].kv]
+    def like(self) -> torch.Tensor | None:
+        """A stored tensor (its shape but the length, dtype and device are the batch's); None when empty."""
+        return self.segments[0][0].kv if self.segments else None
 
 
 def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -140,7 +137,7 @@ class PrefixCache:
         (asked once, for the part not cached yet); then evict down to `max_bytes`."""
         self._tick += 1
         tokens = tuple(tokens)
-        node = self._roots.setdefault(space, _Node((), [], None))
+        node = self._roots.setdefault(space, _Node((), torch.empty(0), None))
         pos = 0
         while pos < len(tokens):
             child = node.children.get(tokens[pos])
@@ -167,12 +164,12 @@ class PrefixCache:
         """Cut `node`'s segment after `n` tokens; returns the new head, `node` its only child."""
         head = _Node(
             node.tokens[:n],
-            [(k[:, :n].clone(), v[:, :n].clone()) for k, v in node.kv],
+            node.kv[:, :, :, :n].clone(),
             node.parent,
             used=node.used,
         )
         node.tokens = node.tokens[n:]
-        node.kv = [(k[:, n:].clone(), v[:, n:].clone()) for k, v in node.kv]
+        node.kv = node.kv[:, :, :, n:].clone()
         head.parent.children[head.tokens[0]] = head
         head.children[node.tokens[0]] = node
         node.parent = head

@@ -577,20 +577,16 @@ class TransformersBackend:
         width = max(h.length for h in hits)
         past, past_mask = None, torch.zeros((len(prompts), width), dtype=torch.long)
         if width:
-            shapes = next(h.layer_shapes() for h in hits if h.length)
-            layers = [
-                (
-                    torch.zeros((len(prompts), s[0], width, s[2]), dtype=dt, device=dev),
-                    torch.zeros((len(prompts), s[0], width, s[2]), dtype=dt, device=dev),
-                )
-                for s, dt, dev in shapes
-            ]
+            like = next(h.like() for h in hits if h.length)  # (layers, 2, kv heads, T, head dim)
+            n_layers, _, heads, _, dim = like.shape
+            batch = like.new_empty((n_layers, 2, len(prompts), heads, width, dim))
             for b, h in enumerate(hits):
-                h.copy_into(layers, b, width)
+                batch[:, :, b, :, : width - h.length] = 0  # padding: masked, and never NaN
+                h.copy_into(batch, b, width)
                 past_mask[b, width - h.length :] = 1
             from transformers import DynamicCache  # start-up time: transformers
 
-            past = DynamicCache(layers)
+            past = DynamicCache([(layer[0], layer[1]) for layer in batch])
         past_mask = past_mask.to(device)
         input_ids, new_mask = _left_pad(
             [p[h.length :] for p, h in zip(prompts, hits)], self.pad_id, device
@@ -810,9 +806,11 @@ def _row_kv(kv, row: int, cols: torch.Tensor):
     """`PrefixCache.insert`'s `kv_of` for row `row` of a batch cache: the keys and values of
     the row's real tokens i..j-1 (`cols`: the row's unpadded columns), copied."""
 
-    def kv_of(i: int, j: int):
+    def kv_of(i: int, j: int) -> torch.Tensor:  # (layers, 2, kv heads, j - i, head dim)
         at = cols[i:j]
-        return [(la.keys[row][:, at], la.values[row][:, at]) for la in kv.layers]
+        return torch.stack(
+            [torch.stack((la.keys[row][:, at], la.values[row][:, at])) for la in kv.layers]
+        )
 
     return kv_of
 

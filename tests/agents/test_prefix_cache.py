@@ -15,10 +15,10 @@ from tests.agents.test_transformers_backend import sharpened_tiny
 # --- the radix tree ---------------------------------------------------------------------------
 
 
-def token_kv(tokens: list[int] | tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Two layers of fake keys and values that spell the tokens: (1 head, T, 1 dim)."""
+def token_kv(tokens: list[int] | tuple[int, ...]) -> torch.Tensor:
+    """Two layers of fake keys and values that spell the tokens: (2 layers, 2, 1 head, T, 1 dim)."""
     t = torch.tensor(tokens, dtype=torch.float32).view(1, -1, 1)
-    return [(t, -t), (2 * t, -2 * t)]
+    return torch.stack([torch.stack((t, -t)), torch.stack((2 * t, -2 * t))])
 
 
 def insert(cache: PrefixCache, tokens: list[int], space="s") -> list[tuple[int, int]]:
@@ -36,11 +36,12 @@ def insert(cache: PrefixCache, tokens: list[int], space="s") -> list[tuple[int, 
 def looked_up(cache: PrefixCache, tokens: list[int], limit: int, space="s") -> list[int]:
     """The tokens whose keys a lookup copies, read back from a batch tensor."""
     hit = cache.lookup(space, tokens, limit)
-    layers = [(torch.zeros(1, 1, hit.length, 1), torch.zeros(1, 1, hit.length, 1)) for _ in "ab"]
-    hit.copy_into(layers, 0, hit.length)
-    assert torch.equal(layers[1][0], 2 * layers[0][0])
-    assert torch.equal(layers[1][1], -2 * layers[0][0])
-    return [int(x) for x in layers[0][0].flatten()]
+    batch = torch.zeros(2, 2, 1, 1, hit.length, 1)  # (layers, keys/values, B, heads, W, dim)
+    hit.copy_into(batch, 0, hit.length)
+    keys = batch[0, 0]
+    assert torch.equal(batch[0, 1], -keys)
+    assert torch.equal(batch[1, 0], 2 * keys) and torch.equal(batch[1, 1], -2 * keys)
+    return [int(x) for x in keys.flatten()]
 
 
 BYTES_PER_TOKEN = 4 * 4  # two layers of keys and values, one float32 each
