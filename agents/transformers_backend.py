@@ -48,9 +48,9 @@ prompt prefilled are kept across calls in a radix tree over token ids
 (`agents.prefix_cache.PrefixCache`), and each prompt prefills only what follows the longest
 prefix already computed: the rules and the conversation so far in a multi-turn game, another
 match's identical opening. A finished reply is kept with its prompt (all but its last token),
-so a conversation that quotes it next turn prefills only the messages after it. Rows of one batch may reuse prefixes of different lengths: each
-row's cached keys and values are copied into the batch's cache, right-aligned, and the rows'
-new tokens run in one forward pass after them (left-padded, masked and positioned as whole
+so a conversation that quotes it next turn prefills only the messages after it. Rows of one
+batch may reuse prefixes of different lengths: each row's cached keys and values are copied
+into the batch's cache, right-aligned, and the rows' new tokens run in one forward pass after them (left-padded, masked and positioned as whole
 prompts), so the logits are those of prefilling the prompts whole up to float rounding. A
 prefix shared by several prompts of a batch and not cached yet (`share_prefixes`) is prefilled
 once and cached first. Every prompt keeps at least its last token to prefill (its logits start
@@ -168,7 +168,9 @@ class TransformersBackend:
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        if not isinstance(prefix_cache_mb, (int, float)) or not prefix_cache_mb >= 0:
+        if isinstance(prefix_cache_mb, bool) or not (
+            isinstance(prefix_cache_mb, (int, float)) and prefix_cache_mb >= 0
+        ):
             raise ValueError(f"prefix_cache_mb must be a number >= 0, got {prefix_cache_mb!r}")
         if isinstance(model, str):
             self.model, self.tokenizer = load_model(model, dtype=dtype, device=device)
@@ -508,7 +510,7 @@ class TransformersBackend:
         return logits, DynamicCache(layers), mask, last_pos
 
     def _prefill_batch(self, prompts: list[list[int]]):
-        """`_prefill` without the prompt cache."""
+        """`_prefill` without the prompt cache (through the prefix cache when it is on)."""
         if self.prefix_cache is not None:
             return self._prefill_cached(prompts)
         device = self.device
