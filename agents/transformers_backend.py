@@ -43,6 +43,24 @@ leaving the block drops the cache. A prompt prefilled alone may differ from one 
 in a padded batch by float rounding, so a run with the cache is not bit-identical to one
 without.
 
+Prefix cache (`prefix_cache_mb`, default 1024; 0 turns it off): the keys and values of every
+prompt prefilled are kept across calls in a radix tree over token ids
+(`agents.prefix_cache.PrefixCache`), and each prompt prefills only what follows the longest
+prefix already computed: the rules and the conversation so far in a multi-turn game, another
+match's identical opening. A finished reply is kept with its prompt (all but its last token),
+so a conversation that quotes it next turn prefills only the messages after it. Rows of one
+batch may reuse prefixes of different lengths: each row's cached keys and values are copied
+into the batch's cache, right-aligned, and the rows' new tokens run in one forward pass after them (left-padded, masked and positioned as whole
+prompts), so the logits are those of prefilling the prompts whole up to float rounding. A
+prefix shared by several prompts of a batch and not cached yet (`share_prefixes`) is prefilled
+once and cached first. Every prompt keeps at least its last token to prefill (its logits start
+the reply). The least recently used sequences are evicted to stay under the bound. The cache
+is dropped whenever a weight changes (each parameter's `Tensor._version`, identity and storage
+are checked on every call: an optimizer step, `load_state_dict`; call `clear_prefix_cache()`
+after writing weights inside `torch.inference_mode`, which keeps no version), and with
+`seat_adapters` each LoRA adapter has its own sequences. `prefill_tokens` counts the prompt
+tokens run through the model (with or without the cache).
+
 The backend keeps a reference to the model module (never a copy): a learner that updates
 the weights in place is sampled from on the next call. `backend.model` and
 `backend.tokenizer` are public; the model is put in eval mode during generation and its
@@ -68,6 +86,7 @@ from agents.backend import (
 from agents.constrained import allowed_token_ids
 from agents.models import load_model, use_adapter
 from agents.packed_linear import packed_linears
+from agents.prefix_cache import PrefixCache
 
 # `logits_to_keep` as an index, not the int 1: the model then gathers the last hidden state
 # into a contiguous (B, 1, H) tensor before the head. transformers slices `[:, -1:, :]` for an
@@ -130,6 +149,8 @@ class TransformersBackend:
             (per-role policies): `generate` and `move_distributions` then take `players`, one
             per conversation, and run each seat's rows with its adapter active (a batch per
             adapter; with per-row seeds the samples are those of one mixed batch).
+        prefix_cache_mb: the most megabytes of keys and values the prefix cache keeps across
+            calls (see the module docstring); 0 turns it off.
     """
 
     def __init__(
@@ -143,9 +164,14 @@ class TransformersBackend:
         min_shared_prefix: int = 16,
         pack_weights: bool = True,
         seat_adapters: dict[str, str] | None = None,
+        prefix_cache_mb: float = 1024.0,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if isinstance(prefix_cache_mb, bool) or not (
+            isinstance(prefix_cache_mb, (int, float)) and prefix_cache_mb >= 0
+        ):
+            raise ValueError(f"prefix_cache_mb must be a number >= 0, got {prefix_cache_mb!r}")
         if isinstance(model, str):
             self.model, self.tokenizer = load_model(model, dtype=dtype, device=device)
             default_name = model
@@ -173,6 +199,10 @@ class TransformersBackend:
         self._prompt_room = (
             0  # bytes the prompt cache may still keep; < 0 once a prompt did not fit
         )
+        self.prefix_cache = (
+            PrefixCache(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
+        )
+        self.prefill_tokens = 0  # prompt tokens run through the model so far
         use_cpu_decode_sdpa(self.model)
         tok = self.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -196,6 +226,11 @@ class TransformersBackend:
             yield
         finally:
             self._prompts = None
+
+    def clear_prefix_cache(self) -> None:
+        """Drop every prefix the prefix cache holds (it also drops them itself when a weight changes)."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     @property
     def device(self) -> torch.device:
@@ -475,7 +510,9 @@ class TransformersBackend:
         return logits, DynamicCache(layers), mask, last_pos
 
     def _prefill_batch(self, prompts: list[list[int]]):
-        """`_prefill` without the prompt cache."""
+        """`_prefill` without the prompt cache (through the prefix cache when it is on)."""
+        if self.prefix_cache is not None:
+            return self._prefill_cached(prompts)
         device = self.device
         groups = (
             shared_prefix_groups(prompts, self.min_shared_prefix) if self.share_prefixes else []
@@ -485,6 +522,7 @@ class TransformersBackend:
         if groups:  # prefill each shared prefix once, then copy its KV cache to the group's rows
             heads = [prompts[g[0]][:length] for g, length in groups]
             ids, past_mask = _left_pad(heads, self.pad_id, device)
+            self.prefill_tokens += int(past_mask.sum())
             out = self.model(
                 input_ids=ids,
                 attention_mask=past_mask,
@@ -503,6 +541,7 @@ class TransformersBackend:
         input_ids, new_mask = _left_pad(
             [p[s:] for p, s in zip(prompts, starts)], self.pad_id, device
         )
+        self.prefill_tokens += int(new_mask.sum())
         mask = torch.cat([past_mask, new_mask], dim=1)
         positions = _positions(mask)[:, past_mask.shape[1] :]  # (B, T): real tokens count from 0
         out = self.model(
@@ -514,6 +553,73 @@ class TransformersBackend:
             logits_to_keep=LAST_TOKEN,
         )
         return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1]
+
+    def _prefill_cached(self, prompts: list[list[int]]):
+        """`_prefill_batch` with the prefix cache: each prompt prefills only what follows its
+        longest cached prefix; a prefix shared within the batch and not cached yet is prefilled
+        and cached first (see the module docstring)."""
+        cache = self.prefix_cache
+        cache.validate(self._weights_stamp())
+        space = self._adapter_space()
+        if self.share_prefixes:
+            heads = [
+                prompts[members[0]][:length]
+                for members, length in shared_prefix_groups(prompts, self.min_shared_prefix)
+            ]
+            heads = [h for h in heads if cache.lookup(space, h, len(h)).length < len(h)]
+            if heads:
+                self._extend(heads, space)
+        return self._extend(prompts, space)
+
+    def _extend(self, prompts: list[list[int]], space):
+        """Prefill `prompts` after their longest cached prefixes (each keeps its last token to
+        prefill) and cache them; `_prefill`'s outputs."""
+        device, cache = self.device, self.prefix_cache
+        hits = [cache.lookup(space, p, len(p) - 1) for p in prompts]
+        width = max(h.length for h in hits)
+        past, past_mask = None, torch.zeros((len(prompts), width), dtype=torch.long)
+        if width:
+            like = next(h.like() for h in hits if h.length)  # (layers, 2, kv heads, T, head dim)
+            n_layers, _, heads, _, dim = like.shape
+            batch = like.new_empty((n_layers, 2, len(prompts), heads, width, dim))
+            for b, h in enumerate(hits):
+                batch[:, :, b, :, : width - h.length] = 0  # padding: masked, and never NaN
+                h.copy_into(batch, b, width)
+                past_mask[b, width - h.length :] = 1
+            from transformers import DynamicCache  # start-up time: transformers
+
+            past = DynamicCache([(layer[0], layer[1]) for layer in batch])
+        past_mask = past_mask.to(device)
+        input_ids, new_mask = _left_pad(
+            [p[h.length :] for p, h in zip(prompts, hits)], self.pad_id, device
+        )
+        self.prefill_tokens += int(new_mask.sum())
+        mask = torch.cat([past_mask, new_mask], dim=1)
+        positions = _positions(mask)[:, width:]
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=LAST_TOKEN,
+        )
+        kv = out.past_key_values
+        for b, p in enumerate(prompts):
+            cache.insert(space, p, _row_kv(kv, b, mask[b].nonzero().squeeze(-1)))
+        return out.logits[:, -1, :].float(), kv, mask, positions[:, -1]
+
+    def _weights_stamp(self) -> tuple:
+        """What changes when a parameter is written in place or replaced (see the module docstring)."""
+        return tuple(
+            (id(p), p.data_ptr(), None if p.is_inference() else p._version)
+            for p in self.model.parameters()
+        )
+
+    def _adapter_space(self):
+        """The prefix cache's space: the active LoRA adapter (None for a plain model)."""
+        active = getattr(self.model, "active_adapter", None)
+        return active if isinstance(active, str) or active is None else tuple(active)
 
     def _generate_batch(
         self, rows: list[_Row], params: SamplingParams, generator, uniforms=None
@@ -538,7 +644,10 @@ class TransformersBackend:
                     rows[i].finish = "stop"
                 else:
                     keep.append(j)
-            if not keep or step == params.max_new_tokens - 1:
+            last = not keep or step == params.max_new_tokens - 1
+            done = [j for j in range(len(live)) if last or j not in keep]
+            self._keep_replies([rows[live[j]] for j in done], done, cache, mask)
+            if last:
                 break
             if len(keep) < len(live):  # drop finished rows from the batch and the cache
                 idx = torch.tensor(keep, device=device)
@@ -555,6 +664,19 @@ class TransformersBackend:
                 use_cache=True,
             )
             logits, cache = out.logits[:, -1, :].float(), out.past_key_values
+
+    def _keep_replies(self, rows: list[_Row], batch_rows: list[int], cache, mask) -> None:
+        """With the prefix cache: cache finished rows' prompts and replies (`batch_rows`: their
+        rows in `cache`), all but the reply's last token, which has no keys yet: the next turn
+        of a conversation that quotes the reply prefills only what follows it."""
+        if self.prefix_cache is None or not rows:
+            return
+        self.prefix_cache.validate(self._weights_stamp())
+        space = self._adapter_space()
+        for row, j in zip(rows, batch_rows):
+            if len(row.tokens) > 1:
+                kv_of = _row_kv(cache, j, mask[j].nonzero().squeeze(-1))
+                self.prefix_cache.insert(space, row.prompt + row.tokens[:-1], kv_of)
 
     def _allowed_ids(self, row: _Row) -> list[int] | None:
         if row.allowed is None:
@@ -680,6 +802,19 @@ def shared_prefix_groups(prompts: list[list[int]], min_length: int) -> list[tupl
             groups.append(([order[k] for k in range(i, j)], length))
         j = i
     return groups[::-1]
+
+
+def _row_kv(kv, row: int, cols: torch.Tensor):
+    """`PrefixCache.insert`'s `kv_of` for row `row` of a batch cache: the keys and values of
+    the row's real tokens i..j-1 (`cols`: the row's unpadded columns), copied."""
+
+    def kv_of(i: int, j: int) -> torch.Tensor:  # (layers, 2, kv heads, j - i, head dim)
+        at = cols[i:j]
+        return torch.stack(
+            [torch.stack((la.keys[row][:, at], la.values[row][:, at])) for la in kv.layers]
+        )
+
+    return kv_of
 
 
 def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -306,24 +306,28 @@ def play_step(planned: list, agents: dict, matches: Matches, progress=None) -> l
     """A step's planned matches (`plan_step`'s (plan, opponent) pairs) played by `agents`
     (`arena.runner.play`), the records in match-id order: completion order varies with timing,
     a step's batch must not. With `matches.prompt_cache` the policy's backend keeps each distinct
-    prompt's prefill for the step."""
+    prompt's prefill for the step; its prefix cache is emptied after the step's matches."""
     backend = getattr(agents.get(POLICY), "backend", None)
     cache = (
         backend.prompt_cache()
         if matches.prompt_cache and hasattr(backend, "prompt_cache")
         else contextlib.nullcontext()
     )
-    with cache:  # `play` yields as matches end: all of them are played inside the block
-        return sorted(
-            play(
-                [p for p, _ in planned],
-                agents,
-                concurrency=matches.concurrency,
-                max_turns=matches.max_turns,
-                progress=progress,
-            ),
-            key=lambda r: r.match_id,
-        )
+    try:
+        with cache:  # `play` yields as matches end: all of them are played inside the block
+            return sorted(
+                play(
+                    [p for p, _ in planned],
+                    agents,
+                    concurrency=matches.concurrency,
+                    max_turns=matches.max_turns,
+                    progress=progress,
+                ),
+                key=lambda r: r.match_id,
+            )
+    finally:  # the weights change next: free the prefix cache's memory for the learner now
+        if hasattr(backend, "clear_prefix_cache"):
+            backend.clear_prefix_cache()
 
 
 def _branch_head(j: int, n_self: int, branch: int) -> int:

@@ -107,3 +107,14 @@ def test_vllm_training_step_compares_the_shared_prefix_learner_with_one_row_per_
             assert cfg.backend == path
             wanted = expected[path] if expected else load_config(config).learner.shared_prefix
             assert cfg.learner.shared_prefix == wanted
+
+
+def test_prefix_cache_quick_plays_the_same_greedy_matches_prefilling_fewer_tokens(tmp_path):
+    quick = ["--game", "trust_and_split", "--params", "{rounds: 2}", "--model", "tiny"]
+    quick += ["--matches", "2", "--max-new-tokens", "4", "--temperature", "0", "--threads", "1"]
+    out = load("prefix_cache").main([*quick, "--out", str(tmp_path / "prefix.json")])
+    assert out["off"]["llm_turns"] == out["on"]["llm_turns"] == 16  # 2 matches, 2 rounds, 4 turns
+    assert out["completions_agree"] == 1.0
+    assert out["off"]["prompt_tokens_per_turn"] == out["on"]["prompt_tokens_per_turn"]
+    assert out["on"]["prefill_tokens_per_turn"] < out["off"]["prefill_tokens_per_turn"] / 2
+    assert (tmp_path / "prefix.json").exists()
