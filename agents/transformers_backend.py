@@ -43,7 +43,7 @@ leaving the block drops the cache. A prompt prefilled alone may differ from one 
 in a padded batch by float rounding, so a run with the cache is not bit-identical to one
 without.
 
-Prefix cache (`prefix_cache_mb`, default 1024; 0 turns it off): the keys and values of every
+Prefix cache (`prefix_cache_mb`, default 0: off; 1024 is a good size): the keys and values of every
 prompt prefilled are kept across calls in a radix tree over token ids
 (`agents.prefix_cache.PrefixCache`), and each prompt prefills only what follows the longest
 prefix already computed: the rules and the conversation so far in a multi-turn game, another
@@ -164,7 +164,7 @@ class TransformersBackend:
         min_shared_prefix: int = 16,
         pack_weights: bool = True,
         seat_adapters: dict[str, str] | None = None,
-        prefix_cache_mb: float = 1024.0,
+        prefix_cache_mb: float = 0.0,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     model_tok = load_model(model_name, dtype=args.dtype)
     backends = {
         "off": TransformersBackend(model_tok, prefix_cache_mb=0),
-        "on": TransformersBackend(model_tok),
+        "on": TransformersBackend(model_tok, prefix_cache_mb=1024),
     }
     runs: dict[str, list[dict]] = {"off": [], "on": []}
     for r in range(args.repeats):

@@ -103,7 +103,7 @@ def model_tok():
 def pair(model_tok, **cached_kwargs):
     """(the backend with the prefix cache, the same model's backend without it)."""
     return (
-        TransformersBackend(model_tok, **cached_kwargs),
+        TransformersBackend(model_tok, **{"prefix_cache_mb": 1024, **cached_kwargs}),
         TransformersBackend(model_tok, prefix_cache_mb=0),
     )
 
@@ -202,7 +202,7 @@ def test_a_batch_mixing_hits_of_different_lengths_and_misses_gives_the_same_logi
 
 
 def test_a_small_byte_bound_evicts_and_stays_exact(model_tok):
-    probe = TransformersBackend(model_tok)
+    probe = TransformersBackend(model_tok, prefix_cache_mb=1024)
     probe.generate([opening(0)], GREEDY)
     one_prompt = probe.prefix_cache.nbytes  # the opening's keys and values
     cached, plain = pair(model_tok, prefix_cache_mb=1.5 * one_prompt / 2**20)
@@ -253,7 +253,7 @@ def test_each_lora_adapter_keeps_its_own_prefixes(model_tok):
             if "lora_B" in n:
                 p.normal_(0, 0.5 if ".first." in n else 0.1)
     seats = {"player_0": "first", "player_1": "second"}
-    cached = TransformersBackend((model, tok), seat_adapters=seats)
+    cached = TransformersBackend((model, tok), seat_adapters=seats, prefix_cache_mb=1024)
     plain = TransformersBackend((model, tok), seat_adapters=seats, prefix_cache_mb=0)
     convs, moves = [opening(0)] * 2, [["a", "b", "c"]] * 2
     for players in (["player_0", "player_0"], ["player_1", "player_0"], ["player_1", "player_1"]):
@@ -269,3 +269,4 @@ def test_prefix_cache_mb_must_be_a_number_at_least_zero(model_tok):
     with pytest.raises(ValueError, match="prefix_cache_mb must be a number >= 0, got -1"):
         TransformersBackend(model_tok, prefix_cache_mb=-1)
     assert TransformersBackend(model_tok, prefix_cache_mb=0).prefix_cache is None
+    assert TransformersBackend(model_tok).prefix_cache is None  # off unless asked for
