@@ -213,6 +213,16 @@ CATALOGUE: dict[str, Entry] = dict(
             module="games.negotiation",
             preset="spiral",
         ),
+        catalogue_entry(
+            "codewords",
+            4,
+            "imperfect",
+            "competitive",
+            "sequential",
+            "extra",
+            "native",
+            "two teams of clue-giver and guesser find their words on a 25-word grid; free-text clues",
+        ),
     ]
 )
 
