@@ -15,6 +15,8 @@
     social.py          cooperation, exploitation, welfare, fairness, the memory-1 profile
                        and the nearest named strategy; negotiation agreement and Pareto
                        efficiency
+    codewords.py       codewords: win rate by team and role, words found per clue, assassin
+                       and clue-rule violation rates
     report.py          eval.json, the terminal tables, the HTML page
 
 From Python (the training loop's periodic evaluation, `training.periodic_eval.evaluate`, is this):

@@ -21,6 +21,8 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     ({method, first, CC, CD, DC, DD}, each {p, ci, n}) and the nearest named
                     strategy with its distance (`evaluation.social`), shown in a table of
                     their own
+    codewords       win rate, draw and assassin rates, words found per clue and clue-rule
+                    violations per clue, per opponent and side (team, role; `evaluation.codewords`)
 
 The HTML page (self-contained, figures as inline PNGs) has per game a chart of the win
 and non-losing rates with their CIs per opponent, a forest plot of the paired differences
@@ -192,6 +194,10 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
         ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
+        (
+            "codewords",
+            "codewords: win rate, words found per clue, assassin and clue-rule violation rates",
+        ),
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
@@ -421,7 +427,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "perfect_play", "social"):
+    for kind in ("exploitability", "blunders", "perfect_play", "social", "codewords"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

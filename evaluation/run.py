@@ -42,6 +42,7 @@ from core.records import MatchRecord, check_writable, read_jsonl
 from evaluation.analysis_rows import exploitability_row
 from evaluation.analysis_rows import perfect_play_rows as analysis_perfect_play_rows
 from evaluation.blunders import blunder_rows, solvable
+from evaluation.codewords import codewords_rows
 from evaluation.exploitability import duration, nash_conv_seconds
 from evaluation.metrics import cells, paired
 from evaluation.report import as_rows, print_report, write_html, write_json
@@ -612,8 +613,11 @@ def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig
 
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
-    """Blunder rows (games an exact solver handles) and social rows (dilemmas, negotiation)."""
+    """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and
+    codewords rows."""
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
-    return [asdict(r) for w in who for r in blunder_rows(records, w)] + [
-        asdict(r) for w in who for r in social_rows(records, w)
-    ]
+    return (
+        [asdict(r) for w in who for r in blunder_rows(records, w)]
+        + [asdict(r) for w in who for r in social_rows(records, w)]
+        + [asdict(r) for w in who for r in codewords_rows(records, w)]
+    )

@@ -59,6 +59,7 @@ DEFAULT_OPPONENTS: dict[str, list] = {
     "trust_and_split": ["tit_for_tat", "always_defect"],
     "negotiation": ["random"],
     "simple_negotiation": ["random"],
+    "codewords": ["codewords_tags"],
 }
 
 
