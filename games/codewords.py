@@ -72,9 +72,10 @@ Bots       (`agents.codewords_bots`) `codewords_tags`: as clue-giver, the tag ca
 
 Playing codewords: `arena play codewords --agents codewords_tags codewords_tags
 codewords_tags codewords_random --matches 8` (seats rotate through the agents), `arena eval
---agent codewords_tags --games codewords --opponents codewords_random --matches 8`, and a
-tournament whose game entry is `{name: codewords, teams: [[0, 1], [2, 3]]}` so that
-teammates share their result (`arena tournament CONFIG`).
+--agent codewords_tags --games codewords --opponents codewords_random --matches 8` (the
+agent's teammate and both opponents are the opponent bot), and `arena tournament
+configs/tournament_codewords.yaml` (its game entry `{name: codewords, teams: [[0, 1], [2,
+3]]}` makes teammates share their result).
 """
 
 from __future__ import annotations

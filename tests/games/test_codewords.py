@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from pettingzoo.test import api_test, seed_test
 
 import games
@@ -510,27 +509,18 @@ def test_arena_eval_codewords_reports_its_measures(tmp_path):
     assert mine["guesser"]["violations_per_clue"] is None
 
 
-def test_arena_tournament_codewords_with_teams(tmp_path):
-    cfg = {
-        "name": "cw",
-        "format": "round_robin",
-        "players": {
-            "t1": "codewords_tags",
-            "t2": "codewords_tags",
-            "r1": "codewords_random",
-            "r2": "codewords_random",
-        },
-        "games": [{"name": "codewords", "teams": [[0, 1], [2, 3]]}],
-        "games_per_pairing": 4,
-    }
-    path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+def test_arena_tournament_codewords_with_teams(tmp_path, capsys):
     db = tmp_path / "t.db"
-    assert arena_main(["tournament", str(path), "--db", str(db)]) == 0
+    config = ROOT / "configs" / "tournament_codewords.yaml"
+    assert arena_main(["tournament", str(config), "--db", str(db)]) == 0
+    assert "Plackett-Luce" in capsys.readouterr().out
     from tournaments.run import load_tournament
 
     result = load_tournament(db)
-    assert len(result.results) == 4
+    assert len(result.results) == 5 * 4  # C(5, 4) tables, 4 rotations
     for f in result.finishes():
         points = f.points()
         assert points[0] == points[1] and points[2] == points[3]  # teammates share the result
+    tags = [result.ratings[p].elo for p in ("tags-a", "tags-b", "tags-c")]
+    randoms = [result.ratings[p].elo for p in ("random-a", "random-b")]
+    assert min(tags) > max(randoms)
