@@ -15,12 +15,13 @@ the clues its team gave (a clue-giver's own, or those its guesser guessed on). P
                      interval, the match as the unit (`evaluation.stats.ratio_ci`)
     violations_per_clue  clue-giver seats only: share of its clues that broke the clue rule,
                      Wilson CI. A clue breaks it when the game voided it (a fallback's or a
-                     scripted agent's message that is no legal clue) or when any attempt at
-                     it was rejected (a reply the game's parser refused, which its agent then
-                     retried): what a model writes first counts, not only what it ends up
-                     playing. The void `NO_CLUE` action is no violation.
+                     scripted agent's message that is no legal clue), when the agent forfeited
+                     it, or when any attempt at it was refused by the game's parser (a reply
+                     its agent then retried): what a model writes first counts, not only what
+                     it ends up playing. The void `NO_CLUE` action is no violation, nor is an
+                     attempt lost to a backend error.
 
-A turn whose clue was never given (a match that ended during a clue phase) is no clue.
+A turn whose clue was never asked for (a match stopped before it) is no clue.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from core.records import MatchRecord, TurnRecord
 from evaluation.social import replay
 from evaluation.stats import ratio_ci, wilson
 from evaluation.suites import plan_key, unkey
+from games.parsing import ERROR_KINDS
 
 GAME = "codewords"
 SIDES = ("all", "red", "blue", "clue_giver", "guesser")
@@ -80,15 +82,16 @@ def seat_results(rec: MatchRecord, seat: str) -> SeatResult:
 
     env = replay(rec, before)
     team, role = env.teams[seat], env.roles[seat]
-    given = env.turns[:-1] if env.agents and env.phase == "clue" else env.turns
+    unplayed = len(env.turns) - 1 if env.phase == "clue" and not records[len(env.turns) - 1] else -1
     found, violated = [], []
-    for k, turn in enumerate(given):
-        if turn.team != team:
+    for k, turn in enumerate(env.turns):
+        if turn.team != team or k == unplayed:
             continue
         found.append(sum(kind == team for _, kind in turn.guesses))
         if role == "clue_giver":
-            rejected = any(a.error for t in records[k] for a in t.attempts)
-            violated.append(bool(turn.violation) or rejected)
+            refused = any(_broke_rule(a.error) for t in records[k] for a in t.attempts)
+            forfeit = any(t.action is None for t in records[k])
+            violated.append(bool(turn.violation) or refused or forfeit)
     lost = env.winner is not None and env.winner != team
     return SeatResult(
         team,
@@ -99,6 +102,11 @@ def seat_results(rec: MatchRecord, seat: str) -> SeatResult:
         found,
         violated,
     )
+
+
+def _broke_rule(error: str | None) -> bool:
+    """An attempt the game's parser refused (not a backend error or a bare truncation)."""
+    return bool(error) and error.split(":", 1)[0] in ERROR_KINDS
 
 
 def measures(row: CodewordsRow, results: list[tuple[str, SeatResult]]) -> CodewordsRow:

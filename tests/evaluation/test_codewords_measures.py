@@ -136,3 +136,19 @@ def test_other_games_and_absent_agents_give_no_rows():
         "agent|00.tic_tac_toe|00.random|00000", "tic_tac_toe", {}, 0, {"player_0": "agent"}
     )
     assert codewords_rows([other], "agent") == []
+
+
+def test_a_forfeited_clue_is_a_violation_and_a_backend_error_is_not():
+    seats = {"player_0": "agent", "player_1": "b", "player_2": "c", "player_3": "d"}
+    forfeit = TurnRecord(0, "player_0", "agent", "", None, valid=False, fallback="forfeit")
+    forfeit.attempts = [
+        Attempt("", error="backend_error: timeout"),
+        Attempt("hi", error="no_move: x"),
+    ]
+    rec = MatchRecord("agent|00.codewords|00.o|00000", "codewords", {}, SEED, seats, [forfeit])
+    result = seat_results(rec, "player_0")
+    assert (result.found, result.violated, result.won, result.draw) == ([0], [True], False, False)
+    ok = TurnRecord(0, "player_0", "agent", "music 1", "music 1")
+    ok.attempts = [Attempt("", error="backend_error: timeout"), Attempt("music 1")]
+    rec = MatchRecord("agent|00.codewords|00.o|00000", "codewords", {}, SEED, seats, [ok])
+    assert seat_results(rec, "player_0").violated == [False]
