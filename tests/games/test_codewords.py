@@ -524,3 +524,36 @@ def test_arena_tournament_codewords_with_teams(tmp_path, capsys):
     tags = [result.ratings[p].elo for p in ("tags-a", "tags-b", "tags-c")]
     randoms = [result.ratings[p].elo for p in ("random-a", "random-b")]
     assert min(tags) > max(randoms)
+
+
+def test_a_built_wheel_carries_the_word_list_and_reads_it_installed(tmp_path):
+    """Build a wheel of the game packages from a copy of the sources, unpack it, and read the
+    word list from there through importlib.resources."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for package in ("core", "games"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    build = [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation"]
+    subprocess.run([*build, "-q", "-w", str(wheels)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("*.whl")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = "import games.codewords as c; print(c.__file__); print(len(c.word_list()))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out[0].startswith(str(site)) and int(out[1]) == len(word_list())
