@@ -3,6 +3,7 @@
 Specs (strings or YAML mappings):
     random | mcts[:SIMULATIONS] | minimax[:DEPTH] | cfr[:ITERATIONS] | human
     always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift | probe
+    sustainable | greedy   commons fishers (agents.commons_bots)
     codewords_tags | codewords_random    (codewords only: agents.codewords_bots)
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
                          tiny-llama, a local folder, a hub id, or a training checkpoint /
@@ -31,6 +32,7 @@ import yaml
 from agents import bots
 from agents.base import Agent, PendingTurn, decision
 from agents.codewords_bots import CODEWORDS_BOTS
+from agents.commons_bots import COMMONS_BOTS
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import check_name, checkpoint_config, find_checkpoint
 from agents.play_precision import checkpoint_precision
@@ -45,11 +47,11 @@ _BACKENDS: dict[
 ] = {}  # one backend per (kind, model, url, options): agents on a model share its batches
 
 
-GAME_BOTS: dict[str, Any] = {**CODEWORDS_BOTS}  # scripted bots of one game, by name
+GAME_BOTS: dict[str, Any] = {**COMMONS_BOTS, **CODEWORDS_BOTS}  # scripted bots of one game, by name
 
 
 def _social_names() -> tuple[str, ...]:
-    return tuple(STRATEGIES) + tuple(GAME_BOTS)
+    return (*STRATEGIES, *GAME_BOTS)
 
 
 def unknown_agent(kind: str) -> ValueError:

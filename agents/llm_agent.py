@@ -273,7 +273,7 @@ class LLMAgent:
                 [w.view for w in pending],
                 seeds,
                 [w.turn.explore and round_ == 0 for w in pending],
-                [w.turn.player for w in pending],
+                [w.turn for w in pending],
             )
             for w, g in zip(pending, gens):
                 w.generation = g
@@ -290,7 +290,7 @@ class LLMAgent:
         views: list[TextView],
         seeds: list[int],
         explore: list[bool] | None = None,
-        players: list[str] | None = None,
+        turns: list[PendingTurn] | None = None,
     ) -> list[Generation]:
         c = self.config
         self._calls += 1
@@ -309,7 +309,7 @@ class LLMAgent:
         params = SamplingParams(
             max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p, seeds=seeds
         )
-        gens = self.backend.generate(conversations, params, allowed, **self._seats(players))
+        gens = self.backend.generate(conversations, params, allowed, **self._seats(turns))
         if len(gens) != len(conversations):
             raise RuntimeError(
                 f"backend {getattr(self.backend, 'name', '?')} returned {len(gens)} generations for {len(conversations)} conversations"
@@ -415,14 +415,20 @@ class LLMAgent:
             conversations,
             [list(v.legal_moves) for v in views],
             c.temperature,
-            **self._seats([t.player for t in turns]),
+            **self._seats(turns),
         )
         return [dict(zip(v.actions, p)) for v, p in zip(views, probs)]
 
-    def _seats(self, players: list[str] | None) -> dict:
-        """The `players` argument for a backend with one LoRA adapter per seat
-        (`TransformersBackend.seat_adapters`: per-role policies); none for any other."""
-        return {"players": players} if getattr(self.backend, "seat_adapters", None) else {}
+    def _seats(self, turns: list[PendingTurn] | None) -> dict:
+        """The `players` argument for a backend with one LoRA adapter per seat or game role
+        (`TransformersBackend.seat_adapters`: per-role policies): each turn's role in its match
+        where the backend has an adapter for it (werewolf's "seer"), else its seat; none for any
+        other backend."""
+        adapters = getattr(self.backend, "seat_adapters", None)
+        if not adapters or turns is None:
+            return {}
+        roles = [getattr(t.env.unwrapped, "roles", {}).get(t.player) for t in turns]
+        return {"players": [r if r in adapters else t.player for r, t in zip(roles, turns)]}
 
     def end_match(self, match_id: str) -> None:
         for key in [k for k in self._conversations if k[0] == match_id]:

@@ -49,7 +49,14 @@ from core.records import TurnRecord
 History = list[
     tuple[bool, tuple[bool, ...]]
 ]  # per round: (I cooperated, each other player cooperated)
-SOCIAL_GAMES = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
+SOCIAL_GAMES = (
+    "prisoners_dilemma",
+    "stag_hunt",
+    "chicken",
+    "public_goods",
+    "trust_and_split",
+    "commons",
+)
 
 
 def always_cooperate(history: History) -> bool:

@@ -82,11 +82,8 @@ def plan_matches(
     """
     if n < 1:
         raise ValueError(f"the number of matches must be >= 1, got {n}")
-    players = (
-        games.info(game).num_players
-        if not game.startswith("openspiel:")
-        else len(games.make(game, **(params or {})).possible_agents)  # before reset: no .agents yet
-    )
+    # the seats with these params (public_goods' num_players): before reset, no .agents yet
+    players = len(games.make(game, **(params or {})).possible_agents)
     plans = []
     for i in range(n):
         seats = [agent_names[(i + k) % len(agent_names)] for k in range(players)]
@@ -263,6 +260,8 @@ def _start(plan: MatchPlan) -> _Live:
         seed=plan.seed,
         seats=dict(zip(env.possible_agents, plan.seats)),
         started_at=time.time(),
+        roles=dict(getattr(env.unwrapped, "roles", {})),  # drawn at reset: the match's roles, teams
+        teams=dict(getattr(env.unwrapped, "teams", {})),
     )
     # The agents' stream must be independent of the env's (seeded with the same number):
     # sharing it lets a random agent's draws line up with the deal.

@@ -112,6 +112,8 @@ class MatchRecord:
     completion_tokens: int = 0
     error: str | None = None
     policy_version: int | None = None
+    roles: dict[str, str] = field(default_factory=dict)  # seat -> role, where the game has roles
+    teams: dict[str, str] = field(default_factory=dict)  # seat -> team, where the game has teams
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:

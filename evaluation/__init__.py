@@ -15,6 +15,8 @@
     social.py          cooperation, exploitation, welfare, fairness, the memory-1 profile
                        and the nearest named strategy; negotiation agreement and Pareto
                        efficiency
+    commons.py         commons: rounds played, collapses, the catch as a share of the
+                       sustainable optimum, the Gini index of the catches
     codewords.py       codewords: win rate by team and role, words found per clue, assassin
                        and clue-rule violation rates
     report.py          eval.json, the terminal tables, the HTML page

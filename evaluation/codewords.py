@@ -1,18 +1,19 @@
 """Codewords measures, read from the replayed matches (`games.codewords`).
 
 Each match is replayed in its env (same seed, same actions; `evaluation.social.replay`). The
-unit is a seat the evaluated agent held in a match; its team is that seat's team, its clues
-the clues its team gave (a clue-giver's own, or those its guesser guessed on). Per
+unit is a team game: a match and a team the evaluated agent played in it (in `arena eval` it
+plays both seats of one team, `agent` and `agent#2`, whose result and clues are one), its
+clues the clues that team gave (a clue-giver's own, or those its guesser guessed on). Per
 (evaluated agent, opponent) and side (`all` its seats, `red` / `blue` by team, `clue_giver` /
 `guesser` by role):
 
-    win_rate         share of its seats whose team won, Wilson 95% CI (`win_ci`); a draw
+    win_rate         share of its team games its team won, Wilson 95% CI (`win_ci`); a draw
                      (no winner after `max_turns`) is no win, its share is `draw_rate`
-    assassin_rate    share of its seats whose team revealed the assassin (and so lost),
-                     Wilson CI
+    assassin_rate    share of its team games in which its team revealed the assassin (and
+                     so lost), Wilson CI
     words_per_clue   its team's own words revealed per clue (a void clue counts, with what
-                     the guesser found after it), the ratio over its matches with its t
-                     interval, the match as the unit (`evaluation.stats.ratio_ci`)
+                     the guesser found after it), the ratio over its team games with its t
+                     interval, the team game as the unit (`evaluation.stats.ratio_ci`)
     violations_per_clue  clue-giver seats only: share of its clues that broke the clue rule,
                      Wilson CI. A clue breaks it when the game voided it (a fallback's or a
                      scripted agent's message that is no legal clue), when the agent forfeited
@@ -58,7 +59,8 @@ class CodewordsRow:
     game: str
     opponent: str
     side: str
-    seats: int
+    seats: int  # seats it held
+    games: int = 0  # team games: a match and the team it played there
     win_rate: float | None = None
     win_ci: tuple[float, float] | None = None
     draw_rate: float | None = None
@@ -110,26 +112,26 @@ def _broke_rule(error: str | None) -> bool:
 
 
 def measures(row: CodewordsRow, results: list[tuple[str, SeatResult]]) -> CodewordsRow:
-    """Fill `row` from (match id, seat result) pairs (the module doc's measures)."""
-    n = len(results)
-    row.seats = n
+    """Fill `row` from (match id, seat result) pairs (the module doc's measures): the seats of
+    one team in one match count once, as one team game."""
+    teams: dict[tuple[str, str], SeatResult] = {}
+    violated: list[bool] = []
+    for match, r in results:
+        teams.setdefault((match, r.team), r)
+        violated += r.violated  # clue-giver seats only: one per team game
+    row.seats, row.games = len(results), len(teams)
+    units = list(teams.values())
+    n = len(units)
     if not n:
         return row
-    wins = sum(r.won for _, r in results)
-    killed = sum(r.assassin for _, r in results)
+    wins, killed = sum(r.won for r in units), sum(r.assassin for r in units)
     row.win_rate, row.win_ci = wins / n, wilson(wins, n)
-    row.draw_rate = sum(r.draw for _, r in results) / n
+    row.draw_rate = sum(r.draw for r in units) / n
     row.assassin_rate, row.assassin_ci = killed / n, wilson(killed, n)
-    per_match: dict[str, list[int]] = defaultdict(list)
-    for match, r in results:
-        per_match[match] += r.found
-    row.clues = sum(len(f) for f in per_match.values())
+    row.clues = sum(len(r.found) for r in units)
     if row.clues:
-        rate, lo, hi = ratio_ci(
-            [sum(f) for f in per_match.values()], [len(f) for f in per_match.values()]
-        )
+        rate, lo, hi = ratio_ci([sum(r.found) for r in units], [len(r.found) for r in units])
         row.words_per_clue, row.words_per_clue_ci = rate, (max(0.0, lo), hi)
-    violated = [v for _, r in results for v in r.violated]
     if violated:
         row.violations_per_clue = sum(violated) / len(violated)
         row.violations_ci = wilson(sum(violated), len(violated))
@@ -152,11 +154,11 @@ def codewords_rows(records: list[MatchRecord], who: str) -> list[CodewordsRow]:
     """
     groups: dict[str, list[tuple[str, SeatResult]]] = defaultdict(list)
     for rec in records:
-        if rec.game != GAME or who not in rec.seats.values():
+        if rec.game != GAME:
             continue
         _, opponent, _ = plan_key(rec.match_id)
         for seat, name in rec.seats.items():
-            if name == who:
+            if name.split("#")[0] == who:  # its team's other seats are who#2, ...
                 groups[opponent].append((rec.match_id, seat_results(rec, seat)))
     rows = []
     for opponent, results in sorted(groups.items()):

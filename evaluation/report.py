@@ -21,6 +21,8 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     ({method, first, CC, CD, DC, DD}, each {p, ci, n}) and the nearest named
                     strategy with its distance (`evaluation.social`), shown in a table of
                     their own
+    commons         rounds played, collapses, the catch as a share of the sustainable optimum
+                    and the Gini index of the catches per (game, opponent) (`evaluation.commons`)
     codewords       win rate, draw and assassin rates, words found per clue and clue-rule
                     violations per clue, per opponent and side (team, role; `evaluation.codewords`)
 
@@ -194,6 +196,10 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
         ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
+        (
+            "commons",
+            "commons: rounds played, collapses, catch as a share of the sustainable optimum, Gini",
+        ),
         (
             "codewords",
             "codewords: win rate, words found per clue, assassin and clue-rule violation rates",
@@ -427,7 +433,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "perfect_play", "social", "codewords"):
+    for kind in ("exploitability", "blunders", "perfect_play", "social", "commons", "codewords"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

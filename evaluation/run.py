@@ -43,6 +43,7 @@ from evaluation.analysis_rows import exploitability_row
 from evaluation.analysis_rows import perfect_play_rows as analysis_perfect_play_rows
 from evaluation.blunders import blunder_rows, solvable
 from evaluation.codewords import codewords_rows
+from evaluation.commons import commons_rows
 from evaluation.exploitability import duration, nash_conv_seconds
 from evaluation.metrics import cells, paired
 from evaluation.report import as_rows, print_report, write_html, write_json
@@ -52,6 +53,7 @@ from evaluation.suites import (
     EvalConfig,
     EvalGame,
     num_seats,
+    num_teams,
     opponent_label,
     plans,
     unkey,
@@ -217,9 +219,14 @@ def suite_agents(
             if len(evaluated) != 1:
                 raise ValueError(f"opponent {SELF!r} needs a single evaluated agent (no baseline)")
             built[name] = next(iter(evaluated.values()))
+    mates = {  # an evaluated agent's other seats of its team, in a game of teams
+        f"{name}#{j}": a
+        for name, a in evaluated.items()
+        for j in range(2, max((num_seats(g) for g in games_ if num_teams(g)), default=0))
+    }
     return {
-        name: OwnStream(a, seeds, exact_probs and name in evaluated)
-        for name, a in {**built, **evaluated}.items()
+        name: OwnStream(a, seeds, exact_probs and name.split("#")[0] in evaluated)
+        for name, a in {**built, **mates, **evaluated}.items()
     }
 
 
@@ -613,11 +620,12 @@ def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig
 
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
-    """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and
-    codewords rows."""
+    """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation), commons
+    rows and codewords rows."""
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
     return (
         [asdict(r) for w in who for r in blunder_rows(records, w)]
         + [asdict(r) for w in who for r in social_rows(records, w)]
+        + [asdict(r) for w in who for r in commons_rows(records, w)]
         + [asdict(r) for w in who for r in codewords_rows(records, w)]
     )

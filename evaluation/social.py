@@ -2,7 +2,8 @@
 
 Each match is replayed in its env (same seed, same actions) and the game says what
 cooperating means (`cooperation_history`, as the scripted social bots read it:
-Cooperate / Stag / Swerve / the whole endowment / an honest claim in Trust-and-Split).
+Cooperate / Stag / Swerve / the whole endowment / an honest claim in Trust-and-Split / at
+most the sustainable share in commons).
 Per (evaluated agent, game, opponent):
 
     cooperation      share of the agent's rounds in which it cooperated
@@ -21,7 +22,9 @@ Per (evaluated agent, game, opponent):
     welfare          all players' summed returns as a share of the social optimum (the
                      best joint payoff of a round, every round; public_goods: everyone puts
                      in the whole endowment when the multiplier exceeds 1, n x endowment x
-                     multiplier; Trust-and-Split: the winning hand claims every coin)
+                     multiplier; Trust-and-Split: the winning hand claims every coin;
+                     commons: the sustainable optimum of the whole horizon, whenever the
+                     stock collapsed, `games.commons.sustainable_optimum`)
     agent_share      the agent's share of the summed returns
     fairness         Jain's index of the players' returns, mean over matches (1 = equal)
     gini             the Gini index of the players' returns, mean over matches (0 = equal,
@@ -75,7 +78,14 @@ from core.records import MatchRecord, TurnRecord
 from evaluation.stats import ratio_ci, wilson
 from evaluation.suites import plan_key, unkey
 
-DILEMMAS = ("prisoners_dilemma", "stag_hunt", "chicken", "public_goods", "trust_and_split")
+DILEMMAS = (
+    "prisoners_dilemma",
+    "stag_hunt",
+    "chicken",
+    "public_goods",
+    "trust_and_split",
+    "commons",
+)
 NEGOTIATION = ("negotiation", "simple_negotiation")
 ALL = "all"  # the opponent of a row pooled over a game's opponents
 STATES = ("CC", "CD", "DC", "DD")  # the last round: own move first, then the other's
@@ -323,9 +333,12 @@ def dilemma_metrics(row: SocialRow, recs: list[MatchRecord], who: str) -> None:
         ginis.append(gini(returns))
         contributed += cooperation_share(rec, seat)[0] if hasattr(env, "endowment") else 0.0
         total += sum(returns)
-        if rec.game not in best:
-            best[rec.game] = social_optimum_per_round(env)
-        optimum += best[rec.game] * len(history)
+        if hasattr(env, "sustainable_optimum"):  # commons: the horizon's optimum
+            optimum += env.sustainable_optimum()
+        else:
+            if rec.game not in best:
+                best[rec.game] = social_optimum_per_round(env)
+            optimum += best[rec.game] * len(history)
     row.rounds = rounds
     row.cooperation, row.mutual, row.sucker = (
         coop / max(rounds, 1),

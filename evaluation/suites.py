@@ -19,7 +19,9 @@ match (`evaluation.metrics.paired`).
 Seats: an opponent entry fills every seat but the agent's, in a game of any number of seats
 (`public_goods` with `num_players` up to 10, `openspiel:kuhn_poker` with `players=3`): its
 seats are named `label`, `label#2`, ... and share one agent, each seat on its own random
-stream. A game of more than two seats, or a social dilemma, is scored by rank
+stream. In a game of teams (codewords' two pairs, werewolf's wolves and village, dealt each
+match) the agent plays a whole team (`agent`, `agent#2`, ...) against the opponent's, each team
+of every deal in turn. A game of more than two seats, or a social dilemma, is scored by rank
 (`evaluation.metrics.win_loss_game`).
 """
 
@@ -208,32 +210,40 @@ def match_seed(seed: int, key: str) -> int:
 def plans(who: str, games_: list[EvalGame], matches: int, seed: int) -> list[MatchPlan]:
     """The matches agent `who` plays: per game and opponent, `matches` (rounded up to a
     multiple of the seats), the agent in seat k mod n, opponents in the other seats
-    (named `label`, `label#2`, ... so that every seat has its own name)."""
+    (named `label`, `label#2`, ... so that every seat has its own name). In a game that
+    declares teams (`games.declared_teams`: codewords, werewolf) the agent plays every seat of
+    one team (`who`, `who#2`, ...) and the opponent every other seat: match k the k mod T-th
+    of the T teams of its deal, rounded up to a multiple of T."""
     out = []
     for gi, g in enumerate(games_):
-        n = num_seats(g)
+        n, teams = num_seats(g), num_teams(g)
+        per = teams or n  # the matches of one deal: the agent in each seat, or each team
         for oi, spec in enumerate(g.opponents):
             label = opponent_label(spec)
             if "|" in label or label in (who, "agent", "baseline"):
                 raise ValueError(
                     f"opponent name {label!r} is reserved or has a '|' (give the spec a name:)"
                 )
-            for k in range(rounded_matches(matches, n)):
-                seat = k % n
-                others = iter([label] + [f"{label}#{j}" for j in range(2, n)])
-                seats = [who if s == seat else next(others) for s in range(n)]
+            for k in range(rounded_matches(matches, per)):
+                s = match_seed(seed, f"{gi:02d}.{g.name}|{k // per}")
+                mine = games.declared_teams(g.name, g.params, s)[k % per] if teams else (k % n,)
+                seats = seat_names(who, label, n, mine)
                 mid = f"{who}|{gi:02d}.{g.name}|{oi:02d}.{label}|{k:05d}"
-                out.append(
-                    MatchPlan(
-                        mid,
-                        g.name,
-                        seats,
-                        match_seed(seed, f"{gi:02d}.{g.name}|{k // n}"),
-                        dict(g.params),
-                        g.opening,
-                    )
-                )
+                out.append(MatchPlan(mid, g.name, seats, s, dict(g.params), g.opening))
     return out
+
+
+def seat_names(who: str, label: str, n: int, mine: tuple[int, ...]) -> list[str]:
+    """The agents of a match's n seats: `who` in the seats `mine` (`who`, `who#2`, ...), the
+    opponent `label` in the others (`label`, `label#2`, ...)."""
+    agent = iter([who] + [f"{who}#{j}" for j in range(2, n)])
+    others = iter([label] + [f"{label}#{j}" for j in range(2, n)])
+    return [next(agent) if s in mine else next(others) for s in range(n)]
+
+
+def num_teams(g: EvalGame) -> int:
+    """The teams a game declares with its params (0: none, every seat plays for itself)."""
+    return len(games.declared_teams(g.name, g.params, 0))
 
 
 def plan_key(match_id: str) -> tuple[str, str, int]:

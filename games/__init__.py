@@ -13,17 +13,20 @@ ours. Any other OpenSpiel game is reachable as `make("openspiel:<game>", **param
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import json
 from dataclasses import dataclass, field
 
 from pettingzoo.utils.conversions import aec_to_parallel
 
 from games.parsing import ParseError, parse_move
-from games.text_env import GameInfo, TextEnv, TextView
+from games.text_env import GameInfo, TextEnv, TextView, seat_groups
 
 __all__ = [
     "make",
     "make_parallel",
+    "declared_teams",
     "names",
     "info",
     "symmetry_module",
@@ -192,6 +195,16 @@ CATALOGUE: dict[str, Entry] = dict(
             "hidden RPS hands set coin values; free-text messages, then claim coins; 10 rounds",
         ),
         catalogue_entry(
+            "commons",
+            4,
+            "perfect",
+            "social_dilemma",
+            "mixed",
+            "extra",
+            "native",
+            "4 fishers share a lake that regrows or collapses; messages, then simultaneous catches; 12 rounds",
+        ),
+        catalogue_entry(
             "negotiation",
             2,
             "imperfect",
@@ -290,3 +303,24 @@ def symmetry_module(name: str):
         return None
     module = importlib.import_module(_entry(name).module)
     return module if hasattr(module, "SYMMETRIES") else None
+
+
+def declared_teams(name: str, params: dict, seed: int) -> tuple[tuple[int, ...], ...]:
+    """The teams a game declares for the match of `seed` (`TextEnv.teams`, drawn at reset, so
+    the same seed gives the match's own: werewolf's wolves and village), as groups of seat
+    indices (`seat_groups`); () for a game without teams. Cached: tournaments and evaluations
+    ask for every match they schedule or score."""
+    key = json.dumps(params, sort_keys=True)
+    return _declared_teams(name, key, seed) if _has_teams(name, key) else ()
+
+
+@functools.lru_cache(maxsize=64)
+def _has_teams(name: str, params: str) -> bool:
+    return bool(_declared_teams(name, params, 0))
+
+
+@functools.lru_cache(maxsize=65536)
+def _declared_teams(name: str, params: str, seed: int) -> tuple[tuple[int, ...], ...]:
+    env = make(name, **json.loads(params))
+    env.reset(seed=seed)
+    return seat_groups(getattr(env.unwrapped, "teams", {}), list(env.possible_agents))

@@ -73,9 +73,9 @@ Bots       (`agents.codewords_bots`) `codewords_tags`: as clue-giver, the tag ca
 Playing codewords: `arena play codewords --agents codewords_tags codewords_tags
 codewords_tags codewords_random --matches 8` (seats rotate through the agents), `arena eval
 --agent codewords_tags --games codewords --opponents codewords_random --matches 8` (the
-agent's teammate and both opponents are the opponent bot), and `arena tournament
-configs/tournament_codewords.yaml` (its game entry `{name: codewords, teams: [[0, 1], [2,
-3]]}` makes teammates share their result).
+agent plays both seats of a team, the opponent bot the other team; `teams` declares them),
+and `arena tournament configs/tournament_codewords.yaml` (teammates share their result:
+players are rated through their teams' finishing order).
 """
 
 from __future__ import annotations
@@ -189,6 +189,7 @@ class Turn:
 
 class Codewords(TextEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "codewords", "is_parallelizable": False}
+    ROLES = ROLES
 
     def __init__(
         self,

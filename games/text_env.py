@@ -78,6 +78,7 @@ class TextEnv(AECEnv):
 
     metadata = {"render_modes": ["human", "ansi"], "is_parallelizable": False}
     info: GameInfo
+    ROLES: tuple[str, ...] = ()  # the roles a game of roles can deal (its `roles` values)
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__()
@@ -88,6 +89,9 @@ class TextEnv(AECEnv):
         self.render_mode = render_mode
         self.illegal_reward = float(illegal_reward)
         self.np_random, _ = seeding.np_random(None)
+        # Set by a game of roles or teams at each reset (`seat_groups` turns teams into sides):
+        self.roles: dict[str, str] = {}  # agent -> its role in this match ("seer", "guesser")
+        self.teams: dict[str, str] = {}  # agent -> its team in this match ("wolves", "red")
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
@@ -210,6 +214,26 @@ class TextEnv(AECEnv):
             self.infos[a]["illegal_move"] = {"agent": agent, "action": _jsonable(action)}
         self._end_episode({agent: self.illegal_reward})
         self._accumulate_rewards()
+
+
+def seat_groups(teams: dict[str, str], agents: list[str]) -> tuple[tuple[int, ...], ...]:
+    """The sides of a match as groups of seat indices, from a game's `teams` (agent -> team).
+
+    Seats are indices into `agents` (the env's `possible_agents`); a team's seats are in seat
+    order and teams in the order of their first seat. () when the game declares no teams or
+    every team has one member (every seat then plays for itself).
+
+    >>> seat_groups({"player_0": "red", "player_1": "blue", "player_2": "red"}, ["player_0", "player_1", "player_2"])
+    ((0, 2), (1,))
+    """
+    if not teams:
+        return ()
+    groups: dict[str, list[int]] = {}
+    for i, agent in enumerate(agents):
+        groups.setdefault(teams.get(agent, agent), []).append(i)
+    if all(len(g) == 1 for g in groups.values()):
+        return ()
+    return tuple(tuple(g) for g in groups.values())
 
 
 def parse_message(reply: str, max_chars: int) -> str:

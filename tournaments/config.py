@@ -46,6 +46,8 @@ tournament has the same number of seats. `games_per_pairing` is then the games o
 (per game of the config, seats rotating), N unless given, so each player sits in each
 seat once. `teams: [[0, 2], [1, 3]]` on a game makes those seats sides that share a
 result (the sum of their returns): players are rated through their teams' finishing order.
+A game that declares its own teams (`TextEnv.teams`: codewords' two pairs, werewolf's wolves
+and village, drawn each match) is rated by them without the key; the key overrides them.
 
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key. A
@@ -584,7 +586,8 @@ def finishes(
         r = results.get(s.match_id)
         if r is not None:
             scores = tuple(0.0 if r.error else r.scores[p] for p in s.seats)
-            out.append(Finish(tuple(s.seats), scores, teams.get(s.game, ()), s.game))
+            sides = teams.get(s.game) or games.declared_teams(s.game, s.params, s.seed)
+            out.append(Finish(tuple(s.seats), scores, sides, s.game))
     return out
 
 

@@ -111,7 +111,8 @@ class AdvantageConfig:
         ),
     )
     """seat -> team name: each seat's env reward becomes its team's mean (`team_rewards`); unlisted
-    seats are a team of their own; None: every seat its own reward"""
+    seats are a team of their own; None: the teams the game declares for each match (codewords,
+    werewolf: `MatchRecord.teams`), else every seat its own reward"""
     functional_groups: dict[str, str] | None = option(
         None,
         check=(
@@ -143,6 +144,8 @@ class TurnSample:
     turn: TurnRecord
     value_target: float | None = None
     """critic: what the value head should predict for this turn's prompt"""
+    role: str = ""
+    """the player's role in its match where the game deals roles (werewolf's "seer"), else its seat"""
 
 
 @dataclass
@@ -152,6 +155,7 @@ class _Turn:
     t: int  # this player's decision number in the match
     game: str
     player: str
+    role: str  # the player's role in the match where the game deals roles, else its seat
     group: tuple  # (game, params, seed): matches with the same initial state
     opponents: tuple  # agent names in the match's other seats
     reward: float  # shaped
@@ -193,7 +197,8 @@ def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
     """
     outcome = match.outcome or (outcomes(match.returns) if match.returns else {})
     last = {t.player: i for i, t in enumerate(match.turns)}
-    env = team_rewards(match, cfg.teams) if cfg.teams else [float(t.reward) for t in match.turns]
+    teams = cfg.teams or match.teams  # the config's, else the teams the game declared
+    env = team_rewards(match, teams) if teams else [float(t.reward) for t in match.turns]
     rewards = []
     for i, t in enumerate(match.turns):
         r = cfg.reward_scale * env[i]
@@ -259,6 +264,7 @@ def _flatten(matches: list[MatchRecord], cfg: AdvantageConfig) -> list[_Turn]:
                     decision[turn.player],
                     match.game,
                     turn.player,
+                    match.roles.get(turn.player, turn.player),
                     group,
                     opponents.get(turn.player, tuple(sorted(match.seats.values()))),
                     r,
@@ -308,7 +314,9 @@ def _weighted_whiten(values: np.ndarray, weights: np.ndarray, zeros: float = 0.0
 
 def _samples(matches, turns: list[_Turn], adv: dict[tuple[int, int], float]) -> list[TurnSample]:
     return [
-        TurnSample(x.m, x.k, float(adv[(x.m, x.k)]), x.game, x.player, matches[x.m].turns[x.k])
+        TurnSample(
+            x.m, x.k, float(adv[(x.m, x.k)]), x.game, x.player, matches[x.m].turns[x.k], role=x.role
+        )
         for x in turns
         if x.learn and (x.m, x.k) in adv
     ]
@@ -354,9 +362,10 @@ def mars(
         matches: the batch of recorded matches.
         cfg: the estimator's settings.
         state: unused (one signature for every estimator).
-        norm_groups: seat -> the group whose turns share the per-player means (per-role
-            policies: the seat's role, so a role holding several seats is normalised as one);
-            None: each seat its own.
+        norm_groups: seat or game role -> the group whose turns share the per-player means
+            (per-role policies: the seat's role, so a role holding several seats is normalised
+            as one); None: each seat its own, or in a game that deals roles (werewolf) each
+            role its own, whatever seat it was dealt to.
 
     Returns:
         One `TurnSample` per learning turn.
@@ -376,7 +385,9 @@ def mars(
     ) -> str | None:  # one baseline per player, or one shared by all (the ablation)
         if not cfg.agent_specific_norm:
             return None
-        return norm_groups.get(x.player, x.player) if norm_groups else x.player
+        if norm_groups:  # a per-role policy's role: named by the game's role or by the seat
+            return norm_groups.get(x.role, norm_groups.get(x.player, x.role))
+        return x.role
 
     if cfg.player_reward_norm:
         groups: dict[tuple, list[int]] = defaultdict(list)

@@ -294,7 +294,9 @@ class TrainConfig:
     """per-role policies: role name -> the seats it plays (`{first: [player_0], second: [player_1]}`);
     each role has its own LoRA adapter on the shared base (learner.lora_rank > 0), plays its seats
     with it and learns from their turns only. Every seat of every training and held-out game must
-    be in exactly one role. Empty: one policy plays every seat"""
+    be in exactly one role. In a game that deals roles each match (werewolf), name its roles
+    instead of seats (`{wolves: [werewolf], village: [seer, doctor, villager]}`): a seat then
+    plays with the adapter of the role it was dealt. Empty: one policy plays every seat"""
 
 
 # --- what the loop sets itself ---------------------------------------------------------------
@@ -428,8 +430,9 @@ ROLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def _check_roles(cfg: TrainConfig) -> None:
-    """`roles`: names mapped to distinct seats covering every seat of the run's games, with the
-    features a run of several adapters supports."""
+    """`roles`: names mapped to distinct seats, or to roles the games deal (`TextEnv.ROLES`:
+    werewolf's werewolf, seer, doctor, villager), covering every seat of the run's games, with
+    the features a run of several adapters supports."""
     roles = cfg.roles
     if not roles:
         return
@@ -441,7 +444,7 @@ def _check_roles(cfg: TrainConfig) -> None:
             )
         if not isinstance(seats, list) or not seats or not all(isinstance(x, str) for x in seats):
             raise ValueError(
-                f"roles.{role} must be a non-empty list of seats (player_0, ...), got {seats!r}"
+                f"roles.{role} must be a non-empty list of seats (player_0, ...) or game roles, got {seats!r}"
             )
         for seat in seats:
             if seat in seat_role:
@@ -466,12 +469,24 @@ def _check_roles(cfg: TrainConfig) -> None:
             raise ValueError(f"roles needs {what}")
     train, held = eval_games(cfg.eval, cfg.games)
     for g in [*cfg.games, *held]:
-        seats = games.make(g.name, **g.params).possible_agents
-        missing = [x for x in seats if x not in seat_role]
-        if missing:
-            raise ValueError(
-                f"roles: seat {', '.join(missing)} of {g.name} has no role (roles: {', '.join(roles)})"
-            )
+        _check_role_cover(seat_role, g.name, games.make(g.name, **g.params))
+
+
+def _check_role_cover(seat_role: dict[str, str], game: str, env) -> None:
+    """Every seat of `game` has a role: the seat is listed, or the game deals roles
+    (`ROLES`) and every one of them is listed."""
+    dealt = tuple(getattr(env.unwrapped, "ROLES", ()))
+    if dealt and any(r in seat_role for r in dealt):
+        missing = [r for r in dealt if r not in seat_role]
+        what = "game role"
+    else:
+        missing = [x for x in env.possible_agents if x not in seat_role]
+        what = "seat"
+    if missing:
+        names = ", ".join(dict.fromkeys(seat_role.values()))
+        raise ValueError(
+            f"roles: {what} {', '.join(missing)} of {game} has no role (roles: {names})"
+        )
 
 
 def seat_roles(roles: Mapping[str, list[str]]) -> dict[str, str]:

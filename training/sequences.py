@@ -63,7 +63,8 @@ def sequences_from_samples(
     turns: a backend may record the unmasked distribution, which would skew the ratio),
     or "all". A turn without `prompt_token_ids` is re-rendered from its `messages` with
     the tokenizer's chat template. Turns without completion tokens are skipped. `roles` maps
-    a seat (the sample's player) to the role the sequence trains (per-role policies).
+    a seat (the sample's player), or a role the game dealt it (the sample's `role`), to the
+    role the sequence trains (per-role policies).
     """
     if recompute not in ("missing", "constrained", "all"):
         raise ValueError(f"recompute must be 'missing', 'constrained' or 'all', got {recompute!r}")
@@ -94,7 +95,7 @@ def sequences_from_samples(
                 logprobs,
                 list(t.legal_moves) if t.constrained else None,
                 getattr(s, "value_target", None),
-                roles[s.player] if roles else None,
+                roles.get(getattr(s, "role", ""), roles.get(s.player)) if roles else None,
             )
         )
     return out

@@ -112,6 +112,29 @@ def test_seats_alternate_and_returns_match_turn_rewards():
         assert sorted(r.returns.values()) in ([-1.0, 1.0], [0.0, 0.0])
 
 
+def test_a_game_whose_params_change_its_seats_is_planned_with_that_many(tmp_path):
+    plans = plan_matches("commons", ["a", "b", "c"], 3, params={"num_players": 3})
+    assert [p.seats for p in plans] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    out = tmp_path / "m.jsonl"
+    arena_main(
+        [
+            "play",
+            "public_goods",
+            "--param",
+            "num_players=3",
+            "--agents",
+            "random",
+            "always_defect",
+            "tit_for_tat",
+            "--matches",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
+    assert [len(r.seats) for r in read_jsonl(out)] == [3, 3, 3]
+
+
 def test_a_random_opening_plays_0_to_k_legal_moves_the_same_for_both_seat_orders():
     agents = {s: make_agent(s) for s in ("random", "mcts:10")}
     plans = []

@@ -152,3 +152,13 @@ def test_a_forfeited_clue_is_a_violation_and_a_backend_error_is_not():
     ok.attempts = [Attempt("", error="backend_error: timeout"), Attempt("music 1")]
     rec = MatchRecord("agent|00.codewords|00.o|00000", "codewords", {}, SEED, seats, [ok])
     assert seat_results(rec, "player_0").violated == [False]
+
+
+def test_the_seats_of_one_team_count_as_one_team_game():
+    rec = record(0, "player_0")
+    rec.seats["player_1"] = "agent#2"  # the agent plays red's clue-giver and guesser
+    rows = {r.side: r for r in codewords_rows([rec], "agent")}
+    every = rows["all"]
+    assert (every.seats, every.games, every.win_rate, every.clues) == (2, 1, 1.0, 2)
+    assert every.words_per_clue == 1.0 and every.violations_per_clue == 0.5
+    assert rows["guesser"].games == rows["clue_giver"].games == 1

@@ -505,7 +505,10 @@ def test_arena_eval_codewords_reports_its_measures(tmp_path):
     rows = json.loads((out / "eval.json").read_text())
     mine = {r["side"]: r for r in rows if r["kind"] == "codewords"}
     assert set(mine) == {"all", "red", "blue", "clue_giver", "guesser"}
-    assert mine["all"]["seats"] == 4 and mine["clue_giver"]["violations_per_clue"] == 0.0
+    # the agent plays both seats of one team, each team of a deal in turn: 4 team games, 8 seats
+    assert (mine["all"]["games"], mine["all"]["seats"]) == (4, 8)
+    assert mine["red"]["games"] == mine["blue"]["games"] == 2
+    assert mine["clue_giver"]["violations_per_clue"] == 0.0
     assert mine["guesser"]["violations_per_clue"] is None
 
 
