@@ -5,6 +5,7 @@ Specs (strings or YAML mappings):
     always_cooperate | always_defect | tit_for_tat | grim_trigger | win_stay_lose_shift | probe
     sustainable | greedy   commons fishers (agents.commons_bots)
     werewolf_heuristic[,reveal=false]     a scripted Werewolf player (agents.werewolf_bots)
+    codewords_tags | codewords_random    (codewords only: agents.codewords_bots)
     llm:MODEL            an LLM agent over the transformers backend (MODEL = smollm2-135m,
                          tiny-llama, a local folder, a hub id, or a training checkpoint /
                          run directory, which also brings the agent settings it was
@@ -31,6 +32,7 @@ import yaml
 
 from agents import bots
 from agents.base import Agent, PendingTurn, decision
+from agents.codewords_bots import CODEWORDS_BOTS
 from agents.commons_bots import COMMONS_BOTS
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.models import check_name, checkpoint_config, find_checkpoint
@@ -47,8 +49,15 @@ _BACKENDS: dict[
 ] = {}  # one backend per (kind, model, url, options): agents on a model share its batches
 
 
+GAME_BOTS: dict[str, Any] = {  # scripted bots of one game, by name
+    **COMMONS_BOTS,
+    **CODEWORDS_BOTS,
+    **WEREWOLF_BOTS,
+}
+
+
 def _social_names() -> tuple[str, ...]:
-    return (*STRATEGIES, *COMMONS_BOTS, *WEREWOLF_BOTS)
+    return (*STRATEGIES, *GAME_BOTS)
 
 
 def unknown_agent(kind: str) -> ValueError:
@@ -221,7 +230,7 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
         "human": bots.HumanAgent,
     }
     if kind in _social_names():
-        bot_classes[kind] = {**STRATEGIES, **COMMONS_BOTS, **WEREWOLF_BOTS}[kind]
+        bot_classes[kind] = {**STRATEGIES, **GAME_BOTS}[kind]
     if kind in bot_classes:
         try:
             return bot_classes[kind](name, **d)

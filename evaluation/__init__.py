@@ -17,6 +17,8 @@
                        efficiency
     commons.py         commons: rounds played, collapses, the catch as a share of the
                        sustainable optimum, the Gini index of the catches
+    codewords.py       codewords: win rate by team and role, words found per clue, assassin
+                       and clue-rule violation rates
     report.py          eval.json, the terminal tables, the HTML page
 
 From Python (the training loop's periodic evaluation, `training.periodic_eval.evaluate`, is this):

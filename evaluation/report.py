@@ -23,6 +23,8 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     their own
     commons         rounds played, collapses, the catch as a share of the sustainable optimum
                     and the Gini index of the catches per (game, opponent) (`evaluation.commons`)
+    codewords       win rate, draw and assassin rates, words found per clue and clue-rule
+                    violations per clue, per opponent and side (team, role; `evaluation.codewords`)
 
 The HTML page (self-contained, figures as inline PNGs) has per game a chart of the win
 and non-losing rates with their CIs per opponent, a forest plot of the paired differences
@@ -199,6 +201,10 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
             "commons: rounds played, collapses, catch as a share of the sustainable optimum, Gini",
         ),
         ("werewolf", WEREWOLF_TITLE),
+        (
+            "codewords",
+            "codewords: win rate, words found per clue, assassin and clue-rule violation rates",
+        ),
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
@@ -434,7 +440,8 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
             )
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
-    for kind in ("exploitability", "blunders", "perfect_play", "social", "commons", "werewolf"):
+    kinds = ("exploitability", "blunders", "perfect_play", "social")
+    for kind in (*kinds, "commons", "werewolf", "codewords"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

@@ -42,6 +42,7 @@ from core.records import MatchRecord, check_writable, read_jsonl
 from evaluation.analysis_rows import exploitability_row
 from evaluation.analysis_rows import perfect_play_rows as analysis_perfect_play_rows
 from evaluation.blunders import blunder_rows, solvable
+from evaluation.codewords import codewords_rows
 from evaluation.commons import commons_rows
 from evaluation.exploitability import duration, nash_conv_seconds
 from evaluation.metrics import cells, paired
@@ -620,8 +621,8 @@ def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig
 
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
-    """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and
-    commons and Werewolf rows."""
+    """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and the
+    rows of the commons, Werewolf and codewords."""
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
-    rows = (blunder_rows, social_rows, commons_rows, werewolf_rows)
+    rows = (blunder_rows, social_rows, commons_rows, werewolf_rows, codewords_rows)
     return [asdict(r) for rows_of in rows for w in who for r in rows_of(records, w)]

@@ -62,6 +62,7 @@ DEFAULT_OPPONENTS: dict[str, list] = {
     "negotiation": ["random"],
     "simple_negotiation": ["random"],
     "werewolf": ["werewolf_heuristic"],
+    "codewords": ["codewords_tags"],
 }
 
 

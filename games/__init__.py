@@ -236,6 +236,16 @@ CATALOGUE: dict[str, Entry] = dict(
             "native",
             "hidden roles, night kills, free-text discussion and a vote; wolves vs village, 5-8 players",
         ),
+        catalogue_entry(
+            "codewords",
+            4,
+            "imperfect",
+            "competitive",
+            "sequential",
+            "extra",
+            "native",
+            "two teams of clue-giver and guesser find their words on a 25-word grid; free-text clues",
+        ),
     ]
 )
 

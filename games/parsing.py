@@ -114,6 +114,22 @@ def strip_thinking(reply: str) -> str:
     return text[closing + len("</think>") :] if closing >= 0 else text
 
 
+def explicit_answer(reply: str) -> str | None:
+    """What a reply's explicit format holds, read as `parse_move` reads it: the last
+    `<answer>`, else the last `\\boxed{}`, else the last `[bracket]`; None when the reply
+    (its `<think>` blocks dropped) has none. For a move no list of legal moves spells out
+    (a free-form clue): the caller checks the text it gets."""
+    text = strip_thinking(reply)
+    answers = _answers(text)
+    if answers:
+        return answers[-1]
+    boxed = _last_boxed(text)
+    if boxed is not None:
+        return boxed
+    brackets = _BRACKET.findall(text)
+    return brackets[-1] if brackets else None
+
+
 def normalize(move: str) -> str:
     """Canonical form for comparing moves: lower case, single spaces, no wrapping quotes."""
     if move.isalnum() and move.isascii():  # letters and digits only: nothing to strip or join
