@@ -188,6 +188,7 @@ class Commons(TextEnv):
         "name": "commons",
         "is_parallelizable": False,
     }
+    ROLES = ("harvester",)
 
     def __init__(
         self,

@@ -118,6 +118,7 @@ def player_name(seat: int) -> str:
 
 class Werewolf(TextEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "werewolf", "is_parallelizable": False}
+    ROLES = ROLES
 
     def __init__(
         self,

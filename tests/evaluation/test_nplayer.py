@@ -158,3 +158,29 @@ def test_arena_eval_on_public_goods_reports_ranks_not_non_losing(tmp_path, capsy
     assert cell["non_losing"] is None and 1 <= cell["rank"] <= 4 and cell["matches"] == 4
     social = next(r for r in rows if r["kind"] == "social")
     assert 0 <= social["gini"] < 1 and social["contribution"] is not None
+
+
+def test_in_a_game_of_dealt_teams_the_agent_plays_each_team_of_every_deal():
+    """Werewolf deals wolves and village at reset: the two matches of a deal share its seed,
+    the agent plays every seat of the wolves in one and of the village in the other (the
+    roles read from the env reset with the match's seed), and an opponent every other seat."""
+    import games
+    from evaluation.run import suite_agents
+    from evaluation.suites import plans
+
+    g = EvalGame(name="werewolf", opponents=["werewolf_heuristic"])
+    ps = plans("agent", [g], matches=6, seed=0)
+    assert len(ps) == 6 and len({p.seed for p in ps}) == 3
+    for a, b in zip(ps[::2], ps[1::2]):
+        assert a.seed == b.seed
+        env = games.make("werewolf")
+        env.reset(seed=a.seed)
+        wolves = {i for i in range(6) if env.unwrapped.roles[f"player_{i}"] == "werewolf"}
+        mine = [{i for i, n in enumerate(p.seats) if n.split("#")[0] == "agent"} for p in (a, b)]
+        assert sorted(map(sorted, mine)) == sorted([sorted(wolves), sorted(set(range(6)) - wolves)])
+        for p in (a, b):
+            names = [n for n in p.seats if n.split("#")[0] == "agent"]
+            assert names == ["agent"] + [f"agent#{j}" for j in range(2, len(names) + 1)]
+    random = make_agent("random", "random")
+    agents = suite_agents({"agent": random}, [g], {p.match_id: p.seed for p in ps})
+    assert all(agents[n].agent is random for p in ps for n in p.seats if n.startswith("agent"))

@@ -239,6 +239,64 @@ def test_a_team_game_rates_players_through_their_teams(tmp_path):
     assert np.allclose(ours, theirs, atol=1e-3)
 
 
+def test_a_game_that_deals_its_teams_is_rated_by_each_matchs_teams(tmp_path):
+    """Werewolf deals wolves and village afresh each game: with no `teams:` key each finish's
+    sides are the teams of its match (as the arena recorded the roles), and the ratings are the
+    team model's, fitted here independently on those teams."""
+    cfg = {
+        "name": "dealt",
+        "format": "round_robin",
+        "players": {
+            **{f"h{i}": "werewolf_heuristic" for i in range(4)},
+            "quiet": {"type": "werewolf_heuristic", "reveal": False},
+            "random": "random",
+        },
+        "games": [{"name": "werewolf"}],
+        "games_per_pairing": 12,
+    }
+    db = tmp_path / "t.db"
+    assert arena_main(["tournament", str(write(tmp_path, cfg)), "--db", str(db)]) == 0
+    result = load_tournament(db)
+    roles = {r.match_id: r.roles for r in read_jsonl(jsonl_beside(db))}
+    wolves = []
+    for spec in result.schedule:
+        dealt = roles[spec.match_id]
+        wolves.append(tuple(i for i in range(6) if dealt[f"player_{i}"] == "werewolf"))
+    finishes = result.finishes()
+    assert [f.teams for f in finishes] == [
+        tuple(sorted([w, tuple(i for i in range(6) if i not in w)])) for w in wolves
+    ]
+    assert len(set(wolves)) > 1  # dealt afresh
+    players = list(cfg["players"])
+    index = {p: i for i, p in enumerate(players)}
+    theirs = minimize(
+        independent_two_team_nll(finishes, wolves), np.zeros(11), args=(index,), method="BFGS"
+    ).x[:6]
+    ours = [result.ratings[p].theta for p in players]
+    assert np.allclose(ours, theirs, atol=1e-3)
+
+
+def independent_two_team_nll(finishes, firsts):
+    """Two teams per game (`firsts[k]`: the seats of game k's first team): the first team's
+    win is Bradley-Terry on the sums of its members' strengths and of the terms of the seats
+    they sat in (seats 0-4; the last seat's is 0), a tie half a win; the same prior, 0.01, on
+    every parameter."""
+
+    def nll(x, index):
+        theta, beta = x[:6], np.append(x[6:], 0.0)
+        total = 0.5 * 0.01 * x @ x
+        for f, first in zip(finishes, firsts):
+            s = [
+                sum(theta[index[f.seats[i]]] + beta[i] for i in range(6) if (i in first) == side)
+                for side in (True, False)
+            ]
+            y = f.points()[first[0]]
+            total += y * np.logaddexp(0, s[1] - s[0]) + (1 - y) * np.logaddexp(0, s[0] - s[1])
+        return total
+
+    return nll
+
+
 def independent_nll_ties_free(finishes):
     """Two teams: a team's win is Bradley-Terry on the sums of its members' strengths, a
     tie half a win and half a loss."""

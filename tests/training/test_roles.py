@@ -253,3 +253,81 @@ def test_mars_normalises_per_role_when_a_role_holds_several_seats():
     assert by_role == {"player_0": -1.0, "player_1": -2.0, "player_2": 1.0, "player_3": 2.0}
     by_seat = {s.player: s.advantage for s in mars([m], cfg, {})}
     assert by_seat == dict.fromkeys(roles, 0.0)  # each seat its own baseline
+
+
+# --- roles a game deals each match (werewolf) ---------------------------------------------------
+
+DEALT = {"wolves": ["werewolf"], "village": ["seer", "doctor", "villager"]}
+
+
+def test_mars_normalises_per_dealt_role_not_per_seat():
+    """In a game that deals roles, a seat is a wolf in one match and a villager in the next:
+    the baselines are the roles' (by hand: one turn per seat and match)."""
+    from tests.training.test_advantages import match
+    from training.advantages import AdvantageConfig, mars
+
+    m1 = match([("player_0", 1.0, 2), ("player_1", 2.0, 2)], mid="m1")
+    m2 = match([("player_0", 5.0, 2), ("player_1", 3.0, 2)], mid="m2")
+    m1.roles = {"player_0": "werewolf", "player_1": "villager"}
+    m2.roles = {"player_0": "villager", "player_1": "werewolf"}
+    cfg = AdvantageConfig(
+        format_reward=0.0, player_reward_norm=False, whiten_rewards=False, whiten_advantages=False
+    )
+    got = {(s.match_index, s.player): s.advantage for s in mars([m1, m2], cfg, {})}
+    # werewolf: G 1 (m1) and 3 (m2), baseline 2; villager: G 2 (m1) and 5 (m2), baseline 3.5
+    assert got == {
+        (0, "player_0"): -1.0,
+        (0, "player_1"): -1.5,
+        (1, "player_0"): 1.5,
+        (1, "player_1"): 1.0,
+    }
+    roles = {s.role for s in mars([m1, m2], cfg, {})}
+    assert roles == {"werewolf", "villager"}
+
+
+def test_a_sequence_trains_the_adapter_of_the_role_its_seat_was_dealt():
+    from tests.training.test_advantages import match
+    from training.advantages import AdvantageConfig, mars
+    from training.config import seat_roles
+    from training.sequences import sequences_from_samples
+
+    m = match([("player_0", 1.0, 2), ("player_1", 0.0, 2), ("player_2", 1.0, 2)])
+    m.roles = {"player_0": "seer", "player_1": "werewolf", "player_2": "villager"}
+    for t in m.turns:
+        t.prompt_token_ids = [1, 2, 3]
+    samples = mars([m], AdvantageConfig(format_reward=0.0), {})
+    seqs = sequences_from_samples(samples, None, roles=seat_roles(DEALT))
+    assert [s.role for s in seqs] == ["village", "wolves", "village"]
+
+
+def test_roles_that_leave_a_dealt_role_out_are_a_one_line_error(tiny_run):
+    with pytest.raises(ValueError, match="roles: game role doctor of werewolf has no role"):
+        tiny_run(
+            games=[{"name": "werewolf", "params": {"num_players": 5}}],
+            roles={"wolves": ["werewolf"], "village": ["seer", "villager"]},
+            learner={"lr": 3e-3, "lora_rank": 4},
+            league={"self_play": 1.0, "bots": [], "snapshot_every": 0},
+            eval={"every": 0},
+        )
+
+
+def test_werewolf_trains_one_adapter_per_dealt_role(tiny_run, tmp_path):
+    """The backend has adapters only for the roles (no seat names): a match in which the agent
+    asked for a seat's adapter would fail; both adapters learn from their roles' turns."""
+    from tests.tiny_run import quiet
+    from training.selfplay import train
+
+    cfg = tiny_run(
+        games=[{"name": "werewolf", "params": {"num_players": 5, "max_days": 2}}],
+        roles=DEALT,
+        agent={"max_new_tokens": 6},
+        learner={"lr": 3e-3, "lora_rank": 4},
+        league={"self_play": 1.0, "bots": [], "snapshot_every": 0},
+        steps=1,
+        matches_per_step=2,
+        eval={"every": 0},
+    )
+    train(cfg, console=quiet())
+    done = tmp_path / "run" / "checkpoints" / "step_00000001"
+    for role in DEALT:
+        assert any(b.any() for b in lora_b(done, role))
