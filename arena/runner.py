@@ -363,6 +363,8 @@ def generated_tokens(rec: TurnRecord) -> int:
 def _finish(m: _Live) -> MatchRecord:
     rec = m.record
     rec.returns = {a: m.returns[a] for a in m.env.possible_agents}
-    rec.outcome = {a: "draw" for a in rec.returns} if rec.error else outcomes(rec.returns)
+    rec.outcome = (
+        {a: "draw" for a in rec.returns} if rec.error else outcomes(rec.returns, rec.teams)
+    )
     rec.finished_at = time.time()
     return rec

@@ -134,16 +134,20 @@ class MatchRecord:
         return cls(**d)
 
 
-def outcomes(returns: dict[str, float]) -> dict[str, str]:
-    """win/loss/draw per player: the best strictly-highest return wins, ties draw."""
-    best = max(returns.values())
-    winners = [a for a, r in returns.items() if r == best]
-    if len(winners) == len(returns):
+def outcomes(returns: dict[str, float], teams: dict[str, str] | None = None) -> dict[str, str]:
+    """win/loss/draw per player: the best strictly-highest return wins, ties draw. With `teams`
+    (player -> team, as a game declares them) the sides are the teams, a team's result the sum
+    of its members' returns, and every member has its team's outcome."""
+    side = {a: (teams or {}).get(a, a) for a in returns}
+    result: dict[str, float] = {}
+    for a, r in returns.items():
+        result[side[a]] = result.get(side[a], 0.0) + r
+    best = max(result.values())
+    winners = [s for s, r in result.items() if r == best]
+    if len(winners) == len(result):
         return {a: "draw" for a in returns}
-    return {
-        a: ("win" if a in winners and len(winners) == 1 else "draw" if a in winners else "loss")
-        for a in returns
-    }
+    one = len(winners) == 1
+    return {a: ("win" if one else "draw") if side[a] in winners else "loss" for a in returns}
 
 
 def _default(x: Any) -> Any:

@@ -195,7 +195,7 @@ def turn_rewards(match: MatchRecord, cfg: AdvantageConfig) -> list[float]:
     Returns:
         One shaped reward per turn of `match`, in turn order.
     """
-    outcome = match.outcome or (outcomes(match.returns) if match.returns else {})
+    outcome = match.outcome or (outcomes(match.returns, match.teams) if match.returns else {})
     last = {t.player: i for i, t in enumerate(match.turns)}
     teams = cfg.teams or match.teams  # the config's, else the teams the game declared
     env = team_rewards(match, teams) if teams else [float(t.reward) for t in match.turns]

@@ -575,8 +575,9 @@ def evaluation_point(run: Run, step: int) -> list[dict]:
         append_row(run.run_dir / "eval.jsonl", r)
         split = "eval" if r["split"] == "train" else "eval_held_out"
         tag = f"{split}/{r['game']}/{r['opponent']}"
-        run.writer.add_scalar(f"{tag}/non_losing", r["non_losing"], step)
-        run.writer.add_scalar(f"{tag}/mean_return", r["mean_return"], step)
+        for key in ("non_losing", "mean_return", "rank"):  # a ranked game has no non-losing rate
+            if r.get(key) is not None:
+                run.writer.add_scalar(f"{tag}/{key}", r[key], step)
     for r in exploitability_at(cfg.eval, cfg.agent, cfg.games, backend, step):
         kind = "nash_conv" if r["exploitability"] is None else "exploitability"
         rows.append(_log_analysis_row(run, r, {f"eval/{r['game']}/{kind}": r[kind]}, step))
