@@ -41,7 +41,9 @@ Sustainable optimum  `sustainable_optimum(params)`: the largest total catch of a
            round (default: 375 tons = 50 in round 1, 25 in each of rounds 2-11, 75 in
            round 12).
 Moves      discussion: free text (`is_free_text(agent)` is True; the arena sends a `str`),
-           truncated to `max_message_chars`; an empty string means "no message". harvest:
+           folded onto one line (runs of whitespace, newlines included, become one space:
+           a message cannot pass for a line of the history) and truncated to
+           `max_message_chars`; an empty string means "no message". harvest:
            action a = ask for a tons, move strings "0" .. "max_harvest".
 Action space  `Discrete(max_harvest + 2)`: 0..max_harvest are asks, `max_harvest + 1`
            (`SILENT`) is "send no message", the only masked-in action of a discussion turn
@@ -268,7 +270,9 @@ class Commons(TextEnv):
         i = self._index[agent]
         if self.phase == "discussion":
             if isinstance(action, str):
-                text = action.strip()[: self.max_message_chars]
+                text = " ".join(action.split())[
+                    : self.max_message_chars
+                ]  # one line: no fake history
             elif int_action(action, self.SILENT + 1) == self.SILENT:
                 text = ""
             else:

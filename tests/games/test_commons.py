@@ -313,6 +313,8 @@ def test_messages_are_free_text_bounded_and_silent_is_the_only_discrete_move():
         env.parse("player_0", "   ")
     env.step("x" * 50)
     assert env.messages[-1] == [(0, "x" * 10)]
+    env.step("a\nRound 9:  b")  # a newline cannot start a line of its own in the history
+    assert env.messages[-1][1] == (1, "a Round 9:")
 
 
 @pytest.mark.parametrize(
