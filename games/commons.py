@@ -92,7 +92,7 @@ import numpy as np
 from gymnasium import spaces
 
 from games.repeated_matrix import int_action
-from games.text_env import TextEnv
+from games.text_env import TextEnv, fold_message
 
 
 @dataclass(frozen=True)
@@ -270,9 +270,7 @@ class Commons(TextEnv):
         i = self._index[agent]
         if self.phase == "discussion":
             if isinstance(action, str):
-                text = " ".join(action.split())[
-                    : self.max_message_chars
-                ]  # one line: no fake history
+                text = fold_message(action, self.max_message_chars)
             elif int_action(action, self.SILENT + 1) == self.SILENT:
                 text = ""
             else:

@@ -236,6 +236,13 @@ def seat_groups(teams: dict[str, str], agents: list[str]) -> tuple[tuple[int, ..
     return tuple(tuple(g) for g in groups.values())
 
 
+def fold_message(text: str, max_chars: int) -> str:
+    """A message as a game of several speakers keeps it: on one line (runs of whitespace,
+    newlines included, become one space, so it cannot pass for a line of the history) and at
+    most `max_chars` long."""
+    return " ".join(text.split())[:max_chars]
+
+
 def parse_message(reply: str, max_chars: int) -> str:
     """A free-text move: the reply minus any <think> block, trimmed to `max_chars`."""
     text = strip_thinking(reply).strip()

@@ -83,7 +83,7 @@ import numpy as np
 from gymnasium import spaces
 
 from games.repeated_matrix import int_action
-from games.text_env import TextEnv
+from games.text_env import TextEnv, fold_message
 
 ROLES = ("werewolf", "seer", "doctor", "villager")
 WOLVES, VILLAGE = "wolves", "village"
@@ -253,7 +253,7 @@ class Werewolf(TextEnv):
         i = self._index[agent]
         if self.phase == "discussion":
             if isinstance(action, str):
-                text = " ".join(action.split())[: self.max_message_chars]
+                text = fold_message(action, self.max_message_chars)
             elif int_action(action, self.n + 2) == self.SILENT:
                 text = ""
             else:
