@@ -74,18 +74,12 @@ from itertools import product
 import numpy as np
 
 import games
+from agents.social_bots import SOCIAL_GAMES
 from core.records import MatchRecord, TurnRecord
 from evaluation.stats import ratio_ci, wilson
 from evaluation.suites import plan_key, unkey
 
-DILEMMAS = (
-    "prisoners_dilemma",
-    "stag_hunt",
-    "chicken",
-    "public_goods",
-    "trust_and_split",
-    "commons",
-)
+DILEMMAS = SOCIAL_GAMES  # the games whose moves cooperate or not, as the social bots read them
 NEGOTIATION = ("negotiation", "simple_negotiation")
 ALL = "all"  # the opponent of a row pooled over a game's opponents
 STATES = ("CC", "CD", "DC", "DD")  # the last round: own move first, then the other's
