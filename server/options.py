@@ -1,13 +1,39 @@
 """The options of `arena serve`, apart from the server so that `arena --help` stays light.
 
 add_arguments(parser)   # cli.main's `serve` subcommand and server.serve's own parser
+ServeOptions(...)       # what the app and the server are given (`server.serve.make_app`)
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from core.machine import PRECISIONS
+from core.typed_config import above, at_least, check_fields, option
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How `arena serve` answers: the served name, micro-batching and the exposure limits."""
+
+    model_name: str = "model"
+    """the name clients ask for (`model` in a request, `GET /v1/models`)"""
+    max_batch: int = option(64, check=at_least(1))
+    """most completions per backend call"""
+    batch_wait: float = option(0.01, check=at_least(0))
+    """seconds the batcher waits for more requests before it calls the backend"""
+    api_key: str | None = None
+    """when set, every request needs `Authorization: Bearer api_key` (else 401)"""
+    max_queue: int = option(64, check=at_least(1))
+    """most requests waiting or generating; one more is a 429 at once"""
+    max_connections: int = option(128, check=at_least(1))
+    """most connections served at once; a request on one more is a 503 at once"""
+    read_timeout: float = option(30.0, check=above(0))
+    """seconds a client has to send a request's head, and again its body"""
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 def _positive(kind: type):
@@ -55,14 +81,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_positive(int),
         default=128,
         metavar="N",
-        help="most connections served at once (one thread each; more wait in the listen backlog); above --max-queue, so a full queue still answers 429s",
+        help="most connections served at once; a request on one more is answered 503 at once; above --max-queue, so a full queue answers 429s",
     )
     p.add_argument(
         "--read-timeout",
         type=_positive(float),
         default=30.0,
         metavar="S",
-        help="seconds a client has to send a whole request (and an idle connection stays open)",
+        help="seconds a client has to send a request's head (and an idle connection stays open), and again its body",
     )
     p.add_argument(
         "--dtype",
