@@ -16,7 +16,8 @@ that belong to connections:
                      it, counted from the connection's start or the end of the previous
                      response, else the connection is closed: an idle keep-alive
                      connection, a silent one and one that trickles bytes alike. Its body
-                     then has as long again (408, the app's `read_timeout`)
+                     then has as long again (408, the app's `read_timeout`), and a
+                     client that stops reading a response is dropped after it
 
     server = make_server(backend, "127.0.0.1", 0, model_name="tiny-llama")   # port 0: any free port
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -48,19 +49,21 @@ CLOSE_GRACE = 5.0  # seconds `close` lets requests in progress finish before it 
 
 
 class _Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request's head, and counted
-    connections.
+    """uvicorn's HTTP/1.1 protocol with deadlines for a request's head and for a client
+    to take the response, and counted connections.
 
     uvicorn closes a keep-alive connection idle for `timeout_keep_alive` seconds, but any
     byte received stops that clock. Here the clock starts when the connection opens or a
     response ends, and only a whole request head stops it, so a client that sends a byte
-    now and then cannot hold a connection.
+    now and then cannot hold a connection. A response that the client stops reading
+    (the send buffer stays full) gets as long, then the connection is dropped.
     """
 
     def __init__(self, *args, stats: Stats, **kwargs):
         super().__init__(*args, **kwargs)
         self.stats = stats
         self._deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -68,10 +71,25 @@ class _Protocol(H11Protocol):
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
+        for timer in (self._deadline, self._write_deadline):
+            if timer is not None:
+                timer.cancel()
         self.stats.count("connections", -1)
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._write_deadline = self.loop.call_later(self.timeout_keep_alive, self._write_late)
+
+    def resume_writing(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+        super().resume_writing()
+
+    def _write_late(self) -> None:
+        if not self.transport.is_closing():
+            self.stats.count("timeouts")
+            self.transport.abort()  # close() would wait for the buffer to drain
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -256,3 +256,24 @@ def test_200_concurrent_clients_with_a_queue_of_32_get_200_or_429_and_threads_st
         f"{statuses.count(429)} x 429 in {elapsed:.2f} s; peak queue {peak_queue}, "
         f"peak server threads {peak_threads}"
     )
+
+
+def test_a_client_that_stops_reading_its_response_is_dropped_at_the_deadline():
+    big = "x" * 6 * 2**20  # more than the kernel's socket buffers hold
+    body = json.dumps({"messages": [{"role": "user", "content": big}]}).encode()
+    with running(EchoBackend(), read_timeout=0.5) as server:
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.connect(server.server_address[:2])
+        reader.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        deadline = time.monotonic() + 10
+        while server.stats["timeouts"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.stats["timeouts"] == 1
+        while server.stats["connections"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.stats["connections"] == 0  # dropped, though the response is unread
+        reader.close()
