@@ -1,6 +1,6 @@
 """The OpenAI wire format of `arena serve`: request bodies in, response bodies and stream chunks out.
 
-Pure functions, no HTTP (that is `server.serve`). Two endpoints:
+Pure functions, no HTTP (that is `server.app`). Two endpoints:
 
     POST /v1/chat/completions   messages (role + string content, or a list of text parts)
     POST /v1/completions        prompt: a string or a list of strings (raw text, no chat template)
