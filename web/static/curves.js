@@ -2,7 +2,7 @@
 // Data: /api/curves?run=A&run=B -> {panels: [{title, y, log, series: [{label, points: [[step, minutes, y, lo, hi]]}]}]}.
 "use strict";
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-const W = 520, H = 260, M = {l: 56, r: 10, t: 8, b: 34};
+const W = 520, H = 260, M = {l: 64, r: 10, t: 8, b: 34};
 const SVG = "http://www.w3.org/2000/svg";
 
 function el(name, attrs, parent) {
@@ -16,8 +16,8 @@ function ticks(lo, hi, n) {
   if (!(hi > lo)) return [lo];
   const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map(s => s * mag).find(s => s >= raw);
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-12; v += step) out.push(Number(v.toPrecision(12)));
+  const out = [], first = Math.ceil(lo / step);
+  for (let i = first; i * step <= hi + step * 1e-9; i++) out.push(Number((i * step).toPrecision(6)));
   return out;
 }
 
@@ -35,12 +35,13 @@ function drawPanel(panel, xi) {
   const X = v => M.l + (v - x0) / (x1 - x0) * (W - M.l - M.r), Y = v => H - M.b - (f(v) - y0) / (y1 - y0) * (H - M.t - M.b);
   const svg = el("svg", {width: W, height: H, viewBox: `0 0 ${W} ${H}`});
   for (const t of ticks(y0, y1, 5)) {
-    el("line", {x1: M.l, x2: W - M.r, y1: Y(panel.log ? Math.pow(10, t) : t), y2: Y(panel.log ? Math.pow(10, t) : t), stroke: "#eee"}, svg);
-    el("text", {x: M.l - 4, y: Y(panel.log ? Math.pow(10, t) : t) + 4, "text-anchor": "end", "font-size": 10}, svg).textContent = panel.log ? "1e" + t : t;
+    const v = panel.log ? Math.pow(10, t) : t;
+    el("line", {x1: M.l, x2: W - M.r, y1: Y(v), y2: Y(v), stroke: "#eee"}, svg);
+    el("text", {x: M.l - 4, y: Y(v) + 4, "text-anchor": "end", "font-size": 10}, svg).textContent = panel.log ? Number(v.toPrecision(2)) : t;
   }
   for (const t of ticks(x0, x1, 6)) el("text", {x: X(t), y: H - M.b + 14, "text-anchor": "middle", "font-size": 10}, svg).textContent = t;
   el("text", {x: (W + M.l) / 2, y: H - 4, "text-anchor": "middle", "font-size": 11}, svg).textContent = xi === 0 ? "training step" : "wall-clock minutes";
-  el("text", {x: 12, y: H / 2, "text-anchor": "middle", "font-size": 11, transform: `rotate(-90 12 ${H / 2})`}, svg).textContent = panel.y;
+  el("text", {x: 10, y: H / 2, "text-anchor": "middle", "font-size": 11, transform: `rotate(-90 10 ${H / 2})`}, svg).textContent = panel.y;
   el("rect", {x: M.l, y: M.t, width: W - M.l - M.r, height: H - M.t - M.b, fill: "none", stroke: "#999"}, svg);
   const legend = box.querySelector(".legend");
   panel.series.forEach((s, k) => {
