@@ -37,9 +37,8 @@ async function poll(live) {
     if (!r.ok) return;
     const data = await r.json();
     if (String(data.matches) !== live.dataset.matches) {
-      live.dataset.matches = String(data.matches);
-      document.getElementById("match-count").textContent = data.matches;
-      await refreshSections(live);
+      await refreshSections(live);  // the count and the table come together, from the server
+      live.dataset.matches = document.getElementById("match-count").textContent;
     }
     const state = document.getElementById("state");
     if (state) state.textContent = data.running ? "running" : (data.finished ? "finished" : "not running");
