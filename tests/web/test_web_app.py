@@ -229,3 +229,29 @@ def test_paths_that_leave_the_runs_folder_are_refused(runs, tmp_path):
 def test_arena_web_refuses_a_missing_folder(tmp_path, capsys):
     assert arena_main(["web", str(tmp_path / "nowhere")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_viewer_shows_a_players_own_view_reply_and_logprobs(runs):
+    from core.records import Attempt, MatchRecord, TurnRecord, append_jsonl
+
+    prompt = "You are X. Board: . . . <b>to move</b>"
+    turn = TurnRecord(
+        0,
+        "player_0",
+        "tiny",
+        "4",
+        4,
+        messages=[{"role": "system", "content": "rules"}, {"role": "user", "content": prompt}],
+        completion="4",
+        logprobs=[-0.5, -1.0],
+        attempts=[Attempt("nine", error="illegal: 9"), Attempt("4", logprobs=[-0.5, -1.0])],
+        retries=1,
+    )
+    record = MatchRecord(
+        "llm match", "tic_tac_toe", {}, 3, {"player_0": "tiny", "player_1": "random"}, [turn]
+    )
+    append_jsonl((runs / DB).with_suffix(".jsonl"), record)
+    page = TestClient(create_app(runs)).get("/match", params={"db": DB, "id": "llm match"}).text
+    assert "You are X. Board: . . . &lt;b&gt;to move&lt;/b&gt;" in page  # escaped, not markup
+    assert "rejected: illegal: 9" in page and "1 retry" in page
+    assert "2 tokens, sum -1.500, mean -0.750" in page
