@@ -13,6 +13,7 @@ arena export model CHECKPOINT_OR_RUN OUT_DIR [--dtype D]      a Hugging Face mod
 arena export trajectories FILE.jsonl ... OUT [--format parquet|hf] [--per turn|match]   a dataset
 arena export openspiel FILE.jsonl ... OUT.jsonl               OpenSpiel trajectories
 arena import openspiel TRAJECTORIES ... OUT.jsonl             OpenSpiel trajectories as match records
+arena web [RUNS_DIR] [--host 127.0.0.1] [--port 8080] [--api-key KEY]  live leaderboards, match viewer, curves
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from types import ModuleType
 
 from cli.commands import eval as eval_command
 from cli.commands import export, games, import_, play, plot, serve, tournament, train
+from cli.commands import web as web_command
 from core.machine import announce_threads, set_threads
 
 
@@ -56,6 +58,9 @@ COMMANDS: dict[str, Command] = {
         export, "a checkpoint as a Hugging Face model; trajectories as a dataset or OpenSpiel's"
     ),
     "import": Command(import_, "OpenSpiel trajectories as match records"),
+    "web": Command(
+        web_command, "a web app: live tournament leaderboards, match viewer, training curves"
+    ),
 }
 
 

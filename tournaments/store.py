@@ -398,6 +398,37 @@ class Store:
             m: MatchResult(m, json.loads(sc), json.loads(o), t, e, f) for m, sc, o, t, e, f in rows
         }
 
+    def results_page(
+        self, offset: int, limit: int, player: str | None = None, game: str | None = None
+    ) -> tuple[list[tuple[MatchSpec, MatchResult]], int]:
+        """Stored matches newest first, `limit` of them from `offset`, only those of `player` or
+        `game` when given, with their specs; and how many match the filter in all. One indexed
+        query: a page of a 10,000-match store reads `limit` rows, not the store."""
+        where, args = [], []
+        if player is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(s.seats) WHERE value = ?)")
+            args.append(player)
+        if game is not None:
+            where.append("s.game = ?")
+            args.append(game)
+        cond = f"WHERE {' AND '.join(where)}" if where else ""
+        join = "FROM matches m JOIN schedule s USING (match_id)"
+        (total,) = self.conn.execute(f"SELECT COUNT(*) {join} {cond}", args).fetchone()
+        rows = self.conn.execute(
+            "SELECT m.match_id, s.game, s.params, s.seed, s.seats, s.round, s.label, s.opening, "
+            f"m.scores, m.outcome, m.trajectory, m.error, m.finished_at {join} {cond} "
+            "ORDER BY m.rowid DESC LIMIT ? OFFSET ?",
+            [*args, limit, offset],
+        ).fetchall()
+        page = [
+            (
+                MatchSpec(m, g, json.loads(p), s, json.loads(seats), r, lab, o),
+                MatchResult(m, json.loads(sc), json.loads(out), t, e, f),
+            )
+            for m, g, p, s, seats, r, lab, o, sc, out, t, e, f in rows
+        ]
+        return page, total
+
     def count(self) -> tuple[int, int]:
         """(matches stored, matches scheduled)."""
         done = self.conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0]
