@@ -7,6 +7,8 @@ Pages (HTML, rendered on the server from `web/templates/`)
     /match?db=PATH&id=ID     the match viewer (#turn=N links a turn; arrow keys step)
     /runs?run=PATH&run=...   training curves, the chosen runs on one set of panels
     /login                   the API key form (with --api-key)
+    /play, /play/game?id=ID  play a game in the browser (`web.play_routes`, with its JSON
+                             endpoints under /api/play/)
 
 JSON endpoints
     /api/leaderboard?db=PATH   the standing (`web.standings.Standings.get`); polled each second
@@ -20,6 +22,7 @@ there, is a 404 (`web.paths.inside`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -35,6 +38,8 @@ from starlette.staticfiles import StaticFiles
 from tournaments.store import Store, jsonl_beside
 from web import auth, paths
 from web.curves import panels
+from web.play import Games
+from web.play_routes import ROUTES as PLAY_ROUTES
 from web.replay import replay
 from web.standings import Standings
 from web.trajectories import Trajectories
@@ -47,9 +52,10 @@ HERE = Path(__file__).parent
 class Site:
     """The app's state: the runs folder, the key, the caches and the templates."""
 
-    def __init__(self, runs_dir: Path, api_key: str | None) -> None:
+    def __init__(self, runs_dir: Path, api_key: str | None, games: Games | None = None) -> None:
         self.root = Path(runs_dir).resolve()
         self.api_key = api_key
+        self.games = games or Games(self.root)
         self.standings = Standings()
         self.trajectories = Trajectories()
         self.templates = jinja2.Environment(
@@ -232,9 +238,13 @@ async def not_found(request: Request, exc: HTTPException) -> Response:
     return site.page("error.html", exc.status_code, message=exc.detail)
 
 
-def create_app(runs_dir: str | Path, api_key: str | None = None) -> Starlette:
-    """The app over `runs_dir`; with `api_key` every request needs it (`web.auth`)."""
-    site = Site(Path(runs_dir), api_key)
+def create_app(
+    runs_dir: str | Path, api_key: str | None = None, max_games: int = 8, idle_s: float = 1800.0
+) -> Starlette:
+    """The app over `runs_dir`; with `api_key` every request needs it (`web.auth`). At most
+    `max_games` games are played in the browser at once, each dropped after `idle_s`
+    seconds without a request (`web.play.Games`)."""
+    site = Site(Path(runs_dir), api_key, Games(Path(runs_dir).resolve(), max_games, idle_s))
     routes = [
         Route("/", index),
         Route("/tournament", tournament_page),
@@ -245,9 +255,16 @@ def create_app(runs_dir: str | Path, api_key: str | None = None) -> Starlette:
         Route("/api/matches", matches_api),
         Route("/api/match", match_api),
         Route("/api/curves", curves_api),
+        *PLAY_ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        site.games.close()  # the games in play end with the server
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan)
     app.state.site = site
     if api_key is not None:
         app.add_middleware(auth.ApiKey, key=api_key)
