@@ -1,11 +1,12 @@
-"""`arena web [RUNS_DIR] [--host 127.0.0.1] [--port 8080] [--api-key KEY]`: the web app.
+"""`arena web [RUNS_DIR] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-games 8]`: the web app.
 
     arena web runs                          # http://127.0.0.1:8080: tournaments, matches, runs
     arena web runs --host 0.0.0.0 --api-key "$(openssl rand -hex 16)"
 
 Serves `web.app.create_app(RUNS_DIR)` with uvicorn until interrupted: the tournaments under
-RUNS_DIR with live leaderboards, every recorded match in a viewer, and the training runs'
-curves. It binds 127.0.0.1 unless told otherwise; `--api-key` (or the ARENA_WEB_API_KEY
+RUNS_DIR with live leaderboards, every recorded match in a viewer, the training runs'
+curves, and games played in the browser against agents (/play: at most `--max-games` at
+once, each dropped after `--idle-minutes` without a request). It binds 127.0.0.1 unless told otherwise; `--api-key` (or the ARENA_WEB_API_KEY
 variable, which keeps the key out of the process list) guards every page and endpoint.
 """
 
@@ -33,6 +34,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("ARENA_WEB_API_KEY"),
         help="ask every request for this key (default: $ARENA_WEB_API_KEY; none: no key asked)",
     )
+    p.add_argument(
+        "--max-games",
+        type=int,
+        default=8,
+        help="the most games played in the browser at once (default: 8)",
+    )
+    p.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=30.0,
+        help="drop a game in the browser after this long without a request (default: 30)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -46,6 +59,10 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError(f"{root} is not a folder (give the runs folder, e.g. runs)")
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be between 1 and 65535, got {args.port}")
+    if args.max_games < 1:
+        raise ValueError(f"--max-games must be at least 1, got {args.max_games}")
+    if not args.idle_minutes > 0:
+        raise ValueError(f"--idle-minutes must be above 0, got {args.idle_minutes}")
     if args.api_key == "":
         raise ValueError("--api-key must not be empty")
     if args.api_key is None and args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -56,4 +73,5 @@ def run(args: argparse.Namespace) -> None:
         )
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"arena web: {root.resolve()} on http://{host}:{args.port}/ (Ctrl-C stops)", flush=True)
-    uvicorn.run(create_app(root, args.api_key), host=args.host, port=args.port, log_level="warning")
+    app = create_app(root, args.api_key, args.max_games, args.idle_minutes * 60)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
