@@ -13,7 +13,7 @@ What the browser gets (`Game.state`) is only what the person's seat may see: its
 final state and its return. Never the env, the record, or another seat's view.
 
 A finished game is appended (and fsynced, `core.records.append_jsonl`) to
-RUNS_DIR/web-play/matches.jsonl by the runner, as it ends; a killed server loses no
+RUNS_DIR/web-play/matches.jsonl as the runner yields it, one game at a time; a killed server loses no
 finished game. `Games` bounds the games live at once (`max_games`) and drops a game left
 idle for `idle_s` seconds (its thread ends; nothing is recorded for it).
 """
@@ -31,7 +31,7 @@ import agents
 import games
 from agents.base import PendingTurn, decision
 from arena.runner import AgentFailed, MatchPlan, play
-from core.records import MatchRecord, TurnRecord, check_jsonl_out
+from core.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out
 
 PLAYER = "human"  # the agent name of the person's seat in the record
 FOLDER = "web-play"  # under RUNS_DIR: matches.jsonl holds every finished game
@@ -40,6 +40,10 @@ WAIT_S = 20.0  # the most a move request waits for the person's next turn
 
 class BadMove(ValueError):
     """A move the person's seat cannot play now (an HTTP 400)."""
+
+
+class Full(ValueError):
+    """`max_games` games are in play already."""
 
 
 class Dropped(RuntimeError):
@@ -72,7 +76,12 @@ class Game:
     """One game in play: its thread, the seat's pending view, and the finished record."""
 
     def __init__(
-        self, setup: Setup, seats: list[str], opponents: dict[str, Any], out: Path
+        self,
+        setup: Setup,
+        seats: list[str],
+        opponents: dict[str, Any],
+        out: Path,
+        write_lock: threading.Lock,
     ) -> None:
         self.id = secrets.token_hex(8)
         self.setup = setup
@@ -84,9 +93,7 @@ class Game:
         self.view = None  # its TextView
         self.answer: TurnRecord | None = None
         self.env = None  # the env of the seat's decisions: read only by the game thread
-        self.shown: dict | None = (
-            None  # the seat's last view without moves (between turns, at the end)
-        )
+        self.shown: dict | None = None  # the seat's last view without moves (then, at the end)
         self.record: MatchRecord | None = None
         self.error: str | None = None
         self.dropped = False
@@ -95,16 +102,15 @@ class Game:
         seats.insert(setup.seat, PLAYER)
         self.plan = MatchPlan(self.match_id, setup.game, seats, self.seed, dict(setup.params))
         self.agents = {**opponents, PLAYER: BrowserSeat(self)}
-        self.out = out
+        self.out, self.write_lock = out, write_lock
+        self.seat = games.make(setup.game, **setup.params).possible_agents[setup.seat]
         self.thread = threading.Thread(target=self._run, name=f"web-play-{self.id}", daemon=True)
-
-    @property
-    def seat(self) -> str:
-        return f"player_{self.setup.seat}"
 
     def _run(self) -> None:
         try:
-            for record in play([self.plan], self.agents, concurrency=1, out=str(self.out)):
+            for record in play([self.plan], self.agents, concurrency=1):
+                with self.write_lock:  # one line at a time from the games' threads
+                    append_jsonl(self.out, record)
                 final = _seat_view(self.env, self.seat) if self.env is not None else None
                 with self.cond:
                     self.record, self.shown = record, final
@@ -252,6 +258,7 @@ class Games:
         self.max_games, self.idle_s = max_games, idle_s
         self.live: dict[str, Game] = {}
         self.lock = threading.Lock()
+        self.write_lock = threading.Lock()  # the games' appends to `out`
 
     def start(self, setup: Setup) -> Game:
         """Check `setup`, build the opponents and start the game; ValueError (one line) for a
@@ -264,7 +271,7 @@ class Games:
                 raise Full(
                     f"{self.max_games} games are in play already (--max-games); finish one first"
                 )
-            game = Game(setup, seats, opponents, self.out)
+            game = Game(setup, seats, opponents, self.out, self.write_lock)
             self.live[game.id] = game
         game.thread.start()
         return game
@@ -315,7 +322,3 @@ class Games:
             for game in self.live.values():
                 game.drop()
             self.live.clear()
-
-
-class Full(ValueError):
-    """`max_games` games are live already."""
