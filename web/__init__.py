@@ -5,6 +5,8 @@
     trajectories.py  one match's record out of a tournament's JSONL, by a byte-offset index
     replay.py        a recorded match turn by turn: views, replies, moves, boards
     curves.py        training runs' curves (reward, evaluation rates, exploitability) as data
+    play.py          a game in the browser: the person's seat as an agent, the others by agents
+    play_routes.py   the play pages and their JSON endpoints (/play, /api/play/...)
     auth.py          `--api-key`: a login cookie, `?key=` once, or `Authorization: Bearer`
     app.py           the Starlette app: pages, JSON endpoints, the packaged templates and static files
 
