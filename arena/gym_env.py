@@ -1,0 +1,344 @@
+"""The Gymnasium view of a game: one seat is yours, agent specs play the others.
+
+`single_agent(name, seat=0, opponents="random", **params)` returns a `gymnasium.Env` in
+which the caller plays one seat of a catalogue game and the other seats are played by agent
+specs (`agents.make_agent`: "random", "cfr", "mcts:100", "werewolf_heuristic",
+"llm:PATH", ...), exactly as `arena play` would play them. It is `arena.single_agent`,
+not `games.single_agent`: building the opponents needs `agents`, and the import layers run
+core <- games <- agents <- arena.
+
+>>> import arena
+>>> env = arena.single_agent("tic_tac_toe", seat=0, opponents="random")
+>>> obs, info = env.reset(seed=0)
+>>> print(obs["text"])  # doctest: +SKIP
+>>> obs, reward, terminated, truncated, info = env.step(4)  # the centre; or env.step("4")
+
+Observation: a `spaces.Dict` with
+
+- `"text"`: the seat's prompt (`TextView.prompt()`: rules, history, state, legal moves),
+  a `spaces.Text` of any characters (`AnyText`) up to `max_text` characters;
+- `"action_mask"`: the game's mask of legal action ids (all zero at a free-text turn);
+- `"observation"`: the game's numeric observation.
+
+`info` carries `"legal_moves"` (the move strings, aligned with `"legal_actions"`) and
+`"free_text"` (the seat must write a message: step with a string).
+
+Action: a legal action id (an `int` in the `spaces.Discrete` action space; use the mask),
+or a reply string, turned into one action by the game's own parser (`env.parse`), which is
+what a free-text (message) turn needs and what an LLM policy writes. A reply the parser
+rejects is handled by `on_bad_reply`:
+
+- `"retry"` (default): nothing is played; the same observation comes back with reward 0
+  and `info["parse_error"]` (the parser's message), and the seat moves again. The rejected
+  replies are kept on the turn's record (`TurnRecord.attempts`, `retries`).
+- `"forfeit"`: the seat forfeits as for an illegal move (`TextEnv.forfeit`: the game's
+  `illegal_reward`, default -1, others 0) and the episode terminates, with
+  `info["parse_error"]` set.
+
+An action id outside the mask, or an id at a free-text turn, is an illegal move: the game's
+own rule applies (PettingZoo classic: the offender gets `illegal_reward`, the game ends).
+
+Reward: what the seat accrued from its move until its next decision (the opponents' moves
+and chance included), so an episode's rewards sum to the seat's return in the match.
+`terminated` is set when the game ends (when the seat drops out of a game that goes on,
+werewolf's night kill, the others play it to the end and that last step carries the rest of
+the seat's return); `truncated` after `max_turns` decisions of the match (all seats; the
+`arena play --max-turns` rule). Should the game end before the seat's first decision, the
+first step ends the episode whatever its action.
+
+Seeding: `reset(seed=s)` plays match `s` exactly as `arena.runner` would: the game reset
+with `s`, and the opponents drawing from `np.random.default_rng([s, 1])`. The same seed
+replays the same episode (the same chance events and opponent moves for the same actions);
+`reset()` without a seed draws the next match's seed from the env's `np_random`. Each reset
+builds a fresh game and ends the opponents' previous match (`Agent.end_match`), so nothing
+carries over between episodes.
+
+Records: with `record=PATH` every finished episode is appended to that JSONL file as a
+`core.records.MatchRecord` (the caller's seat named `name`), which `arena tournament`,
+`arena summary` and the viewer read like any match.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+import games
+from agents import check_spec, make_agent, parse_spec
+from agents.base import Agent, PendingTurn
+from arena.runner import MatchPlan, _apply, _finish, _Live, _next_decision, _start
+from core.records import Attempt, TurnRecord, append_jsonl, check_jsonl_out
+from games.parsing import ParseError
+from games.text_env import TextView
+
+BAD_REPLY = ("retry", "forfeit")
+
+
+class AnyText(spaces.Text):
+    """`spaces.Text` that holds any string of the allowed lengths, whatever its characters
+    (a prompt quotes other players' messages verbatim); it samples printable ASCII."""
+
+    def __init__(self, max_length: int, min_length: int = 0):
+        super().__init__(max_length, min_length=min_length, charset=string.printable)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
+def single_agent(
+    name: str,
+    seat: int | str = 0,
+    opponents: str | dict | Sequence[str | dict] = "random",
+    *,
+    on_bad_reply: str = "retry",
+    max_turns: int = 2000,
+    max_text: int = 1 << 20,
+    record: str | None = None,
+    player_name: str = "gym",
+    **params,
+) -> SingleAgentEnv:
+    """A `gymnasium.Env` of catalogue game `name` (see the module docstring).
+
+    Args:
+        name: a catalogue game (`games.names()`) or `openspiel:<game>`.
+        seat: the seat the caller plays: an index (0 moves first) or an agent ("player_1").
+        opponents: one agent spec for every other seat, or a sequence of specs, one per
+            other seat in seat order.
+        on_bad_reply: "retry" or "forfeit": what a reply the parser rejects does.
+        max_turns: decisions of the match (all seats) after which the episode is truncated.
+        max_text: the longest prompt the observation space holds.
+        record: a JSONL path each finished episode is appended to as a `MatchRecord`.
+        player_name: the caller's name in the records (`MatchRecord.seats`).
+        **params: game parameters (`games.make`).
+
+    Raises:
+        ValueError: (one line) a bad seat, opponent spec, on_bad_reply or record path.
+    """
+    return SingleAgentEnv(
+        name, seat, opponents, on_bad_reply, max_turns, max_text, record, player_name, params
+    )
+
+
+class SingleAgentEnv(gym.Env):
+    """One seat of a game as a Gymnasium env; build it with `single_agent`."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        game: str,
+        seat: int | str,
+        opponents: str | dict | Sequence[str | dict],
+        on_bad_reply: str,
+        max_turns: int,
+        max_text: int,
+        record: str | None,
+        player_name: str,
+        params: dict,
+        render_mode: str | None = None,
+    ):
+        if on_bad_reply not in BAD_REPLY:
+            raise ValueError(
+                f"on_bad_reply must be one of {', '.join(BAD_REPLY)}, got {on_bad_reply!r}"
+            )
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if record:
+            check_jsonl_out(record)
+        self.game, self.params = game, dict(params)
+        probe = games.make(game, **self.params)
+        players = list(probe.possible_agents)
+        self.seat = _seat_agent(seat, players)
+        self.seat_index = players.index(self.seat)
+        self.on_bad_reply, self.max_turns, self.record_path = on_bad_reply, max_turns, record
+        self.render_mode = render_mode
+        self.seats, self.opponents = _seat_agents(
+            game, self.params, self.seat_index, len(players), opponents, player_name
+        )
+        self.observation_space = spaces.Dict(
+            {"text": AnyText(max_text), **probe.observation_space(self.seat).spaces}
+        )
+        self.action_space = probe.action_space(self.seat)
+        self.match: _Live | None = None
+        self.episode = 0
+        self._attempts: list[Attempt] = []
+        self._open = False  # the match is under way: its opponents hold per-match state
+
+    # --- the Gymnasium API --------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is None:
+            seed = int(self.np_random.integers(2**31))
+        self._end_match()
+        match_id = f"{self.seats[self.seat_index]}-{seed}-{self.episode:05d}"
+        self.episode += 1
+        self.match = _start(MatchPlan(match_id, self.game, list(self.seats), seed, self.params))
+        self._attempts, self._open = [], True
+        self._advance()
+        return self._observation(), self._info()
+
+    def step(self, action: int | str):
+        m = self._live()
+        before = m.returns[self.seat]
+        info: dict[str, Any] = {}
+        if self._to_move():
+            turn = self._turn(action, info)
+            if turn is None:  # a rejected reply, retried
+                return self._observation(), 0.0, False, False, {**self._info(), **info}
+            _apply(m, self.seat, self.seats[self.seat_index], turn)
+            self._advance()
+        reward = float(m.returns[self.seat] - before)
+        over = not self._to_move()
+        truncated = over and m.record.error is not None
+        if over:
+            self._finish_match()
+        obs, info = self._observation(), {**self._info(), **info}
+        return obs, reward, over and not truncated, truncated, info
+
+    def render(self) -> str | None:
+        """The seat's prompt (render_mode "ansi")."""
+        if self.render_mode != "ansi" or self.match is None:
+            return None
+        return self._text()
+
+    def close(self) -> None:
+        self._end_match()
+
+    # --- one episode --------------------------------------------------------------------
+    def _live(self) -> _Live:
+        if self.match is None:
+            raise RuntimeError("call reset() before step()")
+        return self.match
+
+    def _advance(self) -> None:
+        """Let the opponents move until the seat is to move or the match is over; a seat that
+        is out of a game that goes on watches it to the end."""
+        m = self.match
+        while (player := _next_decision(m, self.max_turns)) is not None:
+            if player == self.seat and not self._seat_out():
+                return
+            name = m.plan.seats[m.env.possible_agents.index(player)]
+            (rec,) = self.opponents[name].act([PendingTurn(m.plan.match_id, m.env, player, m.rng)])
+            _apply(m, player, name, rec)
+
+    def _seat_out(self) -> bool:
+        env = self.match.env
+        return (
+            self.seat not in env.agents or env.terminations[self.seat] or env.truncations[self.seat]
+        )
+
+    def _to_move(self) -> bool:
+        """True when the seat is to move; False once the match is over."""
+        m = self.match
+        if not m.env.agents or m.record.error is not None or self._seat_out():
+            return False
+        return m.env.agent_selection == self.seat
+
+    def _turn(self, action: int | str, info: dict) -> TurnRecord | None:
+        """The seat's turn for `action` (its action None: a forfeit, `arena.runner._apply`);
+        None when a rejected reply is to be retried."""
+        env, agent = self.match.env, self.seat
+        if isinstance(action, str):
+            try:
+                act = env.parse(agent, action)
+                self._attempts.append(Attempt(action))
+            except ParseError as e:
+                info["parse_error"] = str(e)
+                self._attempts.append(Attempt(action, error=str(e)))
+                if self.on_bad_reply == "retry":
+                    return None
+                act = None
+            move = action
+        else:
+            legal = [] if env.is_free_text(agent) else env.legal_actions(agent)
+            act = int(action) if int(action) in legal else None  # illegal: the game's rule
+            move = env.move_text(agent, act) if act is not None else str(action)
+        rec = TurnRecord(0, agent, "", move, act, valid=act is not None)
+        rec.completion = action if isinstance(action, str) else ""
+        rec.attempts, rec.retries = self._attempts, max(0, len(self._attempts) - 1)
+        self._attempts = []
+        return rec
+
+    def _observation(self) -> dict:
+        obs = self.match.env.observe(self.seat)
+        return {"text": self._text(), **{k: obs[k] for k in obs}}
+
+    def _text(self) -> str:
+        """The seat's prompt; once the match is over, its last view with no moves."""
+        env, agent = self.match.env, self.seat
+        if self._to_move():
+            return env.view(agent).prompt()
+        return TextView(
+            agent, env.rules_text(agent), env.state_text(agent), env.history_text(agent), [], []
+        ).prompt()
+
+    def _info(self) -> dict:
+        env, agent = self.match.env, self.seat
+        if not self._to_move():
+            return {"legal_moves": [], "legal_actions": [], "free_text": False}
+        free = env.is_free_text(agent)
+        actions, moves = ([], []) if free else env.legal_pairs(agent)
+        return {"legal_moves": list(moves), "legal_actions": list(actions), "free_text": free}
+
+    def _finish_match(self) -> None:
+        """The match is over: its record (appended to `record`), the opponents told."""
+        if not self._open:
+            return
+        rec = _finish(self.match)
+        self.last_record = rec
+        if self.record_path:
+            append_jsonl(self.record_path, rec)
+        self._end_match()
+
+    def _end_match(self) -> None:
+        """Tell the opponents the match is over (an unfinished one is dropped, not recorded)."""
+        if self._open:
+            for agent in self.opponents.values():
+                if hasattr(agent, "end_match"):
+                    agent.end_match(self.match.plan.match_id)
+        self._open = False
+
+
+def _seat_agent(seat: int | str, players: list[str]) -> str:
+    """The env agent of `seat` (an index or an agent name)."""
+    if isinstance(seat, str) and seat in players:
+        return seat
+    if isinstance(seat, int | np.integer) and 0 <= int(seat) < len(players):
+        return players[int(seat)]
+    raise ValueError(
+        f"seat must be 0..{len(players) - 1} or one of {', '.join(players)}, got {seat!r}"
+    )
+
+
+def _seat_agents(
+    game: str,
+    params: dict,
+    seat: int,
+    players: int,
+    opponents: str | dict | Sequence[str | dict],
+    player_name: str,
+) -> tuple[list[str], dict[str, Agent]]:
+    """The agent name of every seat (the caller's is `player_name`) and the opponents' agents
+    by name, built from their specs (checked first: `agents.check_spec`)."""
+    specs = [opponents] * (players - 1) if isinstance(opponents, str | dict) else list(opponents)
+    if len(specs) != players - 1:
+        raise ValueError(
+            f"opponents must be one spec or {players - 1} (one per other seat of {game}), got {len(specs)}"
+        )
+    names, built = [], {}
+    for spec in specs:
+        check_spec(spec, [(game, params)])
+        name = spec if isinstance(spec, str) else str(parse_spec(spec).get("name", spec["type"]))
+        if name in built and built[name][0] != spec:
+            name = f"{name}#{len(built)}"
+        if name == player_name:
+            raise ValueError(f"player_name {player_name!r} is also an opponent's name")
+        built.setdefault(name, (spec, make_agent(spec, name)))
+        names.append(name)
+    names.insert(seat, player_name)
+    return names, {name: agent for name, (_, agent) in built.items()}
