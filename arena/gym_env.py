@@ -39,7 +39,8 @@ An action id outside the mask, or an id at a free-text turn, is an illegal move:
 own rule applies (PettingZoo classic: the offender gets `illegal_reward`, the game ends).
 
 Reward: what the seat accrued from its move until its next decision (the opponents' moves
-and chance included), so an episode's rewards sum to the seat's return in the match.
+and chance included; what it accrued before its first decision comes with its first step),
+so an episode's rewards sum to the seat's return in the match.
 `terminated` is set when the game ends (when the seat drops out of a game that goes on,
 werewolf's night kill, the others play it to the end and that last step carries the rest of
 the seat's return); `truncated` after `max_turns` decisions of the match (all seats; the
@@ -168,6 +169,7 @@ class SingleAgentEnv(gym.Env):
         self.episode = 0
         self._attempts: list[Attempt] = []
         self._open = False  # the match is under way: its opponents hold per-match state
+        self._paid = 0.0  # the seat's return handed out as rewards so far
 
     # --- the Gymnasium API --------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -178,13 +180,12 @@ class SingleAgentEnv(gym.Env):
         match_id = f"{self.seats[self.seat_index]}-{seed}-{self.episode:05d}"
         self.episode += 1
         self.match = _start(MatchPlan(match_id, self.game, list(self.seats), seed, self.params))
-        self._attempts, self._open = [], True
+        self._attempts, self._open, self._paid = [], True, 0.0
         self._advance()
         return self._observation(), self._info()
 
     def step(self, action: int | str):
         m = self._live()
-        before = m.returns[self.seat]
         info: dict[str, Any] = {}
         if self._to_move():
             turn = self._turn(action, info)
@@ -192,7 +193,7 @@ class SingleAgentEnv(gym.Env):
                 return self._observation(), 0.0, False, False, {**self._info(), **info}
             _apply(m, self.seat, self.seats[self.seat_index], turn)
             self._advance()
-        reward = float(m.returns[self.seat] - before)
+        reward, self._paid = float(m.returns[self.seat] - self._paid), m.returns[self.seat]
         over = not self._to_move()
         truncated = over and m.record.error is not None
         if over:
