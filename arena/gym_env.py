@@ -55,8 +55,9 @@ builds a fresh game and ends the opponents' previous match (`Agent.end_match`), 
 carries over between episodes.
 
 Records: with `record=PATH` every finished episode is appended to that JSONL file as a
-`core.records.MatchRecord` (the caller's seat named `name`), which `arena tournament`,
-`arena summary` and the viewer read like any match.
+`core.records.MatchRecord` (the caller's seat named `player_name`; an episode left unfinished
+by a reset is not written), which `arena export trajectories`, `arena.summary` and the web
+viewer read like any match; `env.last_record` is the last finished one.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ import games
 from agents import check_spec, make_agent, parse_spec
 from agents.base import Agent, PendingTurn
 from arena.runner import MatchPlan, _apply, _finish, _Live, _next_decision, _start
-from core.records import Attempt, TurnRecord, append_jsonl, check_jsonl_out
+from core.records import Attempt, MatchRecord, TurnRecord, append_jsonl, check_jsonl_out
 from games.parsing import ParseError
 from games.text_env import TextView
 
@@ -101,6 +102,7 @@ def single_agent(
     max_text: int = 1 << 20,
     record: str | None = None,
     player_name: str = "gym",
+    render_mode: str | None = None,
     **params,
 ) -> SingleAgentEnv:
     """A `gymnasium.Env` of catalogue game `name` (see the module docstring).
@@ -115,13 +117,23 @@ def single_agent(
         max_text: the longest prompt the observation space holds.
         record: a JSONL path each finished episode is appended to as a `MatchRecord`.
         player_name: the caller's name in the records (`MatchRecord.seats`).
+        render_mode: None, or "ansi": `render()` returns the seat's prompt.
         **params: game parameters (`games.make`).
 
     Raises:
         ValueError: (one line) a bad seat, opponent spec, on_bad_reply or record path.
     """
     return SingleAgentEnv(
-        name, seat, opponents, on_bad_reply, max_turns, max_text, record, player_name, params
+        name,
+        seat,
+        opponents,
+        on_bad_reply,
+        max_turns,
+        max_text,
+        record,
+        player_name,
+        params,
+        render_mode,
     )
 
 
@@ -157,6 +169,8 @@ class SingleAgentEnv(gym.Env):
         self.seat = _seat_agent(seat, players)
         self.seat_index = players.index(self.seat)
         self.on_bad_reply, self.max_turns, self.record_path = on_bad_reply, max_turns, record
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or ansi, got {render_mode!r}")
         self.render_mode = render_mode
         self.seats, self.opponents = _seat_agents(
             game, self.params, self.seat_index, len(players), opponents, player_name
@@ -166,6 +180,7 @@ class SingleAgentEnv(gym.Env):
         )
         self.action_space = probe.action_space(self.seat)
         self.match: _Live | None = None
+        self.last_record: MatchRecord | None = None  # the last finished episode
         self.episode = 0
         self._attempts: list[Attempt] = []
         self._open = False  # the match is under way: its opponents hold per-match state
@@ -270,13 +285,14 @@ class SingleAgentEnv(gym.Env):
         return {"text": self._text(), **{k: obs[k] for k in obs}}
 
     def _text(self) -> str:
-        """The seat's prompt; once the match is over, its last view with no moves."""
+        """The seat's prompt; once the match is over, its rules, history and state."""
         env, agent = self.match.env, self.seat
         if self._to_move():
             return env.view(agent).prompt()
-        return TextView(
+        view = TextView(
             agent, env.rules_text(agent), env.state_text(agent), env.history_text(agent), [], []
-        ).prompt()
+        )
+        return view.prompt().rsplit("\n\nLEGAL MOVES:", 1)[0]
 
     def _info(self) -> dict:
         env, agent = self.match.env, self.seat
