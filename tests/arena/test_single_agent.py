@@ -153,3 +153,25 @@ def test_bad_arguments_fail_in_one_line_before_a_match():
         arena.single_agent("public_goods", opponents=["random", "random"])
     with pytest.raises(ValueError, match="unknown agent"):
         arena.single_agent("tic_tac_toe", opponents="randomm")
+
+
+def test_one_spec_per_other_seat_and_a_seat_by_name(tmp_path):
+    out = tmp_path / "m.jsonl"
+    specs = ["always_cooperate", "random", {"type": "always_defect"}]
+    env = arena.single_agent("public_goods", seat="player_3", opponents=specs, record=str(out))
+    play(env, seed=0)
+    (record,) = read_jsonl(out)
+    assert record.seats == {
+        "player_0": "always_cooperate",
+        "player_1": "random",
+        "player_2": "always_defect",
+        "player_3": "gym",
+    }
+    moves = {p: {t.move for t in record.turns if t.player == p} for p in record.seats}
+    assert (moves["player_0"], moves["player_2"]) == ({"10"}, {"0"})  # the endowment, nothing
+
+
+def test_ansi_render_is_the_seat_prompt():
+    env = arena.single_agent("tic_tac_toe", render_mode="ansi")
+    obs, _ = env.reset(seed=0)
+    assert env.render() == obs["text"]
