@@ -155,7 +155,7 @@ def test_the_step_plot_renders_its_points_in_a_browser(runs):
             assert page.locator("#rating-steps svg line.bar").count() == 5
             page.wait_for_selector("#other-ratings tbody tr:nth-child(6)")
             assert page.locator("#heat-map td.cell").count() == 36
-            browser_test.screenshot(page, "web_rating_steps.png")
+            browser_test.screenshot(page, "web-rating-steps.png")
             chromium.close()
     finally:
         proc.terminate()
