@@ -42,7 +42,13 @@ from rich.table import Table
 
 from core.console import make_console
 from core.records import read_jsonl
-from tournaments.ratings import alpha_rank, nash_average, openskill_ratings, win_matrix
+from tournaments.ratings import (
+    alpha_rank,
+    nash_average,
+    openskill_ratings,
+    win_matrix,
+    win_rates,
+)
 from tournaments.run import TournamentResult, pairwise
 
 
@@ -682,35 +688,59 @@ def _openskill_matches(result: TournamentResult) -> list[dict]:
     return out
 
 
-def _other_ratings_html(result: TournamentResult) -> str:
+def other_ratings(result: TournamentResult) -> dict:
+    """Other views of the same games, as data: OpenSkill (Plackett-Luce, matches in order),
+    alpha-rank (OpenSpiel, alpha=10) and Nash averaging (OpenSpiel) on the win-rate matrix,
+    unplayed pairs at 1/2. One row per player in the format's order: `openskill` {mu, sigma,
+    ordinal} (null without matches), `alpha_rank` mass, `nash` mixture weight and `payoff`
+    against the mixture (null where that method failed; `notes` says why)."""
     players = result.outcome.order
-    games = result.games()
     matches = _openskill_matches(result)
     skill = openskill_ratings(matches) if matches else {}
-    pts, cnt = win_matrix(games, players)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        P = np.where(cnt > 0, pts / np.maximum(cnt, 1), 0.5)
-    np.fill_diagonal(P, 0.5)
-    notes = []
+    P = win_rates(result.games(), players)
+    notes, mass, mix, payoff = [], None, None, None
     try:
         mass = alpha_rank(P)
     except Exception as e:  # a degenerate matrix must not cost the whole report
-        mass, notes = None, notes + [f"alpha-rank failed: {escape(e)}"]
+        notes.append(f"alpha-rank failed: {e}")
     try:
         mix, payoff = nash_average(P)
     except Exception as e:
-        mix, payoff, notes = None, None, notes + [f"Nash averaging failed: {escape(e)}"]
+        notes.append(f"Nash averaging failed: {e}")
     rows = []
     for i, p in enumerate(players):
         s = skill.get(p)
+        rows.append(
+            {
+                "player": p,
+                "openskill": {
+                    "mu": float(s.mu),
+                    "sigma": float(s.sigma),
+                    "ordinal": float(s.ordinal),
+                }
+                if s
+                else None,
+                "alpha_rank": float(mass[i]) if mass is not None else None,
+                "nash": float(mix[i]) if mix is not None else None,
+                "payoff": float(payoff[i]) if payoff is not None else None,
+            }
+        )
+    return {"players": rows, "notes": notes}
+
+
+def _other_ratings_html(result: TournamentResult) -> str:
+    data = other_ratings(result)
+    rows = []
+    for r in data["players"]:
+        s = r["openskill"]
         cells = [
-            f'<td class="l">{escape(p)}</td>',
-            f"<td>{s.mu:.1f} ± {s.sigma:.1f}</td><td>{s.ordinal:.1f}</td>"
+            f'<td class="l">{escape(r["player"])}</td>',
+            f"<td>{s['mu']:.1f} ± {s['sigma']:.1f}</td><td>{s['ordinal']:.1f}</td>"
             if s
             else "<td></td><td></td>",
-            f"<td>{mass[i]:.3f}</td>" if mass is not None else "<td></td>",
-            f"<td>{mix[i]:.3f}</td><td>{payoff[i]:+.3f}</td>"
-            if mix is not None
+            f"<td>{r['alpha_rank']:.3f}</td>" if r["alpha_rank"] is not None else "<td></td>",
+            f"<td>{r['nash']:.3f}</td><td>{r['payoff']:+.3f}</td>"
+            if r["nash"] is not None
             else "<td></td><td></td>",
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")
@@ -718,7 +748,7 @@ def _other_ratings_html(result: TournamentResult) -> str:
         "<tr><th class=l>player</th><th>OpenSkill μ ± σ</th><th>ordinal μ-3σ</th><th>alpha-rank mass</th>"
         "<th>Nash mixture</th><th>payoff vs Nash</th></tr>"
     )
-    note = "".join(f"<p class=k>{n}</p>" for n in notes)
+    note = "".join(f"<p class=k>{escape(n)}</p>" for n in data["notes"])
     return (
         f'<table id="other-ratings">{head}{"".join(rows)}</table>{note}'
         "<p class=k>OpenSkill (Plackett-Luce, matches in order); alpha-rank (OpenSpiel, alpha=10) and Nash averaging "

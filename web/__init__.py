@@ -2,6 +2,7 @@
 
     paths.py         what the app finds under RUNS_DIR, and URL paths that cannot leave it
     standings.py     a tournament's leaderboard as it stands, refitted only when a match lands
+    ratings.py       beside it: rating against training step, the win-rate heat map, other ratings
     trajectories.py  one match's record out of a tournament's JSONL, by a byte-offset index
     replay.py        a recorded match turn by turn: views, replies, moves, boards
     curves.py        training runs' curves (reward, evaluation rates, exploitability) as data

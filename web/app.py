@@ -15,6 +15,9 @@ JSON endpoints
     /api/matches?db=PATH&offset=&limit=&player=&game=   a page of stored matches, newest first
     /api/match?db=PATH&id=ID   one match's record (`core.records.MatchRecord` as stored)
     /api/curves?run=PATH&...   the runs' panels (`web.curves.panels`)
+    /api/rating_steps?db=PATH  the checkpoint players' ratings by training step
+                               (`web.ratings.rating_steps`, from the standing's rows)
+    /api/other_ratings?db=PATH OpenSkill, alpha-rank and Nash averaging (`web.ratings.other_ratings`)
 
 PATH is relative to the runs folder; one that leaves it, or names no tournament or run
 there, is a 404 (`web.paths.inside`).
@@ -40,6 +43,7 @@ from web import auth, paths
 from web.curves import panels
 from web.play import Games
 from web.play_routes import ROUTES as PLAY_ROUTES
+from web.ratings import heat_map, other_ratings, rating_steps
 from web.replay import replay
 from web.standings import Standings
 from web.trajectories import Trajectories
@@ -156,10 +160,13 @@ def tournament_page(request: Request) -> Response:
     filters = _filters(request)
     listing = match_rows(db, page * PAGE_SIZE, PAGE_SIZE, **filters)
     standing = site.standings.get(db)
+    steps = rating_steps(standing.get("players", []))
     return site.page(
         "tournament.html",
         db=paths.relative(site.root, db),
         standing=standing,
+        steps=bool(steps["series"]),
+        heat=site.standings.derived(db, heat_map),
         listing=listing,
         page=page,
         pages=max(1, -(-listing["total"] // PAGE_SIZE)),
@@ -170,6 +177,23 @@ def tournament_page(request: Request) -> Response:
 def leaderboard_api(request: Request) -> Response:
     site: Site = request.app.state.site
     return JSONResponse(site.standings.get(site.tournament(request)))
+
+
+def rating_steps_api(request: Request) -> Response:
+    site: Site = request.app.state.site
+    standing = site.standings.get(site.tournament(request))
+    return JSONResponse(
+        {"matches": standing["matches"], "panel": rating_steps(standing.get("players", []))}
+    )
+
+
+def other_ratings_api(request: Request) -> Response:
+    site: Site = request.app.state.site
+    db = site.tournament(request)
+    data = site.standings.derived(db, other_ratings)
+    if data is None:
+        raise HTTPException(503, "no standing of this tournament yet")
+    return JSONResponse(data)
 
 
 def matches_api(request: Request) -> Response:
@@ -253,6 +277,8 @@ def create_app(
         Route("/login", login, methods=["GET", "POST"]),
         Route("/api/leaderboard", leaderboard_api),
         Route("/api/matches", matches_api),
+        Route("/api/rating_steps", rating_steps_api),
+        Route("/api/other_ratings", other_ratings_api),
         Route("/api/match", match_api),
         Route("/api/curves", curves_api),
         *PLAY_ROUTES,

@@ -7,6 +7,10 @@ the report's notes): the numbers are the HTML report's, from one code path, and 
 polling every second costs one COUNT query between matches. A store that cannot be read
 this moment (locked, a writer mid-checkpoint, not yet initialised) answers with the last
 standing and the reason (`"stale"`), or with `"error"` when there is none yet.
+
+`Standings.derived(db, fn)` is `fn(result)` of the same fit (the tournament so far that the
+standing came from), computed once per fit: the tournament page's heat map and other ratings
+(`web.ratings`) cost nothing between matches either.
 """
 
 from __future__ import annotations
@@ -14,16 +18,24 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tournaments.config import stored_config
 from tournaments.report import leaderboard_json, points_note, rating_note
-from tournaments.run import tournament_so_far
+from tournaments.run import TournamentResult, tournament_so_far
 from tournaments.store import Store
 
 
 def standing(db: Path) -> dict:
     """The leaderboard data of the tournament in `db` as far as it is stored (a fit)."""
+    return fit(db)[0]
+
+
+def fit(db: Path) -> tuple[dict, TournamentResult]:
+    """The leaderboard data of the tournament in `db` as far as it is stored, and that
+    tournament so far."""
     result = tournament_so_far(stored_config(db), db)
     data = leaderboard_json(result)
     data.update(
@@ -32,7 +44,7 @@ def standing(db: Path) -> dict:
         notes=[rating_note(result), points_note(result)],
         games=sorted({s.game for s in result.schedule}),
     )
-    return data
+    return data, result
 
 
 class Standings:
@@ -40,6 +52,8 @@ class Standings:
 
     def __init__(self) -> None:
         self._cache: dict[Path, dict] = {}
+        self._results: dict[Path, TournamentResult] = {}
+        self._derived: dict[tuple[Path, str], tuple[int, Any]] = {}
         self._locks: dict[Path, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -56,10 +70,26 @@ class Standings:
                 with Store(db, readonly=True) as store:
                     done, _ = store.count()
                 if cached is None or cached["matches"] != done:
-                    cached = self._cache[db] = standing(db)
+                    cached, self._results[db] = fit(db)
+                    self._cache[db] = cached
                 out = dict(cached)
             except (ValueError, sqlite3.Error, OSError) as e:
                 reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 out = dict(cached, stale=reason) if cached else {"error": reason, "matches": 0}
         out.update(running=Store.running(db), checked=time.time())
         return out
+
+    def derived(self, db: Path, fn: Callable[[TournamentResult], Any]) -> Any:
+        """`fn(result)` of the fit that `get(db)` answers with, computed once per fit (keyed by
+        `fn`'s qualified name); None while there is no fit."""
+        self.get(db)  # a new fit if a match landed
+        with self._lock(db):
+            result = self._results.get(db)
+            key = (db, f"{fn.__module__}.{fn.__qualname__}")
+            done = self._derived.get(key)
+        if result is None:
+            return None
+        count = len(result.results)
+        if done is None or done[0] != count:  # outside the lock: the leaderboard keeps answering
+            done = self._derived[key] = (count, fn(result))
+        return done[1]

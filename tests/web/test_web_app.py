@@ -52,8 +52,8 @@ def test_leaderboard_is_refitted_only_when_a_match_lands(runs, monkeypatch):
         ).fetchone()
         conn.execute("DELETE FROM matches WHERE match_id = ?", (mid,))
     fits = []
-    real = standings_module.standing
-    monkeypatch.setattr(standings_module, "standing", lambda d: fits.append(d) or real(d))
+    real = standings_module.fit
+    monkeypatch.setattr(standings_module, "fit", lambda d: fits.append(d) or real(d))
     board = Standings()
     first = board.get(db)
     assert first["matches"] == MATCHES - 1 and not first["finished"]

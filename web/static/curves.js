@@ -1,5 +1,6 @@
 // Training curves drawn as inline SVG, one panel per measure, one line per run (no chart library).
 // Data: /api/curves?run=A&run=B -> {panels: [{title, y, log, series: [{label, points: [[step, minutes, y, lo, hi]]}]}]}.
+// A panel with `bars` draws each point's [lo, hi] as an error bar (an open end: to the plot's edge), else as a band.
 "use strict";
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 const W = 520, H = 260, M = {l: 64, r: 10, t: 8, b: 34};
@@ -47,9 +48,10 @@ function drawPanel(panel, xi) {
   panel.series.forEach((s, k) => {
     const color = COLORS[k % COLORS.length], p = s.points.filter(q => q[xi] !== null && q[2] !== null);
     const band = p.filter(q => q[3] !== null && q[4] !== null);
-    if (band.length > 1) el("polygon", {points: band.map(q => X(q[xi]) + "," + Y(q[4])).concat(band.slice().reverse().map(q => X(q[xi]) + "," + Y(q[3]))).join(" "), fill: color, "fill-opacity": 0.12, stroke: "none"}, svg);
+    if (panel.bars) p.forEach(q => el("line", {x1: X(q[xi]), x2: X(q[xi]), y1: q[3] === null ? H - M.b : Y(q[3]), y2: q[4] === null ? M.t : Y(q[4]), stroke: color, "stroke-width": 1, class: "bar"}, svg));
+    else if (band.length > 1) el("polygon", {points: band.map(q => X(q[xi]) + "," + Y(q[4])).concat(band.slice().reverse().map(q => X(q[xi]) + "," + Y(q[3]))).join(" "), fill: color, "fill-opacity": 0.12, stroke: "none"}, svg);
     el("polyline", {points: p.map(q => X(q[xi]) + "," + Y(q[2])).join(" "), fill: "none", stroke: color, "stroke-width": 1.5, class: "curve"}, svg);
-    p.forEach(q => el("circle", {cx: X(q[xi]), cy: Y(q[2]), r: 2, fill: color}, svg));
+    p.forEach(q => el("circle", {cx: X(q[xi]), cy: Y(q[2]), r: panel.bars ? 3 : 2, fill: color, class: "point"}, svg));
     const item = document.createElement("span");
     item.innerHTML = `<b style="color:${color}">━</b> `;
     item.append(s.label);
@@ -60,7 +62,9 @@ function drawPanel(panel, xi) {
 }
 
 async function draw() {
-  const host = document.getElementById("curves"), runs = JSON.parse(host.dataset.runs);
+  const host = document.getElementById("curves");
+  if (!host) return;  // another page drawing panels with drawPanel
+  const runs = JSON.parse(host.dataset.runs);
   if (!runs.length) return;
   const q = runs.map(r => "run=" + encodeURIComponent(r)).join("&");
   const data = await (await fetch("/api/curves?" + q, {credentials: "same-origin"})).json();
@@ -72,6 +76,7 @@ async function draw() {
 document.addEventListener("DOMContentLoaded", () => {
   const axis = document.getElementById("x-axis");
   if (axis) axis.addEventListener("change", draw);
+  if (!document.getElementById("curves")) return;
   draw();
   setInterval(draw, 10000);
 });

@@ -1,6 +1,8 @@
 // The live tournament page: poll the leaderboard's JSON every second; when the match count
 // changes, fetch this page again and swap in its leaderboard (and, on the first page of an
-// unfiltered list, its matches): the server renders both, this script only moves them.
+// unfiltered list, its matches): the server renders both, this script only moves them. It
+// also draws the checkpoint players' rating against training step (curves.js's drawPanel,
+// from /api/rating_steps) and fills the other ratings' table (from /api/other_ratings).
 "use strict";
 const POLL_MS = 1000;
 
@@ -21,6 +23,45 @@ function wireSorting() {
   document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener("click", () => sortTable(th)));
 }
 
+async function getJSON(path, live) {
+  const r = await fetch(path + "?db=" + encodeURIComponent(live.dataset.db), {credentials: "same-origin"});
+  return r.ok ? r.json() : null;
+}
+
+async function drawSteps(live) {
+  const host = document.getElementById("rating-steps");
+  if (!host) return;
+  const data = await getJSON("/api/rating_steps", live);
+  if (data && data.panel.series.length) host.replaceChildren(drawPanel(data.panel, 0));
+}
+
+const fmt = (x, d) => x === null ? "" : x.toFixed(d);
+const OTHER_MS = 10000;  // the other ratings refit at most this often while matches land
+let otherAt = 0;
+
+async function fillOtherRatings(live) {
+  const table = document.getElementById("other-ratings");
+  if (!table || Date.now() - otherAt < OTHER_MS) return;
+  otherAt = Date.now();
+  const data = await getJSON("/api/other_ratings", live);
+  if (!data) return;
+  const rows = data.players.map(r => {
+    const tr = document.createElement("tr"), s = r.openskill;
+    const cells = [r.player, s ? `${fmt(s.mu, 1)} ± ${fmt(s.sigma, 1)}` : "", s ? fmt(s.ordinal, 1) : "",
+      fmt(r.alpha_rank, 3), fmt(r.nash, 3), r.payoff === null ? "" : (r.payoff >= 0 ? "+" : "") + fmt(r.payoff, 3)];
+    cells.forEach((c, i) => { const td = tr.insertCell(); td.textContent = c; if (i === 0) td.className = "l"; });
+    return tr;
+  });
+  table.tBodies[0].replaceChildren(...rows);
+  table.parentNode.querySelectorAll("p.note").forEach(p => p.remove());
+  for (const note of data.notes) { const p = document.createElement("p"); p.className = "k note"; p.textContent = note; table.after(p); }
+}
+
+function drawViews(live) {
+  drawSteps(live);
+  fillOtherRatings(live);
+}
+
 async function refreshSections(live) {
   const html = await (await fetch(location.href, {credentials: "same-origin"})).text();
   const doc = new DOMParser().parseFromString(html, "text/html");
@@ -28,6 +69,7 @@ async function refreshSections(live) {
   swap("leaderboard-section");
   if (live.dataset.page === "0" && live.dataset.filtered === "0") swap("matches-section");
   wireSorting();
+  drawViews(live);
 }
 
 async function poll(live) {
@@ -52,5 +94,8 @@ async function poll(live) {
 document.addEventListener("DOMContentLoaded", () => {
   wireSorting();
   const live = document.getElementById("live");
-  if (live) setTimeout(() => poll(live), POLL_MS);
+  if (live) {
+    drawViews(live);
+    setTimeout(() => poll(live), POLL_MS);
+  }
 });
