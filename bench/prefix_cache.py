@@ -6,8 +6,8 @@
     python bench/prefix_cache.py --tournament configs/tournament_smollm2.yaml --model tiny --games-per-pairing 2
 
 One model is loaded and two `TransformersBackend`s share it: `prefix_cache_mb: 0` (each
-batched turn prefills its prompts, a prefix shared within the batch once) and the default
-prefix cache (each prompt prefills only what follows the longest prefix computed before:
+batched turn prefills its prompts, a prefix shared within the batch once) and `prefix_cache_mb:
+1024` (each prompt prefills only what follows the longest prefix computed before:
 the rules and the conversation so far, another match's opening). Each path plays the same
 matches (same plans, same per-match sampling seeds) `--repeats` times, in alternating order,
 with an empty cache at the start of each run.
