@@ -73,7 +73,14 @@ from gymnasium import spaces
 import games
 from agents import check_spec, make_agent, parse_spec
 from agents.base import Agent, PendingTurn
-from arena.runner import MatchPlan, _apply, _finish, _Live, _next_decision, _start
+from arena.runner import (
+    LiveMatch,
+    MatchPlan,
+    apply_action,
+    finish_match,
+    next_decision,
+    start_match,
+)
 from core.records import Attempt, MatchRecord, TurnRecord, append_jsonl, check_jsonl_out
 from games.parsing import ParseError
 from games.text_env import TextView
@@ -179,7 +186,7 @@ class SingleAgentEnv(gym.Env):
             {"text": AnyText(max_text), **probe.observation_space(self.seat).spaces}
         )
         self.action_space = probe.action_space(self.seat)
-        self.match: _Live | None = None
+        self.match: LiveMatch | None = None
         self.last_record: MatchRecord | None = None  # the last finished episode
         self.episode = 0
         self._attempts: list[Attempt] = []
@@ -194,7 +201,9 @@ class SingleAgentEnv(gym.Env):
         self._end_match()
         match_id = f"{self.seats[self.seat_index]}-{seed}-{self.episode:05d}"
         self.episode += 1
-        self.match = _start(MatchPlan(match_id, self.game, list(self.seats), seed, self.params))
+        self.match = start_match(
+            MatchPlan(match_id, self.game, list(self.seats), seed, self.params)
+        )
         self._attempts, self._open, self._paid = [], True, 0.0
         self._advance()
         return self._observation(), self._info()
@@ -206,7 +215,7 @@ class SingleAgentEnv(gym.Env):
             turn = self._turn(action, info)
             if turn is None:  # a rejected reply, retried
                 return self._observation(), 0.0, False, False, {**self._info(), **info}
-            _apply(m, self.seat, self.seats[self.seat_index], turn)
+            apply_action(m, self.seat, self.seats[self.seat_index], turn)
             self._advance()
         reward, self._paid = float(m.returns[self.seat] - self._paid), m.returns[self.seat]
         over = not self._to_move()
@@ -226,7 +235,7 @@ class SingleAgentEnv(gym.Env):
         self._end_match()
 
     # --- one episode --------------------------------------------------------------------
-    def _live(self) -> _Live:
+    def _live(self) -> LiveMatch:
         if self.match is None:
             raise RuntimeError("call reset() before step()")
         return self.match
@@ -235,12 +244,12 @@ class SingleAgentEnv(gym.Env):
         """Let the opponents move until the seat is to move or the match is over; a seat that
         is out of a game that goes on watches it to the end."""
         m = self.match
-        while (player := _next_decision(m, self.max_turns)) is not None:
+        while (player := next_decision(m, self.max_turns)) is not None:
             if player == self.seat and not self._seat_out():
                 return
             name = m.plan.seats[m.env.possible_agents.index(player)]
             (rec,) = self.opponents[name].act([PendingTurn(m.plan.match_id, m.env, player, m.rng)])
-            _apply(m, player, name, rec)
+            apply_action(m, player, name, rec)
 
     def _seat_out(self) -> bool:
         env = self.match.env
@@ -256,7 +265,7 @@ class SingleAgentEnv(gym.Env):
         return m.env.agent_selection == self.seat
 
     def _turn(self, action: int | str, info: dict) -> TurnRecord | None:
-        """The seat's turn for `action` (its action None: a forfeit, `arena.runner._apply`);
+        """The seat's turn for `action` (its action None: a forfeit, `arena.runner.apply_action`);
         None when a rejected reply is to be retried."""
         env, agent = self.match.env, self.seat
         if isinstance(action, str):
@@ -306,7 +315,7 @@ class SingleAgentEnv(gym.Env):
         """The match is over: its record (appended to `record`), the opponents told."""
         if not self._open:
             return
-        rec = _finish(self.match)
+        rec = finish_match(self.match)
         self.last_record = rec
         if self.record_path:
             append_jsonl(self.record_path, rec)

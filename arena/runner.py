@@ -94,7 +94,7 @@ def plan_matches(
 
 
 @dataclass
-class _Live:
+class LiveMatch:
     plan: MatchPlan
     env: games.TextEnv
     record: MatchRecord
@@ -132,16 +132,16 @@ def play(
             progress.write(warning, file=sys.stderr)
         else:
             print(warning, file=sys.stderr)
-    live: list[_Live] = []
+    live: list[LiveMatch] = []
     while queue or live:
         # One pass: advance each live match (in start order) to its next decision; a slot that
         # frees is refilled at once, so the new match's first decision joins this pass's batch.
-        pending: dict[str, list[tuple[_Live, PendingTurn]]] = defaultdict(list)
-        still_live: list[_Live] = []
+        pending: dict[str, list[tuple[LiveMatch, PendingTurn]]] = defaultdict(list)
+        still_live: list[LiveMatch] = []
         to_advance = deque(live)
         while to_advance or (queue and len(still_live) < concurrency):
-            m = to_advance.popleft() if to_advance else _start(queue.pop())
-            player = _next_decision(m, max_turns)
+            m = to_advance.popleft() if to_advance else start_match(queue.pop())
+            player = next_decision(m, max_turns)
             if player is None:
                 yield _close(m, agents, out, progress)
                 continue
@@ -168,7 +168,7 @@ def play(
                     f"agent {name} returned {len(decisions)} moves for {len(items)} turns"
                 )
             for (m, turn), rec in zip(items, decisions):
-                _apply(m, turn.player, name, rec)
+                apply_action(m, turn.player, name, rec)
             if hasattr(progress, "turns"):
                 progress.turns(len(decisions), sum(generated_tokens(rec) for rec in decisions))
 
@@ -201,18 +201,18 @@ class AgentFailed(RuntimeError):
 
 
 def _finish_ended(
-    live: list[_Live], agents: dict[str, Agent], out: str | None, progress, max_turns: int
+    live: list[LiveMatch], agents: dict[str, Agent], out: str | None, progress, max_turns: int
 ) -> Iterator[MatchRecord]:
     """Yield (and write) the live matches that are over: those the agents before a failing one
     ended in this pass."""
     for m in live:
-        if _next_decision(m, max_turns) is None:
+        if next_decision(m, max_turns) is None:
             yield _close(m, agents, out, progress)
 
 
-def _close(m: _Live, agents: dict[str, Agent], out: str | None, progress) -> MatchRecord:
+def _close(m: LiveMatch, agents: dict[str, Agent], out: str | None, progress) -> MatchRecord:
     """Finish a match that is over: its record, the agents told, the JSONL appended, progress."""
-    rec = _finish(m)
+    rec = finish_match(m)
     for name in set(m.plan.seats):
         if hasattr(agents[name], "end_match"):
             agents[name].end_match(m.plan.match_id)
@@ -246,7 +246,7 @@ def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) 
     return out
 
 
-def _start(plan: MatchPlan) -> _Live:
+def start_match(plan: MatchPlan) -> LiveMatch:
     env = games.make(plan.game, **plan.params)
     env.reset(seed=plan.seed)
     if len(plan.seats) != len(env.possible_agents):
@@ -265,7 +265,7 @@ def _start(plan: MatchPlan) -> _Live:
     )
     # The agents' stream must be independent of the env's (seeded with the same number):
     # sharing it lets a random agent's draws line up with the deal.
-    m = _Live(plan, env, record, np.random.default_rng([plan.seed, 1]))
+    m = LiveMatch(plan, env, record, np.random.default_rng([plan.seed, 1]))
     if plan.start:
         _play_start(m)
     elif plan.opening:
@@ -273,10 +273,10 @@ def _start(plan: MatchPlan) -> _Live:
     return m
 
 
-def _play_start(m: _Live) -> None:
+def _play_start(m: LiveMatch) -> None:
     """Replay `plan.start`; ValueError when an action is not legal there or the match ends first."""
     for k, action in enumerate(m.plan.start):
-        player = _next_decision(m, max_turns=len(m.plan.start) + 1)
+        player = next_decision(m, max_turns=len(m.plan.start) + 1)
         if (
             player is None
             or m.env.is_free_text(player)
@@ -286,7 +286,7 @@ def _play_start(m: _Live) -> None:
                 f"match {m.plan.match_id}: start action {k} ({action}) of {list(m.plan.start)} is not a legal move "
                 f"of {m.plan.game} there"
             )
-        _apply(
+        apply_action(
             m,
             player,
             OPENING,
@@ -294,14 +294,14 @@ def _play_start(m: _Live) -> None:
         )
 
 
-def _play_opening(m: _Live, rng: np.random.Generator) -> None:
+def _play_opening(m: LiveMatch, rng: np.random.Generator) -> None:
     """0..plan.opening uniformly random legal moves (stops early at a free-text turn).
 
     The opening leaves the result to the players: on an OpenSpiel game it never draws a
     move that would end the match, and stops when every move would.
     """
     for _ in range(int(rng.integers(0, m.plan.opening + 1))):
-        player = _next_decision(m, max_turns=m.plan.opening + 1)
+        player = next_decision(m, max_turns=m.plan.opening + 1)
         if player is None or m.env.is_free_text(player):
             return
         legal = m.env.legal_actions(player)
@@ -311,7 +311,7 @@ def _play_opening(m: _Live, rng: np.random.Generator) -> None:
             if not legal:
                 return
         action = legal[int(rng.integers(len(legal)))]
-        _apply(
+        apply_action(
             m,
             player,
             OPENING,
@@ -319,7 +319,7 @@ def _play_opening(m: _Live, rng: np.random.Generator) -> None:
         )
 
 
-def _next_decision(m: _Live, max_turns: int) -> str | None:
+def next_decision(m: LiveMatch, max_turns: int) -> str | None:
     """Step dead agents out; the agent to move next, or None when the match is over."""
     env = m.env
     while env.agents:
@@ -334,7 +334,7 @@ def _next_decision(m: _Live, max_turns: int) -> str | None:
     return None
 
 
-def _apply(m: _Live, player: str, agent_name: str, rec: TurnRecord) -> None:
+def apply_action(m: LiveMatch, player: str, agent_name: str, rec: TurnRecord) -> None:
     env = m.env
     rec.index = len(m.record.turns)
     rec.player, rec.agent = player, agent_name
@@ -360,7 +360,7 @@ def generated_tokens(rec: TurnRecord) -> int:
     return sum(len(a.token_ids) for a in rec.attempts) or len(rec.token_ids)
 
 
-def _finish(m: _Live) -> MatchRecord:
+def finish_match(m: LiveMatch) -> MatchRecord:
     rec = m.record
     rec.returns = {a: m.returns[a] for a in m.env.possible_agents}
     rec.outcome = (
