@@ -7,12 +7,7 @@ Skipped without Playwright or a Chromium on the PATH (never `playwright install`
 WEB_SCREENSHOTS=1 the screenshots go to docs/guides/img/ (the guide's pictures).
 """
 
-import os
-import shutil
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -21,15 +16,13 @@ import pytest
 import yaml
 
 from core.records import read_jsonl
+from tests.web.browser import CHROMIUM, arena, chromium, screenshot, web_server
 from tests.web.conftest import DB
 
-sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).is_file():
     pytest.skip("no system Chromium to drive", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "docs" / "guides" / "img"
 LIVE = {
     "name": "live",
     "format": "round_robin",
@@ -40,53 +33,17 @@ LIVE = {
 }
 
 
-def screenshot(page, name: str) -> None:
-    if os.environ.get("WEB_SCREENSHOTS") == "1":
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / name))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def arena(*args: str, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-
 @pytest.fixture
 def server(runs):
     """`arena web RUNS` on a free port: its base URL, once it answers."""
-    port = free_port()
-    proc = arena("web", str(runs), "--port", str(port), cwd=runs)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    with web_server(runs, cwd=runs) as url:
+        yield url
 
 
 @pytest.fixture
 def browser():
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
+    with chromium() as b:
+        yield b
 
 
 def shown_turn(page) -> int:

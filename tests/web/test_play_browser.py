@@ -5,13 +5,10 @@ whole tic-tac-toe game against `random` and a Kuhn poker hand against `cfr` on a
 Skipped without Playwright or a Chromium on the PATH (never `playwright install`).
 """
 
-import socket
-import time
-
 import pytest
 
 from core.records import read_jsonl
-from tests.web.test_browser import CHROMIUM, arena, free_port, screenshot, sync_api
+from tests.web.browser import chromium, screenshot, web_server
 
 
 @pytest.fixture
@@ -19,27 +16,14 @@ def server(tmp_path):
     """`arena web` over an empty runs folder on a free port: its base URL and the folder."""
     runs = tmp_path / "runs"
     runs.mkdir()
-    port = free_port()
-    proc = arena("web", str(runs), "--port", str(port), "--max-games", "4", cwd=tmp_path)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}", runs
-    proc.terminate()
-    proc.wait(timeout=10)
+    with web_server(runs, "--max-games", "4", cwd=tmp_path) as url:
+        yield url, runs
 
 
 @pytest.fixture
 def browser():
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
+    with chromium() as b:
+        yield b
 
 
 def start(page, base: str, game: str, opponents: str) -> None:

@@ -5,9 +5,7 @@ leaderboard rows), the win-rate heat map (its cells against a count from the SQL
 the other ratings, and, in a real browser, the plot's points on the page."""
 
 import json
-import socket
 import sqlite3
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -17,6 +15,7 @@ import yaml
 from starlette.testclient import TestClient
 
 from cli.main import main as arena_main
+from tests.web.browser import chromium, screenshot, web_server
 from tournaments.report import leaderboard_json
 from tournaments.run import load_tournament
 from web.app import create_app
@@ -133,30 +132,13 @@ def test_other_ratings_have_a_row_per_player(runs):
 
 
 def test_the_step_plot_renders_its_points_in_a_browser(runs):
-    browser_test = pytest.importorskip("tests.web.test_browser")
-    port = browser_test.free_port()
-    proc = browser_test.arena("web", str(runs), "--port", str(port), cwd=runs)
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode()
-                time.sleep(0.2)
-        with browser_test.sync_api.sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=browser_test.CHROMIUM)
-            page = chromium.new_page(viewport={"width": 1100, "height": 900})
-            page.goto(f"http://127.0.0.1:{port}/tournament?db={quote(DB)}")
-            page.wait_for_selector("#rating-steps svg circle.point")
-            assert page.locator("#rating-steps svg circle.point").count() == 5
-            assert page.locator("#rating-steps svg polyline.curve").count() == 2
-            assert page.locator("#rating-steps svg line.bar").count() == 5
-            page.wait_for_selector("#other-ratings tbody tr:nth-child(6)")
-            assert page.locator("#heat-map td.cell").count() == 36
-            browser_test.screenshot(page, "web-rating-steps.png")
-            chromium.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with chromium() as browser, web_server(runs, cwd=runs) as url:
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{url}/tournament?db={quote(DB)}")
+        page.wait_for_selector("#rating-steps svg circle.point")
+        assert page.locator("#rating-steps svg circle.point").count() == 5
+        assert page.locator("#rating-steps svg polyline.curve").count() == 2
+        assert page.locator("#rating-steps svg line.bar").count() == 5
+        page.wait_for_selector("#other-ratings tbody tr:nth-child(6)")
+        assert page.locator("#heat-map td.cell").count() == 36
+        screenshot(page, "web-rating-steps.png")
