@@ -333,9 +333,6 @@ class Codewords(TextEnv):
         """Words of `team` not yet revealed."""
         return sum(k == team and not r for k, r in zip(self.key, self.revealed))
 
-    def _over(self, agent: str) -> bool:
-        return self.terminations.get(agent, True) or self.truncations.get(agent, True)
-
     def legal_actions(self, agent: str | None = None) -> list[int]:
         agent = agent or self.agent_selection
         if self._over(agent) or agent != self.agent_selection:

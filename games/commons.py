@@ -329,9 +329,6 @@ class Commons(TextEnv):
         mask[self.legal_actions(agent)] = 1
         return {"observation": obs, "action_mask": mask}
 
-    def _over(self, agent: str) -> bool:
-        return self.terminations.get(agent, True) or self.truncations.get(agent, True)
-
     def legal_actions(self, agent: str | None = None) -> list[int]:
         agent = agent or self.agent_selection
         if self._over(agent):

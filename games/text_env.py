@@ -192,6 +192,10 @@ class TextEnv(AECEnv):
         self.truncations = {a: False for a in self.agents}
         self.infos = {a: {} for a in self.agents}
 
+    def _over(self, agent: str) -> bool:
+        """Has `agent`'s game ended (or is it no player of this episode)?"""
+        return self.terminations.get(agent, True) or self.truncations.get(agent, True)
+
     def _end_episode(self, rewards: dict[str, float], truncated: bool = False) -> None:
         """Set this step's rewards and end the game for everyone."""
         for a in self.agents:
