@@ -3,9 +3,11 @@
 Each match is replayed in its env (same seed, same actions; `evaluation.social.replay`), which
 holds the roles, every vote, every seer inspection and every message. Per (evaluated agent,
 game, opponent) one row per role the agent was dealt, then a row pooled over its roles
-(role "all"):
+(role "all"). The unit is a seat the agent held: `arena eval` seats it as a whole team
+(`agent`, `agent#2`, ...), so a match counts once for each of its seats in a role, and the
+"all" row weighs the village, which has more seats, above the wolves:
 
-    matches               matches the agent played in that role
+    matches               seats the agent played in that role (one per match and seat)
     win_rate, win_ci      share of them its team won (a draw or an illegal-move end is not a
                           win), Wilson 95% CI (`evaluation.stats.wilson`; matches are independent)
     votes                 the agent's day votes in that role (abstentions left out)
@@ -148,7 +150,9 @@ def werewolf_rows(records: list[MatchRecord], who: str) -> list[WerewolfRow]:
             continue
         game, opponent, _ = plan_key(rec.match_id)
         env = replay(rec)
-        groups[(game, opponent)] += [seat_facts(env, s) for s, a in rec.seats.items() if a == who]
+        groups[(game, opponent)] += [  # every seat it held: a whole team when seated by teams
+            seat_facts(env, s) for s, a in rec.seats.items() if a.split("#")[0] == who
+        ]
     rows = []
     for (game, opponent), facts in sorted(groups.items()):
         for role in ROLES:

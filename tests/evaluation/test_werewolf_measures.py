@@ -9,7 +9,7 @@ from scipy.stats import t as student_t
 
 import games
 from cli.main import main as arena_main
-from core.records import MatchRecord, TurnRecord
+from core.records import MatchRecord, TurnRecord, read_jsonl
 from evaluation.werewolf import werewolf_rows
 
 W, S, D, V = "werewolf", "seer", "doctor", "villager"
@@ -118,7 +118,11 @@ def test_arena_eval_on_werewolf_reports_the_rows(tmp_path, capsys):
     assert "win rate by role" in capsys.readouterr().out
     rows = [r for r in json.loads((out / "eval.json").read_text()) if r["kind"] == "werewolf"]
     pooled = next(r for r in rows if r["role"] == "all")
-    assert pooled["opponent"] == "werewolf_heuristic" and pooled["matches"] == 6
-    assert sum(r["matches"] for r in rows if r["role"] != "all") == 6
+    held = sum(  # the agent plays a whole team: every seat it held counts
+        a.split("#")[0] == "agent" for r in read_jsonl(out / "eval.jsonl") for a in r.seats.values()
+    )
+    assert held == 3 * (2 + 4)  # three deals, the wolves (2 of 6) and the village (4) of each
+    assert pooled["opponent"] == "werewolf_heuristic" and pooled["matches"] == held
+    assert sum(r["matches"] for r in rows if r["role"] != "all") == held
     seer = [r for r in rows if r["role"] == "seer"]
     assert all(r["told"] in (None, 0.0) for r in seer)  # a quiet seer names nobody
