@@ -28,7 +28,7 @@ BAD_FIELDS = {  # every field of the config: a bad value, and what the one-line 
     "run_dir": (5, "run_dir must be str, got 5"),
     "roles": (
         {"first": "player_0"},
-        "roles.first must be a non-empty list of seats (player_0, ...), got 'player_0'",
+        "roles.first must be a non-empty list of seats (player_0, ...) or game roles, got 'player_0'",
     ),
     "device": ("gpu", "device must be auto, cpu, cuda or cuda:N, got 'gpu'"),
     "seed": (-1, "seed must be in [0, 2**32), got -1"),
