@@ -74,3 +74,20 @@ def test_a_person_plays_a_kuhn_hand_against_cfr(server, browser):
     [record] = read_jsonl(runs / "web-play" / "matches.jsonl")
     assert record.game == "kuhn_poker" and record.seats["player_1"] == "cfr"
     assert page.text_content("#outcome") == record.outcome["player_0"]
+
+
+def test_a_person_sends_a_message_in_trust_and_split(server, browser):
+    """A message turn in the browser: a text box bounded by the game's longest message; the
+    message sent is in the seat's history, and the claim that follows is buttons."""
+    base, _ = server
+    page = browser.new_page()
+    start(page, base, "trust_and_split", "tit_for_tat")
+    page.wait_for_selector("#text")
+    assert page.get_attribute("#text", "maxlength") == "500"
+    assert page.locator("button.move").count() == 0
+    page.fill("#text", "My hand is rock.")
+    with page.expect_navigation():
+        page.click("#send")
+    page.wait_for_selector("button.move")  # the claim: 0..10 coins
+    assert page.locator("button.move").count() == 11
+    assert "My hand is rock." in page.text_content("#history")
