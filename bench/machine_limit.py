@@ -54,6 +54,25 @@ def cpu_flags() -> tuple[str, list[str]]:
     return (name.group(1).strip() if name else "unknown CPU"), wanted
 
 
+def run_facts() -> dict:
+    """What a bench's JSON says of its run: the hardware (CPU model, vector flags, cores, torch),
+    threads, load average, date and the command line."""
+    import os
+    import sys
+    import time
+
+    import torch
+
+    cpu, flags = cpu_flags()
+    return {
+        "hardware": f"{cpu}, {os.cpu_count()} CPUs, flags {' '.join(flags)}, torch {torch.__version__}",
+        "threads": torch.get_num_threads(),
+        "load": os.getloadavg()[0],
+        "date": time.strftime("%Y-%m-%d"),
+        "command": "python " + " ".join(sys.argv),
+    }
+
+
 def ceilings(config, context: int, flops: dict[str, float]) -> dict[str, dict[str, float]]:
     """{dtype: {"generate": tokens/s, "train": tokens/s}} at the measured matmul rates."""
     fwd = flops_per_token(config, context)

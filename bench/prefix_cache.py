@@ -31,19 +31,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # machine_limit, run as a script or loaded
 
-from machine_limit import cpu_flags
+from machine_limit import run_facts
 
 import games
 from agents import make_agent, parse_spec
@@ -202,14 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
             )
     out = summary(args, model_name, work, runs)
     if args.out:
-        cpu, flags = cpu_flags()
-        out |= {
-            "hardware": f"{cpu}, {os.cpu_count()} CPUs, flags {' '.join(flags)}, torch {torch.__version__}",
-            "threads": torch.get_num_threads(),
-            "load": os.getloadavg()[0],
-            "date": time.strftime("%Y-%m-%d"),
-            "command": "python " + " ".join(sys.argv),
-        }
+        out |= run_facts()
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return out
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -28,11 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # machine_limit, run as a script or loaded
 
-from machine_limit import cpu_flags
+from machine_limit import run_facts
 
 from agents.models import load_model
 from core.machine import set_threads
@@ -112,14 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"moves agree {agree:.3f}"
     )
     if args.out:
-        cpu, flags = cpu_flags()
-        out |= {
-            "hardware": f"{cpu}, {os.cpu_count()} CPUs, flags {' '.join(flags)}, torch {torch.__version__}",
-            "threads": torch.get_num_threads(),
-            "load": os.getloadavg()[0],
-            "date": time.strftime("%Y-%m-%d"),
-            "command": "python " + " ".join(sys.argv),
-        }
+        out |= run_facts()
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return out
 
