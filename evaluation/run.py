@@ -52,6 +52,7 @@ from evaluation.suites import (
     SELF,
     EvalConfig,
     EvalGame,
+    field_members,
     num_seats,
     num_teams,
     opponent_label,
@@ -125,7 +126,7 @@ def opponents(games_: list[EvalGame]) -> dict[str, object]:
     """Seat name -> spec of every opponent seat the plans use."""
     out = {}
     for g in games_:
-        for spec in g.opponents:
+        for spec in (m for o in g.opponents for m in field_members(o)):
             label = opponent_label(spec)
             for name in [label] + [f"{label}#{j}" for j in range(2, num_seats(g))]:
                 if out.setdefault(name, spec) != spec:

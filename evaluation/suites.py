@@ -23,12 +23,19 @@ stream. In a game of teams (codewords' two pairs, werewolf's wolves and village,
 match) the agent plays a whole team (`agent`, `agent#2`, ...) against the opponent's, each team
 of every deal in turn. A game of more than two seats, or a social dilemma, is scored by rank
 (`evaluation.metrics.win_loss_game`).
+
+A mixed field: the entry `{field: [spec, ...], name: ...}` (or the string
+`field:spec,spec,...`) fills the other seats with its members in order, the order turned by
+one each deal so every member sits in every seat; a member's seats are named after it
+(`tit_for_tat`, `always_defect`, `tit_for_tat#2`, ...) and the rows after the field's name
+(default `field(a,b,...)`). A member may be `self`.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +51,7 @@ GAME_KEYS = ("name", "opponents", "params", "opening")  # what an evaluation's g
 POSITIVE = "a positive integer"
 POSITIVE_INT = (lambda v: type(v) is int and v >= 1, POSITIVE)
 SUITES = {"train": "train", "held_out": "held_out"}  # suite name -> catalogue split
+FIELD = "field"  # opponent entry {field: [spec, ...]}: a mixed field, one member per other seat
 SELF = "self"  # opponent spec: the evaluated agent itself in the other seats (cooperative games, self-play)
 MCTS = ["random", "mcts:100", "mcts:1000"]
 DILEMMA = ["tit_for_tat", "always_defect", "always_cooperate"]
@@ -154,6 +162,10 @@ def game_spec(entry: Any, opponents: list | None = None) -> EvalGame:
     opps = entry.get("opponents") or opponents or DEFAULT_OPPONENTS.get(name) or ["random"]
     if not isinstance(opps, list):
         opps = [opps]
+    try:
+        opps = [opponent_entry(o) for o in opps]
+    except ValueError as e:
+        raise ValueError(f"game {name!r}: {e}") from None
     game = EvalGame(name, params=dict(entry.get("params") or {}), opponents=opps)
     try:  # the opening's rule is GameEntry's
         return build(EvalGame, {"opening": entry.get("opening", 0)}, base=game)
@@ -186,11 +198,37 @@ def make_config(d: dict, where: str = "evaluation") -> EvalConfig:
     return build(EvalConfig, d)
 
 
+def opponent_entry(spec: Any) -> Any:
+    """An opponent entry as plans read it: `field:a,b` -> {field: [a, b]}; a field checked."""
+    if isinstance(spec, str) and spec.startswith(f"{FIELD}:"):
+        spec = {FIELD: [m.strip() for m in spec[len(FIELD) + 1 :].split(",")]}
+    if isinstance(spec, dict) and FIELD in spec:
+        members, extra = spec[FIELD], set(spec) - {FIELD, "name"}
+        if extra:
+            raise ValueError(
+                f"a field takes the keys field and name, not {', '.join(sorted(extra))}"
+            )
+        if not isinstance(members, list) or not members or not all(members):
+            raise ValueError(f"a field is a non-empty list of agent specs, got {members!r}")
+        if any(isinstance(m, dict) and FIELD in m for m in members):
+            raise ValueError("a field's members are agent specs, not fields")
+    return spec
+
+
+def field_members(spec: Any) -> list:
+    """The agent specs that fill the other seats: a field's members, or the one spec."""
+    return list(spec[FIELD]) if isinstance(spec, dict) and FIELD in spec else [spec]
+
+
 def opponent_label(spec: Any) -> str:
-    """The name an opponent is known by in records and tables."""
+    """The name an opponent (or a field of them) is known by in records and tables."""
     if isinstance(spec, str):
         return spec
-    return str(spec.get("name") or json.dumps(spec, sort_keys=True))
+    if spec.get("name"):
+        return str(spec["name"])
+    if FIELD in spec:
+        return f"{FIELD}({','.join(opponent_label(m) for m in spec[FIELD])})"
+    return json.dumps(spec, sort_keys=True)
 
 
 def num_seats(g: EvalGame) -> int:
@@ -214,32 +252,45 @@ def plans(who: str, games_: list[EvalGame], matches: int, seed: int) -> list[Mat
     (named `label`, `label#2`, ... so that every seat has its own name). In a game that
     declares teams (`games.declared_teams`: codewords, werewolf) the agent plays every seat of
     one team (`who`, `who#2`, ...) and the opponent every other seat: match k the k mod T-th
-    of the T teams of its deal, rounded up to a multiple of T."""
+    of the T teams of its deal, rounded up to a multiple of T. A field's members take the
+    other seats in order, turned by one each deal."""
     out = []
     for gi, g in enumerate(games_):
         n, teams = num_seats(g), num_teams(g)
         per = teams or n  # the matches of one deal: the agent in each seat, or each team
         for oi, spec in enumerate(g.opponents):
             label = opponent_label(spec)
-            if "|" in label or label in (who, "agent", "baseline"):
-                raise ValueError(
-                    f"opponent name {label!r} is reserved or has a '|' (give the spec a name:)"
-                )
+            members = [opponent_label(m) for m in field_members(spec)]
+            for name in {label, *members}:
+                if "|" in name or name in (who, "agent", "baseline"):
+                    raise ValueError(
+                        f"opponent name {name!r} is reserved or has a '|' (give the spec a name:)"
+                    )
             for k in range(rounded_matches(matches, per)):
-                s = match_seed(seed, f"{gi:02d}.{g.name}|{k // per}")
+                d = k // per  # the deal
+                s = match_seed(seed, f"{gi:02d}.{g.name}|{d}")
                 mine = games.declared_teams(g.name, g.params, s)[k % per] if teams else (k % n,)
-                seats = seat_names(who, label, n, mine)
+                others = [members[(j + d) % len(members)] for j in range(n - len(mine))]
+                seats = seat_names(who, others, n, mine)
                 mid = f"{who}|{gi:02d}.{g.name}|{oi:02d}.{label}|{k:05d}"
                 out.append(MatchPlan(mid, g.name, seats, s, dict(g.params), g.opening))
     return out
 
 
-def seat_names(who: str, label: str, n: int, mine: tuple[int, ...]) -> list[str]:
+def seat_names(who: str, others: list[str], n: int, mine: tuple[int, ...]) -> list[str]:
     """The agents of a match's n seats: `who` in the seats `mine` (`who`, `who#2`, ...), the
-    opponent `label` in the others (`label`, `label#2`, ...)."""
+    opponents `others` in the other seats in order, a name's second seat `name#2` and so on."""
     agent = iter([who] + [f"{who}#{j}" for j in range(2, n)])
-    others = iter([label] + [f"{label}#{j}" for j in range(2, n)])
-    return [next(agent) if s in mine else next(others) for s in range(n)]
+    rest, seen = iter(others), Counter()
+    out = []
+    for s in range(n):
+        if s in mine:
+            out.append(next(agent))
+            continue
+        label = next(rest)
+        seen[label] += 1
+        out.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return out
 
 
 def num_teams(g: EvalGame) -> int:

@@ -33,7 +33,9 @@ from evaluation.exploitability import info_states
 from evaluation.suites import (
     SELF,  # eval opponent spec: the policy in every seat
     EvalGame,
+    field_members,
     game_spec,
+    opponent_entry,
     plans,
 )
 from games.entry import GameEntry
@@ -568,10 +570,10 @@ def _check_eval_opponents(cfg: TrainConfig) -> None:
             if not isinstance(specs, list):
                 raise ValueError(f"eval.opponents.{game} must be a list of agent specs")
             for s in specs:
-                _check_spec(s, f"eval.opponents.{game}")
+                _check_opponent(s, f"eval.opponents.{game}")
     elif isinstance(opp, list):
         for s in opp:
-            _check_spec(s, "eval.opponents")
+            _check_opponent(s, "eval.opponents")
     else:
         raise ValueError("eval.opponents must be a list of agent specs or a mapping game -> list")
 
@@ -589,7 +591,10 @@ def eval_games(ev: PeriodicEvalConfig, games_: list[TrainingGame]) -> tuple[list
         EvalGame(
             g.name,
             params=dict(g.params),
-            opponents=list(opp.get(g.name, []) if isinstance(opp, Mapping) else opp),
+            opponents=[
+                opponent_entry(o)
+                for o in (opp.get(g.name, []) if isinstance(opp, Mapping) else opp)
+            ],
         )
         for g in games_
     ]
@@ -607,7 +612,7 @@ def eval_games(ev: PeriodicEvalConfig, games_: list[TrainingGame]) -> tuple[list
                 f"{where}: {g.name} is a training game; held-out games are games the policy does not train on"
             )
         for s in g.opponents:
-            _check_spec(s, f"{where}.opponents")
+            _check_opponent(s, f"{where}.opponents")
         held.append(g)
     try:
         plans(POLICY, train + held, 2, 0)  # opponent names the match ids can hold
@@ -776,6 +781,16 @@ def _check_exploiter(cfg: TrainConfig) -> None:
         raise ValueError(
             "league.bots: a league tournament cannot rate the exploiter; set league.tournament.every: 0"
         )
+
+
+def _check_opponent(spec: Any, where: str) -> None:
+    """An evaluation opponent: an agent spec, or a field of them (`evaluation.suites`)."""
+    try:
+        entry = opponent_entry(spec)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    for member in field_members(entry):
+        _check_spec(member, where)
 
 
 def _check_spec(spec: Any, where: str) -> None:

@@ -184,3 +184,62 @@ def test_in_a_game_of_dealt_teams_the_agent_plays_each_team_of_every_deal():
     random = make_agent("random", "random")
     agents = suite_agents({"agent": random}, [g], {p.match_id: p.seed for p in ps})
     assert all(agents[n].agent is random for p in ps for n in p.seats if n.startswith("agent"))
+
+
+FIELD3 = {"field": ["tit_for_tat", "always_defect", "always_cooperate"]}
+
+
+def test_a_field_fills_the_other_seats_each_member_in_every_seat_equally():
+    """Public goods (4 seats) against a field of three: every match seats each member once, and
+    over 12 matches (3 deals x 4 agent seats) every member sits in every seat 3 times."""
+    from collections import Counter
+
+    from evaluation.suites import plans
+
+    ps = plans("agent", [EvalGame("public_goods", opponents=[FIELD3])], matches=12, seed=0)
+    assert len(ps) == 12
+    where = Counter()
+    for p in ps:
+        assert sorted(n for n in p.seats if n != "agent") == sorted(FIELD3["field"])
+        where.update((n, s) for s, n in enumerate(p.seats))
+        assert "|00.field(tit_for_tat,always_defect,always_cooperate)|" in p.match_id
+    assert set(where.values()) == {3} and len(where) == 16
+
+
+def test_a_cooperator_in_a_mixed_field_by_hand():
+    """always_cooperate with always_defect and two always_cooperate (n=4, endowment 10, x1.6, 10
+    rounds): each round 30 goes in, the pot 48 gives 12 each: the agent 120 a match, the
+    defector 220; welfare 580 of 640; the agent tied 2nd-4th with the cooperators: rank 3."""
+    field = {"field": ["always_defect", "always_cooperate", "always_cooperate"], "name": "mixed"}
+    game = EvalGame("public_goods", opponents=[field])
+    recs = list(play_suite({"agent": make_agent("always_cooperate")}, [game], matches=8))
+    assert all(len(set(r.seats.values())) == 4 for r in recs)  # always_cooperate#2 apart
+    (row,) = social_rows(recs, "agent")
+    assert row.opponent == "mixed" and row.welfare == pytest.approx(580 / 640)
+    pooled = next(c for c in cells(recs, "agent") if c.seat == "all")
+    assert pooled.opponent == "mixed" and pooled.mean_return == 120.0 and pooled.rank == 3.0
+
+
+def test_arena_eval_takes_a_field_on_the_command_line(tmp_path):
+    out = tmp_path / "ev"
+    code = arena_main(
+        ["eval", "--agent", "always_defect", "--games", "public_goods", "--opponents",
+         "field:tit_for_tat,always_cooperate", "always_defect", "--matches", "4", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    rows = json.loads((out / "eval.json").read_text())
+    opponents = {r["opponent"] for r in rows if r["kind"] == "cell"}
+    assert opponents == {"field(tit_for_tat,always_cooperate)", "always_defect"}
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [("field:", "non-empty list"), ({"field": [{"field": ["random"]}]}, "not fields"),
+     ({"field": ["random"], "seats": 2}, "keys field and name")],
+)  # fmt: skip
+def test_a_bad_field_is_one_line(bad, says):
+    from evaluation.suites import game_spec
+
+    with pytest.raises(ValueError, match=says) as e:
+        game_spec({"name": "public_goods", "opponents": [bad]})
+    assert "\n" not in str(e.value) and "public_goods" in str(e.value)
