@@ -103,6 +103,17 @@ class LiveMatch:
     returns: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
+def with_other_seats(agents: dict[str, Agent], plans: list[MatchPlan]) -> dict[str, Agent]:
+    """`agents` and, for a seat named `X#k` (k a number) that has no agent of its own, agent X:
+    one agent in several seats of a match (a team played by one player)."""
+    out = dict(agents)
+    for name in {n for p in plans for n in p.seats} - set(agents):
+        base, sep, k = name.rpartition("#")
+        if sep and k.isdigit() and base in agents:
+            out[name] = agents[base]
+    return out
+
+
 def play(
     plans: Iterable[MatchPlan],
     agents: dict[str, Agent],
@@ -124,6 +135,7 @@ def play(
     if out:
         check_jsonl_out(out)
     queue = list(plans)[::-1]
+    agents = with_other_seats(agents, queue)
     missing = {name for p in queue for name in p.seats} - set(agents)
     if missing:
         raise ValueError(f"no agent named {', '.join(sorted(missing))} (have: {', '.join(agents)})")

@@ -318,7 +318,8 @@ def symmetry_module(name: str):
 def declared_teams(name: str, params: dict, seed: int) -> tuple[tuple[int, ...], ...]:
     """The teams a game declares for the match of `seed` (`TextEnv.teams`, drawn at reset, so
     the same seed gives the match's own: werewolf's wolves and village), as groups of seat
-    indices (`seat_groups`); () for a game without teams. Cached: tournaments and evaluations
+    indices (`seat_groups`), in the game's `TEAMS` order (werewolf: the wolves first); () for a
+    game without teams. Cached: tournaments and evaluations
     ask for every match they schedule or score."""
     key = json.dumps(params, sort_keys=True)
     return _declared_teams(name, key, seed) if _has_teams(name, key) else ()
@@ -333,4 +334,6 @@ def _has_teams(name: str, params: str) -> bool:
 def _declared_teams(name: str, params: str, seed: int) -> tuple[tuple[int, ...], ...]:
     env = make(name, **json.loads(params))
     env.reset(seed=seed)
-    return seat_groups(getattr(env.unwrapped, "teams", {}), list(env.possible_agents))
+    game = env.unwrapped
+    order = getattr(game, "TEAMS", ())
+    return seat_groups(getattr(game, "teams", {}), list(env.possible_agents), order)

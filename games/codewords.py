@@ -190,6 +190,7 @@ class Turn:
 class Codewords(TextEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "codewords", "is_parallelizable": False}
     ROLES = ROLES
+    TEAMS = TEAMS
 
     def __init__(
         self,

@@ -20,7 +20,10 @@ Rewards    each round's payoff when the round resolves; cumulative reward = tota
 Dynamics   simultaneous, buffered per round (seat order); `games.make_parallel("public_goods")`.
 Params     num_players=4, endowment=10, multiplier=1.6; rounds=10; random_horizon /
            continuation / min_rounds / max_rounds (see `games.repeated_matrix`);
-           illegal_reward=-1.
+           illegal_reward=-1. state_rounds=0: the state text also repeats the last k rounds
+           (a memory-k prompt); state_progress=True: the round and the totals in it, False
+           (with state_rounds) the last rounds alone, as "Last round: ..." (a strict memory-k
+           prompt).
 Bots       cooperate = contribute the whole endowment, defect = contribute 0; a
            contribution of at least half the endowment counts as cooperating when bots
            judge the others (tit-for-tat cooperates iff every other player did).
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from games.repeated_matrix import RepeatedGame, horizon
+from games.repeated_matrix import RepeatedGame, check_state_text, horizon
 
 
 class PublicGoods(RepeatedGame):
@@ -46,6 +49,8 @@ class PublicGoods(RepeatedGame):
         max_rounds: int | None = None,
         render_mode: str | None = None,
         illegal_reward: float = -1.0,
+        state_rounds: int = 0,
+        state_progress: bool = True,
     ):
         if not isinstance(num_players, (int, np.integer)) or num_players < 2:
             raise ValueError(f"num_players must be an integer >= 2, got {num_players!r}")
@@ -53,9 +58,12 @@ class PublicGoods(RepeatedGame):
             raise ValueError(f"endowment must be an integer in 1..1000, got {endowment!r}")
         if not isinstance(multiplier, (int, float, np.integer, np.floating)) or not multiplier > 0:
             raise ValueError(f"multiplier must be a positive number, got {multiplier!r}")
+        check_state_text(state_rounds, state_progress)
         h = horizon(rounds, random_horizon, continuation, min_rounds, max_rounds)
         super().__init__(int(num_players), int(endowment) + 1, h, render_mode, illegal_reward)
         self.metadata = {**self.metadata, "name": "public_goods"}
+        self.state_rounds = int(state_rounds)
+        self.state_progress = bool(state_progress)
         self.endowment = int(endowment)
         self.multiplier = float(multiplier)
         self.cooperate_action = self.endowment

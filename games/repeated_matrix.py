@@ -23,9 +23,9 @@ Horizon       `rounds=10` fixed by default. `random_horizon="geometric"`: after 
               [`min_rounds`, `max_rounds`] (default rounds/2 .. 3 rounds/2). The length is
               drawn at `reset` from the env's seeded `np_random`; players are told only the
               rule, never the drawn length (a known end invites backward induction).
-State text    round, totals (yours first, then the others in seat order) and, with `state_rounds=k` (2x2 games), the last k rounds'
+State text    round, totals (yours first, then the others in seat order) and, with `state_rounds=k` (2x2 games, public goods), the last k rounds'
               lines: with `prompt: state` a short memory-k prompt at fixed positions.
-              `state_progress=False` (2x2 games, with `state_rounds`) drops the round and the
+              `state_progress=False` (with `state_rounds`) drops the round and the
               totals and counts the rounds back from now ("Last round: ..."): a strict
               memory-k prompt, the same text in every round with the same last k rounds.
 Bots          `round_moves(agent)`, `cooperation_history(agent)` and

@@ -79,6 +79,7 @@ class TextEnv(AECEnv):
     metadata = {"render_modes": ["human", "ansi"], "is_parallelizable": False}
     info: GameInfo
     ROLES: tuple[str, ...] = ()  # the roles a game of roles can deal (its `roles` values)
+    TEAMS: tuple[str, ...] = ()  # a game of teams' team names in a fixed order (its first: side 0)
 
     def __init__(self, render_mode: str | None = None, illegal_reward: float = -1.0):
         super().__init__()
@@ -220,21 +221,25 @@ class TextEnv(AECEnv):
         self._accumulate_rewards()
 
 
-def seat_groups(teams: dict[str, str], agents: list[str]) -> tuple[tuple[int, ...], ...]:
+def seat_groups(
+    teams: dict[str, str], agents: list[str], order: tuple[str, ...] = ()
+) -> tuple[tuple[int, ...], ...]:
     """The sides of a match as groups of seat indices, from a game's `teams` (agent -> team).
 
     Seats are indices into `agents` (the env's `possible_agents`); a team's seats are in seat
-    order and teams in the order of their first seat. () when the game declares no teams or
-    every team has one member (every seat then plays for itself).
+    order and teams in the order of `order` (a game's `TEAMS`), then of their first seat. ()
+    when the game declares no teams or every team has one member (every seat then plays for
+    itself).
 
     >>> seat_groups({"player_0": "red", "player_1": "blue", "player_2": "red"}, ["player_0", "player_1", "player_2"])
     ((0, 2), (1,))
     """
     if not teams:
         return ()
-    groups: dict[str, list[int]] = {}
+    groups: dict[str, list[int]] = {t: [] for t in order}
     for i, agent in enumerate(agents):
         groups.setdefault(teams.get(agent, agent), []).append(i)
+    groups = {t: g for t, g in groups.items() if g}
     if all(len(g) == 1 for g in groups.values()):
         return ()
     return tuple(tuple(g) for g in groups.values())

@@ -119,6 +119,7 @@ def player_name(seat: int) -> str:
 class Werewolf(TextEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "werewolf", "is_parallelizable": False}
     ROLES = ROLES
+    TEAMS = (WOLVES, VILLAGE)
 
     def __init__(
         self,

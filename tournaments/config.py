@@ -49,6 +49,12 @@ result (the sum of their returns): players are rated through their teams' finish
 A game that declares its own teams (`TextEnv.teams`: codewords' two pairs, werewolf's wolves
 and village, drawn each match) is rated by them without the key; the key overrides them.
 
+`sides: true` plays a game of two declared teams one player a side, as a two-player game:
+a pairing's player holds every seat of one team (`a`, `a#2`, ... in the match record), the
+other player every seat of the other, the teams swapping with the seat order. Every format
+works, the elimination brackets included (ArenaRL's seeded elimination between two sides), and
+the ratings are Bradley-Terry's with a side term (side 0 = the game's first team).
+
 `games_per_pairing` becomes the format's `games` option (round robin, Swiss, anchor) or
 `best_of` (elimination). Malformed input raises a one-line ValueError naming the key. A
 round may hold at most `MAX_ROUND_MATCHES` matches (a round is scheduled, stored and
@@ -148,6 +154,11 @@ class TournamentConfig:
     arena: dict = field(default_factory=dict)
     """match runner options: concurrency (matches live at once), max_turns (decisions before a
     match is stopped)"""
+    sides: bool = option(
+        False, what="true or false", check=(lambda v: type(v) is bool, "true or false")
+    )
+    """a game of two declared teams played one player a side (every seat of its team); the
+    tournament is then pairwise"""
 
     def to_json(self) -> str:
         """Canonical JSON (stored with the tournament; a resume must match it)."""
@@ -155,6 +166,8 @@ class TournamentConfig:
         d["games"] = [  # a game without an opening or teams is stored as before they existed
             {k: g[k] for k in GAME_KEYS if k not in OPTIONAL_GAME_KEYS or g[k]} for g in d["games"]
         ]
+        if not d["sides"]:  # stored only when set: older stores resume unchanged
+            del d["sides"]
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -186,7 +199,9 @@ class TournamentConfig:
         return opts
 
     def seats(self) -> int:
-        """The seats of the tournament's games (the same for all)."""
+        """The seats of the tournament's games (the same for all); 2 when played by `sides`."""
+        if self.sides:
+            return 2
         return game_seats(self.games[0].name, json.dumps(self.games[0].params, sort_keys=True))
 
     def make_format(self):
@@ -251,9 +266,13 @@ def _parse(d: Any, check_games: bool) -> TournamentConfig:
     entries = _games(d["games"])
     if check_games:
         _check_games(entries)
-    seats = _check_seats(entries, fmt, len(specs))
+    sides = d.get("sides", False)
+    if sides:
+        seats = _check_sides(sides, entries, specs)
+    else:
+        seats = _check_seats(entries, fmt, len(specs))
     _check_by_game(specs, [g.name for g in entries])
-    scalars = {k: d[k] for k in ("games_per_pairing", "seed") if k in d}
+    scalars = {k: d[k] for k in ("games_per_pairing", "seed", "sides") if k in d}
     if seats > 2:
         scalars.setdefault("games_per_pairing", seats)  # every player in every seat once
     config = build(
@@ -547,6 +566,27 @@ def _check_seats(entries: list[TournamentGame], fmt: str, players: int) -> int:
     return n
 
 
+def _check_sides(sides: Any, entries: list[TournamentGame], specs: dict) -> int:
+    """`sides: true`: every game declares two teams (and no `teams:` key), no player's name has
+    a '#' (a player's other seats are named `name#2`, ...); returns 2, the seats of a pairing."""
+    if sides is not True:
+        raise ValueError(f"sides must be true or false, got {sides!r}")
+    for i, g in enumerate(entries):
+        declared = games.declared_teams(g.name, g.params, 0)
+        if g.teams or len(declared) != 2:
+            has = f"declares {len(declared)} teams" if not g.teams else "has a teams: key"
+            raise ValueError(
+                f"sides: true needs games that declare two teams (codewords, werewolf); games[{i}] "
+                f"{g.name} {has}"
+            )
+    named = [p for p in specs if "#" in p]
+    if named:
+        raise ValueError(
+            f"sides: true names a player's other seats name#2, ...; rename {', '.join(map(repr, named))} (no '#')"
+        )
+    return 2
+
+
 def _check_teams(teams: list, seats: int, where: str) -> None:
     """`teams` is empty or splits the seats 0..seats-1 into at least two groups."""
     if not teams:
@@ -593,7 +633,7 @@ def finishes(
 
 def pairwise(config: TournamentConfig) -> bool:
     """Are the tournament's games two players, one a side (Bradley-Terry's case)?"""
-    return config.seats() == 2 and not any(g.teams for g in config.games)
+    return config.sides or (config.seats() == 2 and not any(g.teams for g in config.games))
 
 
 def stored_config(db_path: str | os.PathLike) -> TournamentConfig:

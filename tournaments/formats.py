@@ -86,7 +86,8 @@ def format_function(name: str, seats: int = 2):
     if name not in TABLE_FORMATS:
         raise ValueError(
             f"format {name} pairs two players and needs a game of two seats, this one has {seats} "
-            f"(formats for tables: {', '.join(TABLE_FORMATS)})"
+            f"(formats for tables: {', '.join(TABLE_FORMATS)}; a game of two teams plays any format one "
+            "player a side with sides: true)"
         )
     return TABLE_FORMATS[name]
 

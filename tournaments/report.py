@@ -40,6 +40,7 @@ from urllib.parse import quote
 import numpy as np
 from rich.table import Table
 
+import games
 from core.console import make_console
 from core.records import read_jsonl
 from tournaments.ratings import (
@@ -220,9 +221,17 @@ def seat_note(result: TournamentResult) -> str:
         f"{g} {h.elo:+.0f}" + ("" if math.isnan(h.lo) else f" [{h.lo:+.0f}, {h.hi:+.0f}]")
         for g, h in result.seat.items()
     ]
+    if result.config.sides:
+        firsts = ", ".join(f"{g}: {first_team(g)}" for g in result.seat)
+        return f"the first side's advantage ({firsts}; fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
     if result.config.seats() > 2:
         return f"each seat's advantage over the last seat (fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
     return f"first mover's advantage (fitted with the ratings, which are corrected for it), Elo: {', '.join(terms)}"
+
+
+def first_team(game: str) -> str:
+    """The team a game played by sides puts on side 0 (its first `TEAMS` name)."""
+    return (getattr(games.make(game).unwrapped, "TEAMS", ()) or ("team 0",))[0]
 
 
 def rating_note(result: TournamentResult) -> str:

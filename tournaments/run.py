@@ -253,7 +253,7 @@ def run_tournament(
         _open_tournament(store, config, jsonl, pin=play_matches is not None)
         results = store.results()
         # matches played but not stored (all of them if the DB was lost)
-        logged = read_log(jsonl, skip=set(results))
+        logged = read_log(jsonl, skip=set(results), sides=config.sides)
         played = recovered = 0
         rounds = itertools.count()
 

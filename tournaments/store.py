@@ -80,21 +80,43 @@ class MatchResult:
         return {"win": 1.0, "draw": 0.5, "loss": 0.0}[self.outcome[player]]
 
     @classmethod
-    def from_record(cls, record, trajectory: str | os.PathLike | None = None) -> MatchResult:
-        """From an `core.records.MatchRecord` (seats map env agents to player names)."""
+    def from_record(
+        cls, record, trajectory: str | os.PathLike | None = None, sides: bool = False
+    ) -> MatchResult:
+        """From an `core.records.MatchRecord` (seats map env agents to player names). `sides`:
+        a player holds every seat of its team (`X`, `X#2`, ...: `seat_players`), and its score
+        is its team's summed returns."""
         names = record.seats
         if len(set(names.values())) != len(names):
             raise ValueError(
                 f"match {record.match_id}: one player in several seats; tournament matches are between distinct players"
             )
+        players = seat_players(names) if sides else dict(names)
+        scores: dict[str, float] = {}
+        outcome: dict[str, str] = {}
+        for a, r in record.returns.items():  # a player a side: its team's returns summed
+            scores[players[a]] = scores.get(players[a], 0.0) + float(r)
+        for a, o in record.outcome.items():  # a team's seats share its outcome
+            outcome.setdefault(players[a], o)
         return cls(
             match_id=record.match_id,
-            scores={names[a]: float(r) for a, r in record.returns.items()},
-            outcome={names[a]: o for a, o in record.outcome.items()},
+            scores=scores,
+            outcome=outcome,
             trajectory=str(trajectory) if trajectory is not None else None,
             error=record.error,
             finished_at=record.finished_at or time.time(),
         )
+
+
+def seat_players(names: dict[str, str]) -> dict[str, str]:
+    """Seat -> player of a match record: a seat named `X#k` (k a number) whose X also sits in
+    the match is another seat of player X (a tournament played by `sides`); others their own."""
+    present = set(names.values())
+    out = {}
+    for seat, name in names.items():
+        base, sep, k = name.rpartition("#")
+        out[seat] = base if sep and k.isdigit() and base in present else name
+    return out
 
 
 def jsonl_beside(db_path: str | os.PathLike) -> Path:
@@ -445,7 +467,10 @@ class Logged:
 
     def check(self, spec: MatchSpec, jsonl: Path) -> MatchResult:
         """The result, if the scheduled `spec` is the match that was played."""
-        if self.spec != (spec.game, spec.params, spec.seed, spec.seats):
+        played = self.spec[3]
+        if len(played) != len(spec.seats):  # a player a side: its seats, X, X#2, ...
+            played = sorted(set(played)) == sorted(spec.seats) and spec.seats
+        if (*self.spec[:3], played) != (spec.game, spec.params, spec.seed, spec.seats):
             raise ValueError(
                 f"{jsonl} holds match {spec.match_id!r} played as {self.spec[0]} seed {self.spec[2]} seats {self.spec[3]}, "
                 f"but this config schedules it as {spec.game} seed {spec.seed} seats {spec.seats} (a trajectory file of "
@@ -454,8 +479,11 @@ class Logged:
         return self.result
 
 
-def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str, Logged]:
-    """Matches in the trajectory file by id, except those in `skip` (already stored).
+def read_log(
+    jsonl: str | os.PathLike, skip: set[str] = frozenset(), sides: bool = False
+) -> dict[str, Logged]:
+    """Matches in the trajectory file by id, except those in `skip` (already stored); `sides`:
+    as `MatchResult.from_record` reads them.
 
     Cuts a torn last line (a writer killed mid-line) and sets every line that does not
     read back as a MatchRecord aside, into "<name>.corrupt-<time>" (said on stderr), so
@@ -479,13 +507,14 @@ def read_log(jsonl: str | os.PathLike, skip: set[str] = frozenset()) -> dict[str
             if rec.match_id in skip or rec.match_id in out:
                 continue
             try:
-                result = MatchResult.from_record(rec, path)
+                result = MatchResult.from_record(rec, path, sides)
             except (
                 ValueError
             ):  # a readable record, but no tournament match (one player in two seats)
                 continue
+            players = seat_players(rec.seats) if sides else rec.seats
             out[rec.match_id] = Logged(
-                result, (rec.game, rec.params, rec.seed, list(rec.seats.values()))
+                result, (rec.game, rec.params, rec.seed, [players[a] for a in rec.seats])
             )
     if bad:
         _set_aside(path, bad)

@@ -263,8 +263,8 @@ def test_a_game_that_deals_its_teams_is_rated_by_each_matchs_teams(tmp_path):
         dealt = roles[spec.match_id]
         wolves.append(tuple(i for i in range(6) if dealt[f"player_{i}"] == "werewolf"))
     finishes = result.finishes()
-    assert [f.teams for f in finishes] == [
-        tuple(sorted([w, tuple(i for i in range(6) if i not in w)])) for w in wolves
+    assert [f.teams for f in finishes] == [  # the game's TEAMS order: wolves, then village
+        (w, tuple(i for i in range(6) if i not in w)) for w in wolves
     ]
     assert len(set(wolves)) > 1  # dealt afresh
     players = list(cfg["players"])
