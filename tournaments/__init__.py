@@ -14,6 +14,7 @@
     store.py     the SQLite store (WAL) that survives kill -9
     run.py       format rounds -> matches -> store, resumable
     matches.py   a round's matches played through the arena (`arena_play_matches`)
+    people.py    games people played in the browser against a tournament's players, rated in
     report.py    terminal leaderboard and static HTML report
     sim.py       simulated Bradley-Terry players (tests, benchmarks)
 

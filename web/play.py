@@ -14,27 +14,36 @@ final state and its return. Never the env, the record, or another seat's view.
 
 A finished game is appended (and fsynced, `core.records.append_jsonl`) to
 RUNS_DIR/web-play/matches.jsonl as the runner yields it, one game at a time; a killed server loses no
-finished game. `Games` bounds the games live at once (`max_games`) and drops a game left
+finished game. A game played *into a tournament* (`Setup.tournament`, a store under RUNS_DIR)
+takes its opponents by player name from the tournament's stored config (their specs), plays one
+of its games with its params, names the person's seat `Setup.player`, and is appended to the
+tournament's people file too (`tournaments.people`: rated with its players). `Games` bounds the games live at once (`max_games`) and drops a game left
 idle for `idle_s` seconds (its thread ends; nothing is recorded for it).
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import agents
 import games
 from agents.base import PendingTurn, decision
+from agents.by_game import build_agent, check_player
 from arena.runner import AgentFailed, MatchPlan, play
 from core.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out
+from tournaments.config import stored_config
+from tournaments.people import people_jsonl
+from web.paths import OutsideRoot, inside, is_tournament
 
 PLAYER = "human"  # the agent name of the person's seat in the record
 FOLDER = "web-play"  # under RUNS_DIR: matches.jsonl holds every finished game
+NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")  # a person's name on a leaderboard
 WAIT_S = 20.0  # the most a move request waits for the person's next turn
 
 
@@ -59,13 +68,15 @@ class Setup:
     opponents: list[str]  # one spec per other seat, in seat order (the last repeats)
     params: dict = field(default_factory=dict)
     seed: int | None = None
+    tournament: str = ""  # a tournament store under RUNS_DIR to play into: rated with its players
+    player: str = PLAYER  # the person's name in the record (and on that tournament's leaderboard)
 
 
 class BrowserSeat:
     """The person's seat as an agent: `act` waits for the move the browser sends."""
 
     def __init__(self, game: Game) -> None:
-        self.name = PLAYER
+        self.name = game.person
         self.game = game
 
     def act(self, turns: list[PendingTurn]) -> list[TurnRecord]:
@@ -82,8 +93,10 @@ class Game:
         opponents: dict[str, Any],
         out: Path,
         write_lock: threading.Lock,
+        also: Path | None = None,
     ) -> None:
         self.id = secrets.token_hex(8)
+        self.person = setup.player
         self.setup = setup
         self.match_id = f"web-{time.strftime('%Y%m%d-%H%M%S')}-{self.id[:6]}"
         self.seed = setup.seed if setup.seed is not None else secrets.randbelow(2**31)
@@ -99,10 +112,10 @@ class Game:
         self.dropped = False
         self.moves = 0  # the person's moves so far
         seats = list(seats)  # the agent names of the other seats, in seat order
-        seats.insert(setup.seat, PLAYER)
+        seats.insert(setup.seat, self.person)
         self.plan = MatchPlan(self.match_id, setup.game, seats, self.seed, dict(setup.params))
-        self.agents = {**opponents, PLAYER: BrowserSeat(self)}
-        self.out, self.write_lock = out, write_lock
+        self.agents = {**opponents, self.person: BrowserSeat(self)}
+        self.out, self.also, self.write_lock = out, also, write_lock
         self.seat = games.make(setup.game, **setup.params).possible_agents[setup.seat]
         self.thread = threading.Thread(target=self._run, name=f"web-play-{self.id}", daemon=True)
 
@@ -111,6 +124,8 @@ class Game:
             for record in play([self.plan], self.agents, concurrency=1):
                 with self.write_lock:  # one line at a time from the games' threads
                     append_jsonl(self.out, record)
+                    if self.also is not None:  # the tournament's people file
+                        append_jsonl(self.also, record)
                 final = _seat_view(self.env, self.seat) if self.env is not None else None
                 with self.cond:
                     self.record, self.shown = record, final
@@ -162,14 +177,14 @@ class Game:
                 if len(text) > view.max_chars:
                     raise BadMove(f"a message is at most {view.max_chars} characters")
                 action: Any = turn.env.parse(turn.player, text)
-                record = decision(turn, PLAYER, action, move=action)
+                record = decision(turn, self.person, action, move=action)
             else:
                 if move not in view.legal_moves:
                     raise BadMove(
                         f"{move!r} is not a legal move now (legal: {', '.join(view.legal_moves)})"
                     )
                 action = view.actions[view.legal_moves.index(move)]
-                record = decision(turn, PLAYER, action, move=move)
+                record = decision(turn, self.person, action, move=move)
             self.answer = record
             self.moves += 1
             self.cond.notify_all()
@@ -254,6 +269,7 @@ class Games:
     after `idle_s` seconds without a request."""
 
     def __init__(self, runs_dir: Path, max_games: int = 8, idle_s: float = 1800.0) -> None:
+        self.root = Path(runs_dir).resolve()
         self.out = Path(runs_dir) / FOLDER / "matches.jsonl"
         self.max_games, self.idle_s = max_games, idle_s
         self.live: dict[str, Game] = {}
@@ -263,7 +279,10 @@ class Games:
     def start(self, setup: Setup) -> Game:
         """Check `setup`, build the opponents and start the game; ValueError (one line) for a
         bad game, seat or spec, or when `max_games` games are live."""
-        seats, opponents = self._opponents(setup)
+        also, specs = None, {}
+        if setup.tournament:
+            setup, also, specs = self._into_tournament(setup)
+        seats, opponents = self._opponents(setup, specs)
         check_jsonl_out(str(self.out))
         with self.lock:
             self._sweep()
@@ -271,14 +290,44 @@ class Games:
                 raise Full(
                     f"{self.max_games} games are in play already (--max-games); finish one first"
                 )
-            game = Game(setup, seats, opponents, self.out, self.write_lock)
+            game = Game(setup, seats, opponents, self.out, self.write_lock, also)
             self.live[game.id] = game
         game.thread.start()
         return game
 
-    def _opponents(self, setup: Setup) -> tuple[list[str], dict[str, Any]]:
+    def _into_tournament(self, setup: Setup) -> tuple[Setup, Path, dict]:
+        """`setup` for a game into the tournament it names: the game's params from the
+        tournament, its opponents the players named (one-line ValueErrors otherwise); the
+        tournament's people file, and its players' specs."""
+        try:
+            db = inside(self.root, setup.tournament)
+        except OutsideRoot as e:
+            raise ValueError(str(e)) from None
+        if not is_tournament(db):
+            raise ValueError(f"no tournament store {setup.tournament!r} under the runs folder")
+        config = stored_config(db)
+        entry = next((g for g in config.games if g.name == setup.game), None)
+        if entry is None:
+            names = ", ".join(g.name for g in config.games)
+            raise ValueError(f"tournament {config.name!r} plays {names}, not {setup.game!r}")
+        if not NAME.match(setup.player) or setup.player in config.players:
+            raise ValueError(
+                f"your name must be letters, digits, '_', '-' or '.' and not a player's, got {setup.player!r}"
+            )
+        names = [s.strip() for s in setup.opponents if s.strip()]
+        unknown = [n for n in names if n not in config.players]
+        if unknown or not names:
+            raise ValueError(
+                f"opponents must be players of {config.name!r} ({', '.join(config.players)}), "
+                f"got {', '.join(unknown) or 'none'}"
+            )
+        setup = replace(setup, params=dict(entry.params), opponents=names)
+        return setup, people_jsonl(db), dict(config.players)
+
+    def _opponents(self, setup: Setup, players: dict) -> tuple[list[str], dict[str, Any]]:
         """The agent names of the other seats in seat order, and the agents by name (one
-        agent per distinct spec, playing each seat it is given)."""
+        agent per distinct spec, or tournament player in `players`, playing each seat it is
+        given)."""
         if setup.game not in games.names():
             raise ValueError(f"game must be one of {', '.join(games.names())}, got {setup.game!r}")
         seats = len(games.make(setup.game, **setup.params).possible_agents)
@@ -291,12 +340,15 @@ class Games:
             raise ValueError("opponents must name at least one agent spec (e.g. random)")
         specs = (specs + [specs[-1]] * seats)[: seats - 1]
         built: dict[str, Any] = {}
-        for spec in specs:
-            if agents.parse_spec(spec)["type"] == "human" or spec == PLAYER:
+        for name in specs:  # a spec, or a tournament's player name
+            spec = players.get(name, name)
+            if name not in players and (
+                spec == PLAYER or agents.parse_spec(spec)["type"] == "human"
+            ):
                 raise ValueError("opponents must be agents, not human (you are the human)")
-            if spec not in built:
-                agents.check_spec(spec, [(setup.game, setup.params)])
-                built[spec] = agents.make_agent(spec, name=spec)
+            if name not in built:
+                check_player(spec, [(setup.game, setup.params)])
+                built[name] = build_agent(name, spec)
         return specs, built
 
     def get(self, game_id: str) -> Game | None:

@@ -2,14 +2,16 @@
 
 Pages (plain HTML forms: a legal move is a button, a message a bounded text box)
     GET  /play                 the new-game form, the games in play and the finished ones
-    POST /play                 start a game (game, seat, opponents, seed): to its page
+    POST /play                 start a game (game, seat, opponents, seed; tournament and player
+                               to play into a tournament, rated with its players): to its page
     GET  /play/game?id=ID      the person's seat: its own view, its moves; reloads itself
                                each second while the opponents play
     POST /play/game?id=ID      play a move (move=TEXT) or a message (text=...): back to the page
     GET  /play/match?id=MATCH  a finished game in the match viewer
 
 JSON endpoints
-    POST /api/play/new         {"game", "seat", "opponents": [spec, ...], "params"?, "seed"?}
+    POST /api/play/new         {"game", "seat", "opponents": [spec, ...], "params"?, "seed"?,
+                               "tournament"?: store path, "player"?: your name}
     GET  /api/play/state?id=ID the seat's state (`web.play.Game.state`)
     POST /api/play/move        {"id", "move"} or {"id", "text"}: the state at the seat's next
                                turn or the end (or after `web.play.WAIT_S` seconds)
@@ -31,7 +33,8 @@ from starlette.routing import Route
 import games
 from core.records import read_jsonl
 from web import auth
-from web.play import BadMove, Full, Game, Games, Setup
+from web.paths import find_tournaments, relative
+from web.play import PLAYER, BadMove, Full, Game, Games, Setup
 from web.replay import replay
 
 
@@ -62,6 +65,8 @@ def _setup(fields: dict) -> Setup:
             opponents=[str(s) for s in opponents],
             params=dict(params),
             seed=int(seed) if seed not in (None, "") else None,
+            tournament=str(fields.get("tournament") or ""),
+            player=str(fields.get("player") or "").strip() or PLAYER,
         )
     except (TypeError, ValueError):
         raise HTTPException(400, "seat and seed must be whole numbers, params a mapping") from None
@@ -103,6 +108,7 @@ def play_page(request: Request) -> Response:
     return site.page(
         "play.html",
         catalogue=games.names(),
+        tournaments=[relative(site.root, db) for db in find_tournaments(site.root)],
         playing=[g.state() for g in site.games.playing()],
         finished=_finished(site),
     )

@@ -4,7 +4,8 @@
 differs from the last fit's, reads the tournament so far (`tournaments.run.tournament_so_far`)
 and turns it into the report's leaderboard data (`tournaments.report.leaderboard_json`, with
 the report's notes): the numbers are the HTML report's, from one code path, and a page
-polling every second costs one COUNT query between matches. A store that cannot be read
+polling every second costs one COUNT query between matches. Games people played into the
+tournament in the browser are rated in (`tournaments.people.with_people`; a new one refits). A store that cannot be read
 this moment (locked, a writer mid-checkpoint, not yet initialised) answers with the last
 standing and the reason (`"stale"`), or with `"error"` when there is none yet.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tournaments.config import stored_config
+from tournaments.people import people_jsonl, with_people
 from tournaments.report import leaderboard_json, points_note, rating_note
 from tournaments.run import TournamentResult, tournament_so_far
 from tournaments.store import Store
@@ -36,7 +38,7 @@ def standing(db: Path) -> dict:
 def fit(db: Path) -> tuple[dict, TournamentResult]:
     """The leaderboard data of the tournament in `db` as far as it is stored, and that
     tournament so far."""
-    result = tournament_so_far(stored_config(db), db)
+    result = with_people(tournament_so_far(stored_config(db), db), db)
     data = leaderboard_json(result)
     data.update(
         finished=result.finished,
@@ -52,6 +54,7 @@ class Standings:
 
     def __init__(self) -> None:
         self._cache: dict[Path, dict] = {}
+        self._keys: dict[Path, tuple[int, int]] = {}  # (stored matches, people file size) of a fit
         self._results: dict[Path, TournamentResult] = {}
         self._derived: dict[tuple[Path, str], tuple[int, Any]] = {}
         self._locks: dict[Path, threading.Lock] = {}
@@ -69,9 +72,11 @@ class Standings:
             try:
                 with Store(db, readonly=True) as store:
                     done, _ = store.count()
-                if cached is None or cached["matches"] != done:
+                people = people_jsonl(db)
+                key = (done, people.stat().st_size if people.is_file() else 0)
+                if cached is None or self._keys.get(db) != key:
                     cached, self._results[db] = fit(db)
-                    self._cache[db] = cached
+                    self._cache[db], self._keys[db] = cached, key
                 out = dict(cached)
             except (ValueError, sqlite3.Error, OSError) as e:
                 reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

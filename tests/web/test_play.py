@@ -200,3 +200,47 @@ def test_the_form_pages_play_a_move(client):
     r = client.post(f"/play/game?id={game_id}", data={"move": "4"})
     assert r.status_code == 200 and 'value="4"' not in r.text  # the centre is taken now
     assert client.post(f"/play/game?id={game_id}", data={"move": "4"}).status_code == 400
+
+
+def test_games_played_into_a_tournament_are_rated_with_its_players(runs):
+    """Three tic-tac-toe games as `alice` against the tournament's `random2`: recorded in the
+    tournament's people file (its store untouched), and alice is on the leaderboard, after the
+    format's order, with the W/D/L her records give; random2's counts grow by the same games."""
+    from tests.web.conftest import DB, MATCHES
+
+    people = runs / "web_test" / "tournament.people.jsonl"
+    with TestClient(create_app(runs)) as c:
+        before = c.get("/api/leaderboard", params={"db": DB}).json()
+        for seed in (1, 2, 3):
+            s = new(c, game="tic_tac_toe", seat=seed % 2, opponents=["random2"], seed=seed,
+                    tournament=DB, player="alice")  # fmt: skip
+            while not s["over"]:
+                s = move(c, s, move=s["view"]["legal_moves"][0]).json()
+        after = c.get("/api/leaderboard", params={"db": DB}).json()
+    records = list(read_jsonl(people))
+    assert len(records) == 3 and all(set(r.seats.values()) == {"alice", "random2"} for r in records)
+    wdl = [0, 0, 0]
+    for r in records:
+        mine = next(a for a, n in r.seats.items() if n == "alice")
+        wdl[("win", "draw", "loss").index(r.outcome[mine])] += 1
+    rows = {r["player"]: r for r in after["players"]}
+    assert [rows["alice"][k] for k in ("wins", "draws", "losses")] == wdl
+    assert rows["alice"]["rank"] == 4 and after["matches"] == MATCHES + 3
+    old = {r["player"]: r for r in before["players"]}["random2"]
+    theirs = [old["wins"] + wdl[2], old["draws"] + wdl[1], old["losses"] + wdl[0]]
+    assert [rows["random2"][k] for k in ("wins", "draws", "losses")] == theirs
+    assert before["matches"] == MATCHES and "alice" not in {r["player"] for r in before["players"]}
+
+
+@pytest.mark.parametrize(
+    "setup, says",
+    [({"opponents": ["cfr"]}, "must be players of"), ({"game": "kuhn_poker"}, "not 'kuhn_poker'"),
+     ({"player": "random"}, "not a player's"), ({"tournament": "../x.db"}, "no such path")],
+)  # fmt: skip
+def test_a_bad_game_into_a_tournament_is_a_400(runs, setup, says):
+    from tests.web.conftest import DB
+
+    body = {"game": "tic_tac_toe", "seat": 0, "opponents": ["mcts"], "tournament": DB, **setup}
+    with TestClient(create_app(runs)) as c:
+        r = c.post("/api/play/new", json=body)
+    assert r.status_code == 400 and says in r.json()["error"] and "\n" not in r.json()["error"]
