@@ -14,6 +14,7 @@ arena export trajectories FILE.jsonl ... OUT [--format parquet|hf] [--per turn|m
 arena export openspiel FILE.jsonl ... OUT.jsonl               OpenSpiel trajectories
 arena import openspiel TRAJECTORIES ... OUT.jsonl             OpenSpiel trajectories as match records
 arena web [RUNS_DIR] [--host 127.0.0.1] [--port 8080] [--api-key KEY]  live leaderboards, match viewer, curves
+arena env-serve GAME [--param K=V] [--seat S] [--opponents SPEC ...]   a game as an OpenEnv environment server
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import sys
 from dataclasses import dataclass
 from types import ModuleType
 
+from cli.commands import env_serve, export, games, import_, play, plot, serve, tournament, train
 from cli.commands import eval as eval_command
-from cli.commands import export, games, import_, play, plot, serve, tournament, train
 from cli.commands import web as web_command
 from core.machine import announce_threads, set_threads
 
@@ -60,6 +61,11 @@ COMMANDS: dict[str, Command] = {
     "import": Command(import_, "OpenSpiel trajectories as match records"),
     "web": Command(
         web_command, "a web app: live tournament leaderboards, match viewer, training curves"
+    ),
+    "env-serve": Command(
+        env_serve,
+        "a game as an OpenEnv environment server (one seat yours, agents the others)",
+        threads=True,
     ),
 }
 
