@@ -458,7 +458,6 @@ def _check_roles(cfg: TrainConfig) -> None:
         )
     for what, bad in (
         ("backend: transformers", cfg.backend != "transformers"),
-        ("no ray.address", bool(cfg.ray.address)),
         ("no league.snapshot_every (a snapshot holds one policy)", cfg.league.snapshot_every > 0),
         ("no full_width", cfg.full_width.enabled),
         ("no games[i].symmetries", any(g.symmetries for g in cfg.games)),

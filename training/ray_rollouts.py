@@ -100,13 +100,15 @@ class RolloutWorker(MatchWorker):
         self.policy = policy
         device = worker_device(policy.device, torch.cuda.is_available())
         # the learner's compute copy is what samples in process: the same dtype here
+        roles = {"seat_adapters": policy.seat_roles} if policy.seat_roles else {}
         self.backend = frozen_backend(
             policy.model,
             policy.learner,
             device,
             dtype=policy.learner.precision,
             name=POLICY,
-            **{"max_batch_size": 256, **policy.backend_kwargs},
+            roles=policy.roles,  # per-role policies: each seat plays its role's adapter
+            **{"max_batch_size": 256, **policy.backend_kwargs, **roles},
         )
         self.opponents = Opponents(policy, setup.games, self.backend.device, setup.opponents_dtype)
         self.version: int | None = None

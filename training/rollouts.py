@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from agents import checkpoint, make_agent
 from agents.llm_agent import LLMAgent, LLMAgentConfig
-from agents.models import load_model
+from agents.models import load_model, lora_model
 from agents.transformers_backend import TransformersBackend
 from arena.runner import MatchPlan, plan_matches, play
 from training.config import (  # noqa: F401 (SELF, parse_config: the loop's callers)
@@ -136,23 +136,16 @@ def frozen_backend(
     device: str,
     dtype: str = "auto",
     name: str | None = None,
+    roles: tuple[str, ...] = (),
     **kwargs,
 ):
     """A TransformersBackend on a fresh, frozen copy of the policy's model (LoRA-wrapped like the
-    learner's) for weights loaded into it later: the league snapshots' module, a Ray rollout worker's policy."""
+    learner's: one adapter per role of a per-role run) for weights loaded into it later: the
+    league snapshots' module, a Ray rollout worker's policy."""
     model, tok = load_model(model_name, dtype=dtype, device=device)
     if lcfg.lora_rank > 0:
-        from peft import LoraConfig, get_peft_model  # start-up time: peft (LoRA only)
-
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=lcfg.lora_rank,
-                lora_alpha=lcfg.lora_alpha,
-                target_modules=lcfg.lora_targets,
-                task_type="CAUSAL_LM",
-            ),
-        )
+        c = lcfg
+        model = lora_model(model, c.lora_rank, c.lora_alpha, c.lora_targets, c.lora_dropout, roles)
     model.eval()  # a frozen lm_head is fine: the backend takes last-token logits by index (one mm)
     return TransformersBackend((model, tok), name=name, **kwargs)
 

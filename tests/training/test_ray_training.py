@@ -218,3 +218,23 @@ def test_a_worker_killed_mid_step_loses_and_duplicates_nothing(cluster, tmp_path
         undisturbed
     )  # the replayed matches played again from their seeds
     assert {r.policy_version for r in records} == {0}
+
+
+def test_per_role_adapters_on_rollout_workers_play_the_local_runs_moves(
+    cluster, tmp_path, monkeypatch
+):
+    """Two LoRA adapters, one per seat of tic-tac-toe: the workers build both on their copy,
+    load both from the published state, and each seat plays its role's: the in-process moves."""
+    over = {
+        "checkpoint_every": 0,
+        "learner": {"lr": 3e-3, "precision": "float32", "lora_rank": 4},
+        "roles": {"first": ["player_0"], "second": ["player_1"]},
+        "league": {"self_play": 0.5, "bots": ["random"]},
+    }
+    local = trained_records(config(tmp_path / "local", **over), monkeypatch)
+    on_ray = trained_records(
+        config(tmp_path / "ray", {"address": cluster.address, "rollout_workers": 2}, **over),
+        monkeypatch,
+    )
+    assert len(on_ray) == len(local) == 3 * 8
+    assert moves(on_ray) == moves(local)
