@@ -20,8 +20,9 @@ Observation: a `spaces.Dict` with
 - `"action_mask"`: the game's mask of legal action ids (all zero at a free-text turn);
 - `"observation"`: the game's numeric observation.
 
-`info` carries `"legal_moves"` (the move strings, aligned with `"legal_actions"`) and
-`"free_text"` (the seat must write a message: step with a string).
+`info` carries `"legal_moves"` (the move strings, aligned with `"legal_actions"`),
+`"free_text"` (the seat must write a message: step with a string), and the view's parts
+`"rules"`, `"state"` and `"history"` (what an LLM agent's `prompt: state` or `compact` takes).
 
 Action: a legal action id (an `int` in the `spaces.Discrete` action space; use the mask),
 or a reply string, turned into one action by the game's own parser (`env.parse`), which is
@@ -305,11 +306,21 @@ class SingleAgentEnv(gym.Env):
 
     def _info(self) -> dict:
         env, agent = self.match.env, self.seat
+        texts = {  # the view's parts, as an LLM agent's prompt modes take them
+            "rules": env.rules_text(agent),
+            "state": env.state_text(agent),
+            "history": list(env.history_text(agent)),
+        }
         if not self._to_move():
-            return {"legal_moves": [], "legal_actions": [], "free_text": False}
+            return {"legal_moves": [], "legal_actions": [], "free_text": False, **texts}
         free = env.is_free_text(agent)
         actions, moves = ([], []) if free else env.legal_pairs(agent)
-        return {"legal_moves": list(moves), "legal_actions": list(actions), "free_text": free}
+        return {
+            "legal_moves": list(moves),
+            "legal_actions": list(actions),
+            "free_text": free,
+            **texts,
+        }
 
     def _finish_match(self) -> None:
         """The match is over: its record (appended to `record`), the opponents told."""

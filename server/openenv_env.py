@@ -13,8 +13,9 @@ the Gymnasium view plays them (`arena.gym_env.single_agent`, which this wraps):
                     back with `parse_error`) or "forfeit" (the game's illegal-move rule)
     state           the episode's id and step count, the match seed, the seat
 
-The observation is the seat's text view (`text`: rules, history, state, legal moves) with the
-game's structured fields (`legal_moves`, `free_text`, `action_mask`, `turn`: whose turn); the
+The observation is the seat's text view (`text`: rules, history, state, legal moves; and its
+parts `rules`, `state`, `history`) with the game's structured fields (`legal_moves`,
+`free_text`, `action_mask`, `turn`: whose turn); the
 reward is what the seat accrued since its last step, so an episode's rewards sum to the seat's
 return. Every finished episode is appended to `record` (JSONL `MatchRecord`s), which
 `arena tournament`, `arena export` and the web viewer read like any match.
@@ -53,6 +54,9 @@ class GameObservation(Observation):
     free_text: bool = Field(default=False, description="the seat must write a message")
     action_mask: list[int] = Field(default_factory=list, description="legal action ids (1 = legal)")
     turn: str = Field(default="", description="the seat whose turn it is (the client's)")
+    rules: str = Field(default="", description="the game's rules as the seat is told them")
+    state: str = Field(default="", description="the current state as the seat sees it")
+    history: list[str] = Field(default_factory=list, description="the history the seat has seen")
     parse_error: str | None = Field(default=None, description="why the last reply was rejected")
 
 
@@ -107,6 +111,9 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             free_text=bool(info.get("free_text", False)),
             action_mask=[int(x) for x in obs["action_mask"]],
             turn="" if done else self.gym.seat,
+            rules=info.get("rules", ""),
+            state=info.get("state", ""),
+            history=list(info.get("history", [])),
             parse_error=info.get("parse_error"),
             reward=reward,
             done=done,
@@ -131,7 +138,8 @@ class QuietDisconnect:
 
 def create_app(game: str, max_sessions: int = 16, **env_options):
     """The FastAPI app of OpenEnv's server for `game` (`env_options`: `GameEnvironment`'s
-    seat, opponents and the Gymnasium view's options: on_bad_reply, record, params, ...).
+    seat, opponents, the Gymnasium view's options (on_bad_reply, record, ...) and the game's
+    parameters as keywords, as `arena.single_agent` takes them).
     The options are checked once here, so a bad one fails before the server starts."""
     GameEnvironment(game, **env_options).close()
     app = create_fastapi_app(

@@ -1,8 +1,8 @@
 """Tic-tac-toe against `random` with TRL's GRPOTrainer, through the game's OpenEnv environment.
 
     python experiments/trl_tictactoe/grpo.py --model tiny-llama --steps 40 --out runs/trl_tictactoe
-    arena eval --agent llm:runs/trl_tictactoe/model,constrained=false --games tic_tac_toe \
-        --opponents random --matches 100 --perfect-play
+    arena eval --agent "llm:runs/trl_tictactoe/model,constrained=true,prompt=state,system_prompt=Tic-tac-toe.,temperature=0" \
+        --games tic_tac_toe --param board=relative --opponents random --matches 200
 
 The environment is `server.openenv_env.create_app("tic_tac_toe", opponents="random")` served by
 uvicorn in this process, and every game is played through OpenEnv's own client
@@ -41,7 +41,8 @@ from trl import GRPOConfig, GRPOTrainer
 from agents.models import load_model
 from server.openenv_env import create_app
 
-SYSTEM = "Tic-tac-toe. Answer with one cell number in brackets, e.g. [4]."
+SYSTEM = "Tic-tac-toe."  # the arena's tic-tac-toe configs' system prompt
+PARAMS = {"board": "relative"}  # as configs/train_tictactoe_tiny.yaml plays the game
 
 
 @dataclass
@@ -56,7 +57,9 @@ class Game:
 
 
 def chat_ids(tok, text: str) -> list[int]:
-    """The chat-templated prompt of one observation."""
+    """The chat-templated prompt of one observation's state text: the messages the arena's LLM
+    agent sends with `prompt: state`, `constrained: true` and `system_prompt: Tic-tac-toe.`, so
+    `llm:OUT/model,prompt=state,constrained=true,system_prompt=Tic-tac-toe.` plays as trained."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
     return tok.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, return_dict=False
@@ -101,11 +104,11 @@ def play(client, model, tok, seed: int, max_new_tokens: int, constrained: bool) 
     """One game of match `seed` through the OpenEnv client (`constrained`: a legal move each
     turn, else free text up to `max_new_tokens`)."""
     result = client.reset(seed=seed)
-    game = Game(prompt_ids=chat_ids(tok, result.observation["text"]))
+    game = Game(prompt_ids=chat_ids(tok, result.observation["state"]))
     first = True
     while not result.done:
         if not first:  # the next observation: the environment's tokens, not trained
-            obs = chat_ids(tok, result.observation["text"])
+            obs = chat_ids(tok, result.observation["state"])
             game.completion_ids += obs
             game.logprobs += [0.0] * len(obs)
             game.env_mask += [0] * len(obs)
@@ -193,6 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             on_bad_reply="forfeit",
             record=str(out / "episodes.jsonl"),
             player_name="trl",
+            **PARAMS,
         )
     )
     matches = args.steps * args.games // args.generations

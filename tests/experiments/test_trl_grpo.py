@@ -36,10 +36,11 @@ def test_grpo_through_openenv_then_the_checkpoint_plays_a_tournament(tmp_path):
     assert len(records) == 16 and all("trl" in r.seats.values() for r in records)
     assert set(Counter(r.seed for r in records).values()) == {4}  # a group replays one match
     config = tmp_path / "t.yaml"
-    model = {"type": "llm", "model": str(out / "model"), "constrained": True}
+    model = {"type": "llm", "model": str(out / "model"), "constrained": True, "prompt": "state",
+             "system_prompt": "Tic-tac-toe."}  # fmt: skip
     config.write_text(yaml.safe_dump({
         "name": "trl", "format": "round_robin", "players": {"trl": model, "random": "random"},
-        "games": ["tic_tac_toe"], "games_per_pairing": 4,
+        "games": [{"name": "tic_tac_toe", "params": {"board": "relative"}}], "games_per_pairing": 4,
     }))  # fmt: skip
     db = tmp_path / "t.db"
     assert arena_main(["tournament", str(config), "--db", str(db)]) == 0
