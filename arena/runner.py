@@ -42,7 +42,14 @@ import numpy as np
 
 import games
 from agents.base import Agent, PendingTurn, WrongGame
-from core.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out, outcomes
+from core.records import (
+    MatchRecord,
+    TurnRecord,
+    append_jsonl,
+    check_jsonl_out,
+    other_seat_of,
+    outcomes,
+)
 
 
 @dataclass
@@ -108,8 +115,8 @@ def with_other_seats(agents: dict[str, Agent], plans: list[MatchPlan]) -> dict[s
     one agent in several seats of a match (a team played by one player)."""
     out = dict(agents)
     for name in {n for p in plans for n in p.seats} - set(agents):
-        base, sep, k = name.rpartition("#")
-        if sep and k.isdigit() and base in agents:
+        base = other_seat_of(name)
+        if base in agents:
             out[name] = agents[base]
     return out
 

@@ -150,6 +150,14 @@ def outcomes(returns: dict[str, float], teams: dict[str, str] | None = None) -> 
     return {a: ("win" if one else "draw") if side[a] in winners else "loss" for a in returns}
 
 
+def other_seat_of(name: str) -> str | None:
+    """The player a seat name `X#k` (k a number) is another seat of, "X"; None for any other
+    name. One agent holds several seats of a match under such names (a team played by one
+    player: `arena.runner.with_other_seats`, `tournaments.store.seat_players`)."""
+    base, sep, k = name.rpartition("#")
+    return base if sep and base and k.isdigit() else None
+
+
 def _default(x: Any) -> Any:
     if hasattr(x, "item"):
         return x.item()

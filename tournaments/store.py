@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.records import MatchRecord, check_writable
+from core.records import MatchRecord, check_writable, other_seat_of
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -114,8 +114,8 @@ def seat_players(names: dict[str, str]) -> dict[str, str]:
     present = set(names.values())
     out = {}
     for seat, name in names.items():
-        base, sep, k = name.rpartition("#")
-        out[seat] = base if sep and k.isdigit() and base in present else name
+        base = other_seat_of(name)
+        out[seat] = base if base in present else name
     return out
 
 
