@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from training.plots import plot_sweep, read_eval
 
 MARS = [
@@ -118,11 +120,25 @@ def main() -> None:
                 config, extra = arms[arm]
                 # --resume: a run killed part-way goes on from its last checkpoint (a fresh start without one)
                 cli("train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *extra)
+            check_finished(run)
             rows.append({"arm": arm, "seed": seed, "run": str(run), **score(run, GAMES[args.game])})
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(rows, indent=1) + "\n")
             print(f"{arm} seed {seed}: NashConv {rows[-1]['nash_conv']:.4f}")
     plot_sweep(rows, args.png, lambda r: f"{r['arm']} {r['seed']}")
+
+
+def check_finished(run: Path) -> None:
+    """SystemExit unless the run trained all its steps: a run its `max_minutes` guard stopped
+    is not the config's result (rerun the same command to go on from its last checkpoint)."""
+    steps = yaml.safe_load((run / "config.yaml").read_text())["steps"]
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])["step"] if lines else 0
+    if last < steps:
+        raise SystemExit(
+            f"{run} stopped at step {last} of {steps} (its max_minutes guard?): not scored; raise max_minutes "
+            "in the arm's config (a guard: it does not change the run) and rerun the same command"
+        )
 
 
 if __name__ == "__main__":
