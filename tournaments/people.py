@@ -18,6 +18,7 @@ player the tournament does not have) is left out.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -49,11 +50,11 @@ def people_games(result: TournamentResult, db: str | os.PathLike) -> list[MatchR
     path = people_jsonl(db)
     if not path.is_file():
         return []
-    known = {(g.name, str(sorted(g.params.items()))) for g in result.config.games}
+    known = {(g.name, json.dumps(g.params, sort_keys=True)) for g in result.config.games}
     return [
         r
         for r in read_jsonl(path)
-        if (r.game, str(sorted(r.params.items()))) in known
+        if (r.game, json.dumps(r.params, sort_keys=True)) in known
         and person_of(r, result.config.players) is not None
     ]
 

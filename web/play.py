@@ -17,8 +17,9 @@ RUNS_DIR/web-play/matches.jsonl as the runner yields it, one game at a time; a k
 finished game. A game played *into a tournament* (`Setup.tournament`, a store under RUNS_DIR)
 takes its opponents by player name from the tournament's stored config (their specs), plays one
 of its games with its params, names the person's seat `Setup.player`, and is appended to the
-tournament's people file too (`tournaments.people`: rated with its players). `Games` bounds the games live at once (`max_games`) and drops a game left
-idle for `idle_s` seconds (its thread ends; nothing is recorded for it).
+tournament's people file too (`tournaments.people`: rated with its players). `Games` bounds
+the games live at once (`max_games`) and drops a game left idle for `idle_s` seconds (its
+thread ends; nothing is recorded for it).
 """
 
 from __future__ import annotations

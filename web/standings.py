@@ -5,9 +5,9 @@ differs from the last fit's, reads the tournament so far (`tournaments.run.tourn
 and turns it into the report's leaderboard data (`tournaments.report.leaderboard_json`, with
 the report's notes): the numbers are the HTML report's, from one code path, and a page
 polling every second costs one COUNT query between matches. Games people played into the
-tournament in the browser are rated in (`tournaments.people.with_people`; a new one refits). A store that cannot be read
-this moment (locked, a writer mid-checkpoint, not yet initialised) answers with the last
-standing and the reason (`"stale"`), or with `"error"` when there is none yet.
+tournament in the browser are rated in (`tournaments.people.with_people`; a new one refits).
+A store that cannot be read this moment (locked, a writer mid-checkpoint, not yet
+initialised) answers with the last standing and the reason (`"stale"`), or with `"error"` when there is none yet.
 
 `Standings.derived(db, fn)` is `fn(result)` of the same fit (the tournament so far that the
 standing came from), computed once per fit: the tournament page's heat map and other ratings

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from core.records import read_jsonl
+from core.records import read_json_lines, read_jsonl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from machine_limit import run_facts  # noqa: E402
@@ -88,13 +88,9 @@ def arena_curve(out: Path) -> list[dict]:
     """`arena train`'s evaluation points (`eval.jsonl`: the run's wall minutes at each)."""
     return [
         {"step": r["step"], "non_losing": r["non_losing"], "minutes": r["minutes"]}
-        for r in read_rows(out / "arena" / "eval.jsonl")
+        for r in read_json_lines(out / "arena" / "eval.jsonl")
         if r.get("split") == "train" and r.get("non_losing") is not None
     ]
-
-
-def read_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> None:
