@@ -107,9 +107,11 @@ def test_many_sessions_at_once_and_the_cap():
         clients = [GenericEnvClient(base_url=url).sync() for _ in range(4)]
         for c in clients:
             c.connect()
-        with pytest.raises((ConnectionClosed, ConnectionError)):  # CAPACITY_REACHED, closed
+        # The server answers CAPACITY_REACHED and closes: the client sees either, by timing.
+        with pytest.raises((ConnectionClosed, ConnectionError, RuntimeError)) as refused:
             with GenericEnvClient(base_url=url).sync() as extra:
                 extra.reset(seed=0)
+        assert not isinstance(refused.value, RuntimeError) or "CAPACITY" in str(refused.value)
 
         def run(i):
             results[i] = [episode(clients[i], seed=s)[1] for s in range(5)]
