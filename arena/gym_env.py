@@ -20,8 +20,9 @@ Observation: a `spaces.Dict` with
 - `"action_mask"`: the game's mask of legal action ids (all zero at a free-text turn);
 - `"observation"`: the game's numeric observation.
 
-`info` carries `"legal_moves"` (the move strings, aligned with `"legal_actions"`),
-`"free_text"` (the seat must write a message: step with a string), and the view's parts
+`info` carries `"seat"` (the seat to move), `"legal_moves"` (the move strings, aligned with
+`"legal_actions"`), `"free_text"` (the seat must write a message: step with a string), and
+the view's parts
 `"rules"`, `"state"` and `"history"` (what an LLM agent's `prompt: state` or `compact` takes).
 
 Action: a legal action id (an `int` in the `spaces.Discrete` action space; use the mask),
@@ -47,6 +48,13 @@ werewolf's night kill, the others play it to the end and that last step carries 
 the seat's return); `truncated` after `max_turns` decisions of the match (all seats; the
 `arena play --max-turns` rule). Should the game end before the seat's first decision, the
 first step ends the episode whatever its action.
+
+Several seats: `seat=[0, 2]` (a team, or every seat for self-play) gives the caller each of
+those seats; a step acts for the one to move (`env.seat`, and `info["seat"]`), the observation
+is that seat's, and the reward is the mean of what those seats accrued since the last step (a
+team's reward when they are one team; `info["seat_rewards"]` has each seat's). In the records
+they are `player_name`, `player_name#2`, ... in seat order: one player holding several seats,
+as tournaments name a team played by one player.
 
 Seeding: `reset(seed=s)` plays match `s` exactly as `arena.runner` would: the game reset
 with `s`, and the opponents drawing from `np.random.default_rng([s, 1])`. The same seed
@@ -74,6 +82,7 @@ from gymnasium import spaces
 import games
 from agents import check_spec, make_agent, parse_spec
 from agents.base import Agent, PendingTurn
+from agents.by_game import build_agent, check_player
 from arena.runner import (
     LiveMatch,
     MatchPlan,
@@ -102,7 +111,7 @@ class AnyText(spaces.Text):
 
 def single_agent(
     name: str,
-    seat: int | str = 0,
+    seat: int | str | Sequence[int | str] = 0,
     opponents: str | dict | Sequence[str | dict] = "random",
     *,
     on_bad_reply: str = "retry",
@@ -110,6 +119,7 @@ def single_agent(
     max_text: int = 1 << 20,
     record: str | None = None,
     player_name: str = "gym",
+    named: dict | None = None,
     render_mode: str | None = None,
     **params,
 ) -> SingleAgentEnv:
@@ -117,14 +127,18 @@ def single_agent(
 
     Args:
         name: a catalogue game (`games.names()`) or `openspiel:<game>`.
-        seat: the seat the caller plays: an index (0 moves first) or an agent ("player_1").
+        seat: the seat the caller plays: an index (0 moves first) or an agent ("player_1");
+            or a list of them: the caller plays each (see "Several seats").
         opponents: one agent spec for every other seat, or a sequence of specs, one per
-            other seat in seat order.
+            other seat in seat order (none when the caller holds every seat).
         on_bad_reply: "retry" or "forfeit": what a reply the parser rejects does.
         max_turns: decisions of the match (all seats) after which the episode is truncated.
         max_text: the longest prompt the observation space holds.
         record: a JSONL path each finished episode is appended to as a `MatchRecord`.
         player_name: the caller's name in the records (`MatchRecord.seats`).
+        named: named agents (a tournament's players: name -> agent spec, `{by_game: ...}`
+            included): an opponent that is one of these names is that player, so named in
+            the records.
         render_mode: None, or "ansi": `render()` returns the seat's prompt.
         **params: game parameters (`games.make`).
 
@@ -142,6 +156,7 @@ def single_agent(
         player_name,
         params,
         render_mode,
+        named or {},
     )
 
 
@@ -153,7 +168,7 @@ class SingleAgentEnv(gym.Env):
     def __init__(
         self,
         game: str,
-        seat: int | str,
+        seat: int | str | Sequence[int | str],
         opponents: str | dict | Sequence[str | dict],
         on_bad_reply: str,
         max_turns: int,
@@ -162,6 +177,7 @@ class SingleAgentEnv(gym.Env):
         player_name: str,
         params: dict,
         render_mode: str | None = None,
+        named: dict | None = None,
     ):
         if on_bad_reply not in BAD_REPLY:
             raise ValueError(
@@ -174,25 +190,33 @@ class SingleAgentEnv(gym.Env):
         self.game, self.params = game, dict(params)
         probe = games.make(game, **self.params)
         players = list(probe.possible_agents)
-        self.seat = _seat_agent(seat, players)
-        self.seat_index = players.index(self.seat)
+        self.players = players  # the env's agents, in seat order
+        self.mine = _seat_agents_of(seat, players)  # the caller's seats, in seat order
+        self.seat = self.mine[0]  # the caller's seat to move (the last one to, once over)
         self.on_bad_reply, self.max_turns, self.record_path = on_bad_reply, max_turns, record
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or ansi, got {render_mode!r}")
         self.render_mode = render_mode
+        mine = [players.index(a) for a in self.mine]
         self.seats, self.opponents = _seat_agents(
-            game, self.params, self.seat_index, len(players), opponents, player_name
+            game, self.params, mine, len(players), opponents, player_name, named or {}
         )
         self.observation_space = spaces.Dict(
             {"text": AnyText(max_text), **probe.observation_space(self.seat).spaces}
         )
         self.action_space = probe.action_space(self.seat)
+        if any(
+            probe.action_space(a) != self.action_space
+            or probe.observation_space(a) != probe.observation_space(self.seat)
+            for a in self.mine
+        ):
+            raise ValueError(f"the seats {', '.join(self.mine)} of {game} have different spaces")
         self.match: LiveMatch | None = None
         self.last_record: MatchRecord | None = None  # the last finished episode
         self.episode = 0
         self._attempts: list[Attempt] = []
         self._open = False  # the match is under way: its opponents hold per-match state
-        self._paid = 0.0  # the seat's return handed out as rewards so far
+        self._paid = dict.fromkeys(self.mine, 0.0)  # each seat's return handed out so far
 
     # --- the Gymnasium API --------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -200,12 +224,13 @@ class SingleAgentEnv(gym.Env):
         if seed is None:
             seed = int(self.np_random.integers(2**31))
         self._end_match()
-        match_id = f"{self.seats[self.seat_index]}-{seed}-{self.episode:05d}"
+        match_id = f"{self.seats[self.players.index(self.mine[0])]}-{seed}-{self.episode:05d}"
         self.episode += 1
         self.match = start_match(
             MatchPlan(match_id, self.game, list(self.seats), seed, self.params)
         )
-        self._attempts, self._open, self._paid = [], True, 0.0
+        self._attempts, self._open = [], True
+        self._paid, self.seat = dict.fromkeys(self.mine, 0.0), self.mine[0]
         self._advance()
         return self._observation(), self._info()
 
@@ -216,9 +241,13 @@ class SingleAgentEnv(gym.Env):
             turn = self._turn(action, info)
             if turn is None:  # a rejected reply, retried
                 return self._observation(), 0.0, False, False, {**self._info(), **info}
-            apply_action(m, self.seat, self.seats[self.seat_index], turn)
+            apply_action(m, self.seat, self.seats[self.players.index(self.seat)], turn)
             self._advance()
-        reward, self._paid = float(m.returns[self.seat] - self._paid), m.returns[self.seat]
+        rewards = {a: float(m.returns[a] - self._paid[a]) for a in self.mine}
+        self._paid = {a: float(m.returns[a]) for a in self.mine}
+        reward = sum(rewards.values()) / len(rewards)
+        if len(self.mine) > 1:
+            info["seat_rewards"] = rewards
         over = not self._to_move()
         truncated = over and m.record.error is not None
         if over:
@@ -242,28 +271,29 @@ class SingleAgentEnv(gym.Env):
         return self.match
 
     def _advance(self) -> None:
-        """Let the opponents move until the seat is to move or the match is over; a seat that
-        is out of a game that goes on watches it to the end."""
+        """Let the opponents move until one of the caller's seats is to move (it becomes
+        `self.seat`) or the match is over; a seat that is out of a game that goes on watches
+        it to the end."""
         m = self.match
         while (player := next_decision(m, self.max_turns)) is not None:
-            if player == self.seat and not self._seat_out():
+            if player in self.mine:  # live: next_decision steps a seat that is out out
+                self.seat = player
                 return
             name = m.plan.seats[m.env.possible_agents.index(player)]
             (rec,) = self.opponents[name].act([PendingTurn(m.plan.match_id, m.env, player, m.rng)])
             apply_action(m, player, name, rec)
 
-    def _seat_out(self) -> bool:
+    def _seat_out(self, agent: str) -> bool:
         env = self.match.env
-        return (
-            self.seat not in env.agents or env.terminations[self.seat] or env.truncations[self.seat]
-        )
+        return agent not in env.agents or env.terminations[agent] or env.truncations[agent]
 
     def _to_move(self) -> bool:
-        """True when the seat is to move; False once the match is over."""
+        """True when one of the caller's seats is to move; False once the match is over."""
         m = self.match
-        if not m.env.agents or m.record.error is not None or self._seat_out():
+        if not m.env.agents or m.record.error is not None:
             return False
-        return m.env.agent_selection == self.seat
+        agent = m.env.agent_selection
+        return agent in self.mine and not self._seat_out(agent)
 
     def _turn(self, action: int | str, info: dict) -> TurnRecord | None:
         """The seat's turn for `action` (its action None: a forfeit, `arena.runner.apply_action`);
@@ -307,6 +337,7 @@ class SingleAgentEnv(gym.Env):
     def _info(self) -> dict:
         env, agent = self.match.env, self.seat
         texts = {  # the view's parts, as an LLM agent's prompt modes take them
+            "seat": agent,
             "rules": env.rules_text(agent),
             "state": env.state_text(agent),
             "history": list(env.history_text(agent)),
@@ -352,30 +383,52 @@ def _seat_agent(seat: int | str, players: list[str]) -> str:
     )
 
 
+def _seat_agents_of(seat: int | str | Sequence[int | str], players: list[str]) -> list[str]:
+    """The env agents of `seat` (one seat, or a list of them), in seat order."""
+    seats = [seat] if isinstance(seat, int | str | np.integer) else list(seat)
+    agents = {_seat_agent(s, players) for s in seats}
+    if not seats or len(agents) != len(seats):
+        raise ValueError(f"seats must be distinct and at least one, got {seat!r}")
+    return [p for p in players if p in agents]
+
+
 def _seat_agents(
     game: str,
     params: dict,
-    seat: int,
+    mine: list[int],
     players: int,
     opponents: str | dict | Sequence[str | dict],
     player_name: str,
+    named: dict,
 ) -> tuple[list[str], dict[str, Agent]]:
-    """The agent name of every seat (the caller's is `player_name`) and the opponents' agents
-    by name, built from their specs (checked first: `agents.check_spec`)."""
-    specs = [opponents] * (players - 1) if isinstance(opponents, str | dict) else list(opponents)
-    if len(specs) != players - 1:
+    """The agent name of every seat (the caller's seats `mine` are `player_name`,
+    `player_name#2`, ...) and the opponents' agents by name, built from their specs (checked
+    first: `agents.check_spec`); an opponent that is a key of `named` is that agent."""
+    others = players - len(mine)
+    if isinstance(opponents, str | dict):
+        specs = [opponents] * others
+    else:
+        specs = list(opponents)
+    if len(specs) != others:
         raise ValueError(
-            f"opponents must be one spec or {players - 1} (one per other seat of {game}), got {len(specs)}"
+            f"opponents must be one spec or {others} (one per other seat of {game}), got {len(specs)}"
         )
     names, built = [], {}
     for spec in specs:
+        if isinstance(spec, str) and spec in named:
+            name = spec
+            check_player(named[name], [(game, params)])
+            built.setdefault(name, (spec, build_agent(name, named[name])))
+            names.append(name)
+            continue
         check_spec(spec, [(game, params)])
         name = spec if isinstance(spec, str) else str(parse_spec(spec).get("name", spec["type"]))
         if name in built and built[name][0] != spec:
-            name = f"{name}#{len(built)}"
-        if name == player_name:
-            raise ValueError(f"player_name {player_name!r} is also an opponent's name")
+            name = f"{name}-{len(built)}"  # not "#": X#k names another seat of player X
         built.setdefault(name, (spec, make_agent(spec, name)))
         names.append(name)
-    names.insert(seat, player_name)
+    if player_name in built:
+        raise ValueError(f"player_name {player_name!r} is also an opponent's name")
+    for k, i in enumerate(mine):
+        names.insert(i, player_name if k == 0 else f"{player_name}#{k + 1}")
     return names, {name: agent for name, (_, agent) in built.items()}

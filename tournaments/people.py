@@ -14,22 +14,62 @@ tournament's own model: Bradley-Terry with first-mover terms, or Plackett-Luce f
 teams), and people are ranked after the format's own order, which their games do not enter.
 A record that is not such a game (another game, one person in several seats, two people, a
 player the tournament does not have) is left out.
+
+`seat_in(db, game, person, opponents)` checks a request to play into a tournament and gives what
+the game needs: the game's params as the tournament plays it, the players' specs, and the file
+to append to. `arena web`'s Play page and `arena env-serve --tournament` (a client, e.g. another
+trainer's policy, playing the tournament's players) both go through it, and `arena tournament`
+reports the tournament with the people's games rated in.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.records import MatchRecord, read_jsonl
+from tournaments.config import stored_config
 from tournaments.run import TournamentResult, rate
 from tournaments.store import MatchResult, MatchSpec
 
 SUFFIX = ".people.jsonl"
 LABEL = "people"  # the round label of a person's game
 PERSON = "human"  # the agent spec a person stands for in the extended config
+NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")  # a person's name on a leaderboard
+
+
+@dataclass(frozen=True)
+class PeopleSeat:
+    """What a game played into a tournament needs (`seat_in`)."""
+
+    params: dict  # the game's params as the tournament plays it
+    players: dict  # the tournament's players: name -> agent spec
+    record: Path  # the people file the finished game is appended to
+
+
+def seat_in(db: str | os.PathLike, game: str, person: str, opponents: list[str]) -> PeopleSeat:
+    """Check that `person` may play `game` into the tournament of `db` against the players
+    `opponents` (one-line ValueErrors: a game it does not play, a name that is not a person's
+    or is a player's, an opponent that is not a player)."""
+    config = stored_config(db)
+    entry = next((g for g in config.games if g.name == game), None)
+    if entry is None:
+        names = ", ".join(g.name for g in config.games)
+        raise ValueError(f"tournament {config.name!r} plays {names}, not {game!r}")
+    if not NAME.match(person) or person in config.players:
+        raise ValueError(
+            f"your name must be letters, digits, '_', '-' or '.' and not a player's, got {person!r}"
+        )
+    unknown = [n for n in opponents if n not in config.players]
+    if unknown or not opponents:
+        raise ValueError(
+            f"opponents must be players of {config.name!r} ({', '.join(config.players)}), "
+            f"got {', '.join(unknown) or 'none'}"
+        )
+    return PeopleSeat(dict(entry.params), dict(config.players), people_jsonl(db))
 
 
 def people_jsonl(db: str | os.PathLike) -> Path:

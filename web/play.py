@@ -24,7 +24,6 @@ thread ends; nothing is recorded for it).
 
 from __future__ import annotations
 
-import re
 import secrets
 import threading
 import time
@@ -38,13 +37,11 @@ from agents.base import PendingTurn, decision
 from agents.by_game import build_agent, check_player
 from arena.runner import AgentFailed, MatchPlan, play
 from core.records import MatchRecord, TurnRecord, append_jsonl, check_jsonl_out
-from tournaments.config import stored_config
-from tournaments.people import people_jsonl
+from tournaments.people import seat_in
 from web.paths import OutsideRoot, inside, is_tournament
 
 PLAYER = "human"  # the agent name of the person's seat in the record
 FOLDER = "web-play"  # under RUNS_DIR: matches.jsonl holds every finished game
-NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")  # a person's name on a leaderboard
 WAIT_S = 20.0  # the most a move request waits for the person's next turn
 
 
@@ -298,32 +295,17 @@ class Games:
 
     def _into_tournament(self, setup: Setup) -> tuple[Setup, Path, dict]:
         """`setup` for a game into the tournament it names: the game's params from the
-        tournament, its opponents the players named (one-line ValueErrors otherwise); the
-        tournament's people file, and its players' specs."""
+        tournament, its opponents the players named (one-line ValueErrors otherwise,
+        `tournaments.people.seat_in`); the tournament's people file, and its players' specs."""
         try:
             db = inside(self.root, setup.tournament)
         except OutsideRoot as e:
             raise ValueError(str(e)) from None
         if not is_tournament(db):
             raise ValueError(f"no tournament store {setup.tournament!r} under the runs folder")
-        config = stored_config(db)
-        entry = next((g for g in config.games if g.name == setup.game), None)
-        if entry is None:
-            names = ", ".join(g.name for g in config.games)
-            raise ValueError(f"tournament {config.name!r} plays {names}, not {setup.game!r}")
-        if not NAME.match(setup.player) or setup.player in config.players:
-            raise ValueError(
-                f"your name must be letters, digits, '_', '-' or '.' and not a player's, got {setup.player!r}"
-            )
         names = [s.strip() for s in setup.opponents if s.strip()]
-        unknown = [n for n in names if n not in config.players]
-        if unknown or not names:
-            raise ValueError(
-                f"opponents must be players of {config.name!r} ({', '.join(config.players)}), "
-                f"got {', '.join(unknown) or 'none'}"
-            )
-        setup = replace(setup, params=dict(entry.params), opponents=names)
-        return setup, people_jsonl(db), dict(config.players)
+        seat = seat_in(db, setup.game, setup.player, names)
+        return replace(setup, params=seat.params, opponents=names), seat.record, seat.players
 
     def _opponents(self, setup: Setup, players: dict) -> tuple[list[str], dict[str, Any]]:
         """The agent names of the other seats in seat order, and the agents by name (one

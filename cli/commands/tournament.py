@@ -12,6 +12,8 @@ the JSONL beside the DB and then stored (`tournaments.run`). Output, by default 
 runs/<name>/: tournament.db (SQLite, WAL), tournament.jsonl (trajectories),
 tournament.html (report). Killed at any point (even `kill -9`), the same command finishes
 the tournament without losing or repeating a match; with the DB lost, the JSONL rebuilds it.
+Games played into the tournament (`arena web`'s Play page, `arena env-serve --tournament`:
+tournament.people.jsonl) are rated in with the players, and ranked after them.
 `--report-only` writes nothing to the store (it reads one in a folder it cannot write,
 too): while the tournament runs (or after it stopped) it shows its leaderboard so far. A
 damaged DB is moved aside and rebuilt from the JSONL; stored matches the JSONL lacks (it
@@ -73,7 +75,20 @@ def run(args: argparse.Namespace) -> None:
             return
     else:
         result = _play(config, db, opts, ray_options(args), start)
-    _report(result, db.with_suffix(".html"))
+    _report(_with_people(result, db), db.with_suffix(".html"))
+
+
+def _with_people(result, db: Path):
+    """`result` with the games played into it (the web's Play page, `arena env-serve
+    --tournament`) rated in, and a line that says so."""
+    from tournaments.people import people_jsonl, with_people  # start-up time: this command only
+
+    out = with_people(result, db)
+    if out is not result:
+        added = len(out.results) - len(result.results)
+        people = ", ".join(p for p in out.config.players if p not in result.config.players)
+        print(f"{added} game(s) played into it from {people_jsonl(db)} rated in: {people}")
+    return out
 
 
 def default_db(name: str) -> Path:

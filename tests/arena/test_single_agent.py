@@ -179,3 +179,57 @@ def test_ansi_render_is_the_seat_prompt():
     env = arena.single_agent("tic_tac_toe", render_mode="ansi")
     obs, _ = env.reset(seed=0)
     assert env.render() == obs["text"]
+
+
+def test_both_seats_of_tic_tac_toe_in_turn(tmp_path):
+    """Self-play through one env: the step acts for the seat to move; X's row wins."""
+    out = tmp_path / "m.jsonl"
+    env = arena.single_agent("tic_tac_toe", seat=[0, 1], opponents=[], record=str(out))
+    _, info = env.reset(seed=0)
+    seats, seat_rewards = [], []
+    for cell in (0, 3, 1, 4, 2):  # X: 0, 1, 2 (the top row); O: 3, 4
+        seats.append(info["seat"])
+        _, reward, terminated, _, info = env.step(cell)
+        seat_rewards.append(info["seat_rewards"])
+        assert reward == 0.0  # the mean of a zero-sum game's two seats
+    assert seats == ["player_0", "player_1"] * 2 + ["player_0"]
+    assert terminated and seat_rewards[-1] == {"player_0": 1.0, "player_1": -1.0}
+    (record,) = read_jsonl(out)
+    assert record.seats == {"player_0": "gym", "player_1": "gym#2"}
+    assert [t.agent for t in record.turns] == ["gym", "gym#2"] * 2 + ["gym"]
+
+
+def test_two_seats_of_four_with_the_mean_reward(tmp_path):
+    """Two seats of public goods held by the caller, two by bots: each step's reward is the
+    mean of the two seats' gains, and each seat's gains add up to its recorded return."""
+    out = tmp_path / "m.jsonl"
+    env = arena.single_agent(
+        "public_goods",
+        seat=["player_2", 0],
+        opponents=["always_cooperate", "always_defect"],
+        record=str(out),
+    )
+    _, info = env.reset(seed=3)
+    totals = {"player_0": 0.0, "player_2": 0.0}
+    terminated = False
+    while not terminated:
+        assert info["seat"] in totals
+        _, reward, terminated, truncated, info = env.step(info["legal_actions"][-1])
+        gains = info["seat_rewards"]
+        assert reward == pytest.approx(sum(gains.values()) / 2) and not truncated
+        totals = {a: totals[a] + gains[a] for a in totals}
+    (record,) = read_jsonl(out)
+    assert record.seats == {
+        "player_0": "gym",
+        "player_1": "always_cooperate",
+        "player_2": "gym#2",
+        "player_3": "always_defect",
+    }
+    assert totals == pytest.approx({a: record.returns[a] for a in totals})
+
+
+def test_several_seats_are_checked():
+    with pytest.raises(ValueError, match="seats must be distinct"):
+        arena.single_agent("tic_tac_toe", seat=[0, "player_0"], opponents=[])
+    with pytest.raises(ValueError, match="opponents must be one spec or 2"):
+        arena.single_agent("public_goods", seat=[0, 1], opponents=["random"])

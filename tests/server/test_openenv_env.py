@@ -2,6 +2,7 @@
 client (`openenv.core.GenericEnvClient`) over a real uvicorn server: seeds honoured, no history
 across resets, many sessions at once, a killed client's session reclaimed, episodes recorded."""
 
+import json
 import os
 import signal
 import socket
@@ -13,10 +14,12 @@ from contextlib import contextmanager
 
 import pytest
 import uvicorn
+import yaml
 from openenv.core import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 
 import games
+from cli.main import main as arena_main
 from core.records import read_jsonl
 from server.openenv_env import create_app
 
@@ -165,3 +168,74 @@ def test_env_serve_refuses_a_bad_setup_in_one_line():
     )  # fmt: skip
     assert out.returncode != 0 and "cfr solves kuhn_poker" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_client_holds_a_whole_team_of_codewords(tmp_path):
+    """Red's two seats in one session (a step acts for the red seat to move): every step's
+    `turn` is a red seat, and the rewards add up to red's recorded return."""
+    out = tmp_path / "m.jsonl"
+    app = create_app("codewords", seat=[0, 1], opponents="codewords_tags", record=str(out))
+    with serving(app) as url, GenericEnvClient(base_url=url).sync() as client:
+        r = client.reset(seed=4)
+        assert client.state()["seats"] == ["player_0", "player_1"]
+        turns, rewards = [], []
+        while not r.done:  # a clue no grid word is part of, then the first word each time
+            turns.append(r.observation["turn"])
+            free = r.observation["free_text"]
+            r = client.step({"reply": "xqzv 1" if free else f"[{r.observation['legal_moves'][0]}]"})
+            assert r.observation["parse_error"] is None
+            rewards.append(r.reward)
+    (record,) = read_jsonl(out)
+    assert set(turns) == {"player_0", "player_1"}
+    assert record.seats["player_0"] == "gym" and record.seats["player_1"] == "gym#2"
+    assert sum(rewards) == pytest.approx(record.returns["player_0"])
+
+
+TOURNAMENT = {
+    "name": "env into",
+    "format": "round_robin",
+    "players": {"random": "random", "mcts": {"by_game": {"tic_tac_toe": "mcts:10"}}},
+    "games": ["tic_tac_toe"],
+    "games_per_pairing": 2,
+}
+
+
+def test_a_client_plays_into_a_tournament_and_is_ranked(tmp_path, capsys):
+    """Four episodes as `grpo-40` against the tournament's `mcts` (a by_game player): they go
+    to the tournament's people file under the players' names, and `arena tournament
+    --report-only` ranks grpo-40 with the W/D/L its records give."""
+    config, db = tmp_path / "t.yaml", tmp_path / "t" / "tournament.db"
+    config.write_text(yaml.safe_dump(TOURNAMENT))
+    assert arena_main(["tournament", str(config), "--db", str(db)]) == 0
+    app = create_app("tic_tac_toe", tournament=str(db), player_name="grpo-40", opponents="mcts")
+    with serving(app) as url, GenericEnvClient(base_url=url).sync() as client:
+        for seed in range(4):
+            episode(client, seed)
+    records = list(read_jsonl(db.with_suffix(".people.jsonl")))
+    assert [sorted(r.seats.values()) for r in records] == [["grpo-40", "mcts"]] * 4
+    wdl = {"win": 0, "draw": 0, "loss": 0}
+    for r in records:
+        wdl[r.outcome["player_0"]] += 1
+    capsys.readouterr()
+    assert arena_main(["tournament", str(config), "--db", str(db), "--report-only"]) == 0
+    assert "4 game(s) played into it" in capsys.readouterr().out
+    rows = {r["player"]: r for r in json.loads(db.with_suffix(".json").read_text())["players"]}
+    assert [rows["grpo-40"][k] for k in ("wins", "draws", "losses")] == list(wdl.values())
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [({"opponents": "cfr"}, "must be players of"), ({"player_name": "mcts"}, "not a player's"),
+     ({"rounds": 3}, "not rounds"), ({"seat": [0, 1]}, "not several seats")],
+)  # fmt: skip
+def test_a_bad_game_into_a_tournament_fails_in_one_line(tmp_path, options, says):
+    config, db = tmp_path / "t.yaml", tmp_path / "t" / "tournament.db"
+    config.write_text(yaml.safe_dump(TOURNAMENT))
+    assert arena_main(["tournament", str(config), "--db", str(db)]) == 0
+    with pytest.raises(ValueError, match=says) as e:
+        create_app(
+            "tic_tac_toe",
+            tournament=str(db),
+            **{"player_name": "me", "opponents": "mcts", **options},
+        )
+    assert "\n" not in str(e.value)
