@@ -221,7 +221,8 @@ def make_agent(spec: str | dict, name: str | None = None) -> Agent:
     """Build an agent from a spec (see the module docstring)."""
     d = parse_spec(spec)
     kind = d.pop("type")
-    name = name or d.pop("name", None) or (spec if isinstance(spec, str) else kind)
+    named = d.pop("name", None)  # a mapping's own name; an explicit `name` wins
+    name = name or named or (spec if isinstance(spec, str) else kind)
     bot_classes = {
         "random": bots.RandomAgent,
         "mcts": bots.MCTSAgent,

@@ -21,6 +21,9 @@ Row kinds in eval.json (a JSON list; each row has "kind"):
                     ({method, first, CC, CD, DC, DD}, each {p, ci, n}) and the nearest named
                     strategy with its distance (`evaluation.social`), shown in a table of
                     their own
+    messages        Trust-and-Split: share of the agent's hand claims that are true (and when
+                    its hand loses), the welfare with the messages blanked and the paired
+                    gain (`evaluation.messages`)
     commons         rounds played, collapses, the catch as a share of the sustainable optimum
                     and the Gini index of the catches per (game, opponent) (`evaluation.commons`)
     codewords       win rate, draw and assassin rates, words found per clue and clue-rule
@@ -196,6 +199,11 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
         ("blunders", "blunders: moves that lowered the game-theoretic value"),
         ("perfect_play", "perfect play: every position the policy reaches against any opponent"),
         ("social", "social dilemma metrics"),
+        (
+            "messages",
+            "messages: how often the agent's claims about its hand are true, and the welfare the "
+            "messages add (blanked at evaluation)",
+        ),
         (
             "commons",
             "commons: rounds played, collapses, catch as a share of the sustainable optimum, Gini",
@@ -441,7 +449,7 @@ def write_html(rows: list[dict], path: str | Path, title: str, subtitle: str = "
         parts.append(_table_html([r for r in rows if r["kind"] == "cell" and r["game"] == game]))
         parts.append(_table_html([r for r in rows if r["kind"] == "paired" and r["game"] == game]))
     kinds = ("exploitability", "blunders", "perfect_play", "social")
-    for kind in (*kinds, "commons", "werewolf", "codewords"):
+    for kind in (*kinds, "messages", "commons", "werewolf", "codewords"):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
             shown = [{k: v for k, v in r.items() if k not in PROFILE_FIELDS} for r in extra]

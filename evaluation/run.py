@@ -45,6 +45,7 @@ from evaluation.blunders import blunder_rows, solvable
 from evaluation.codewords import codewords_rows
 from evaluation.commons import commons_rows
 from evaluation.exploitability import duration, nash_conv_seconds
+from evaluation.messages import messages_rows
 from evaluation.metrics import cells, paired
 from evaluation.report import as_rows, print_report, write_html, write_json
 from evaluation.social import social_rows
@@ -623,7 +624,7 @@ def with_params(config: EvalConfig, flags: list[str] | None) -> tuple[EvalConfig
 
 def extra_rows(config: EvalConfig, records: list[MatchRecord]) -> list[dict]:
     """Blunder rows (games an exact solver handles), social rows (dilemmas, negotiation) and the
-    rows of the commons, Werewolf and codewords."""
+    rows of Trust-and-Split's messages, the commons, Werewolf and codewords."""
     who = [AGENT] + ([BASELINE] if config.baseline is not None else [])
-    rows = (blunder_rows, social_rows, commons_rows, werewolf_rows, codewords_rows)
+    rows = (blunder_rows, social_rows, messages_rows, commons_rows, werewolf_rows, codewords_rows)
     return [asdict(r) for rows_of in rows for w in who for r in rows_of(records, w)]

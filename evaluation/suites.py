@@ -47,7 +47,8 @@ from arena.runner import MatchPlan
 from core.typed_config import build, check_fields, option
 from games.entry import GameEntry
 
-GAME_KEYS = ("name", "opponents", "params", "opening")  # what an evaluation's game entry takes
+GAME_KEYS = ("name", "opponents", "params", "opening", "blank_messages")  # an entry's keys
+BLANKED = "/blanked"  # the game key's suffix of a match played with the messages blanked
 POSITIVE = "a positive integer"
 POSITIVE_INT = (lambda v: type(v) is int and v >= 1, POSITIVE)
 SUITES = {"train": "train", "held_out": "held_out"}  # suite name -> catalogue split
@@ -80,6 +81,10 @@ class EvalGame(GameEntry):
 
     opponents: list = option(factory=list)
     """agent specs (strings or mappings); empty: the game's DEFAULT_OPPONENTS"""
+    blank_messages: bool = False
+    """a game with messages (trust_and_split): also play every match again, the same seeds, with
+    every message blanked (the game's `blank_messages`; rows of the game `NAME/blanked`), so the
+    report says what the messages carry (`evaluation.messages`)"""
 
 
 @dataclass
@@ -131,7 +136,10 @@ class EvalConfig:
     def to_json(self) -> str:
         """Canonical JSON (stored with the evaluation; a resume must match it)."""
         d = asdict(self)
-        d["games"] = [{k: v for k, v in g.items() if k in GAME_KEYS} for g in d["games"]]
+        d["games"] = [  # blank_messages only when set: older stores' keys stay as they were
+            {k: v for k, v in g.items() if k in GAME_KEYS and (k != "blank_messages" or v)}
+            for g in d["games"]
+        ]
         return json.dumps(d, sort_keys=True, default=str)
 
 
@@ -167,10 +175,25 @@ def game_spec(entry: Any, opponents: list | None = None) -> EvalGame:
     except ValueError as e:
         raise ValueError(f"game {name!r}: {e}") from None
     game = EvalGame(name, params=dict(entry.get("params") or {}), opponents=opps)
+    blank = entry.get("blank_messages", False)
+    if blank is not False and (blank is not True or not _has_blank_messages(name)):
+        raise ValueError(
+            f"game {name!r}: blank_messages is true or false, for a game with messages"
+        )
     try:  # the opening's rule is GameEntry's
-        return build(EvalGame, {"opening": entry.get("opening", 0)}, base=game)
+        opts = {"opening": entry.get("opening", 0), "blank_messages": blank}
+        return build(EvalGame, opts, base=game)
     except ValueError as e:
         raise ValueError(f"game {name!r}: {e}") from None
+
+
+def _has_blank_messages(name: str) -> bool:
+    """Does game `name` take the `blank_messages` parameter (a game with messages)?"""
+    try:
+        games.make(name, blank_messages=True)
+    except games.UnknownParameter:
+        return False
+    return True
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:
@@ -272,8 +295,18 @@ def plans(who: str, games_: list[EvalGame], matches: int, seed: int) -> list[Mat
                 mine = games.declared_teams(g.name, g.params, s)[k % per] if teams else (k % n,)
                 others = [members[(j + d) % len(members)] for j in range(n - len(mine))]
                 seats = seat_names(who, others, n, mine)
-                mid = f"{who}|{gi:02d}.{g.name}|{oi:02d}.{label}|{k:05d}"
-                out.append(MatchPlan(mid, g.name, seats, s, dict(g.params), g.opening))
+                for key, params in variants(g):
+                    mid = f"{who}|{gi:02d}.{key}|{oi:02d}.{label}|{k:05d}"
+                    out.append(MatchPlan(mid, g.name, seats, s, params, g.opening))
+    return out
+
+
+def variants(g: EvalGame) -> list[tuple[str, dict]]:
+    """The game keys and params a game entry's matches are played with: as given, and with
+    `blank_messages` a second time with the messages blanked."""
+    out = [(g.name, dict(g.params))]
+    if g.blank_messages:
+        out.append((g.name + BLANKED, {**g.params, "blank_messages": True}))
     return out
 
 

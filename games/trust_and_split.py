@@ -41,9 +41,9 @@ Rewards    each round's points when the claims resolve (0..100 per round by defa
            cumulative reward = total points. Illegal action (a str in a claim phase, a
            claim in a message phase, out of range, None): -1 to the offender, 0 to the
            other, game over.
-State text  the round (of how many), own hand, the totals and the phase; in a claim phase
-           with `messages="hand"`, this round's messages; with `messages="reveal"`, the
-           other's hand and whether yours wins. `state_rounds=k` adds the last k
+State text  the round (of how many), own hand, the totals and the phase; this round's
+           messages so far (the second speaker reads the first's; in a claim phase both);
+           with `messages="reveal"`, the other's hand and whether yours wins. `state_rounds=k` adds the last k
            rounds' results ("Last round: your hand won; you claimed 10, the other claimed
            0."); `state_progress=False` (needs `state_rounds`) drops the round and totals:
            a strict memory-k prompt for `prompt: state`.
@@ -53,7 +53,11 @@ Dynamics   mixed: sequential messages, simultaneous claims (buffered, player_0 t
 Params     rounds=10 (+ random_horizon / continuation / min_rounds / max_rounds as in
            `games.repeated_matrix`), coins=10, high_value=10, low_value=1,
            max_message_chars=500, messages="free" ("hand", "reveal"), state_rounds=0,
-           state_progress=True, illegal_reward=-1. `reset(options={"hands": [(h0, h1),
+           state_progress=True, blank_messages=False, illegal_reward=-1.
+           `blank_messages=True` (an evaluation control): every message is written as
+           usual but its reader gets nothing ("the other player sent no message"; the
+           scripted bots read no hand), so what the messages carry is measured by the
+           difference it makes (`arena eval`'s `blank_messages`). `reset(options={"hands": [(h0, h1),
            ...]})` fixes the hands of the first rounds (for evaluation and tests).
 Bots       (`agents.social_bots`) messages are always honest: "My hand is rock." (with
            `messages="hand"`, the move naming its own hand). To
@@ -125,6 +129,7 @@ class TrustAndSplit(TextEnv):
         messages: str = "free",
         state_rounds: int = 0,
         state_progress: bool = True,
+        blank_messages: bool = False,
         render_mode: str | None = None,
         illegal_reward: float = -1.0,
     ):
@@ -143,6 +148,7 @@ class TrustAndSplit(TextEnv):
             raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
         check_state_text(state_rounds, state_progress)
         self.message_mode = messages
+        self.blank_messages = bool(blank_messages)
         self.state_rounds, self.state_progress = int(state_rounds), bool(state_progress)
         self.horizon = horizon(rounds, random_horizon, continuation, min_rounds, max_rounds)
         self.coins = int(coins)
@@ -321,7 +327,7 @@ class TrustAndSplit(TextEnv):
         if self.message_mode == "reveal":
             theirs = self.hands[1 - i]
         else:
-            said = [named_hand(text) for p, text in self.messages[-1] if p != i]
+            said = [named_hand(self.heard(i, p, text)) for p, text in self.messages[-1] if p != i]
             theirs = said[0] if said else None
         if theirs is None or theirs == mine:
             return self.coins // 2
@@ -390,8 +396,8 @@ class TrustAndSplit(TextEnv):
         if self.phase == "message":
             first = r % 2 == i
             lines.append(f"Message phase: you speak {'first' if first else 'second'}.")
-            if self.message_mode == "hand" and not first and self.messages[-1]:
-                lines.append(self.said(i, *self.messages[-1][0]))
+            if not first and self.messages[-1]:  # the first speaker's message
+                lines.append(self.said(i, *self.messages[-1][0], self.blank_messages))
             if agent == self.agent_selection:
                 lines.append(
                     "Name a hand to the other player, or nothing."
@@ -403,18 +409,25 @@ class TrustAndSplit(TextEnv):
                 f"You claimed {self._claims[i]} coins; waiting for the other player's claim."
             )
         else:
-            if self.message_mode == "hand":
-                lines += [self.said(i, p, text) for p, text in self.messages[-1]]
+            if self.message_mode != "reveal":
+                lines += [
+                    self.said(i, p, text, self.blank_messages) for p, text in self.messages[-1]
+                ]
             elif self.message_mode == "reveal":
                 won = "wins" if self.value(i) > self.value(1 - i) else "loses"
                 lines.append(f"The other player's hand: {self.hands[1 - i]}; yours {won}.")
             lines.append(f"Claim phase: how many of the {self.coins} coins do you claim?")
         return "\n".join(lines)
 
+    def heard(self, i: int, speaker: int, text: str) -> str:
+        """A message as player `i` gets it: "" when it is the other's and messages are blanked."""
+        return "" if self.blank_messages and speaker != i else text
+
     @staticmethod
-    def said(i: int, speaker: int, text: str) -> str:
-        """One message of this round as `i` reads it."""
+    def said(i: int, speaker: int, text: str, blank: bool = False) -> str:
+        """One message of this round as `i` reads it (another's is nothing when `blank`)."""
         who = "You" if speaker == i else "The other player"
+        text = "" if blank and speaker != i else text
         return f'{who} said: "{text}"' if text else f"{who} said nothing."
 
     def describe_round(self, i: int, res: RoundResult) -> str:
@@ -431,6 +444,7 @@ class TrustAndSplit(TextEnv):
         lines = []
         for k, msgs in enumerate(self.messages, 1):
             for p, text in msgs:
+                text = self.heard(i, p, text)
                 lines.append(
                     f'Round {k}: {who[p]} said: "{text}"'
                     if text

@@ -412,18 +412,21 @@ def train_config(
     return load_config(config, merge(overrides or {}, study))
 
 
-def evaluate_run(cfg, opponents: list[str], args, step: int):
+def evaluate_run(cfg, opponents: list, args, step: int, blank_messages: bool = False):
     """`arena eval` of the run's final policy (at `step`) on its training game against
-    `opponents` (args: matches, eval_seed, concurrency): its match records (store:
+    `opponents` (args: matches, eval_seed, concurrency; `blank_messages`: every match again
+    with the messages blanked, `evaluation.messages`): its match records (store:
     RUN/eval_step<step>, or RUN/eval_step<step>_seed<S> for an evaluation seed other than the
     default, so a run trained further, or evaluated on other matches, is evaluated anew)."""
     from evaluation.run import run_eval
     from evaluation.suites import EvalConfig, EvalGame
 
     game = cfg.games[0]
+    entry = EvalGame(game.name, params=dict(game.params), opponents=list(opponents))
+    entry.blank_messages = blank_messages
     ev = EvalConfig(
         agent=f"llm:{cfg.run_dir}",
-        games=[EvalGame(game.name, params=dict(game.params), opponents=list(opponents))],
+        games=[entry],
         matches=args.matches,
         seed=args.eval_seed,
         concurrency=args.concurrency,

@@ -31,6 +31,19 @@ evaluated with one --eval-seed meet the same hands in the same matches. Per run:
                     opponent caused)
     payoff_tft      points per match against tit_for_tat
 
+With free-text messages (`messages: free`) the evaluation also plays every match with the
+messages blanked and reads the agent's claims (`evaluation.messages`), and a pretrained model
+also meets `base`, the model as released playing as the run's agent does (the paper's first
+claim: an RL-trained agent exploits the base model):
+
+    truthful        self-play: share of the agent's hand claims that are true (a message
+                    that names exactly one hand claims it) ...
+    truthful_losing ... and of those made holding the losing hand
+    blanked_welfare self-play welfare with every message blanked, the same matches
+    messages_gain   welfare - blanked_welfare, paired match by match (bootstrap 95% CI)
+    payoff_base     points per match against base, and base's points in those matches
+    base_payoff     (`base_payoff`); vs_base: the agent's minus base's, t interval over matches
+
 Per seed, the welfare difference Advantage Alignment - mars is paired over the same
 self-play matches (t interval over matches); the summary row pools the seeds' differences
 (t interval over seeds). Output in --out: one folder per run (a finished run is not trained
@@ -58,6 +71,7 @@ from experiments.reciprocity.reciprocity_study import (
 )
 
 OPPONENTS = ["self", "always_defect", "tit_for_tat"]
+BASE = "base"  # the pretrained model as released, an opponent of free-message runs
 
 
 @dataclass
@@ -81,6 +95,27 @@ class RunResult:
     payoff_tft_ci: tuple[float, float]
     welfare_by_match: dict[str, float]  # self-play match (game|opponent|k) -> welfare share
     load: float = 0.0
+    truthful: float | None = None  # free messages (see the module doc)
+    truthful_losing: float | None = None
+    blanked_welfare: float | None = None
+    messages_gain: tuple[float, float, float] | None = None
+    payoff_base: float | None = None  # a pretrained model against its base
+    base_payoff: float | None = None
+    vs_base: tuple[float, float, float] | None = None
+
+
+def free_messages(cfg) -> bool:
+    return cfg.games[0].params.get("messages", "free") == "free"
+
+
+def opponents_for(cfg) -> list:
+    """The study's opponents; a pretrained model with free messages also meets `base`."""
+    from dataclasses import asdict
+
+    if not free_messages(cfg) or cfg.model.startswith("tiny-llama"):
+        return list(OPPONENTS)
+    options = {k: v for k, v in asdict(cfg.agent).items() if k != "seed"}
+    return [*OPPONENTS, {"type": "llm", "model": cfg.model, "name": BASE, **options}]
 
 
 def match_welfare(rec, env) -> float:
@@ -152,6 +187,10 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
     from evaluation.run import AGENT
     from evaluation.social import replay
     from evaluation.stats import mean_ci
+    from evaluation.suites import BLANKED, plan_key
+
+    everything = records
+    records = [r for r in records if not plan_key(r.match_id)[0].endswith(BLANKED)]
 
     def against(opponent: str) -> list:  # "self": the policy's copy holds the other seat
         return [r for r in records if opponent in r.seats.values()]
@@ -176,6 +215,7 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
     tft = tit_for_tat_bar(greedy, greedy_envs, AGENT)
     vs_tft = mean_ci([a - b for a, b in zip(own_g, tft)])
     pay_t = mean_ci(own(against("tit_for_tat")))
+    extra = message_fields(everything) | base_fields(against(BASE), own)
     return RunResult(
         estimator,
         seed,
@@ -196,12 +236,44 @@ def summarise(records, estimator: str, seed: int, trained: dict) -> RunResult:
         (pay_t[1], pay_t[2]),
         welfare,
         trained.get("load", 0.0),
+        **extra,
     )
+
+
+def message_fields(records) -> dict:
+    """The free-message fields of the self-play row (`evaluation.messages`); none without."""
+    from evaluation.messages import messages_rows
+    from evaluation.run import AGENT
+
+    row = next((r for r in messages_rows(records, AGENT) if r.opponent == "self"), None)
+    if row is None or row.messages_gain is None:
+        return {}
+    return {
+        "truthful": row.truthful,
+        "truthful_losing": row.truthful_losing,
+        "blanked_welfare": row.blanked_welfare,
+        "messages_gain": (row.messages_gain, *row.messages_gain_ci),
+    }
+
+
+def base_fields(records, own) -> dict:
+    """Points against the base model, its points, and the paired difference; none without."""
+    from evaluation.stats import mean_ci
+
+    if not records:
+        return {}
+    mine = own(records)
+    theirs = [sum(v for s, v in r.returns.items() if r.seats[s] == BASE) for r in records]
+    return {
+        "payoff_base": float(np.mean(mine)),
+        "base_payoff": float(np.mean(theirs)),
+        "vs_base": tuple(mean_ci([a - b for a, b in zip(mine, theirs)])),
+    }
 
 
 def evaluate(cfg, trained: dict, estimator: str, seed: int, args) -> RunResult:
     """The study's row for one trained run."""
-    records = evaluate_run(cfg, OPPONENTS, args, trained["steps"])
+    records = evaluate_run(cfg, opponents_for(cfg), args, trained["steps"], free_messages(cfg))
     return summarise(records, estimator, seed, trained)
 
 
@@ -247,6 +319,7 @@ def markdown(results: list[RunResult]) -> str:
             f"{ci(g[0], g[1:], 1)} ({np.mean([r.greedy_bar for r in rs]):.1f}; {np.mean([r.tft_bar for r in rs]):.1f}) | {np.mean([r.vs_tft[0] for r in rs]):+.2f} | {sum(r.not_exploited for r in rs)}/{len(rs)} | "
             f"{np.mean([r.payoff_tft for r in rs]):.1f} | {np.mean([r.steps for r in rs]):g} | {np.mean([r.train_minutes for r in rs]):.1f} |"
         )
+    lines += message_table(results)
     pairs = paired_rows(results)
     if pairs:
         lines += [
@@ -262,6 +335,31 @@ def markdown(results: list[RunResult]) -> str:
                 f"| mean of {len(pairs)} seeds | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] (t over seeds) | |"
             )
     return "\n".join(lines) + "\n"
+
+
+def message_table(results: list[RunResult]) -> list[str]:
+    """The free-message and base-model columns, for the runs that have them."""
+    rs = [r for r in results if r.messages_gain is not None or r.vs_base is not None]
+    if not rs:
+        return []
+
+    def num(v, fmt=".2f"):
+        return "-" if v is None else format(v, fmt)
+
+    def diff(t):
+        return "-" if t is None else f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"
+
+    lines = [
+        "",
+        "| estimator | seed | truthful claims (holding the losing hand) | welfare, messages blanked | messages' gain (paired) | points vs base (base's) | minus base's (paired) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rs:
+        lines.append(
+            f"| {r.estimator} | {r.seed} | {num(r.truthful)} ({num(r.truthful_losing)}) | {num(r.blanked_welfare)} | "
+            f"{diff(r.messages_gain)} | {num(r.payoff_base, '.1f')} ({num(r.base_payoff, '.1f')}) | {diff(r.vs_base)} |"
+        )
+    return lines
 
 
 def paired_rows(results: list[RunResult]) -> dict[int, tuple]:

@@ -244,3 +244,9 @@ def test_bots_through_the_runner():
         other = next(p for p in rec.seats if p != tft)
         assert rec.returns == {tft: 9.0, other: 14.0}
         assert [t.move for t in rec.turns if t.player == tft] == ["Cooperate"] + ["Defect"] * 9
+
+
+def test_a_named_mapping_spec_takes_the_name_it_is_given():
+    """An evaluation builds `{type: ..., name: ...}` opponents with their label as the name."""
+    assert make_agent({"type": "always_defect", "name": "greedy"}).name == "greedy"
+    assert make_agent({"type": "always_defect", "name": "greedy"}, "greedy#2").name == "greedy#2"

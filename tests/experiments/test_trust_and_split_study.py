@@ -140,3 +140,30 @@ def test_end_to_end_tiny_study(tmp_path):
     assert [r.train_minutes for r in again] == [r.train_minutes for r in results]  # not retrained
     again = main([*args, "--out", str(tmp_path / "out")])
     assert [r.welfare for r in again] == [r.welfare for r in results]  # not trained again
+
+
+def test_free_messages_add_the_message_and_base_columns():
+    """Free messages: the cooperator's messages name its hand truly; blanked, two cooperators
+    hear no hand and each claims half (welfare 0.55, so the messages gain 0.45). `base` (here
+    a greedy bot so named) takes 5 coins of a round the agent's hand wins (50 to the agent, 5
+    to base) and all 10 of a round it loses (0 and 100)."""
+    free = {"rounds": 5, "messages": "free", "state_rounds": 1, "state_progress": False}
+    base = {"type": "always_defect", "name": "base"}
+    game = EvalGame("trust_and_split", params=free, opponents=[*OPPONENTS, base])
+    game.blank_messages = True
+    records = list(play_suite({"agent": make_agent("always_cooperate")}, [game], matches=4, seed=3))
+    row = summarise(records, "always_cooperate", 0, {"minutes": 0.0, "steps": 0})
+    assert (row.truthful, row.welfare, row.blanked_welfare) == (1.0, 1.0, pytest.approx(0.55))
+    assert row.messages_gain == pytest.approx((0.45, 0.45, 0.45))
+    lost = []
+    for rec in records:
+        if "base" in rec.seats.values() and "blanked" not in rec.match_id:
+            env = replay(rec)
+            p = env.possible_agents.index(next(s for s, w in rec.seats.items() if w == "agent"))
+            lost.append(sum(res.values[p] == 1.0 for res in env.results))
+    mine = [50 * (5 - k) for k in lost]
+    theirs = [5 * (5 - k) + 100 * k for k in lost]
+    assert row.payoff_base == pytest.approx(sum(mine) / 4)
+    assert row.base_payoff == pytest.approx(sum(theirs) / 4)
+    assert row.vs_base[0] == pytest.approx((sum(mine) - sum(theirs)) / 4)
+    assert "| always_cooperate | 0 | 1.00 (" in markdown([row])
