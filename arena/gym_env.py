@@ -22,8 +22,8 @@ Observation: a `spaces.Dict` with
 
 `info` carries `"seat"` (the seat to move), `"legal_moves"` (the move strings, aligned with
 `"legal_actions"`), `"free_text"` (the seat must write a message: step with a string), and
-the view's parts
-`"rules"`, `"state"` and `"history"` (what an LLM agent's `prompt: state` or `compact` takes).
+the view's parts `"rules"`, `"state"` and `"history"` (what an LLM agent's `prompt: state` or
+`compact` takes).
 
 Action: a legal action id (an `int` in the `spaces.Discrete` action space; use the mask),
 or a reply string, turned into one action by the game's own parser (`env.parse`), which is

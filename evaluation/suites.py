@@ -189,6 +189,8 @@ def game_spec(entry: Any, opponents: list | None = None) -> EvalGame:
 
 def _has_blank_messages(name: str) -> bool:
     """Does game `name` take the `blank_messages` parameter (a game with messages)?"""
+    if name.startswith("openspiel:"):  # OpenSpiel's games have no messages
+        return False
     try:
         games.make(name, blank_messages=True)
     except games.UnknownParameter:

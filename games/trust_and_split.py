@@ -43,8 +43,8 @@ Rewards    each round's points when the claims resolve (0..100 per round by defa
            other, game over.
 State text  the round (of how many), own hand, the totals and the phase; this round's
            messages so far (the second speaker reads the first's; in a claim phase both);
-           with `messages="reveal"`, the other's hand and whether yours wins. `state_rounds=k` adds the last k
-           rounds' results ("Last round: your hand won; you claimed 10, the other claimed
+           with `messages="reveal"`, the other's hand and whether yours wins.
+           `state_rounds=k` adds the last k rounds' results ("Last round: your hand won; you claimed 10, the other claimed
            0."); `state_progress=False` (needs `state_rounds`) drops the round and totals:
            a strict memory-k prompt for `prompt: state`.
 Dynamics   mixed: sequential messages, simultaneous claims (buffered, player_0 then
@@ -57,8 +57,9 @@ Params     rounds=10 (+ random_horizon / continuation / min_rounds / max_rounds 
            `blank_messages=True` (an evaluation control): every message is written as
            usual but its reader gets nothing ("the other player sent no message"; the
            scripted bots read no hand), so what the messages carry is measured by the
-           difference it makes (`arena eval`'s `blank_messages`). `reset(options={"hands": [(h0, h1),
-           ...]})` fixes the hands of the first rounds (for evaluation and tests).
+           difference it makes (`arena eval`'s `blank_messages`).
+           `reset(options={"hands": [(h0, h1), ...]})` fixes the hands of the first rounds
+           (for evaluation and tests).
 Bots       (`agents.social_bots`) messages are always honest: "My hand is rock." (with
            `messages="hand"`, the move naming its own hand). To
            cooperate is to claim 10 when your hand beats the hand the other player named in
@@ -397,7 +398,7 @@ class TrustAndSplit(TextEnv):
             first = r % 2 == i
             lines.append(f"Message phase: you speak {'first' if first else 'second'}.")
             if not first and self.messages[-1]:  # the first speaker's message
-                lines.append(self.said(i, *self.messages[-1][0], self.blank_messages))
+                lines.append(self.said(i, *self.messages[-1][0]))
             if agent == self.agent_selection:
                 lines.append(
                     "Name a hand to the other player, or nothing."
@@ -410,10 +411,8 @@ class TrustAndSplit(TextEnv):
             )
         else:
             if self.message_mode != "reveal":
-                lines += [
-                    self.said(i, p, text, self.blank_messages) for p, text in self.messages[-1]
-                ]
-            elif self.message_mode == "reveal":
+                lines += [self.said(i, p, text) for p, text in self.messages[-1]]
+            else:
                 won = "wins" if self.value(i) > self.value(1 - i) else "loses"
                 lines.append(f"The other player's hand: {self.hands[1 - i]}; yours {won}.")
             lines.append(f"Claim phase: how many of the {self.coins} coins do you claim?")
@@ -423,11 +422,10 @@ class TrustAndSplit(TextEnv):
         """A message as player `i` gets it: "" when it is the other's and messages are blanked."""
         return "" if self.blank_messages and speaker != i else text
 
-    @staticmethod
-    def said(i: int, speaker: int, text: str, blank: bool = False) -> str:
-        """One message of this round as `i` reads it (another's is nothing when `blank`)."""
+    def said(self, i: int, speaker: int, text: str) -> str:
+        """One message of this round as `i` reads it (`heard`)."""
         who = "You" if speaker == i else "The other player"
-        text = "" if blank and speaker != i else text
+        text = self.heard(i, speaker, text)
         return f'{who} said: "{text}"' if text else f"{who} said nothing."
 
     def describe_round(self, i: int, res: RoundResult) -> str:

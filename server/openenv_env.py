@@ -21,11 +21,11 @@ accrued since its last step, so an episode's rewards sum to the seat's return (w
 seats: their mean, each seat's in `seat_rewards`). Every finished episode is appended to
 `record` (JSONL `MatchRecord`s), which `arena export` and the web viewer read like any match.
 
-Into a tournament: `tournament=DB, player=NAME` (`arena env-serve --tournament`) plays the
-tournament's game as it plays it against its players (the opponents are player names), and
-appends each finished episode to the tournament's people file
-(`tournaments.people`), so `arena tournament CONFIG --report-only` ranks NAME, a checkpoint
-another trainer produced, among the tournament's players.
+Into a tournament: `tournament=DB, player_name=NAME` (`arena env-serve --tournament`) plays
+the tournament's game as it plays it against its players (the opponents are player names),
+and appends each finished episode to the tournament's people file (`tournaments.people`), so
+`arena tournament CONFIG --report-only` ranks NAME, a checkpoint another trainer produced,
+among the tournament's players.
 
     app = create_app("tic_tac_toe", opponents="random")          # a FastAPI app (uvicorn)
     client = GenericEnvClient(base_url="http://127.0.0.1:8000").sync()
