@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +196,16 @@ def _has_blank_messages(name: str) -> bool:
     except games.UnknownParameter:
         return False
     return True
+
+
+def with_blank_messages(config: EvalConfig) -> EvalConfig:
+    """`config` with `blank_messages` on every game that has messages (`arena eval
+    --blank-messages`); a ValueError when none has."""
+    games_ = [replace(g, blank_messages=_has_blank_messages(g.name)) for g in config.games]
+    if not any(g.blank_messages for g in games_):
+        names = ", ".join(g.name for g in config.games) or "the suite's"
+        raise ValueError(f"--blank-messages: none of the games ({names}) has messages")
+    return replace(config, games=games_)
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> EvalConfig:

@@ -41,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="game parameter for every evaluated game that has KEY, or GAME.KEY=VALUE for one game; over "
         "a config's params and those a checkpoint trained with (repeatable)",
     )
+    p.add_argument(
+        "--blank-messages",
+        action="store_true",
+        help="games with messages (trust_and_split): every match again with the messages blanked, "
+        "and what the messages add to welfare, paired",
+    )
     p.add_argument("--matches", type=int, help="matches per game and opponent (default 100)")
     p.add_argument("--seed", type=int, help="match seeds derive from it (default 0)")
     _analysis_flags(p)
@@ -109,7 +115,9 @@ def overrides(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> None:
     """Settle the evaluation from the config and the flags, then play, resume and report it."""
     from evaluation.run import check_specs, evaluate_and_report, with_params  # start-up time
-    from evaluation.suites import load_config, make_config  # start-up time: this command only
+
+    # start-up time: this command only
+    from evaluation.suites import load_config, make_config, with_blank_messages
 
     given = overrides(args)
     if args.config:
@@ -118,6 +126,8 @@ def run(args: argparse.Namespace) -> None:
         config = make_config({k: v for k, v in given.items() if v is not None})
     # a name a game lacks is an error here, before any model loads
     config, notes = with_params(config, args.param)
+    if args.blank_messages:
+        config = with_blank_messages(config)
     check_specs(config)
     ray = ray_options(args)
     pool = None

@@ -158,3 +158,18 @@ def test_blank_messages_only_for_a_game_with_messages(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.endswith("blank_messages is true or false, for a game with messages")
     assert "\n" not in err
+
+
+def test_the_blank_messages_flag_twins_the_games_with_messages(tmp_path, capsys):
+    """`--blank-messages` sets it on trust_and_split and leaves prisoners_dilemma as it is; a
+    run with no game that has messages is refused in one line."""
+    out = tmp_path / "out"
+    args = ["eval", "--agent", "tit_for_tat", "--opponents", "tit_for_tat", "--matches", "2"]
+    games_ = ["--games", "trust_and_split", "prisoners_dilemma", "--param", "rounds=2"]
+    assert arena_main([*args, *games_, "--blank-messages", "--out", str(out)]) == 0
+    rows = json.loads((out / "eval.json").read_text())
+    cells = {r["game"] for r in rows if r["kind"] == "cell"}
+    assert cells == {"trust_and_split", "trust_and_split/blanked", "prisoners_dilemma"}
+    bad = ["--games", "prisoners_dilemma", "--blank-messages", "--out", str(tmp_path / "x")]
+    assert arena_main([*args, *bad]) != 0
+    assert "none of the games (prisoners_dilemma) has messages" in capsys.readouterr().err
