@@ -16,7 +16,8 @@ same match seeds for both arms, so match k of one arm is paired with match k of 
     gini            the Gini index of the four catches
 
 Writes one row per seed to `--json` (each arm's means, and AA - MARS in rounds and harvest
-share paired match by match with its t 95% CI) and prints a line per seed.
+share paired match by match with its t 95% CI), prints a line per seed and draws `--png`
+(rounds per seed and arm, and the paired difference with its CI).
 """
 
 from __future__ import annotations
@@ -93,12 +94,38 @@ def line(r: dict) -> str:
     )
 
 
+def figure(rows: list[dict], path: Path) -> None:
+    """Rounds the lake lasted per seed and arm, and AA - MARS with its paired CI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seeds = [r["seed"] for r in rows]
+    x = np.arange(len(rows))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(8, 3.2))
+    for k, arm in enumerate(ARMS):
+        ax.bar(x + (k - 0.5) * 0.4, [r[arm]["rounds"] for r in rows], 0.4, label=arm)
+    ax.set(xticks=x, xticklabels=seeds, xlabel="seed", ylabel="rounds (of 12)", ylim=(0, 12))
+    ax.legend(fontsize=8)
+    d = [r["aa_minus_mars"]["rounds"] for r in rows]
+    err = [[m["mean"] - m["ci"][0] for m in d], [m["ci"][1] - m["mean"] for m in d]]
+    bx.errorbar(x, [m["mean"] for m in d], yerr=err, fmt="o", capsize=4)
+    bx.axhline(0, color="gray", lw=1)
+    bx.set(xticks=x, xticklabels=seeds, xlabel="seed", ylabel="rounds, AA - MARS (paired 95% CI)")
+    fig.suptitle("Four-player commons: self-play rounds before the lake collapses", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[80, 81, 82])
     ap.add_argument("--runs", type=Path, default=Path("runs/commons"))
     ap.add_argument("--matches", type=int, default=64, help="self-play matches per policy")
     ap.add_argument("--json", type=Path, default=Path("docs/figures/commons_aa.json"))
+    ap.add_argument("--png", type=Path, default=None, help="figure (default: --json as .png)")
     args = ap.parse_args(argv)
     rows = json.loads(args.json.read_text()) if args.json.is_file() else []
     done = {r["seed"] for r in rows}
@@ -108,6 +135,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
             print(line(rows[-1]), flush=True)
+    if rows:
+        figure(rows, args.png or args.json.with_suffix(".png"))
     return rows
 
 

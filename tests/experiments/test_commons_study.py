@@ -28,3 +28,17 @@ def test_the_arms_are_paired_match_by_match():
     a = study.self_play("s", make_agent("sustainable"), 4)
     b = study.self_play("g", make_agent("greedy"), 4)
     assert study.paired(a["rounds"], b["rounds"]) == {"mean": 11.0, "ci": [11.0, 11.0]}
+
+
+def test_the_figure_is_drawn(tmp_path):
+    rows = [
+        {
+            "seed": s,
+            "aa": {"rounds": 8.0},
+            "mars": {"rounds": 2.0},
+            "aa_minus_mars": {"rounds": {"mean": 6.0, "ci": [5.0, 7.0]}},
+        }
+        for s in (80, 81)
+    ]
+    study.figure(rows, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 1000
