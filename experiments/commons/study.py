@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +32,7 @@ from agents import make_agent
 from arena.runner import MatchPlan, play
 from evaluation.commons import match_facts
 from evaluation.stats import mean_ci
+from experiments.public_goods.study import train_run
 
 GAME, SEATS, PARAMS = "commons", 4, {"discussion": False}
 ARMS = {
@@ -44,12 +43,8 @@ MEASURES = ("rounds", "collapsed", "harvest_share", "gini")
 
 
 def train(arm: str, seed: int, runs: Path) -> Path:
-    """The arm's run for `seed`, trained to its end (`--resume`: a finished run returns at once,
-    a killed one goes on from its last checkpoint)."""
-    run = runs / f"{arm}-{seed}"
-    cmd = ["train", ARMS[arm], "--set", f"seed={seed}", "--out", str(run), "--resume"]
-    subprocess.run([sys.executable, "-m", "cli.main", *cmd], check=True)
-    return run
+    """The arm's run for `seed`, trained to its end (resumed when it was cut)."""
+    return train_run(ARMS[arm], seed, runs / f"{arm}-{seed}")
 
 
 def self_play(name: str, agent, matches: int) -> dict[str, list[float]]:

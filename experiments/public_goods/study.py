@@ -38,10 +38,14 @@ ARMS = {"aa": "configs/train_public_goods_aa.yaml", "mars": "configs/train_publi
 
 
 def train(arm: str, seed: int, runs: Path) -> Path:
-    """The arm's run for `seed`, trained to its end (`--resume`: a finished run returns at once,
-    a killed one goes on from its last checkpoint)."""
-    run = runs / f"{arm}-{seed}"
-    cmd = ["train", ARMS[arm], "--set", f"seed={seed}", "--out", str(run), "--resume"]
+    """The arm's run for `seed`, trained to its end (`train_run`)."""
+    return train_run(ARMS[arm], seed, runs / f"{arm}-{seed}")
+
+
+def train_run(config: str, seed: int, run: Path) -> Path:
+    """`arena train CONFIG --set seed=S --out RUN --resume`: a finished run returns at once, a
+    killed one goes on from its last checkpoint."""
+    cmd = ["train", config, "--set", f"seed={seed}", "--out", str(run), "--resume"]
     subprocess.run([sys.executable, "-m", "cli.main", *cmd], check=True)
     return run
 
