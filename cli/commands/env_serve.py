@@ -81,11 +81,10 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be between 1 and 65535, got {args.port}")
-    if args.tournament and (args.record or args.param):
-        raise ValueError("--tournament takes the game's params and record from the tournament")
     seats = [int(s) if s.isdigit() else s for s in args.seat or ["0"]]
     opponents = args.opponents[0] if len(args.opponents) == 1 else list(args.opponents)
-    options = {"record": args.record, **game_params(args.param)} if not args.tournament else {}
+    # with --tournament, a record or a param is refused by server.openenv_env.into_tournament
+    options = {**({"record": args.record} if args.record else {}), **game_params(args.param)}
     app = create_app(
         args.game,
         max_sessions=args.max_sessions,
