@@ -1,7 +1,7 @@
 """A run's folder: one run per folder, resumed from its newest intact checkpoint.
 
-`prepare_run_dir` readies it (a fresh start refuses checkpoints and sets the files of a run
-that never checkpointed aside in old-<time>/); `resume_from` loads the newest intact
+`prepare_run_dir` readies it (one process at a time: `hold_run_dir`; a fresh start refuses
+checkpoints and sets the files of a run that never checkpointed aside in old-<time>/); `resume_from` loads the newest intact
 checkpoint (damaged ones go to checkpoints/damaged-step_N/) and `truncate_after` cuts the logs
 back to its step; `settle_best` turns best-pending/ into best/ once a checkpoint covers it.
 A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`).
@@ -9,6 +9,7 @@ A resume keeps the lr schedule's horizon the run started with (`schedule_on_resu
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -69,15 +70,48 @@ def check_run_writable(run_dir: Path) -> None:
     check_writable(run_dir, *(run_dir / n for n in RUN_FILES if (run_dir / n).exists()))
 
 
+LOCK_FILE = ".lock"
+_held: dict[str, object] = {}  # run folders this process holds: the open lock files
+
+
+def hold_run_dir(run_dir: Path) -> None:
+    """Hold `run_dir` for this process until it exits (an advisory lock on `run_dir/.lock`, freed
+    by the system when the process ends, killed or not).
+
+    ValueError when another process holds it: two runs writing one folder would interleave their
+    logs and checkpoints. Holding a folder this process already holds is a no-op.
+    """
+    key = str(run_dir.resolve())
+    if key in _held:
+        return
+    f = open(run_dir / LOCK_FILE, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise ValueError(
+            f"{run_dir} is in use by another training process (pid {pid}): wait for it to end, "
+            "or choose another run_dir (--out)"
+        ) from None
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    _held[key] = f
+
+
 def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
     """Ready `run_dir` before anything heavy starts; True when there is a checkpoint to resume from.
 
-    "cannot write to DIR" when it cannot be written. Removes the temp files of killed
+    "cannot write to DIR" when it cannot be written; "in use" when another process holds it
+    (`hold_run_dir`). Removes the temp files of killed
     writers. A fresh start refuses a folder with checkpoints; the files of a run that never
     reached its first checkpoint (fresh start or --resume) are set aside in old-<time>/, so
     the logs of two runs never mix.
     """
     check_run_writable(run_dir)
+    hold_run_dir(run_dir)
     for folder in (run_dir, run_dir / "checkpoints", run_dir / "league"):
         checkpoint.clean_tmp(folder)
     if checkpoint.checkpoints(run_dir / "checkpoints"):

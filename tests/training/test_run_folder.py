@@ -421,3 +421,44 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_checkpoints_befor
         cli_main(["train", str(path), "--out", str(run), "--steps", "2", "--resume"]) == 0
     )  # room again: it goes on
     assert checkpoint.latest(run / "checkpoints").name == "step_00000002"
+
+
+def test_a_second_process_training_into_a_held_run_folder_is_refused_before_the_model_loads(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(
+        selfplay,
+        "load_model",
+        lambda *a, **k: pytest.fail("loaded a model for a run folder another process holds"),
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from training.run_folder import hold_run_dir; "
+            "hold_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)",
+            str(run),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(merged({})))
+        assert cli_main(["train", str(path), "--out", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"arena train: error: {run} is in use by another training process (pid {holder.pid}): "
+            "wait for it to end, or choose another run_dir (--out)\n"
+        )
+        assert not (run / "config.yaml").exists()  # nothing of the held run's was touched
+    finally:
+        holder.kill()  # a killed holder frees the folder: the system drops its lock
+        holder.wait()
+    monkeypatch.undo()
+    train(tiny(tmp_path, "run"), console=quiet())
+    assert steps_in(run / "metrics.jsonl")
