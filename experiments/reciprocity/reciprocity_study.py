@@ -45,7 +45,10 @@ from p = 0.5) trained in self-play by each estimator, iteration by iteration
 tit-for-tat (C after C, D after D) or defection? It plays the config's first game: the
 iterated prisoner's dilemma, or Trust-and-Split (`--config
 experiments/trust_and_split/train_tas_aa_reveal.yaml`: the losing hand claims nothing or
-every coin, the winning hand every coin; only the losing hand's claims are decisions).
+every coin, the winning hand every coin; only the losing hand's claims are decisions), or
+4-player public goods (`--config experiments/public_goods/train_pg_aa_reciprocal.yaml`: all
+four seats the learner; to contribute is to put the whole endowment in, and the state `C`
+means every other player did last round).
 
 Each run's figures carry 95% CIs over its evaluation matches; the table's summary rows
 give, per estimator, the mean over seeds with a t interval over the seeds. Output in
@@ -156,11 +159,12 @@ def state_gradients(
     own_move = any(len(s) == 2 for s in p)
     learner = Memory1(p, seed=seed, own_move=own_move)
     other = learner if opponent == "self" else make_agent(opponent)
+    n = seats_of(game, params)
     plans = [
         MatchPlan(
             f"{s}-{order}",
             game,
-            [learner.name, other.name][:: 1 - 2 * order],
+            [learner.name, other.name][:: 1 - 2 * order] + [learner.name] * (n - 2),
             seed + s,
             dict(params or {}),
         )
@@ -192,6 +196,13 @@ def state_gradients(
             by_state.setdefault(state, []).append(x.advantage * (move - p[state]))
         out[name] = {s: float(sum(v) / len(v)) for s, v in sorted(by_state.items())}
     return out
+
+
+def seats_of(game: str, params: dict | None) -> int:
+    """How many seats `game` has with `params` (its `num_players`, else the catalogue's)."""
+    import games
+
+    return int((params or {}).get("num_players", games.info(game).num_players))
 
 
 def decisions(rec, own_move: bool = False) -> tuple[list[str], list[bool | None]]:

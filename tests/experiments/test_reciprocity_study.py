@@ -553,3 +553,23 @@ def test_by_round_splits_the_profile_by_round(tmp_path):
     assert got[("tit_for_tat", "CC", 2)] == [0.8, 0.6]
     assert got[("tit_for_tat", "CC", 3)] == [0.7]  # match 1: both cooperated in round 2
     assert got[("tit_for_tat", "DC", 3)] == [0.3]  # match 2: it defected, tit-for-tat cooperated
+
+
+def test_tabular_learning_in_four_player_public_goods_reciprocity_after_round_one_only():
+    """4-player public goods, every seat the learner (contribute all or nothing; `C`: every other
+    player contributed last round). Advantage Alignment with the others' advantages summed
+    learns to contribute after `C` and keep after `D`, but the first round, where no shaping
+    term exists, decays to keeping; mars keeps everywhere."""
+    from experiments.reciprocity.reciprocity_study import tabular_learning
+    from training.advantages import AdvantageConfig
+
+    raw = dict(reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
+    params = {"state_rounds": 1, "state_progress": False}
+    run = dict(iterations=10, matches=100, lr=0.7, seed=1, game="public_goods", params=params)
+    aa = tabular_learning(
+        AdvantageConfig(estimator="advantage_alignment", aa_past="causal", aa_others="sum", **raw),
+        **run,
+    )
+    mars = tabular_learning(AdvantageConfig(estimator="mars", **raw), **run)
+    assert aa[-1]["C"] > 0.8 and aa[-1]["D"] < 0.2 and aa[-1]["first"] < 0.2
+    assert mars[-1]["C"] < 0.3 and mars[-1]["D"] < 0.2 and mars[-1]["first"] < 0.2
