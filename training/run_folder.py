@@ -75,8 +75,8 @@ _held: dict[str, object] = {}  # run folders this process holds: the open lock f
 
 
 def hold_run_dir(run_dir: Path) -> None:
-    """Hold `run_dir` for this process until it exits (an advisory lock on `run_dir/.lock`, freed
-    by the system when the process ends, killed or not).
+    """Hold `run_dir` for this process until `release_run_dir` or the process's end (an advisory
+    lock on `run_dir/.lock`, freed by the system when the process ends, killed or not).
 
     ValueError when another process holds it: two runs writing one folder would interleave their
     logs and checkpoints. Holding a folder this process already holds is a no-op.
@@ -99,6 +99,13 @@ def hold_run_dir(run_dir: Path) -> None:
     f.write(f"{os.getpid()}\n")
     f.flush()
     _held[key] = f
+
+
+def release_run_dir(run_dir: Path) -> None:
+    """Let go of `run_dir` if this process holds it (`hold_run_dir`)."""
+    f = _held.pop(str(run_dir.resolve()), None)
+    if f is not None:
+        f.close()  # closing the file drops its lock
 
 
 def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:

@@ -131,6 +131,7 @@ from training.rollouts import (  # noqa: F401 (save_snapshot, start_league: the 
 from training.run_folder import (
     append_row,
     prepare_run_dir,
+    release_run_dir,
     resume_from,
     schedule_line,
     schedule_on_resume,
@@ -159,21 +160,24 @@ def train(
     A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`; `cfg.steps`
     says only where it stops) unless `horizon_given`: cfg's learner.total_steps was set explicitly.
     """
-    run = set_up(cfg, resume, console or make_console(highlight=False), horizon_given)
-    evaluate_before_training(run)
-    step = run.start_step
-    for step in range(run.start_step + 1, run.cfg.steps + 1 if not run.spent else 0):
-        t0 = time.perf_counter()
-        if run.full_width is not None:  # no matches: exact values over the game's whole tree
-            m, work = full_width_step(run)
-        else:
-            played = collect(run, step, t0)  # 1. matches: self-play pairs and league opponents
-            m, work = update(run, step, played)  # 2. advantages -> sequences -> PPO updates
-        run.elapsed += time.perf_counter() - t0
-        add_step_figures(run, step, m, work)
-        if after_step(run, step, m):  # 3. evaluation, league snapshot, checkpoint
-            break
-    return finish(run, step)
+    try:  # the run folder is this process's from set_up until the run ends (`hold_run_dir`)
+        run = set_up(cfg, resume, console or make_console(highlight=False), horizon_given)
+        evaluate_before_training(run)
+        step = run.start_step
+        for step in range(run.start_step + 1, run.cfg.steps + 1 if not run.spent else 0):
+            t0 = time.perf_counter()
+            if run.full_width is not None:  # no matches: exact values over the game's whole tree
+                m, work = full_width_step(run)
+            else:
+                played = collect(run, step, t0)  # 1. matches: self-play pairs and league opponents
+                m, work = update(run, step, played)  # 2. advantages -> sequences -> PPO updates
+            run.elapsed += time.perf_counter() - t0
+            add_step_figures(run, step, m, work)
+            if after_step(run, step, m):  # 3. evaluation, league snapshot, checkpoint
+                break
+        return finish(run, step)
+    finally:
+        release_run_dir(Path(cfg.run_dir))
 
 
 @dataclass

@@ -433,18 +433,7 @@ def test_a_second_process_training_into_a_held_run_folder_is_refused_before_the_
     )
     run = tmp_path / "run"
     run.mkdir()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from pathlib import Path; from training.run_folder import hold_run_dir; "
-            "hold_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)",
-            str(run),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    holder = holding(run)
     try:
         assert holder.stdout.readline().strip() == "held"
         path = tmp_path / "run.yaml"
@@ -462,3 +451,25 @@ def test_a_second_process_training_into_a_held_run_folder_is_refused_before_the_
     monkeypatch.undo()
     train(tiny(tmp_path, "run"), console=quiet())
     assert steps_in(run / "metrics.jsonl")
+    again = holding(run)  # the finished run let go of its folder, though this process lives on
+    try:
+        assert again.stdout.readline().strip() == "held"
+    finally:
+        again.kill()
+        again.wait()
+
+
+def holding(run: Path) -> subprocess.Popen:
+    """A process that holds `run` (`hold_run_dir`), prints "held" once it does, then sleeps."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from training.run_folder import hold_run_dir; "
+            "hold_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)",
+            str(run),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
