@@ -297,7 +297,7 @@ def tit_for_tat_examples(
     agent, tokenizer, game: str, params: dict, matches: int, seed: int
 ) -> list[tuple[str, object]]:
     """(state, `TrainingSequence`) for every decision of the first seat in `matches` matches of `game`
-    between two memory-1 players with random cooperation rates (0.1-0.9): the agent's prompt,
+    between memory-1 players with random cooperation rates (0.1-0.9), one a seat: the agent's prompt,
     tit-for-tat's move as the target. The state is the memory-1 state (`first`, `C`, `D`);
     a turn where cooperating and defecting are the same move (Trust-and-Split's winning hand)
     is labelled `no choice`."""
@@ -310,8 +310,8 @@ def tit_for_tat_examples(
     for m in range(matches):
         env = games.make(game, **params)
         env.reset(seed=seed + m)
-        first, second = env.possible_agents
-        p = {first: rng.uniform(0.1, 0.9), second: rng.uniform(0.1, 0.9)}
+        first = env.possible_agents[0]
+        p = {a: rng.uniform(0.1, 0.9) for a in env.possible_agents}
         while env.agents:
             player = env.agent_selection
             if env.terminations[player] or env.truncations[player]:
