@@ -216,8 +216,8 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
-            t = Table(title=title, **style)
             cols = [k for k in extra[0] if k != "kind" and k not in PROFILE_FIELDS]
+            t = Table(title=title, **style)
             for c in cols:
                 text = isinstance(extra[0][c], str)  # names: kept whole, the numbers wrap
                 t.add_column(
@@ -227,7 +227,28 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
                 )
             for r in extra:
                 t.add_row(*[_cell(r[c]) for c in cols])
-            console.print(t)
+            whole = console.options.update(max_width=10**6)  # the table's width uncut
+            if console.measure(t, options=whole).maximum <= console.width:
+                console.print(t)
+            else:  # too many measures for a row: one column per row, a measure per line
+                _transposed(console, extra, cols, title, style)
+
+
+def _transposed(console, extra: list[dict], cols: list[str], title: str, style: dict) -> None:
+    """`extra`'s rows as columns (headed by their names: agent, game, opponent...) and its
+    measures as lines, in as many tables as the console's width needs; no value is cut."""
+    names = [c for c in cols if isinstance(extra[0][c], str)]
+    measures = [c for c in cols if c not in names]
+    per_table = max(1, (console.width - max(map(len, measures), default=0) - 2) // 24)
+    for start in range(0, len(extra), per_table):
+        t = Table(title=title if start == 0 else None, **style)
+        t.add_column("measure", justify="left", no_wrap=True)
+        chunk = extra[start : start + per_table]
+        for r in chunk:
+            t.add_column("\n".join(str(r[c]) for c in names), justify="right", overflow="fold")
+        for m in measures:
+            t.add_row(m, *[_cell(r[m]) for r in chunk])
+        console.print(t)
 
 
 WEREWOLF_TITLE = (

@@ -173,3 +173,27 @@ def test_the_blank_messages_flag_twins_the_games_with_messages(tmp_path, capsys)
     bad = ["--games", "prisoners_dilemma", "--blank-messages", "--out", str(tmp_path / "x")]
     assert arena_main([*args, *bad]) != 0
     assert "none of the games (prisoners_dilemma) has messages" in capsys.readouterr().err
+
+
+def test_a_console_too_narrow_for_the_messages_table_gets_it_turned_not_cut():
+    """On 80 columns the messages table (15 columns) is printed a measure a line, the rows as
+    columns, with no value cut to an ellipsis; on a console wide enough it stays a row a line."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from evaluation.report import as_rows, print_report
+
+    a, *_ = crafted(0, 5, 0, ["true", "lie"], [(10, 0), (0, 10)])
+    b, *_ = crafted(1, 6, 1, ["rock or paper", ""], [(5, 5), (5, 5)])
+    rows = as_rows(messages_rows([a, b], "agent"))  # 4 message turns, 3 with a message
+    narrow, wide = io.StringIO(), io.StringIO()
+    print_report(rows, Console(file=narrow, width=80))
+    print_report(rows, Console(file=wide, width=250))
+    text = narrow.getvalue()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert re.search(r"^spoke +0\.75$", text, re.M) and re.search(r"^matches +2$", text, re.M)
+    assert "message_turns" in text and "messages_gain_ci" in text
+    lines = [line for line in wide.getvalue().splitlines() if "trust_and_split" in line]
+    assert len(lines) == 1 and "0.75" in lines[0] and "…" not in wide.getvalue()
