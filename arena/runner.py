@@ -242,9 +242,13 @@ def _close(m: LiveMatch, agents: dict[str, Agent], out: str | None, progress) ->
     return rec
 
 
+CONTROLS = ("blank_messages",)  # evaluation controls (`evaluation.messages`): not another game
+
+
 def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) -> list[str]:
     """One line per (agent, game, params) where a trained checkpoint plays a game it trained on
-    with other parameters (e.g. another board rendering), which it silently plays badly."""
+    with other parameters (e.g. another board rendering), which it silently plays badly. An
+    evaluation control among the params (`CONTROLS`: the blanked-messages twin) is no other game."""
     out = []
     for name, agent in agents.items():
         trained = getattr(agent, "trained_games", None)
@@ -257,7 +261,8 @@ def untrained_params_warnings(plans: list[MatchPlan], agents: dict[str, Agent]) 
                 continue
             seen.add(key)
             on_game = [params for game, params in trained if game == p.game]
-            if on_game and p.params not in on_game:
+            played = {k: v for k, v in p.params.items() if k not in CONTROLS}
+            if on_game and played not in on_game:
                 out.append(
                     f"warning: {name} trained on {p.game} with params {on_game[0]} but plays it with {p.params}, "
                     f"which it may play badly; give the game those params (--param KEY=VALUE, or params: in a config)"

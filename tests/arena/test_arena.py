@@ -531,3 +531,24 @@ def test_agent_failed_survives_pickling():
     back = pickle.loads(pickle.dumps(e))
     assert str(back) == str(e) == "agent 'llm' (Resigns) failed: KeyError: 'x'"
     assert back.agent == "llm" and back.matches_kept
+
+
+def test_a_checkpoint_warned_of_other_params_but_not_of_the_blanked_messages_twin():
+    """A trained agent playing Trust-and-Split with the params it trained on plus the evaluation
+    control `blank_messages` gets no warning; with another number of rounds it gets one line."""
+    from arena.runner import untrained_params_warnings
+
+    class Trained:
+        trained_games = [("trust_and_split", {"rounds": 3, "messages": "free"})]
+
+    def plan(params):
+        return MatchPlan("m", "trust_and_split", ["t", "t"], params=params)
+
+    agents = {"t": Trained()}
+    same = {"rounds": 3, "messages": "free"}
+    assert untrained_params_warnings([plan({**same, "blank_messages": True})], agents) == []
+    [line] = untrained_params_warnings([plan({**same, "rounds": 2})], agents)
+    assert (
+        line.startswith("warning: t trained on trust_and_split with params")
+        and "'rounds': 2" in line
+    )
