@@ -198,6 +198,21 @@ def state_gradients(
     return out
 
 
+def starting_point(pairs: list[str]) -> dict[str, float]:
+    """`--start first=0.9 C=0.9 D=0.1` -> {state: p}; ValueError unless each p is in (0, 1)."""
+    out = {}
+    for pair in pairs:
+        state, _, value = pair.partition("=")
+        try:
+            p = float(value)
+        except ValueError:
+            p = -1.0
+        if not state or not 0 < p < 1:
+            raise ValueError(f"--start {pair!r}: expected STATE=P with P strictly between 0 and 1")
+        out[state] = p
+    return out
+
+
 def seats_of(game: str, params: dict | None) -> int:
     """How many seats `game` has with `params` (its `num_players`, else the catalogue's)."""
     import games
@@ -232,8 +247,10 @@ def tabular_learning(
     own_move: bool = False,
     game: str = "prisoners_dilemma",
     params: dict | None = None,
+    start: dict[str, float] | None = None,
 ) -> list[dict[str, float]]:
-    """A tabular memory-1 policy (one logit per state, all 0: p = 0.5) trained by `adv`'s estimator:
+    """A tabular memory-1 policy (one logit per state, all 0: p = 0.5, or p = `start[s]` where
+    given) trained by `adv`'s estimator:
     each iteration plays `matches` matches against `opponent` (`self`: the policy itself, both
     seats learning), takes `state_gradients` and moves every state's logit by lr x g[s] / max |g|
     (a scale-free step, as Adam's). Returns p per state before each iteration and after the last.
@@ -241,6 +258,9 @@ def tabular_learning(
     learning is this plus generalisation across states. With `own_move` the states are the
     last round's two moves (`memory1_state`): alternation (C only after DC) can be learned."""
     theta = {s: 0.0 for s in ("first", *(STATES if own_move else ("C", "D")))}
+    if set(start or {}) - set(theta):
+        raise ValueError(f"--start: the states are {', '.join(theta)}; got {', '.join(start)}")
+    theta |= {s: float(np.log(q / (1 - q))) for s, q in (start or {}).items()}
     history = []
     for it in range(iterations):
         p = {s: float(1 / (1 + np.exp(-v))) for s, v in theta.items()}
@@ -260,10 +280,11 @@ def tabular_table(
     seed: int = 0,
     overrides: dict | None = None,
     own_move: bool = False,
+    start: dict[str, float] | None = None,
 ) -> str:
     """`tabular_learning` in self-play for the config's advantage_alignment and for mars, on the
     config's first game: p per state every 5 iterations (`own_move`: the states are the last
-    round's two moves)."""
+    round's two moves; `start`: p per state at iteration 0, 0.5 where not given)."""
     cfg = train_config(config, "advantage_alignment", 0, Path("unused"), overrides=overrides)
     adv, game = cfg.advantage, cfg.games[0]
     states = ("first", *(STATES if own_move else ("C", "D")))
@@ -284,6 +305,7 @@ def tabular_table(
             own_move=own_move,
             game=game.name,
             params=game.params,
+            start=start,
         )
         for it, p in enumerate(history):
             if it % 5 == 0 or it == iterations:
@@ -780,6 +802,13 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     )
     p.add_argument("--iterations", type=int, default=30, help="with --tabular: training iterations")
     p.add_argument(
+        "--start",
+        nargs="+",
+        default=[],
+        metavar="STATE=P",
+        help="with --tabular: p(C) in a state at iteration 0 (e.g. first=0.9 C=0.9 D=0.1); 0.5 elsewhere",
+    )
+    p.add_argument(
         "--supervised",
         action="store_true",
         help="fit the config's model to tit-for-tat's replies by cross-entropy: can it read the other's last move?",
@@ -802,6 +831,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
                 seed=args.eval_seed,
                 overrides=overrides,
                 own_move=args.own_move,
+                start=starting_point(args.start),
             )
         except ValueError as e:
             p.error(str(e))

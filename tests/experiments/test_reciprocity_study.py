@@ -573,3 +573,17 @@ def test_tabular_learning_in_four_player_public_goods_reciprocity_after_round_on
     mars = tabular_learning(AdvantageConfig(estimator="mars", **raw), **run)
     assert aa[-1]["C"] > 0.8 and aa[-1]["D"] < 0.2 and aa[-1]["first"] < 0.2
     assert mars[-1]["C"] < 0.3 and mars[-1]["D"] < 0.2 and mars[-1]["first"] < 0.2
+
+
+def test_tabular_learning_starts_where_asked_and_refuses_an_unknown_state():
+    from experiments.reciprocity.reciprocity_study import starting_point, tabular_learning
+    from training.advantages import AdvantageConfig
+
+    adv = AdvantageConfig(estimator="mars", reward_scale=1.0, format_reward=0.0, draw_reward=0.0)
+    start = starting_point(["first=0.9", "D=0.2"])
+    history = tabular_learning(adv, iterations=1, matches=10, start=start)
+    assert history[0] == pytest.approx({"first": 0.9, "C": 0.5, "D": 0.2})
+    with pytest.raises(ValueError, match="--start: the states are first, C, D"):
+        tabular_learning(adv, iterations=1, matches=10, start={"CC": 0.9})
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        starting_point(["first=1"])
