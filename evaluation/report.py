@@ -216,8 +216,8 @@ def _extra_tables(console, rows: list[dict], narrow: bool, style: dict) -> None:
     ):
         extra = [r for r in rows if r["kind"] == kind]
         if extra:
-            cols = [k for k in extra[0] if k != "kind" and k not in PROFILE_FIELDS]
             t = Table(title=title, **style)
+            cols = [k for k in extra[0] if k != "kind" and k not in PROFILE_FIELDS]
             for c in cols:
                 text = isinstance(extra[0][c], str)  # names: kept whole, the numbers wrap
                 t.add_column(
@@ -239,7 +239,8 @@ def _transposed(console, extra: list[dict], cols: list[str], title: str, style: 
     measures as lines, in as many tables as the console's width needs; no value is cut."""
     names = [c for c in cols if isinstance(extra[0][c], str)]
     measures = [c for c in cols if c not in names]
-    per_table = max(1, (console.width - max(map(len, measures), default=0) - 2) // 24)
+    column = 24  # room for a value and its CI, e.g. "0.775 [0.701, 0.843]"
+    per_table = max(1, (console.width - max(map(len, measures), default=0) - 2) // column)
     for start in range(0, len(extra), per_table):
         t = Table(title=title if start == 0 else None, **style)
         t.add_column("measure", justify="left", no_wrap=True)

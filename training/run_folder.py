@@ -1,10 +1,10 @@
 """A run's folder: one run per folder, resumed from its newest intact checkpoint.
 
 `prepare_run_dir` readies it (one process at a time: `hold_run_dir`; a fresh start refuses
-checkpoints and sets the files of a run that never checkpointed aside in old-<time>/); `resume_from` loads the newest intact
-checkpoint (damaged ones go to checkpoints/damaged-step_N/) and `truncate_after` cuts the logs
-back to its step; `settle_best` turns best-pending/ into best/ once a checkpoint covers it.
-A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`).
+checkpoints and sets the files of a run that never checkpointed aside in old-<time>/);
+`resume_from` loads the newest intact checkpoint (damaged ones go to
+checkpoints/damaged-step_N/) and `truncate_after` cuts the logs back to its step;
+`settle_best` turns best-pending/ into best/ once a checkpoint covers it. A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def check_run_writable(run_dir: Path) -> None:
 
 
 LOCK_FILE = ".lock"
-_held: dict[str, object] = {}  # run folders this process holds: the open lock files
+_held: dict[str, IO[str]] = {}  # run folders this process holds: their open lock files
 
 
 def hold_run_dir(run_dir: Path) -> None:
@@ -112,8 +113,7 @@ def prepare_run_dir(run_dir: Path, resume: bool, say) -> bool:
     """Ready `run_dir` before anything heavy starts; True when there is a checkpoint to resume from.
 
     "cannot write to DIR" when it cannot be written; "in use" when another process holds it
-    (`hold_run_dir`). Removes the temp files of killed
-    writers. A fresh start refuses a folder with checkpoints; the files of a run that never
+    (`hold_run_dir`). Removes the temp files of killed writers. A fresh start refuses a folder with checkpoints; the files of a run that never
     reached its first checkpoint (fresh start or --resume) are set aside in old-<time>/, so
     the logs of two runs never mix.
     """
