@@ -4,7 +4,8 @@
 checkpoints and sets the files of a run that never checkpointed aside in old-<time>/);
 `resume_from` loads the newest intact checkpoint (damaged ones go to
 checkpoints/damaged-step_N/) and `truncate_after` cuts the logs back to its step;
-`settle_best` turns best-pending/ into best/ once a checkpoint covers it. A resume keeps the lr schedule's horizon the run started with (`schedule_on_resume`).
+`settle_best` turns best-pending/ into best/ once a checkpoint covers it. A resume keeps the lr
+schedule's horizon the run started with (`schedule_on_resume`).
 """
 
 from __future__ import annotations
