@@ -152,6 +152,7 @@ def state_gradients(
     seed, one per seat order, as the training loop's loo groups. Only the turns where
     cooperating and defecting are different moves count (`decisions`: in Trust-and-Split the
     winning hand claims every coin either way)."""
+    import games
     from agents import make_agent
     from arena.runner import MatchPlan, play
     from training.advantages import compute_advantages
@@ -159,7 +160,7 @@ def state_gradients(
     own_move = any(len(s) == 2 for s in p)
     learner = Memory1(p, seed=seed, own_move=own_move)
     other = learner if opponent == "self" else make_agent(opponent)
-    n = seats_of(game, params)
+    n = len(games.make(game, **(params or {})).possible_agents)  # the seats with these params
     plans = [
         MatchPlan(
             f"{s}-{order}",
@@ -213,13 +214,6 @@ def starting_point(pairs: list[str]) -> dict[str, float]:
     return out
 
 
-def seats_of(game: str, params: dict | None) -> int:
-    """How many seats `game` has with `params` (its `num_players`, else the catalogue's)."""
-    import games
-
-    return int((params or {}).get("num_players", games.info(game).num_players))
-
-
 def decisions(rec, own_move: bool = False) -> tuple[list[str], list[bool | None]]:
     """Per turn of a recorded match, replayed from its seed: the mover's memory-1 state, and
     whether its move was the cooperative one (None where cooperating and defecting are the
@@ -258,9 +252,10 @@ def tabular_learning(
     learning is this plus generalisation across states. With `own_move` the states are the
     last round's two moves (`memory1_state`): alternation (C only after DC) can be learned."""
     theta = {s: 0.0 for s in ("first", *(STATES if own_move else ("C", "D")))}
-    if set(start or {}) - set(theta):
+    start = start or {}
+    if set(start) - set(theta):
         raise ValueError(f"--start: the states are {', '.join(theta)}; got {', '.join(start)}")
-    theta |= {s: float(np.log(q / (1 - q))) for s, q in (start or {}).items()}
+    theta |= {s: float(np.log(q / (1 - q))) for s, q in start.items()}
     history = []
     for it in range(iterations):
         p = {s: float(1 / (1 + np.exp(-v))) for s, v in theta.items()}
