@@ -44,8 +44,8 @@ ARMS = {  # study -> arm -> (config, extra arguments)
         "mars": ("configs/train_kuhn_tiny_sampled.yaml", MARS),
     },
     "leduc_poker": {
-        "full_width": ("configs/train_leduc_tiny.yaml", []),
-        "cfr_plus": ("experiments/kuhn_magnet/train_leduc_cfr.yaml", []),
+        "full_width": ("experiments/kuhn_magnet/train_leduc_magnet.yaml", []),
+        "cfr_plus": ("configs/train_leduc_tiny.yaml", []),
     },
     "kuhn_poker_3p": {"full_width": ("configs/train_kuhn3_tiny.yaml", [])},
 }

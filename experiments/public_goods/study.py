@@ -2,14 +2,21 @@
 
     python -m experiments.public_goods.study --seeds 80 81 82 83 84 --runs runs/pg \
         --json docs/figures/public_goods_aa.json
+    python -m experiments.public_goods.study --setting fitted --seeds 80 81 82 83 84 \
+        --runs runs/pg_fitted --json docs/figures/public_goods_aa_fitted.json
 
 For every seed, `arena train configs/train_public_goods_{aa,mars}.yaml --set seed=S --out
 RUNS/{aa,mars}-S --resume` (a finished run returns at once), then each final policy plays
-`--matches` matches per table, the same match seeds for every policy (paired):
+`--matches` matches per table, the same match seeds for every policy (paired). With `--setting
+fitted` the configs are `configs/train_public_goods_{aa,mars}_fitted.yaml` (all-or-nothing
+contributions, a memory-1 prompt) and both arms start from one fit to tit-for-tat per seed,
+made first (`RUNS/start-S`, the tiny model initialised for the seed and fitted by cross-entropy
+to tit-for-tat's moves from every seat); the start is scored beside them.
 
     self-play      the policy in all four seats: its contribution (share of the endowment put
                    in, per round), welfare (the seats' total return as a share of everyone
-                   contributing everything: 640 points) and the Gini index of the four returns
+                   contributing everything: 640 points with the defaults) and the Gini index
+                   of the four returns
     one defector   `always_defect` in one seat (rotating with the match) and the policy in the
                    other three; the same table with `tit_for_tat` (contributes while every
                    other player did) in the policy's place. Exploitation: the defector's return
@@ -25,32 +32,65 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
+import games
 from agents import make_agent
 from arena.runner import MatchPlan, play
 from evaluation.stats import mean_ci
+from training.config import load_config
 
-GAME, SEATS, OPTIMUM = "public_goods", 4, 4 * 10 * 10 * 1.6  # defaults: endowment 10, 10 rounds
-ARMS = {"aa": "configs/train_public_goods_aa.yaml", "mars": "configs/train_public_goods_mars.yaml"}
+GAME, SEATS = "public_goods", 4
+SETTINGS = {  # setting -> arm -> config
+    "scratch": {
+        "aa": "configs/train_public_goods_aa.yaml",
+        "mars": "configs/train_public_goods_mars.yaml",
+    },
+    "fitted": {
+        "aa": "configs/train_public_goods_aa_fitted.yaml",
+        "mars": "configs/train_public_goods_mars_fitted.yaml",
+    },
+}
 
 
-def train(arm: str, seed: int, runs: Path) -> Path:
-    """The arm's run for `seed`, trained to its end (`train_run`)."""
-    return train_run(ARMS[arm], seed, runs / f"{arm}-{seed}")
+def game_params(config: str) -> dict:
+    """The config's public goods parameters (its first game's)."""
+    return dict(load_config(config).games[0].params)
 
 
-def train_run(config: str, seed: int, run: Path) -> Path:
-    """`arena train CONFIG --set seed=S --out RUN --resume`: a finished run returns at once, a
-    killed one goes on from its last checkpoint."""
-    cmd = ["train", config, "--set", f"seed={seed}", "--out", str(run), "--resume"]
+def fitted_start(config: str, seed: int, runs: Path) -> Path:
+    """`RUNS/start-S`: the config's model initialised for `seed`, fitted to tit-for-tat's moves
+    from every seat (80 steps; `supervised_tit_for_tat`); made once, kept."""
+    from experiments.reciprocity.reciprocity_study import supervised_tit_for_tat
+
+    start = runs / f"start-{seed}"
+    if not (start / "config.json").is_file():
+        supervised_tit_for_tat(config, steps=80, every=80, seed=seed, save=start, every_seat=True)
+    return start
+
+
+def train(arm: str, seed: int, runs: Path, setting: str = "scratch") -> Path:
+    """The arm's run for `seed`, trained to its end (`train_run`); in the `fitted` setting from
+    the seed's fitted start."""
+    config = SETTINGS[setting][arm]
+    extra = ["--set", f"model={fitted_start(config, seed, runs)}"] if setting == "fitted" else []
+    return train_run(config, seed, runs / f"{arm}-{seed}", extra)
+
+
+def train_run(config: str, seed: int, run: Path, extra: list[str] | None = None) -> Path:
+    """`arena train CONFIG --set seed=S --out RUN --resume [EXTRA]`: a finished run returns at
+    once, a killed one goes on from its last checkpoint."""
+    cmd = ["train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *(extra or [])]
     subprocess.run([sys.executable, "-m", "cli.main", *cmd], check=True)
     return run
 
 
-def table(seats: list[str], agents: dict, matches: int, rotate: str | None) -> list:
+def table(
+    seats: list[str], agents: dict, matches: int, rotate: str | None, params: dict | None = None
+) -> list:
     """`matches` matches of the seating (the `rotate` agent's seat moves with the match)."""
     plans = []
     for m in range(matches):
@@ -58,28 +98,32 @@ def table(seats: list[str], agents: dict, matches: int, rotate: str | None) -> l
         if rotate is not None:
             order.remove(rotate)
             order.insert(m % SEATS, rotate)
-        plans.append(MatchPlan(f"m{m}", GAME, order, seed=1000 + m))
+        plans.append(MatchPlan(f"m{m}", GAME, order, seed=1000 + m, params=params or {}))
     return list(play(plans, agents, concurrency=matches))
 
 
-def self_play(name: str, agent, matches: int) -> dict[str, list[float]]:
+def self_play(name: str, agent, matches: int, params: dict | None = None) -> dict[str, list[float]]:
     """Per match: mean contribution share, welfare share, Gini of the returns."""
+    env = games.make(GAME, **(params or {}))
     out = {"contribution": [], "welfare": [], "gini": []}
-    for rec in table([name] * SEATS, {name: agent}, matches, None):
+    for rec in table([name] * SEATS, {name: agent}, matches, None, params):
         moves = [int(t.action) for t in rec.turns if t.agent == name]
         r = np.array(list(rec.returns.values()))
-        out["contribution"].append(float(np.mean(moves)) / 10)
-        out["welfare"].append(float(r.sum()) / OPTIMUM)
+        optimum = len(moves) * env.endowment * env.multiplier  # everyone giving every round
+        out["contribution"].append(float(np.mean(moves)) / env.endowment)
+        out["welfare"].append(float(r.sum()) / optimum)
         diffs = np.abs(r[:, None] - r[None, :]).sum()
         out["gini"].append(float(diffs / (2 * len(r) ** 2 * r.mean())))
     return out
 
 
-def exploitation(name: str, agent, defector, matches: int) -> list[float]:
+def exploitation(
+    name: str, agent, defector, matches: int, params: dict | None = None
+) -> list[float]:
     """Per match: the defector's return minus the mean return of the three other seats."""
     seats = ["defector"] + [name] * (SEATS - 1)
     gaps = []
-    for rec in table(seats, {name: agent, "defector": defector}, matches, "defector"):
+    for rec in table(seats, {name: agent, "defector": defector}, matches, "defector", params):
         by_seat = {p: rec.returns[p] for p in rec.returns}
         d = [p for p, who in rec.seats.items() if who == "defector"][0]
         gaps.append(by_seat[d] - np.mean([v for p, v in by_seat.items() if p != d]))
@@ -91,13 +135,23 @@ def paired(a: list[float], b: list[float]) -> dict:
     return {"mean": mean, "ci": [lo, hi]}
 
 
-def score_seed(seed: int, runs: Path, matches: int) -> dict:
-    policies = {arm: make_agent(f"llm:{train(arm, seed, runs)}") for arm in ARMS}
+def score_seed(seed: int, runs: Path, matches: int, setting: str = "scratch") -> dict:
+    """Train both arms for `seed` (`train`) and score them, and in the `fitted` setting their
+    start, in self-play and beside a defector; tit-for-tat beside the same defector."""
+    policies = {
+        arm: make_agent(f"llm:{train(arm, seed, runs, setting)}") for arm in SETTINGS[setting]
+    }
+    if setting == "fitted":
+        agent = asdict(load_config(SETTINGS[setting]["aa"]).agent)  # as the runs play
+        policies["start"] = make_agent(
+            {"type": "llm", "model": str(runs / f"start-{seed}"), **agent}
+        )
+    params = game_params(SETTINGS[setting]["aa"])
     defector, tft = make_agent("always_defect"), make_agent("tit_for_tat")
-    social = {arm: self_play(arm, a, matches) for arm, a in policies.items()}
-    gaps = {arm: exploitation(arm, a, defector, matches) for arm, a in policies.items()}
-    gaps["tit_for_tat"] = exploitation("tit_for_tat", tft, defector, matches)
-    row = {"seed": seed, "matches": matches}
+    social = {arm: self_play(arm, a, matches, params) for arm, a in policies.items()}
+    gaps = {arm: exploitation(arm, a, defector, matches, params) for arm, a in policies.items()}
+    gaps["tit_for_tat"] = exploitation("tit_for_tat", tft, defector, matches, params)
+    row = {"seed": seed, "setting": setting, "params": params, "matches": matches}
     for arm, s in social.items():
         row[arm] = {k: float(np.mean(v)) for k, v in s.items()} | {
             "exploited": float(np.mean(gaps[arm]))
@@ -116,13 +170,20 @@ def main() -> None:
     ap.add_argument("--runs", type=Path, default=Path("runs/pg"))
     ap.add_argument("--matches", type=int, default=32, help="matches per table")
     ap.add_argument("--json", type=Path, default=Path("docs/figures/public_goods_aa.json"))
+    ap.add_argument(
+        "--setting",
+        choices=sorted(SETTINGS),
+        default="scratch",
+        help="scratch: both arms from a fresh model (configs/train_public_goods_{aa,mars}.yaml); "
+        "fitted: all-or-nothing contributions, both arms from a fit to tit-for-tat",
+    )
     args = ap.parse_args()
     rows = json.loads(args.json.read_text()) if args.json.is_file() else []
     done = {r["seed"] for r in rows}
     for seed in args.seeds:
         if seed in done:
             continue
-        rows.append(score_seed(seed, args.runs, args.matches))
+        rows.append(score_seed(seed, args.runs, args.matches, args.setting))
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
         r = rows[-1]
@@ -137,6 +198,11 @@ def main() -> None:
             f"[{w['ci'][0]:+.3f}, {w['ci'][1]:+.3f}]; exploited aa {r['aa']['exploited']:.1f} "
             f"tft {r['tit_for_tat']['exploited']:.1f} (diff {e['mean']:+.1f} [{e['ci'][0]:+.1f}, {e['ci'][1]:+.1f}])"
         )
+        if "start" in r:
+            print(
+                f"  the fitted start: contribution {r['start']['contribution']:.3f}, "
+                f"exploited {r['start']['exploited']:.2f}"
+            )
 
 
 if __name__ == "__main__":

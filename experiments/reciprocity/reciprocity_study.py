@@ -311,13 +311,26 @@ def tabular_table(
 
 
 def tit_for_tat_examples(
-    agent, tokenizer, game: str, params: dict, matches: int, seed: int
+    agent,
+    tokenizer,
+    game: str,
+    params: dict,
+    matches: int,
+    seed: int,
+    graded: bool = False,
+    every_seat: bool = False,
 ) -> list[tuple[str, object]]:
-    """(state, `TrainingSequence`) for every decision of the first seat in `matches` matches of `game`
-    between memory-1 players with random cooperation rates (0.1-0.9), one a seat: the agent's prompt,
+    """(state, `TrainingSequence`) for every decision of the first seat (`every_seat`: the next
+    seat each match) in `matches` matches of `game` between memory-1 players with random
+    cooperation rates (0.1-0.9), one a seat: the agent's prompt,
     tit-for-tat's move as the target. The state is the memory-1 state (`first`, `C`, `D`);
     a turn where cooperating and defecting are the same move (Trust-and-Split's winning hand)
-    is labelled `no choice`."""
+    is labelled `no choice`.
+
+    `graded` (games whose moves are amounts 0..n, as public goods' contributions): the players
+    put in random amounts (each a level drawn once a match, a move its level +- 2), and the
+    target is the least amount any other player put in last round (everything in round one):
+    tit-for-tat that answers a partial contribution in kind."""
     import games
     from agents.base import PendingTurn
     from training.sequences import TrainingSequence, render_prompt
@@ -327,7 +340,7 @@ def tit_for_tat_examples(
     for m in range(matches):
         env = games.make(game, **params)
         env.reset(seed=seed + m)
-        first = env.possible_agents[0]
+        first = env.possible_agents[m % len(env.possible_agents) if every_seat else 0]
         p = {a: rng.uniform(0.1, 0.9) for a in env.possible_agents}
         while env.agents:
             player = env.agent_selection
@@ -339,7 +352,11 @@ def tit_for_tat_examples(
             if player == first:
                 turn = PendingTurn(f"tft{m}", env, player, rng)
                 view = env.view(player)
-                target = env.move_text(player, defect if state == "D" else coop)
+                move = defect if state == "D" else coop
+                if graded:
+                    moves = env.round_moves(player)
+                    move = min(moves[-1][1]) if moves else coop
+                target = env.move_text(player, move)
                 reply = tokenizer(agent.reply_for(target), add_special_tokens=False)[
                     "input_ids"
                 ] + [tokenizer.eos_token_id]
@@ -355,7 +372,11 @@ def tit_for_tat_examples(
                         ),
                     )
                 )
-            env.step(coop if rng.random() < p[player] else defect)
+            if graded:
+                top = env.num_moves - 1
+                env.step(int(np.clip(round(rng.normal(p[player] * top, 2)), 0, top)))
+            else:
+                env.step(coop if rng.random() < p[player] else defect)
     return out
 
 
@@ -366,13 +387,16 @@ def supervised_tit_for_tat(
     every: int = 10,
     seed: int = 0,
     save: Path | None = None,
+    graded: bool = False,
+    every_seat: bool = False,
 ) -> list[dict]:
     """Can the config's model (freshly initialised for its seed) read the other's last move from its
     prompt? Cross-entropy on tit-for-tat's replies (`tit_for_tat_examples`: 50 matches to train on,
     10 held out), Adam at the config's `learner.lr`, fp32; every `every` steps the mean probability of
     tit-for-tat's move on the held-out turns per state. Returns those rows (step, loss, state -> p).
     `save`: the fitted model and its tokenizer written there as a Hugging Face folder, a `model:`
-    a config can start from (a warm start)."""
+    a config can start from (a warm start). `graded` (tit-for-tat in kind), `every_seat` (the
+    examples from every seat in turn): `tit_for_tat_examples`."""
     import torch
 
     from experiments.supervised_bound.supervised_bound import fit_step, fresh_policy
@@ -381,8 +405,10 @@ def supervised_tit_for_tat(
     model, tok, learner, agent = fresh_policy(cfg)
     game = cfg.games[0]
     train, held = (
-        tit_for_tat_examples(agent, tok, game.name, game.params, 50, seed),
-        tit_for_tat_examples(agent, tok, game.name, game.params, 10, seed + 1000),
+        tit_for_tat_examples(agent, tok, game.name, game.params, 50, seed, graded, every_seat),
+        tit_for_tat_examples(
+            agent, tok, game.name, game.params, 10, seed + 1000, graded, every_seat
+        ),
     )
     by_state: dict[str, list] = {}
     for state, seq in held:
@@ -813,6 +839,17 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         metavar="DIR",
         help="with --supervised: write the fitted model there (a Hugging Face folder: --set model=DIR starts from it)",
     )
+    p.add_argument(
+        "--graded",
+        action="store_true",
+        help="with --supervised, in a game of amounts (public goods): fit tit-for-tat in kind, "
+        "the least amount another player put in last round",
+    )
+    p.add_argument(
+        "--every-seat",
+        action="store_true",
+        help="with --supervised: take the examples from every seat in turn (the first seat's only by default)",
+    )
     args = p.parse_args(argv)
     if args.state_gradients:
         print(state_gradient_table(args.config, seed=args.eval_seed))
@@ -834,7 +871,14 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         return []
     if args.supervised:
         save = Path(args.save) if args.save else None
-        for row in supervised_tit_for_tat(args.config, steps=args.steps or 40, save=save):
+        rows = supervised_tit_for_tat(
+            args.config,
+            steps=args.steps or 40,
+            save=save,
+            graded=args.graded,
+            every_seat=args.every_seat,
+        )
+        for row in rows:
             print(
                 f"step {row['step']:3d}  loss {row['loss']:.3f}  P(tit-for-tat's move) by the other's last move: "
                 + "  ".join(f"{s} {v:.3f}" for s, v in row["p"].items()),

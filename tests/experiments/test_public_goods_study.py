@@ -36,3 +36,26 @@ def test_the_defector_sits_in_every_seat_in_turn():
         (r.match_id, [p for p, who in r.seats.items() if who == "d"][0]) for r in records
     )
     assert [s for _, s in seats] == ["player_0", "player_1", "player_2", "player_3"]
+
+
+def test_the_fitted_settings_game_is_all_or_nothing_and_scored_on_its_own_scale():
+    """The fitted setting's configs play endowment 1 (give 0 or 1) with a memory-1 prompt, the
+    two arms one line apart. Four unconditional givers: 1 x 4 x 1.6 / 4 = 1.6 a round each, 64
+    in all over 10 rounds: contribution 1 and welfare 1 on that game's scale (not 640's). A
+    defector beside three givers keeps 1 and gets 1.2 (2.2) while they get 1.2: 1 a round, 10
+    in all; beside tit-for-tat only round one's 1."""
+    params = study.game_params(study.SETTINGS["fitted"]["aa"])
+    assert params == {"endowment": 1, "state_rounds": 1, "state_progress": False}
+    assert study.game_params(study.SETTINGS["fitted"]["mars"]) == params
+    aa, mars = (open(study.SETTINGS["fitted"][arm]).read().splitlines() for arm in ("aa", "mars"))
+    assert [(a, b) for a, b in zip(aa, mars) if a != b and not a.startswith("#")] == [
+        ("run_dir: runs/public_goods_aa_fitted", "run_dir: runs/public_goods_mars_fitted"),
+        ("  estimator: advantage_alignment", "  estimator: mars"),
+    ]
+    out = study.self_play("coop", make_agent("always_cooperate"), 2, params)
+    assert out["contribution"] == [1.0, 1.0] and out["welfare"] == pytest.approx([1.0, 1.0])
+    defector = make_agent("always_defect")
+    coop = study.exploitation("coop", make_agent("always_cooperate"), defector, 2, params)
+    assert coop == pytest.approx([10.0, 10.0])
+    tft = study.exploitation("tft", make_agent("tit_for_tat"), defector, 2, params)
+    assert tft == pytest.approx([1.0, 1.0])

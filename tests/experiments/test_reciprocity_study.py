@@ -2,6 +2,7 @@
 tiny end-to-end run (train 1 step, evaluate, table, figure)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -587,3 +588,36 @@ def test_tabular_learning_starts_where_asked_and_refuses_an_unknown_state():
         tabular_learning(adv, iterations=1, matches=10, start={"CC": 0.9})
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         starting_point(["first=1"])
+
+
+def test_graded_tit_for_tat_examples_answer_the_least_contribution_from_every_seat():
+    """Public goods with a memory-1 prompt: `graded` targets are the least amount another player
+    put in last round (everything in round one), read back from the prompt's own line;
+    `every_seat` takes the examples from seats other than the first (their prompts name
+    player_0 among the others), the default from the first seat only."""
+    import re
+
+    from experiments.reciprocity.reciprocity_study import tit_for_tat_examples, train_config
+    from experiments.supervised_bound.supervised_bound import fresh_policy
+
+    config = "experiments/public_goods/train_pg_aa_reciprocal.yaml"
+    cfg = train_config(config, "mars", 0, Path("unused"))
+    _, tok, _, agent = fresh_policy(cfg)
+    game = cfg.games[0]
+    examples = tit_for_tat_examples(agent, tok, game.name, game.params, 8, 0, True, True)
+    targets = set()
+    for state, seq in examples:
+        prompt, reply = tok.decode(seq.prompt_ids), tok.decode(seq.completion_ids)
+        target = int(re.match(r"\d+", reply).group())
+        targets.add(target)
+        line = re.search(r"contributions: you \d+, (.*?);", prompt)
+        if state == "first":
+            assert line is None and target == 10
+        else:
+            others = [int(x) for x in re.findall(r"player_\d (\d+)", line.group(1))]
+            assert len(others) == 3 and target == min(others)
+    assert len(targets) > 3  # amounts between nothing and everything, not two moves
+    names = {tok.decode(seq.prompt_ids).count("player_0") > 0 for _, seq in examples}
+    assert names == {True, False}
+    first_only = tit_for_tat_examples(agent, tok, game.name, game.params, 8, 0, True)
+    assert not any("player_0" in tok.decode(seq.prompt_ids) for _, seq in first_only)
