@@ -328,9 +328,9 @@ def tit_for_tat_examples(
     is labelled `no choice`.
 
     `graded` (games whose moves are amounts 0..n, as public goods' contributions): the players
-    put in random amounts (each a level drawn once a match, a move its level +- 2), and the
-    target is the least amount any other player put in last round (everything in round one):
-    tit-for-tat that answers a partial contribution in kind."""
+    put in random amounts (a level drawn once a match, each move that level plus normal noise of
+    sd 2, rounded and clipped), and the target is the least amount any other player put in last
+    round (everything in round one): tit-for-tat that answers a partial contribution in kind."""
     import games
     from agents.base import PendingTurn
     from training.sequences import TrainingSequence, render_prompt
