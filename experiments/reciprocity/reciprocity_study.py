@@ -340,7 +340,7 @@ def tit_for_tat_examples(
     for m in range(matches):
         env = games.make(game, **params)
         env.reset(seed=seed + m)
-        first = env.possible_agents[m % len(env.possible_agents) if every_seat else 0]
+        learner = env.possible_agents[m % len(env.possible_agents) if every_seat else 0]
         p = {a: rng.uniform(0.1, 0.9) for a in env.possible_agents}
         while env.agents:
             player = env.agent_selection
@@ -349,7 +349,7 @@ def tit_for_tat_examples(
                 continue
             state = memory1_state(env.cooperation_history(player))
             coop, defect = env.social_action(player, True), env.social_action(player, False)
-            if player == first:
+            if player == learner:
                 turn = PendingTurn(f"tft{m}", env, player, rng)
                 view = env.view(player)
                 move = defect if state == "D" else coop
