@@ -23,7 +23,9 @@ Params     num_players=4, endowment=10, multiplier=1.6; rounds=10; random_horizo
            illegal_reward=-1. state_rounds=0: the state text also repeats the last k rounds
            (a memory-k prompt); state_progress=True: the round and the totals in it, False
            (with state_rounds) the last rounds alone, as "Last round: ..." (a strict memory-k
-           prompt).
+           prompt). others_summed=True: each round in the state text gives the others'
+           contributions as one sum ("you put in 1, the others 2 of 3; your points 1.2"),
+           which a small model reads more easily than a list of numbers.
 Bots       cooperate = contribute the whole endowment, defect = contribute 0; a
            contribution of at least half the endowment counts as cooperating when bots
            judge the others (tit-for-tat cooperates iff every other player did).
@@ -51,6 +53,7 @@ class PublicGoods(RepeatedGame):
         illegal_reward: float = -1.0,
         state_rounds: int = 0,
         state_progress: bool = True,
+        others_summed: bool = False,
     ):
         if not isinstance(num_players, (int, np.integer)) or num_players < 2:
             raise ValueError(f"num_players must be an integer >= 2, got {num_players!r}")
@@ -59,11 +62,14 @@ class PublicGoods(RepeatedGame):
         if not isinstance(multiplier, (int, float, np.integer, np.floating)) or not multiplier > 0:
             raise ValueError(f"multiplier must be a positive number, got {multiplier!r}")
         check_state_text(state_rounds, state_progress)
+        if not isinstance(others_summed, (bool, np.bool_)):
+            raise ValueError(f"others_summed must be true or false, got {others_summed!r}")
         h = horizon(rounds, random_horizon, continuation, min_rounds, max_rounds)
         super().__init__(int(num_players), int(endowment) + 1, h, render_mode, illegal_reward)
         self.metadata = {**self.metadata, "name": "public_goods"}
         self.state_rounds = int(state_rounds)
         self.state_progress = bool(state_progress)
+        self.others_summed = bool(others_summed)
         self.endowment = int(endowment)
         self.multiplier = float(multiplier)
         self.cooperate_action = self.endowment
@@ -92,6 +98,13 @@ class PublicGoods(RepeatedGame):
         )
 
     def describe_round(self, agent: str, joint: tuple[int, ...], payoffs: tuple[float, ...]) -> str:
+        if self.others_summed:
+            i = self._index[agent]
+            others = sum(joint) - joint[i]
+            most = (self.num_players - 1) * self.endowment
+            return (
+                f"you put in {joint[i]}, the others {others} of {most}; your points {payoffs[i]:g}"
+            )
         total = sum(joint)
         contributions = ", ".join(
             f"{self.other(agent, p)} {joint[p]}" for p in self.observer_first(agent)

@@ -4,6 +4,8 @@
         --json docs/figures/public_goods_aa.json
     python -m experiments.public_goods.study --setting fitted --seeds 80 81 82 83 84 \
         --runs runs/pg_fitted --json docs/figures/public_goods_aa_fitted.json
+    python -m experiments.public_goods.study --setting summed --seeds 80 81 82 83 84 \
+        --runs runs/pg_summed --json docs/figures/public_goods_aa_summed.json
 
 For every seed, `arena train configs/train_public_goods_{aa,mars}.yaml --set seed=S --out
 RUNS/{aa,mars}-S --resume` (a finished run returns at once), then each final policy plays
@@ -11,7 +13,10 @@ RUNS/{aa,mars}-S --resume` (a finished run returns at once), then each final pol
 fitted` the configs are `configs/train_public_goods_{aa,mars}_fitted.yaml` (all-or-nothing
 contributions, a memory-1 prompt) and both arms start from one fit to tit-for-tat per seed,
 made first (`RUNS/start-S`, the tiny model initialised for the seed and fitted by cross-entropy
-to tit-for-tat's moves from every seat); the start is scored beside them.
+to tit-for-tat's moves from every seat); the start is scored beside them. With `--setting
+summed` they are `configs/train_public_goods_{aa,mars}_summed.yaml`: all-or-nothing
+contributions, a memory-1 prompt giving the others' contributions as one sum, pure self-play,
+from scratch.
 
     self-play      the policy in all four seats: its contribution (share of the endowment put
                    in, per round), welfare (the seats' total return as a share of everyone
@@ -21,6 +26,8 @@ to tit-for-tat's moves from every seat); the start is scored beside them.
                    other three; the same table with `tit_for_tat` (contributes while every
                    other player did) in the policy's place. Exploitation: the defector's return
                    minus the mean return of the seats it plays against.
+    profile        the policy's exact probability of giving everything in round two after
+                   each last round (`state_profile`), where its agent has exact distributions
 
 Writes one row per seed to `--json` (means, and the paired differences AA - MARS and
 AA - tit-for-tat with their t 95% CIs over the matches) and prints a table.
@@ -52,6 +59,10 @@ SETTINGS = {  # setting -> arm -> config
     "fitted": {
         "aa": "configs/train_public_goods_aa_fitted.yaml",
         "mars": "configs/train_public_goods_mars_fitted.yaml",
+    },
+    "summed": {
+        "aa": "configs/train_public_goods_aa_summed.yaml",
+        "mars": "configs/train_public_goods_mars_summed.yaml",
     },
 }
 
@@ -130,6 +141,38 @@ def exploitation(
     return gaps
 
 
+def state_profile(agent, params: dict | None = None) -> dict[str, float]:
+    """The policy's probability of putting in its whole endowment at the start of round two,
+    after each last round it could have seen, averaged over the four seats: `first` (round
+    one), `gave-K` / `kept-K` (it gave everything or nothing, K of the others gave everything,
+    the rest nothing). Exact move distributions (`action_probabilities`); {} for an agent
+    without them. Tit-for-tat: 1 at `first`, `gave-3` and `kept-3`, 0 elsewhere."""
+    from agents.base import PendingTurn
+
+    labels, turns = [], []
+    for seat in range(SEATS):
+        for label, mine, k in [("first", None, 0)] + [
+            (f"{'gave' if m else 'kept'}-{k}", m, k) for m in (1, 0) for k in range(SEATS)
+        ]:
+            env = games.make(GAME, **(params or {}))
+            env.reset(seed=0)
+            if mine is not None:
+                others = iter([env.endowment] * k + [0] * (SEATS - 1 - k))
+                for p in range(SEATS):
+                    env.step(mine * env.endowment if p == seat else next(others))
+            for _ in range(seat):  # the seats before it have moved this round
+                env.step(0)
+            labels.append(label)
+            turns.append(PendingTurn("profile", env, env.agent_selection, np.random.default_rng(0)))
+    probs = agent.action_probabilities(turns) if hasattr(agent, "action_probabilities") else None
+    if probs is None:
+        return {}
+    by_label: dict[str, list[float]] = {}
+    for label, turn, pr in zip(labels, turns, probs):
+        by_label.setdefault(label, []).append(float(pr.get(turn.env.endowment, 0.0)))
+    return {label: float(np.mean(v)) for label, v in by_label.items()}
+
+
 def paired(a: list[float], b: list[float]) -> dict:
     mean, lo, hi = mean_ci([x - y for x, y in zip(a, b)])
     return {"mean": mean, "ci": [lo, hi]}
@@ -156,6 +199,7 @@ def score_seed(seed: int, runs: Path, matches: int, setting: str = "scratch") ->
         row[arm] = {k: float(np.mean(v)) for k, v in s.items()} | {
             "exploited": float(np.mean(gaps[arm]))
         }
+        row[arm]["profile"] = state_profile(policies[arm], params)
     row["tit_for_tat"] = {"exploited": float(np.mean(gaps["tit_for_tat"]))}
     row["aa_minus_mars"] = {
         k: paired(social["aa"][k], social["mars"][k]) for k in ("contribution", "welfare")
@@ -175,7 +219,8 @@ def main() -> None:
         choices=sorted(SETTINGS),
         default="scratch",
         help="scratch: both arms from a fresh model (configs/train_public_goods_{aa,mars}.yaml); "
-        "fitted: all-or-nothing contributions, both arms from a fit to tit-for-tat",
+        "fitted: all-or-nothing contributions, both arms from a fit to tit-for-tat; "
+        "summed: all-or-nothing, the others' contributions summed in the prompt, from scratch",
     )
     args = ap.parse_args()
     rows = json.loads(args.json.read_text()) if args.json.is_file() else []
@@ -198,6 +243,10 @@ def main() -> None:
             f"[{w['ci'][0]:+.3f}, {w['ci'][1]:+.3f}]; exploited aa {r['aa']['exploited']:.1f} "
             f"tft {r['tit_for_tat']['exploited']:.1f} (diff {e['mean']:+.1f} [{e['ci'][0]:+.1f}, {e['ci'][1]:+.1f}])"
         )
+        for arm in ("aa", "mars"):
+            if r[arm].get("profile"):
+                states = ", ".join(f"{k} {v:.2f}" for k, v in r[arm]["profile"].items())
+                print(f"  {arm} p(give everything): {states}")
         if "start" in r:
             print(
                 f"  the fitted start: contribution {r['start']['contribution']:.3f}, "

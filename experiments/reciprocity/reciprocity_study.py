@@ -103,12 +103,14 @@ class RunResult:
 class Memory1:
     """An `Agent` for the IPD cooperating with probability `p[state]`, state = `first` in round
     one, else the other's last move (`C` or `D`), or with `own_move` the last round's two moves,
-    own first (`CC`, `CD`, `DC`, `DD`); its turns carry one token so that they learn."""
+    own first (`CC`, `CD`, `DC`, `DD`), or with `counted` how many others cooperated (`0`, `1`,
+    ...); its turns carry one token so that they learn."""
 
     p: dict[str, float]
     name: str = "learner"
     seed: int = 0
     own_move: bool = False
+    counted: bool = False
 
     def __post_init__(self) -> None:
         # its own stream, as an LLM's sampler: the two self-play matches of a seed differ
@@ -120,19 +122,23 @@ class Memory1:
         return [social_decision(turn, self.name, self.cooperates, token_ids=[0]) for turn in turns]
 
     def cooperates(self, history: list) -> bool:
-        return bool(self.rng.random() < self.p[memory1_state(history, self.own_move)])
+        state = memory1_state(history, self.own_move, self.counted)
+        return bool(self.rng.random() < self.p[state])
 
     def end_match(self, match_id: str) -> None:
         pass
 
 
-def memory1_state(history: list, own_move: bool = False) -> str:
+def memory1_state(history: list, own_move: bool = False, counted: bool = False) -> str:
     """The state of a memory-1 policy after `history` (`cooperation_history`: per round, own
-    move and the others'): `first`, else the other's last move `C` / `D`, or with `own_move`
-    both last moves, own first (`CC`, `CD`, `DC`, `DD`)."""
+    move and the others'): `first`, else the other's last move `C` / `D` (`C`: every other
+    player cooperated), or with `own_move` both last moves, own first (`CC`, `CD`, `DC`, `DD`),
+    or with `counted` how many of the others cooperated (`0` .. `n - 1`)."""
     if not history:
         return "first"
     mine, others = history[-1]
+    if counted:
+        return str(sum(others))
     other = "C" if all(others) else "D"
     return ("C" if mine else "D") + other if own_move else other
 
@@ -158,7 +164,8 @@ def state_gradients(
     from training.advantages import compute_advantages
 
     own_move = any(len(s) == 2 for s in p)
-    learner = Memory1(p, seed=seed, own_move=own_move)
+    counted = any(s.isdigit() for s in p)
+    learner = Memory1(p, seed=seed, own_move=own_move, counted=counted)
     other = learner if opponent == "self" else make_agent(opponent)
     n = len(games.make(game, **(params or {})).possible_agents)  # the seats with these params
     plans = [
@@ -181,7 +188,7 @@ def state_gradients(
         [],
     )  # per match, per turn: the mover's state, its move (None: no choice)
     for r in records:
-        s, c = decisions(r, own_move)
+        s, c = decisions(r, own_move, counted)
         states.append(s)
         cooperated.append(c)
     out = {}
@@ -214,7 +221,9 @@ def starting_point(pairs: list[str]) -> dict[str, float]:
     return out
 
 
-def decisions(rec, own_move: bool = False) -> tuple[list[str], list[bool | None]]:
+def decisions(
+    rec, own_move: bool = False, counted: bool = False
+) -> tuple[list[str], list[bool | None]]:
     """Per turn of a recorded match, replayed from its seed: the mover's memory-1 state, and
     whether its move was the cooperative one (None where cooperating and defecting are the
     same move, or the turn is not a decision of the social game's, e.g. a message)."""
@@ -223,12 +232,25 @@ def decisions(rec, own_move: bool = False) -> tuple[list[str], list[bool | None]
     states, moves = [], []
 
     def record(env, t) -> None:
-        states.append(memory1_state(env.cooperation_history(t.player), own_move))
+        states.append(memory1_state(env.cooperation_history(t.player), own_move, counted))
         c, d = env.social_action(t.player, True), env.social_action(t.player, False)
         moves.append(None if c == d else t.action == c)
 
     replay(rec, before_turn=record)
     return states, moves
+
+
+def memory1_states(
+    own_move: bool = False, counted: bool = False, game: str = "", params: dict | None = None
+) -> tuple[str, ...]:
+    """The states `memory1_state` names: `first`, then `C`, `D`; or the four pairs of moves
+    (`own_move`); or `0` .. `n - 1` others cooperating (`counted`, n the seats of `game`)."""
+    if counted:
+        import games
+
+        n = len(games.make(game, **(params or {})).possible_agents)
+        return ("first", *(str(k) for k in range(n)))
+    return ("first", *(STATES if own_move else ("C", "D")))
 
 
 def tabular_learning(
@@ -242,6 +264,7 @@ def tabular_learning(
     game: str = "prisoners_dilemma",
     params: dict | None = None,
     start: dict[str, float] | None = None,
+    counted: bool = False,
 ) -> list[dict[str, float]]:
     """A tabular memory-1 policy (one logit per state, all 0: p = 0.5, or p = `start[s]` where
     given) trained by `adv`'s estimator:
@@ -250,8 +273,9 @@ def tabular_learning(
     (a scale-free step, as Adam's). Returns p per state before each iteration and after the last.
     What the estimator teaches when nothing is shared between states: the network policy's
     learning is this plus generalisation across states. With `own_move` the states are the
-    last round's two moves (`memory1_state`): alternation (C only after DC) can be learned."""
-    theta = {s: 0.0 for s in ("first", *(STATES if own_move else ("C", "D")))}
+    last round's two moves (`memory1_state`): alternation (C only after DC) can be learned;
+    with `counted` they are how many others cooperated (games of more than two players)."""
+    theta = {s: 0.0 for s in memory1_states(own_move, counted, game, params)}
     start = start or {}
     if set(start) - set(theta):
         raise ValueError(f"--start: the states are {', '.join(theta)}; got {', '.join(start)}")
@@ -276,13 +300,15 @@ def tabular_table(
     overrides: dict | None = None,
     own_move: bool = False,
     start: dict[str, float] | None = None,
+    counted: bool = False,
 ) -> str:
     """`tabular_learning` in self-play for the config's advantage_alignment and for mars, on the
     config's first game: p per state every 5 iterations (`own_move`: the states are the last
-    round's two moves; `start`: p per state at iteration 0, 0.5 where not given)."""
+    round's two moves; `counted`: how many others cooperated; `start`: p per state at
+    iteration 0, 0.5 where not given)."""
     cfg = train_config(config, "advantage_alignment", 0, Path("unused"), overrides=overrides)
     adv, game = cfg.advantage, cfg.games[0]
-    states = ("first", *(STATES if own_move else ("C", "D")))
+    states = memory1_states(own_move, counted, game.name, game.params)
     lines = [
         "| estimator | iteration | " + " | ".join(f"p(C) {s}" for s in states) + " |",
         "|---|---|" + "---|" * len(states),
@@ -301,6 +327,7 @@ def tabular_table(
             game=game.name,
             params=game.params,
             start=start,
+            counted=counted,
         )
         for it, p in enumerate(history):
             if it % 5 == 0 or it == iterations:
@@ -821,6 +848,12 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         action="store_true",
         help="with --tabular: states are the last round's two moves (CC, CD, DC, DD), not the other's",
     )
+    p.add_argument(
+        "--counted",
+        action="store_true",
+        help="with --tabular: states are how many of the others cooperated last round (0 .. n-1), "
+        "not whether all of them did",
+    )
     p.add_argument("--iterations", type=int, default=30, help="with --tabular: training iterations")
     p.add_argument(
         "--start",
@@ -864,6 +897,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
                 overrides=overrides,
                 own_move=args.own_move,
                 start=starting_point(args.start),
+                counted=args.counted,
             )
         except ValueError as e:
             p.error(str(e))

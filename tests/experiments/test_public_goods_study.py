@@ -59,3 +59,47 @@ def test_the_fitted_settings_game_is_all_or_nothing_and_scored_on_its_own_scale(
     assert coop == pytest.approx([10.0, 10.0])
     tft = study.exploitation("tft", make_agent("tit_for_tat"), defector, 2, params)
     assert tft == pytest.approx([1.0, 1.0])
+
+
+def test_the_summed_settings_arms_differ_in_their_estimator_alone():
+    """The summed setting's configs play the all-or-nothing game with the others' contributions
+    summed in a memory-1 prompt, in pure self-play, the two arms one line apart."""
+    params = study.game_params(study.SETTINGS["summed"]["aa"])
+    assert params == {
+        "endowment": 1,
+        "state_rounds": 1,
+        "state_progress": False,
+        "others_summed": True,
+    }
+    aa, mars = (open(study.SETTINGS["summed"][arm]).read().splitlines() for arm in ("aa", "mars"))
+    assert [(a, b) for a, b in zip(aa, mars) if a != b and not a.startswith("#")] == [
+        ("run_dir: runs/public_goods_aa_summed", "run_dir: runs/public_goods_mars_summed"),
+        ("  estimator: advantage_alignment", "  estimator: mars"),
+    ]
+    assert "  self_play: 1.0           # the policy in all four seats" in aa
+
+
+class _TitForTatProbabilities:
+    """Tit-for-tat as exact move distributions: the whole endowment in round one and while
+    every other player gave at least half last round, else nothing."""
+
+    def action_probabilities(self, turns):
+        out = []
+        for t in turns:
+            history = t.env.cooperation_history(t.player)
+            give = not history or all(history[-1][1])
+            out.append({t.env.endowment: float(give), 0: float(not give)})
+        return out
+
+
+@pytest.mark.parametrize("params", [{}, {"endowment": 1, "others_summed": True}])
+def test_state_profile_builds_each_last_round_from_every_seat(params):
+    """The profile's states are the last rounds they name: tit-for-tat gives at `first` and
+    after three givers whatever it did itself, keeps after any keeper; an agent without exact
+    distributions has no profile."""
+    profile = study.state_profile(_TitForTatProbabilities(), params)
+    expected = {"first": 1.0} | {
+        f"{m}-{k}": float(k == 3) for m in ("gave", "kept") for k in range(4)
+    }
+    assert profile == expected
+    assert study.state_profile(make_agent("always_defect"), params) == {}

@@ -20,6 +20,7 @@ from experiments.reciprocity.reciprocity_study import (
     main,
     markdown,
     memory1_state,
+    memory1_states,
     summarise,
     tabular_learning,
     train_config,
@@ -452,6 +453,16 @@ def test_memory1_state_by_the_others_move_or_by_both_moves():
         "DC",
         "CD",
     ]
+
+
+def test_memory1_state_counted_names_how_many_others_cooperated():
+    """With `counted` the state is the number of the others who cooperated last round, one
+    state per count from none to all (four-player public goods: 0 .. 3)."""
+    history = [(True, (True, False, True)), (False, (False, False, False))]
+    assert memory1_state([], counted=True) == "first"
+    assert [memory1_state(history[: k + 1], counted=True) for k in range(2)] == ["2", "0"]
+    assert memory1_states(counted=True, game="public_goods") == ("first", "0", "1", "2", "3")
+    assert memory1_states() == ("first", "C", "D")
 
 
 def test_tabular_learning_with_own_move_has_five_states_and_memory1_plays_them():

@@ -163,6 +163,24 @@ def test_public_goods_payoffs():
     assert "pot 30 x 1.5 = 45, 15 to each" in env.history_text("player_0")[1]
 
 
+def test_public_goods_others_summed_state_text():
+    """others_summed: the last round reads as one's own move, the others' sum of their most,
+    and one's points (all-or-nothing: player_0 gives, one of the three others keeps: pot 3 x 1.6
+    / 4 = 1.2 to each, player_1 keeps 1 + 1.2)."""
+    params = dict(endowment=1, state_rounds=1, state_progress=False, others_summed=True)
+    env = games.make("public_goods", **params)
+    env.reset(seed=0)
+    play(env, [1, 0, 1, 1])
+    assert env.state_text("player_0").splitlines()[0] == (
+        "Last round: you put in 1, the others 2 of 3; your points 1.2"
+    )
+    assert env.state_text("player_1").splitlines()[0] == (
+        "Last round: you put in 0, the others 3 of 3; your points 2.2"
+    )
+    with pytest.raises(ValueError, match="others_summed must be true or false"):
+        games.make("public_goods", others_summed="yes")
+
+
 def test_trust_and_split_payoffs():
     env = games.make("trust_and_split", rounds=3)
     env.reset(
