@@ -144,6 +144,15 @@ def _recv_all(sock: socket.socket) -> bytes:
     return data
 
 
+def _closed_silently(sock: socket.socket) -> bool:
+    """The server closed the connection without a byte: end of stream, or a reset (what TCP
+    sends instead when the server closes with bytes of the client's still unread)."""
+    try:
+        return _recv_all(sock) == b""
+    except ConnectionResetError:
+        return True
+
+
 def test_slow_clients_are_cut_off_at_the_read_deadline_while_others_are_served():
     with running(EchoBackend(), read_timeout=1.0, max_connections=8) as server:
         address = server.server_address[:2]
@@ -177,7 +186,7 @@ def test_slow_clients_are_cut_off_at_the_read_deadline_while_others_are_served()
         answer = _recv_all(half)
         half_at = time.monotonic() - start
         assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer
-        assert _recv_all(silent) == b"" and _recv_all(trickle) == b""  # closed
+        assert _closed_silently(silent) and _closed_silently(trickle)
         closed_at = time.monotonic() - start
         stop.set()
         assert 0.8 < half_at < 3.0 and closed_at < 3.0
@@ -195,7 +204,7 @@ def test_beyond_max_connections_a_request_is_a_503_until_stalled_ones_pass_the_d
         start = time.monotonic()
         r = httpx.post(f"{server.url}/chat/completions", json={"messages": MESSAGES}, timeout=10)
         assert r.status_code == 503 and time.monotonic() - start < 0.4  # at once, not queued
-        assert all(_recv_all(s) == b"" for s in stalled)  # closed at the head deadline
+        assert all(_closed_silently(s) for s in stalled)  # closed at the head deadline
         assert time.monotonic() - start < 2.0 and server.stats["timeouts"] == 2
         r = httpx.post(f"{server.url}/chat/completions", json={"messages": MESSAGES}, timeout=10)
         assert r.status_code == 200
