@@ -47,6 +47,7 @@ import numpy as np
 import games
 from agents import make_agent
 from arena.runner import MatchPlan, play
+from evaluation.social import gini
 from evaluation.stats import mean_ci
 from training.config import load_config
 
@@ -123,8 +124,7 @@ def self_play(name: str, agent, matches: int, params: dict | None = None) -> dic
         optimum = len(moves) * env.endowment * env.multiplier  # everyone giving every round
         out["contribution"].append(float(np.mean(moves)) / env.endowment)
         out["welfare"].append(float(r.sum()) / optimum)
-        diffs = np.abs(r[:, None] - r[None, :]).sum()
-        out["gini"].append(float(diffs / (2 * len(r) ** 2 * r.mean())))
+        out["gini"].append(gini(list(r)))
     return out
 
 
