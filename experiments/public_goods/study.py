@@ -4,8 +4,10 @@
         --json docs/figures/public_goods_aa.json
     python -m experiments.public_goods.study --setting fitted --seeds 80 81 82 83 84 \
         --runs runs/pg_fitted --json docs/figures/public_goods_aa_fitted.json
-    python -m experiments.public_goods.study --setting summed --seeds 80 81 82 83 84 \
+    python -m experiments.public_goods.study --setting summed-100 --seeds 80 81 82 83 84 \
         --runs runs/pg_summed --json docs/figures/public_goods_aa_summed.json
+    python -m experiments.public_goods.study --setting summed --seeds 90 91 92 93 94 \
+        --runs runs/pg_summed200 --json docs/figures/public_goods_aa_summed200.json
 
 For every seed, `arena train configs/train_public_goods_{aa,mars}.yaml --set seed=S --out
 RUNS/{aa,mars}-S --resume` (a finished run returns at once), then each final policy plays
@@ -16,7 +18,8 @@ made first (`RUNS/start-S`, the tiny model initialised for the seed and fitted b
 to tit-for-tat's moves from every seat); the start is scored beside them. With `--setting
 summed` they are `configs/train_public_goods_{aa,mars}_summed.yaml`: all-or-nothing
 contributions, a memory-1 prompt giving the others' contributions as one sum, pure self-play,
-from scratch.
+from scratch (150 steps, the probability floor over the first 100); `--setting summed-100` runs
+the same configs for 100 steps with the floor over the first 60 (`OVERRIDES`).
 
     self-play      the policy in all four seats: its contribution (share of the endowment put
                    in, per round), welfare (the seats' total return as a share of everyone
@@ -65,6 +68,13 @@ SETTINGS = {  # setting -> arm -> config
         "aa": "configs/train_public_goods_aa_summed.yaml",
         "mars": "configs/train_public_goods_mars_summed.yaml",
     },
+    "summed-100": {
+        "aa": "configs/train_public_goods_aa_summed.yaml",
+        "mars": "configs/train_public_goods_mars_summed.yaml",
+    },
+}
+OVERRIDES = {  # setting -> what its runs change in the configs
+    "summed-100": ["--set", "steps=100", "--set", "learner.loss.floor_decay_steps=120"],
 }
 
 
@@ -89,7 +99,7 @@ def train(arm: str, seed: int, runs: Path, setting: str = "scratch") -> Path:
     the seed's fitted start."""
     config = SETTINGS[setting][arm]
     extra = ["--set", f"model={fitted_start(config, seed, runs)}"] if setting == "fitted" else []
-    return train_run(config, seed, runs / f"{arm}-{seed}", extra)
+    return train_run(config, seed, runs / f"{arm}-{seed}", extra + OVERRIDES.get(setting, []))
 
 
 def train_run(config: str, seed: int, run: Path, extra: list[str] | None = None) -> Path:
@@ -220,7 +230,8 @@ def main() -> None:
         default="scratch",
         help="scratch: both arms from a fresh model (configs/train_public_goods_{aa,mars}.yaml); "
         "fitted: all-or-nothing contributions, both arms from a fit to tit-for-tat; "
-        "summed: all-or-nothing, the others' contributions summed in the prompt, from scratch",
+        "summed: all-or-nothing, the others' contributions summed in the prompt, from scratch; "
+        "summed-100: the same, 100 steps with the floor over the first 60",
     )
     args = ap.parse_args()
     rows = json.loads(args.json.read_text()) if args.json.is_file() else []

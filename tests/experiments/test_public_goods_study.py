@@ -79,6 +79,37 @@ def test_the_summed_settings_arms_differ_in_their_estimator_alone():
     assert "  self_play: 1.0           # the policy in all four seats" in aa
 
 
+def test_the_summed_100_setting_runs_the_summed_configs_shorter():
+    """`summed-100` trains the summed configs for 100 steps with the floor over the first 60
+    (120 optimizer steps at 2 a step), where `summed` runs them as written: 200 steps, the
+    floor over the first 100."""
+    from core.overrides import parse_overrides
+    from training.config import load_config
+
+    items = study.OVERRIDES["summed-100"][1::2]
+    assert study.OVERRIDES["summed-100"][0::2] == ["--set"] * len(items)
+    for arm in ("aa", "mars"):
+        shipped = load_config(study.SETTINGS["summed"][arm])
+        short = load_config(study.SETTINGS["summed-100"][arm], parse_overrides(items))
+        assert (shipped.steps, shipped.learner.loss.floor_decay_steps) == (200, 200)
+        assert (short.steps, short.learner.loss.floor_decay_steps) == (100, 120)
+        assert short.advantage == shipped.advantage and short.games == shipped.games
+
+
+def test_train_passes_the_settings_overrides(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(study, "train_run", lambda *a: calls.append(a) or a[2])
+    study.train("mars", 7, tmp_path, "summed-100")
+    study.train("mars", 7, tmp_path, "summed")
+    assert calls[0] == (
+        "configs/train_public_goods_mars_summed.yaml",
+        7,
+        tmp_path / "mars-7",
+        ["--set", "steps=100", "--set", "learner.loss.floor_decay_steps=120"],
+    )
+    assert calls[1][3] == []
+
+
 class _TitForTatProbabilities:
     """Tit-for-tat as exact move distributions: the whole endowment in round one and while
     every other player gave at least half last round, else nothing."""
