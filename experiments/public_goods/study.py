@@ -18,7 +18,7 @@ made first (`RUNS/start-S`, the tiny model initialised for the seed and fitted b
 to tit-for-tat's moves from every seat); the start is scored beside them. With `--setting
 summed` they are `configs/train_public_goods_{aa,mars}_summed.yaml`: all-or-nothing
 contributions, a memory-1 prompt giving the others' contributions as one sum, pure self-play,
-from scratch (150 steps, the probability floor over the first 100); `--setting summed-100` runs
+from scratch (200 steps, the probability floor over the first 100); `--setting summed-100` runs
 the same configs for 100 steps with the floor over the first 60 (`OVERRIDES`).
 
     self-play      the policy in all four seats: its contribution (share of the endowment put
@@ -68,11 +68,8 @@ SETTINGS = {  # setting -> arm -> config
         "aa": "configs/train_public_goods_aa_summed.yaml",
         "mars": "configs/train_public_goods_mars_summed.yaml",
     },
-    "summed-100": {
-        "aa": "configs/train_public_goods_aa_summed.yaml",
-        "mars": "configs/train_public_goods_mars_summed.yaml",
-    },
 }
+SETTINGS["summed-100"] = SETTINGS["summed"]  # the same configs, run shorter (`OVERRIDES`)
 OVERRIDES = {  # setting -> what its runs change in the configs
     "summed-100": ["--set", "steps=100", "--set", "learner.loss.floor_decay_steps=120"],
 }
