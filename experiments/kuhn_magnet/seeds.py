@@ -12,7 +12,7 @@ For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm
 Leduc's with the CFR+ target, magnet and mars the sampled Kuhn config,
 mars with the method's terms off: plain self-play), then
 `arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
-Writes a JSON row per run (seed, arm, exploitability, minutes, steps) to `--json` as it goes (a
+Writes a JSON row per run (seed, arm, exploitability, minutes, steps, precision) to `--json` as it goes (a
 rerun skips the runs already scored) and the exploitability curves of every run (from each run's
 eval.jsonl, kept in its row) to `--png`. One run at a time (`threads: 1` in the configs).
 """
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from agents.checkpoint import latest, read_meta
 from training.plots import plot_sweep, read_eval
 
 MARS = [
@@ -68,7 +69,8 @@ def cli(*args: str) -> None:
 
 
 def score(run: Path, game: list[str]) -> dict:
-    """The final policy's exploitability and NashConv (arena eval) and the run's minutes and steps."""
+    """The final policy's exploitability and NashConv (arena eval), the run's minutes and steps,
+    and the precision it trained in (`precision: auto` picks it per machine)."""
     out = run / "final-eval"
     if not (out / "eval.json").is_file():
         cli(
@@ -91,6 +93,7 @@ def score(run: Path, game: list[str]) -> dict:
         "nash_conv": gap["nash_conv"],
         "minutes": last["minutes"],
         "steps": last["step"],
+        "precision": read_meta(latest(run / "checkpoints")).get("precision"),
         "eval": read_eval(run),  # the curves, so the figure outlives the run folder
     }
 

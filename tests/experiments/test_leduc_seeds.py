@@ -1,11 +1,12 @@
-"""experiments.kuhn_magnet.seeds: a run its time guard stopped before its last step is not scored."""
+"""experiments.kuhn_magnet.seeds: a run its time guard stopped before its last step is not scored;
+a scored row records the precision the run trained in."""
 
 import json
 
 import pytest
 import yaml
 
-from experiments.kuhn_magnet.seeds import check_finished
+from experiments.kuhn_magnet.seeds import check_finished, score
 
 
 def run_dir(tmp_path, steps: int, logged: int):
@@ -22,3 +23,17 @@ def test_a_run_stopped_short_is_refused_and_a_finished_one_passes(tmp_path):
     with pytest.raises(SystemExit, match="stopped at step 86 of 100"):
         check_finished(run_dir(short, 100, 86))
     check_finished(run_dir(done, 100, 100))
+
+
+def test_a_row_records_the_precision_of_the_checkpoint_the_run_ended_on(tmp_path):
+    run = run_dir(tmp_path, 20, 20)
+    for step, precision in ((10, "float32"), (20, "bfloat16")):
+        folder = run / "checkpoints" / f"step_{step:08d}"
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text(json.dumps({"step": step, "precision": precision}))
+    (run / "eval.jsonl").write_text(json.dumps({"step": 20, "exploitability": 0.25}) + "\n")
+    (run / "final-eval").mkdir()
+    gap = {"kind": "exploitability", "exploitability": 0.25, "nash_conv": 0.5}
+    (run / "final-eval" / "eval.json").write_text(json.dumps([gap]))
+    row = score(run, ["leduc_poker"])
+    assert (row["precision"], row["exploitability"], row["steps"]) == ("bfloat16", 0.25, 20)
