@@ -86,6 +86,7 @@ def score(run: Path, game: list[str]) -> dict:
             str(out),
         )
     rows = json.loads((out / "eval.json").read_text())
+    checkpoint = latest(run / "checkpoints")  # None: a run folder without checkpoints
     gap = next(r for r in rows if r.get("kind") == "exploitability")
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     return {
@@ -93,7 +94,7 @@ def score(run: Path, game: list[str]) -> dict:
         "nash_conv": gap["nash_conv"],
         "minutes": last["minutes"],
         "steps": last["step"],
-        "precision": read_meta(latest(run / "checkpoints")).get("precision"),
+        "precision": read_meta(checkpoint).get("precision") if checkpoint else None,
         "eval": read_eval(run),  # the curves, so the figure outlives the run folder
     }
 

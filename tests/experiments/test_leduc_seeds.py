@@ -25,15 +25,25 @@ def test_a_run_stopped_short_is_refused_and_a_finished_one_passes(tmp_path):
     check_finished(run_dir(done, 100, 100))
 
 
-def test_a_row_records_the_precision_of_the_checkpoint_the_run_ended_on(tmp_path):
+def scored_run(tmp_path):
+    """A finished 20-step run folder with its curve and its final evaluation, no checkpoints."""
     run = run_dir(tmp_path, 20, 20)
-    for step, precision in ((10, "float32"), (20, "bfloat16")):
-        folder = run / "checkpoints" / f"step_{step:08d}"
-        folder.mkdir(parents=True)
-        (folder / "meta.json").write_text(json.dumps({"step": step, "precision": precision}))
     (run / "eval.jsonl").write_text(json.dumps({"step": 20, "exploitability": 0.25}) + "\n")
     (run / "final-eval").mkdir()
     gap = {"kind": "exploitability", "exploitability": 0.25, "nash_conv": 0.5}
     (run / "final-eval" / "eval.json").write_text(json.dumps([gap]))
+    return run
+
+
+def test_a_row_records_the_precision_of_the_checkpoint_the_run_ended_on(tmp_path):
+    run = scored_run(tmp_path)
+    for step, precision in ((10, "float32"), (20, "bfloat16")):
+        folder = run / "checkpoints" / f"step_{step:08d}"
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text(json.dumps({"step": step, "precision": precision}))
     row = score(run, ["leduc_poker"])
     assert (row["precision"], row["exploitability"], row["steps"]) == ("bfloat16", 0.25, 20)
+
+
+def test_a_run_folder_without_checkpoints_scores_with_no_precision(tmp_path):
+    assert score(scored_run(tmp_path), ["leduc_poker"])["precision"] is None
