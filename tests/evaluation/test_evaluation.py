@@ -486,7 +486,7 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
 
 def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
     args = ["eval", "--agent", "random", "--games", "tic_tac_toe", "--opponents", "mcts:40"]
-    args += ["--matches", "40", "--concurrency", "2", "--out", str(tmp_path)]
+    args += ["--matches", "200", "--concurrency", "2", "--out", str(tmp_path)]  # seconds of play
     proc = _arena(*args, text=True)
     deadline = time.time() + 60
     while _stored(tmp_path / "eval.db") < 4 and time.time() < deadline and proc.poll() is None:
@@ -495,13 +495,13 @@ def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     kept = _stored(tmp_path / "eval.db")
-    assert proc.returncode == 130 and 4 <= kept < 40
+    assert proc.returncode == 130 and 4 <= kept < 200
     assert err.strip().splitlines()[-1] == (
-        f"arena eval: interrupted: {kept} of the 40 matches scheduled so far are kept in "
+        f"arena eval: interrupted: {kept} of the 200 matches scheduled so far are kept in "
         f"{tmp_path / 'eval.db'}; run the same command to resume"
     )
-    out, _ = _arena(*args, text=True).communicate(timeout=120)
-    assert played_now(out) == 40 - kept and "40 in all" in out
+    out, _ = _arena(*args, text=True).communicate(timeout=300)
+    assert played_now(out) == 200 - kept and "200 in all" in out
 
 
 def played_now(out: str) -> int:

@@ -583,7 +583,7 @@ def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
             "format": "round_robin",
             "players": {"a": "mcts:200", "b": "mcts:200", "random": "random"},
             "games": ["tic_tac_toe"],
-            "games_per_pairing": 6,
+            "games_per_pairing": 30,  # 90 matches: seconds of play after the first two on any CPU
             "arena": {"concurrency": 1},
         },
     )
@@ -599,14 +599,14 @@ def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     kept = _stored(db)
-    assert proc.returncode == 130 and 2 <= kept < 18
+    assert proc.returncode == 130 and 2 <= kept < 90
     assert err.strip().splitlines()[-1] == (
-        f"arena tournament: interrupted: {kept} of the 18 matches scheduled so far are kept in "
+        f"arena tournament: interrupted: {kept} of the 90 matches scheduled so far are kept in "
         f"{db}; run the same command to resume"
     )
-    rerun = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert rerun.returncode == 0 and "18 in all" in rerun.stdout
-    assert played_now(rerun.stdout) == 18 - kept
+    rerun = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0 and "90 in all" in rerun.stdout
+    assert played_now(rerun.stdout) == 90 - kept
 
 
 def played_now(out: str) -> int:

@@ -26,9 +26,9 @@ if not Path(CHROMIUM).is_file():
 LIVE = {
     "name": "live",
     "format": "round_robin",
-    "players": {"random": "random", "mcts": "mcts:100"},
+    "players": {"random": "random", "mcts": "mcts:1000"},
     "games": ["tic_tac_toe"],
-    "games_per_pairing": 400,
+    "games_per_pairing": 2000,  # minutes of play: the test stops it long before its end
     "arena": {"concurrency": 4},
 }
 
