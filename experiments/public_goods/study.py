@@ -33,7 +33,8 @@ the same configs for 100 steps with the floor over the first 60 (`OVERRIDES`).
                    each last round (`state_profile`), where its agent has exact distributions
 
 Writes one row per seed to `--json` (means, and the paired differences AA - MARS and
-AA - tit-for-tat with their t 95% CIs over the matches) and prints a table.
+AA - tit-for-tat with their t 95% CIs over the matches; each arm's `precision`, as it trained) and
+prints a table.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import numpy as np
 
 import games
 from agents import make_agent
+from agents.checkpoint import latest, read_meta
 from arena.runner import MatchPlan, play
 from evaluation.social import gini
 from evaluation.stats import mean_ci
@@ -105,6 +107,13 @@ def train_run(config: str, seed: int, run: Path, extra: list[str] | None = None)
     cmd = ["train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *(extra or [])]
     subprocess.run([sys.executable, "-m", "cli.main", *cmd], check=True)
     return run
+
+
+def trained_precision(run: Path) -> str | None:
+    """The precision the run trained in, from its last checkpoint (`precision: auto` picks it per
+    machine); None for a run folder without checkpoints."""
+    checkpoint = latest(run / "checkpoints")
+    return read_meta(checkpoint).get("precision") if checkpoint else None
 
 
 def table(
@@ -188,9 +197,8 @@ def paired(a: list[float], b: list[float]) -> dict:
 def score_seed(seed: int, runs: Path, matches: int, setting: str = "scratch") -> dict:
     """Train both arms for `seed` (`train`) and score them, and in the `fitted` setting their
     start, in self-play and beside a defector; tit-for-tat beside the same defector."""
-    policies = {
-        arm: make_agent(f"llm:{train(arm, seed, runs, setting)}") for arm in SETTINGS[setting]
-    }
+    trained = {arm: train(arm, seed, runs, setting) for arm in SETTINGS[setting]}
+    policies = {arm: make_agent(f"llm:{run}") for arm, run in trained.items()}
     if setting == "fitted":
         agent = asdict(load_config(SETTINGS[setting]["aa"]).agent)  # as the runs play
         policies["start"] = make_agent(
@@ -207,6 +215,8 @@ def score_seed(seed: int, runs: Path, matches: int, setting: str = "scratch") ->
             "exploited": float(np.mean(gaps[arm]))
         }
         row[arm]["profile"] = state_profile(policies[arm], params)
+        if arm in trained:
+            row[arm]["precision"] = trained_precision(trained[arm])
     row["tit_for_tat"] = {"exploited": float(np.mean(gaps["tit_for_tat"]))}
     row["aa_minus_mars"] = {
         k: paired(social["aa"][k], social["mars"][k]) for k in ("contribution", "welfare")
