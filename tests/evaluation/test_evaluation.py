@@ -28,6 +28,7 @@ from evaluation.run import evaluate, play_suite, run_eval
 from evaluation.social import pareto_efficient, social_rows
 from evaluation.stats import mean_ci, paired_bootstrap, ratio_ci, wilson
 from evaluation.suites import EvalGame, make_config, plans
+from tests.ctrl_c import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -487,7 +488,7 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
 def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
     args = ["eval", "--agent", "random", "--games", "tic_tac_toe", "--opponents", "mcts:40"]
     args += ["--matches", "200", "--concurrency", "2", "--out", str(tmp_path)]  # seconds of play
-    proc = _arena(*args, text=True)
+    proc = _arena(*args, text=True, preexec_fn=default_sigint)
     deadline = time.time() + 60
     while _stored(tmp_path / "eval.db") < 4 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)

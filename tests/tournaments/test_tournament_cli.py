@@ -15,6 +15,7 @@ import yaml
 
 from cli.main import main as arena_main
 from core.records import read_jsonl
+from tests.ctrl_c import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -590,7 +591,12 @@ def test_ctrl_c_says_how_many_matches_are_kept_and_how_to_resume(tmp_path):
     db = tmp_path / "t.db"
     argv = [sys.executable, "-m", "cli.main", "tournament", str(cfg), "--db", str(db)]
     proc = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
     deadline = time.time() + 60
     while proc.poll() is None and _stored(db) < 2 and time.time() < deadline:
