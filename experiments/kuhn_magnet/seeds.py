@@ -9,7 +9,8 @@
 
 For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm's config
 (resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config, cfr_plus
-Leduc's with the CFR+ target, magnet and mars the sampled Kuhn config,
+Leduc's with the CFR+ target (cfr_plus_fp32 the same trained in fp32 whatever the CPU), magnet and
+mars the sampled Kuhn config,
 mars with the method's terms off: plain self-play), then
 `arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps, precision) to `--json` as it goes (a
@@ -47,6 +48,7 @@ ARMS = {  # study -> arm -> (config, extra arguments)
     "leduc_poker": {
         "full_width": ("experiments/kuhn_magnet/train_leduc_magnet.yaml", []),
         "cfr_plus": ("configs/train_leduc_tiny.yaml", []),
+        "cfr_plus_fp32": ("configs/train_leduc_tiny.yaml", ["--set", "learner.precision=float32"]),
     },
     "kuhn_poker_3p": {"full_width": ("configs/train_kuhn3_tiny.yaml", [])},
 }

@@ -1,12 +1,16 @@
 """experiments.kuhn_magnet.seeds: a run its time guard stopped before its last step is not scored;
-a scored row records the precision the run trained in."""
+a scored row records the precision the run trained in; the fp32 arm differs from the shipped
+config in its precision alone."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
 
-from experiments.kuhn_magnet.seeds import check_finished, score
+from core.overrides import parse_overrides
+from experiments.kuhn_magnet.seeds import ARMS, check_finished, score
+from training.config import load_config
 
 
 def run_dir(tmp_path, steps: int, logged: int):
@@ -47,3 +51,13 @@ def test_a_row_records_the_precision_of_the_checkpoint_the_run_ended_on(tmp_path
 
 def test_a_run_folder_without_checkpoints_scores_with_no_precision(tmp_path):
     assert score(scored_run(tmp_path), ["leduc_poker"])["precision"] is None
+
+
+def test_the_fp32_arm_is_the_shipped_config_trained_in_fp32():
+    config, extra = ARMS["leduc_poker"]["cfr_plus_fp32"]
+    fp32 = load_config(config, parse_overrides(extra[1::2]))
+    shipped = load_config(ARMS["leduc_poker"]["cfr_plus"][0])
+    assert extra[0::2] == ["--set"] * (len(extra) // 2) and fp32.learner.precision == "float32"
+    assert (
+        replace(fp32, learner=replace(fp32.learner, precision=shipped.learner.precision)) == shipped
+    )
