@@ -330,6 +330,13 @@ def _read(path: Path, reader):
         ) from None
 
 
+def latest_precision(directory: str | os.PathLike) -> str | None:
+    """The precision the latest checkpoint under `directory` was trained in (its meta.json), or
+    None where there is no checkpoint or it predates the field."""
+    folder = latest(directory)
+    return read_meta(folder).get("precision") if folder else None
+
+
 def read_meta(folder: str | os.PathLike) -> dict:
     """A checkpoint's (or saved policy's) meta.json: a mapping with the step, else DamagedCheckpoint."""
     path = Path(folder) / "meta.json"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from agents.checkpoint import latest, read_meta
+from agents.checkpoint import latest_precision
 from training.plots import plot_sweep, read_eval
 
 MARS = [
@@ -88,7 +88,6 @@ def score(run: Path, game: list[str]) -> dict:
             str(out),
         )
     rows = json.loads((out / "eval.json").read_text())
-    checkpoint = latest(run / "checkpoints")  # None: a run folder without checkpoints
     gap = next(r for r in rows if r.get("kind") == "exploitability")
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     return {
@@ -96,7 +95,7 @@ def score(run: Path, game: list[str]) -> dict:
         "nash_conv": gap["nash_conv"],
         "minutes": last["minutes"],
         "steps": last["step"],
-        "precision": read_meta(checkpoint).get("precision") if checkpoint else None,
+        "precision": latest_precision(run / "checkpoints"),  # None: no checkpoints
         "eval": read_eval(run),  # the curves, so the figure outlives the run folder
     }
 

@@ -50,7 +50,7 @@ import numpy as np
 
 import games
 from agents import make_agent
-from agents.checkpoint import latest, read_meta
+from agents.checkpoint import latest_precision
 from arena.runner import MatchPlan, play
 from evaluation.social import gini
 from evaluation.stats import mean_ci
@@ -107,13 +107,6 @@ def train_run(config: str, seed: int, run: Path, extra: list[str] | None = None)
     cmd = ["train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *(extra or [])]
     subprocess.run([sys.executable, "-m", "cli.main", *cmd], check=True)
     return run
-
-
-def trained_precision(run: Path) -> str | None:
-    """The precision the run trained in, from its last checkpoint (`precision: auto` picks it per
-    machine); None for a run folder without checkpoints."""
-    checkpoint = latest(run / "checkpoints")
-    return read_meta(checkpoint).get("precision") if checkpoint else None
 
 
 def table(
@@ -216,7 +209,7 @@ def score_seed(seed: int, runs: Path, matches: int, setting: str = "scratch") ->
         }
         row[arm]["profile"] = state_profile(policies[arm], params)
         if arm in trained:
-            row[arm]["precision"] = trained_precision(trained[arm])
+            row[arm]["precision"] = latest_precision(trained[arm] / "checkpoints")
     row["tit_for_tat"] = {"exploited": float(np.mean(gaps["tit_for_tat"]))}
     row["aa_minus_mars"] = {
         k: paired(social["aa"][k], social["mars"][k]) for k in ("contribution", "welfare")

@@ -1,5 +1,6 @@
 """Checkpoints: atomic on disk, and a resumed run is bit-for-bit the uninterrupted one."""
 
+import json
 import random
 
 import numpy as np
@@ -351,3 +352,12 @@ def test_clean_tmp_removes_what_killed_writers_left(tmp_path, tok):
         "step_00000001",
     ]
     assert checkpoint.clean_tmp(tmp_path / "absent") == []
+
+
+def test_latest_precision_is_the_latest_checkpoints_and_none_without_one(tmp_path):
+    for step, precision in ((100, "float32"), (200, "bfloat16")):
+        folder = tmp_path / "checkpoints" / f"step_{step:08d}"
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text(json.dumps({"step": step, "precision": precision}))
+    assert checkpoint.latest_precision(tmp_path / "checkpoints") == "bfloat16"
+    assert checkpoint.latest_precision(tmp_path / "no-run" / "checkpoints") is None

@@ -1,8 +1,6 @@
 """The public goods study's measures (experiments/public_goods/study.py), on scripted players
 whose results are worked out by hand: 4 seats, endowment 10, multiplier 1.6, 10 rounds."""
 
-import json
-
 import pytest
 
 from agents import make_agent
@@ -110,15 +108,6 @@ def test_train_passes_the_settings_overrides(monkeypatch, tmp_path):
         ["--set", "steps=100", "--set", "learner.loss.floor_decay_steps=120"],
     )
     assert calls[1][3] == []
-
-
-def test_an_arm_records_the_precision_of_the_checkpoint_its_run_ended_on(tmp_path):
-    for step, precision in ((100, "float32"), (200, "bfloat16")):
-        folder = tmp_path / "checkpoints" / f"step_{step:08d}"
-        folder.mkdir(parents=True)
-        (folder / "meta.json").write_text(json.dumps({"step": step, "precision": precision}))
-    assert study.trained_precision(tmp_path) == "bfloat16"
-    assert study.trained_precision(tmp_path / "no-run") is None
 
 
 class _TitForTatProbabilities:
