@@ -8,10 +8,10 @@
         --out runs/kuhn3_seeds --json docs/figures/kuhn3_full_width.json --png docs/figures/kuhn3_full_width.png
 
 For every seed and arm: `arena train CONFIG --set seed=S --out DIR` with the arm's config
-(resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config, cfr_plus
-Leduc's with the CFR+ target (cfr_plus_fp32 the same trained in fp32 whatever the CPU), magnet and
-mars the sampled Kuhn config,
-mars with the method's terms off: plain self-play), then
+(resumed when DIR holds an unfinished run; `ARMS`: full_width is the game's shipped config,
+cfr_plus Leduc's with the CFR+ target, trained in fp32 (cfr_plus_auto the same at `precision:
+auto`, bf16 where the CPU has it natively), magnet the sampled Kuhn config, mars the same with the
+method's terms off: plain self-play), then
 `arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps, precision) to `--json` as it goes (a
 rerun skips the runs already scored) and the exploitability curves of every run (from each run's
@@ -48,7 +48,7 @@ ARMS = {  # study -> arm -> (config, extra arguments)
     "leduc_poker": {
         "full_width": ("experiments/kuhn_magnet/train_leduc_magnet.yaml", []),
         "cfr_plus": ("configs/train_leduc_tiny.yaml", []),
-        "cfr_plus_fp32": ("configs/train_leduc_tiny.yaml", ["--set", "learner.precision=float32"]),
+        "cfr_plus_auto": ("configs/train_leduc_tiny.yaml", ["--set", "learner.precision=auto"]),
     },
     "kuhn_poker_3p": {"full_width": ("configs/train_kuhn3_tiny.yaml", [])},
 }

@@ -53,11 +53,12 @@ def test_a_run_folder_without_checkpoints_scores_with_no_precision(tmp_path):
     assert score(scored_run(tmp_path), ["leduc_poker"])["precision"] is None
 
 
-def test_the_fp32_arm_is_the_shipped_config_trained_in_fp32():
-    config, extra = ARMS["leduc_poker"]["cfr_plus_fp32"]
-    fp32 = load_config(config, parse_overrides(extra[1::2]))
+def test_the_auto_arm_is_the_shipped_fp32_config_at_precision_auto():
+    config, extra = ARMS["leduc_poker"]["cfr_plus_auto"]
+    auto = load_config(config, parse_overrides(extra[1::2]))
     shipped = load_config(ARMS["leduc_poker"]["cfr_plus"][0])
-    assert extra[0::2] == ["--set"] * (len(extra) // 2) and fp32.learner.precision == "float32"
+    assert extra[0::2] == ["--set"] * (len(extra) // 2)
+    assert (shipped.learner.precision, auto.learner.precision) == ("float32", "auto")
     assert (
-        replace(fp32, learner=replace(fp32.learner, precision=shipped.learner.precision)) == shipped
+        replace(auto, learner=replace(auto.learner, precision=shipped.learner.precision)) == shipped
     )
