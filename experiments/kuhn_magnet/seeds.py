@@ -15,7 +15,8 @@ method's terms off: plain self-play), then
 `arena eval --agent llm:DIR --games GAME --exploitability` scores the run's final policy.
 Writes a JSON row per run (seed, arm, exploitability, minutes, steps, precision) to `--json` as it goes (a
 rerun skips the runs already scored) and the exploitability curves of every run (from each run's
-eval.jsonl, kept in its row) to `--png`. One run at a time (`threads: 1` in the configs).
+eval.jsonl, kept in its row) to `--png`, and prints each run's best over its second half and
+whether the final policy is within 10% of it. One run at a time (`threads: 1` in the configs).
 """
 
 from __future__ import annotations
@@ -131,6 +132,24 @@ def main() -> None:
             path.write_text(json.dumps(rows, indent=1) + "\n")
             print(f"{arm} seed {seed}: NashConv {rows[-1]['nash_conv']:.4f}")
     plot_sweep(rows, args.png, lambda r: f"{r['arm']} {r['seed']}")
+    settled = [(r, second_half_best(r)) for r in rows if "eval" in r]
+    for r, (best, within) in settled:
+        print(
+            f"{r['arm']} seed {r['seed']}: best of the second half {best:.4f}, final within 10%: {within}"
+        )
+    if settled:
+        print(
+            f"final within 10% of the second half's best: {sum(w for _, (_, w) in settled)} of {len(settled)}"
+        )
+
+
+def second_half_best(row: dict) -> tuple[float, bool]:
+    """The best point of a scored row's curve over the run's second half (evaluations at step >=
+    half its steps; exploitability, or NashConv where exploitability is None) and whether the
+    final policy is within 10% of it: the Leduc claim's reading of a run's end."""
+    key = "exploitability" if row["exploitability"] is not None else "nash_conv"
+    half = [e[key] for e in row["eval"] if e["step"] >= row["steps"] / 2 and e.get(key) is not None]
+    return min(half), row[key] <= 1.1 * min(half)
 
 
 def check_finished(run: Path) -> None:

@@ -1,6 +1,6 @@
 """experiments.kuhn_magnet.seeds: a run its time guard stopped before its last step is not scored;
-a scored row records the precision the run trained in; the fp32 arm differs from the shipped
-config in its precision alone."""
+a scored row records the precision the run trained in; the auto arm differs from the shipped
+config in its precision alone; the second half's best and the 10% reading of a run's end."""
 
 import json
 from dataclasses import replace
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from core.overrides import parse_overrides
-from experiments.kuhn_magnet.seeds import ARMS, check_finished, score
+from experiments.kuhn_magnet.seeds import ARMS, check_finished, score, second_half_best
 from training.config import load_config
 
 
@@ -62,3 +62,19 @@ def test_the_auto_arm_is_the_shipped_fp32_config_at_precision_auto():
     assert (
         replace(auto, learner=replace(auto.learner, precision=shipped.learner.precision)) == shipped
     )
+
+
+def test_the_second_half_best_ignores_the_first_half_and_reads_the_10_percent_band():
+    curve = [{"step": 0, "exploitability": 2.0}, {"step": 40, "exploitability": 0.001}]
+    curve += [{"step": 50, "exploitability": 0.010}, {"step": 90, "exploitability": 0.009}]
+    curve += [{"step": 100, "exploitability": 0.0095}]
+    row = {"exploitability": 0.0095, "nash_conv": 0.019, "steps": 100, "eval": curve}
+    assert second_half_best(row) == (0.009, True)  # 0.0095 <= 1.1 x 0.009 = 0.0099
+    assert second_half_best({**row, "exploitability": 0.0100}) == (0.009, False)
+
+
+def test_the_second_half_best_reads_nash_conv_where_exploitability_is_none():
+    curve = [{"step": 10, "exploitability": None, "nash_conv": 0.05}]
+    curve += [{"step": 20, "exploitability": None, "nash_conv": 0.02}]
+    row = {"exploitability": None, "nash_conv": 0.021, "steps": 20, "eval": curve}
+    assert second_half_best(row) == (0.02, True)
