@@ -148,8 +148,10 @@ def second_half_best(row: dict) -> tuple[float, bool]:
     half its steps; exploitability, or NashConv where exploitability is None) and whether the
     final policy is within 10% of it: the Leduc claim's reading of a run's end."""
     key = "exploitability" if row["exploitability"] is not None else "nash_conv"
-    half = [e[key] for e in row["eval"] if e["step"] >= row["steps"] / 2 and e.get(key) is not None]
-    return min(half), row[key] <= 1.1 * min(half)
+    best = min(
+        e[key] for e in row["eval"] if e["step"] >= row["steps"] / 2 and e.get(key) is not None
+    )
+    return best, row[key] <= 1.1 * best
 
 
 def check_finished(run: Path) -> None:
