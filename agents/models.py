@@ -33,6 +33,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib.util
@@ -519,6 +520,20 @@ def use_adapter(model, name: str) -> None:
     model.set_adapter(name)
     for p, flag in zip(model.parameters(), flags):
         p.requires_grad_(flag)
+
+
+@contextlib.contextmanager
+def adapters_off(model):
+    """The base of LoRA `model` inside the block (every adapter off), every weight's
+    `requires_grad` as it was after it (peft's `disable_adapter` freezes every adapter but the
+    active one as it turns them back on: per-role adapters would stop training)."""
+    flags = [p.requires_grad for p in model.parameters()]
+    try:
+        with model.disable_adapter():
+            yield model
+    finally:
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
 
 
 def adapter_names(model) -> tuple[str, ...]:

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch.nn.utils import clip_grad_norm_
 
-from agents.models import lora_model, use_adapter
+from agents.models import adapters_off, lora_model, use_adapter
 from core.machine import compute_dtype
 from training.learner_config import LearnerConfig
 from training.logprobs import magnet_kl_at, micro_logprobs, shared_trunk
@@ -234,7 +234,7 @@ class Learner:
         if self.ref_model is not None:
             yield self.ref_model
             return
-        with self.policy.disable_adapter():  # LoRA: the base model is the reference
+        with adapters_off(self.policy):  # LoRA: the base model is the reference
             yield self.policy
 
     @torch.no_grad()

@@ -7,6 +7,7 @@ import torch
 from agents.models import tiny_llama
 from training.learner import Learner
 from training.learner_config import LearnerConfig
+from training.loss import LossConfig
 from training.sequences import TrainingSequence
 
 ROLES = ("first", "second")
@@ -22,7 +23,9 @@ def ids(tok, text):
 
 
 def config(**over) -> LearnerConfig:
-    return LearnerConfig(lr=1e-2, lora_rank=4, precision="float32", weight_decay=0.1, **over)
+    return LearnerConfig(
+        **{"lr": 1e-2, "lora_rank": 4, "precision": "float32", "weight_decay": 0.1} | over
+    )
 
 
 def role_learner(roles=ROLES, **over) -> Learner:
@@ -92,6 +95,22 @@ def test_a_role_trains_as_its_own_single_adapter_learner_would(tok):
     assert any(not torch.equal(start[k], got[k]) for k in start)
     for k in got:
         torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_a_kl_to_the_base_model_leaves_every_roles_adapter_trainable(tok, precision):
+    """The KL's reference is the base model with the adapters off (peft's `disable_adapter`,
+    which freezes every adapter but the active one as it turns them back on): each role's
+    adapter still trains, step after step, with fp32 weights and with a bf16 copy."""
+    learner = role_learner(precision=precision, loss=LossConfig(kl_coef=0.1))
+    for _ in range(2):
+        before = {r: adapter(learner, r) for r in ROLES}
+        learner.step(turns(tok, "first") + turns(tok, "second"))
+        for role in ROLES:
+            after = adapter(learner, role)
+            assert any(not torch.equal(before[role][k], after[k]) for k in after), role
+    for model in (learner.model, learner.policy):
+        assert all(p.requires_grad for n, p in model.named_parameters() if "lora_" in n)
 
 
 def test_logprobs_are_each_roles_own(tok):
