@@ -510,16 +510,26 @@ def lora_model(
     return model
 
 
+@contextlib.contextmanager
+def requires_grad_kept(model):
+    """Every weight of `model` gets back the `requires_grad` it had before the block (peft
+    re-freezes adapters as it switches or re-enables them)."""
+    flags = [p.requires_grad for p in model.parameters()]
+    try:
+        yield
+    finally:
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
+
+
 def use_adapter(model, name: str) -> None:
     """Make LoRA adapter `name` the one `model` (a multi-adapter peft model) computes with,
     leaving every weight's `requires_grad` as it was (peft's `set_adapter` freezes the others;
     an inactive adapter gets no gradient anyway, as no pass goes through it)."""
     if model.active_adapter == name:
         return
-    flags = [p.requires_grad for p in model.parameters()]
-    model.set_adapter(name)
-    for p, flag in zip(model.parameters(), flags):
-        p.requires_grad_(flag)
+    with requires_grad_kept(model):
+        model.set_adapter(name)
 
 
 @contextlib.contextmanager
@@ -527,13 +537,8 @@ def adapters_off(model):
     """The base of LoRA `model` inside the block (every adapter off), every weight's
     `requires_grad` as it was after it (peft's `disable_adapter` freezes every adapter but the
     active one as it turns them back on: per-role adapters would stop training)."""
-    flags = [p.requires_grad for p in model.parameters()]
-    try:
-        with model.disable_adapter():
-            yield model
-    finally:
-        for p, flag in zip(model.parameters(), flags):
-            p.requires_grad_(flag)
+    with requires_grad_kept(model), model.disable_adapter():
+        yield model
 
 
 def adapter_names(model) -> tuple[str, ...]:
