@@ -73,6 +73,10 @@ def metric_parts(m: dict) -> list[str]:
         f"invalid {m['invalid_rate']:.2f}",
         f"len {m['response_length']:.1f}",
         f"kl {m.get('approx_kl_behaviour', 0):.4f}",
+    ]
+    if "kl_ref" in m:  # trained with a KL to the reference (learner.loss.kl_coef > 0)
+        parts.append(f"kl_ref {m['kl_ref']:.4f}")
+    parts += [
         f"ent {m.get('entropy', float('nan')):.3f}",
         f"clip {m.get('clip_frac', 0):.3f}",
         f"tok/s {m['rollout_tokens_per_s']:.0f}/{m['learn_tokens_per_s']:.0f}",

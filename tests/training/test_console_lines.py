@@ -74,3 +74,26 @@ def test_ranked_games_log_mean_return_rank_and_cooperation_not_non_losing():
         in line
     )
     assert "eval tic_tac_toe vs random: non-losing 0.900 [0.800, 0.950]" in line
+
+
+def _match_step(**extra) -> dict:
+    return {
+        "reward": 0.1,
+        "invalid_rate": 0.0,
+        "response_length": 12.0,
+        "approx_kl_behaviour": 0.0,
+        "entropy": 3.1,
+        "clip_frac": 0.0,
+        "rollout_tokens_per_s": 900.0,
+        "learn_tokens_per_s": 200.0,
+        "step_seconds": 170.0,
+        **extra,
+    }
+
+
+def test_a_step_trained_with_a_kl_to_the_reference_prints_it_beside_the_behaviour_kl():
+    from training.console_lines import step_line
+
+    line = step_line(4, _match_step(kl_ref=0.0213), [])
+    assert "kl 0.0000  kl_ref 0.0213  ent 3.100" in line
+    assert "kl_ref" not in step_line(4, _match_step(), [])
