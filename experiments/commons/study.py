@@ -23,7 +23,6 @@ share paired match by match with its t 95% CI), prints a line per seed and draws
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from agents import make_agent
 from arena.runner import MatchPlan, play
 from evaluation.commons import match_facts
 from evaluation.stats import mean_ci
-from experiments.public_goods.study import train_run
+from experiments.seed_study import extend_rows, train_run
 
 GAME, SEATS, PARAMS = "commons", 4, {"discussion": False}
 ARMS = {
@@ -122,14 +121,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--json", type=Path, default=Path("docs/figures/commons_aa.json"))
     ap.add_argument("--png", type=Path, default=None, help="figure (default: --json as .png)")
     args = ap.parse_args(argv)
-    rows = json.loads(args.json.read_text()) if args.json.is_file() else []
-    done = {r["seed"] for r in rows}
-    for seed in args.seeds:
-        if seed not in done:
-            rows.append(score_seed(seed, args.runs, args.matches))
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(rows, indent=1) + "\n")
-            print(line(rows[-1]), flush=True)
+    rows = extend_rows(
+        args.json,
+        args.seeds,
+        lambda seed: score_seed(seed, args.runs, args.matches),
+        lambda row: print(line(row), flush=True),
+    )
     if rows:
         figure(rows, args.png or args.json.with_suffix(".png"))
     return rows

@@ -40,9 +40,6 @@ prints a table.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -54,6 +51,7 @@ from agents.checkpoint import latest_precision
 from arena.runner import MatchPlan, play
 from evaluation.social import gini
 from evaluation.stats import mean_ci
+from experiments.seed_study import extend_rows, train_run
 from training.config import load_config
 
 GAME, SEATS = "public_goods", 4
@@ -99,14 +97,6 @@ def train(arm: str, seed: int, runs: Path, setting: str = "scratch") -> Path:
     config = SETTINGS[setting][arm]
     extra = ["--set", f"model={fitted_start(config, seed, runs)}"] if setting == "fitted" else []
     return train_run(config, seed, runs / f"{arm}-{seed}", extra + OVERRIDES.get(setting, []))
-
-
-def train_run(config: str, seed: int, run: Path, extra: list[str] | None = None) -> Path:
-    """`arena train CONFIG --set seed=S --out RUN --resume [EXTRA]`: a finished run returns at
-    once, a killed one goes on from its last checkpoint."""
-    cmd = ["train", config, "--set", f"seed={seed}", "--out", str(run), "--resume", *(extra or [])]
-    subprocess.run([sys.executable, "-m", "cli.main", *cmd], check=True)
-    return run
 
 
 def table(
@@ -234,35 +224,36 @@ def main() -> None:
         "summed-100: the same, 100 steps with the floor over the first 60",
     )
     args = ap.parse_args()
-    rows = json.loads(args.json.read_text()) if args.json.is_file() else []
-    done = {r["seed"] for r in rows}
-    for seed in args.seeds:
-        if seed in done:
-            continue
-        rows.append(score_seed(seed, args.runs, args.matches, args.setting))
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
-        r = rows[-1]
-        c, w, e = (
-            r["aa_minus_mars"]["contribution"],
-            r["aa_minus_mars"]["welfare"],
-            r["aa_minus_tft_exploited"],
-        )
+    extend_rows(
+        args.json,
+        args.seeds,
+        lambda seed: score_seed(seed, args.runs, args.matches, args.setting),
+        report,
+    )
+
+
+def report(r: dict) -> None:
+    """One seed's row in lines: AA - MARS, how exploitable each is, the fitted start."""
+    c, w, e = (
+        r["aa_minus_mars"]["contribution"],
+        r["aa_minus_mars"]["welfare"],
+        r["aa_minus_tft_exploited"],
+    )
+    print(
+        f"seed {r['seed']}: contribution aa {r['aa']['contribution']:.3f} mars {r['mars']['contribution']:.3f} "
+        f"(diff {c['mean']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]); welfare diff {w['mean']:+.3f} "
+        f"[{w['ci'][0]:+.3f}, {w['ci'][1]:+.3f}]; exploited aa {r['aa']['exploited']:.1f} "
+        f"tft {r['tit_for_tat']['exploited']:.1f} (diff {e['mean']:+.1f} [{e['ci'][0]:+.1f}, {e['ci'][1]:+.1f}])"
+    )
+    for arm in ("aa", "mars"):
+        if r[arm].get("profile"):
+            states = ", ".join(f"{k} {v:.2f}" for k, v in r[arm]["profile"].items())
+            print(f"  {arm} p(give everything): {states}")
+    if "start" in r:
         print(
-            f"seed {seed}: contribution aa {r['aa']['contribution']:.3f} mars {r['mars']['contribution']:.3f} "
-            f"(diff {c['mean']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]); welfare diff {w['mean']:+.3f} "
-            f"[{w['ci'][0]:+.3f}, {w['ci'][1]:+.3f}]; exploited aa {r['aa']['exploited']:.1f} "
-            f"tft {r['tit_for_tat']['exploited']:.1f} (diff {e['mean']:+.1f} [{e['ci'][0]:+.1f}, {e['ci'][1]:+.1f}])"
+            f"  the fitted start: contribution {r['start']['contribution']:.3f}, "
+            f"exploited {r['start']['exploited']:.2f}"
         )
-        for arm in ("aa", "mars"):
-            if r[arm].get("profile"):
-                states = ", ".join(f"{k} {v:.2f}" for k, v in r[arm]["profile"].items())
-                print(f"  {arm} p(give everything): {states}")
-        if "start" in r:
-            print(
-                f"  the fitted start: contribution {r['start']['contribution']:.3f}, "
-                f"exploited {r['start']['exploited']:.2f}"
-            )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from evaluation.social import replay
 from evaluation.stats import paired_bootstrap, wilson
 from evaluation.suites import match_seed
 from evaluation.werewolf import seat_facts
-from experiments.public_goods.study import train_run
+from experiments.seed_study import extend_rows, train_run
 from games.werewolf import VILLAGE, WOLVES
 
 CONFIG = "experiments/werewolf_roles/train_werewolf_roles_smollm2.yaml"
@@ -196,14 +196,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--json", type=Path, default=Path("docs/figures/werewolf_roles.json"))
     ap.add_argument("--png", type=Path, default=None, help="figure (default: --json as .png)")
     args = ap.parse_args(argv)
-    rows = json.loads(args.json.read_text()) if args.json.is_file() else []
-    done = {r["seed"] for r in rows}
-    for seed in args.seeds:
-        if seed not in done:
-            rows.append(score_seed(seed, args.runs, args.deals, args.eval_seed))
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(rows, indent=1) + "\n")
-            print(line(rows[-1]), flush=True)
+    rows = extend_rows(
+        args.json,
+        args.seeds,
+        lambda seed: score_seed(seed, args.runs, args.deals, args.eval_seed),
+        lambda row: print(line(row), flush=True),
+    )
     if rows:
         figure(rows, args.png or args.json.with_suffix(".png"))
     return rows
