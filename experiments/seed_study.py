@@ -3,6 +3,7 @@ and the study's rows, one a seed, kept in a JSON file that a later call extends.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -34,3 +35,15 @@ def extend_rows(
         path.write_text(json.dumps(rows, indent=1) + "\n")
         report(rows[-1])
     return rows
+
+
+def study_parser(doc: str, seeds: list[int], runs: str, data: str) -> argparse.ArgumentParser:
+    """A study's command line: `--seeds`, `--runs` (the runs' folder), `--json` (the data file)
+    and `--png` (its figure, by default the data file's name as .png); `doc`'s first line is
+    the description."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=seeds)
+    ap.add_argument("--runs", type=Path, default=Path(runs), help="the runs' folder")
+    ap.add_argument("--json", type=Path, default=Path(data), help="the data file, one row a seed")
+    ap.add_argument("--png", type=Path, default=None, help="figure (default: --json as .png)")
+    return ap

@@ -22,7 +22,6 @@ share paired match by match with its t 95% CI), prints a line per seed and draws
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,7 @@ from agents import make_agent
 from arena.runner import MatchPlan, play
 from evaluation.commons import match_facts
 from evaluation.stats import mean_ci
-from experiments.seed_study import extend_rows, train_run
+from experiments.seed_study import extend_rows, study_parser, train_run
 
 GAME, SEATS, PARAMS = "commons", 4, {"discussion": False}
 ARMS = {
@@ -114,12 +113,8 @@ def figure(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[80, 81, 82])
-    ap.add_argument("--runs", type=Path, default=Path("runs/commons"))
+    ap = study_parser(__doc__, [80, 81, 82], "runs/commons", "docs/figures/commons_aa.json")
     ap.add_argument("--matches", type=int, default=64, help="self-play matches per policy")
-    ap.add_argument("--json", type=Path, default=Path("docs/figures/commons_aa.json"))
-    ap.add_argument("--png", type=Path, default=None, help="figure (default: --json as .png)")
     args = ap.parse_args(argv)
     rows = extend_rows(
         args.json,

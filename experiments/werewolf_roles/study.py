@@ -26,7 +26,6 @@ per seed and draws `--png`.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from evaluation.social import replay
 from evaluation.stats import paired_bootstrap, wilson
 from evaluation.suites import match_seed
 from evaluation.werewolf import seat_facts
-from experiments.seed_study import extend_rows, train_run
+from experiments.seed_study import extend_rows, study_parser, train_run
 from games.werewolf import VILLAGE, WOLVES
 
 CONFIG = "experiments/werewolf_roles/train_werewolf_roles_smollm2.yaml"
@@ -188,13 +187,11 @@ def figure(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[21, 22, 23])
-    ap.add_argument("--runs", type=Path, default=Path("runs/werewolf_roles"))
+    ap = study_parser(
+        __doc__, [21, 22, 23], "runs/werewolf_roles", "docs/figures/werewolf_roles.json"
+    )
     ap.add_argument("--deals", type=int, default=24, help="deals, each played in the three arms")
     ap.add_argument("--eval-seed", type=int, default=31, help="the deals' seeds derive from it")
-    ap.add_argument("--json", type=Path, default=Path("docs/figures/werewolf_roles.json"))
-    ap.add_argument("--png", type=Path, default=None, help="figure (default: --json as .png)")
     args = ap.parse_args(argv)
     rows = extend_rows(
         args.json,
