@@ -34,6 +34,7 @@ import numpy as np
 import games
 from agents import make_agent
 from arena.runner import MatchPlan, play
+from core.progress import Progress
 from evaluation.social import replay
 from evaluation.stats import paired_bootstrap, wilson
 from evaluation.suites import match_seed
@@ -114,7 +115,9 @@ def play_arms(agents: dict, deals: int, eval_seed: int) -> dict[str, list[dict]]
     deal order: arm -> a `match_row` per deal."""
     by_arm: dict[str, list[dict]] = {a: [] for a in ARMS}
     plans = deal_plans(deals, eval_seed)
-    for rec in sorted(play(plans, agents, concurrency=16), key=lambda r: r.match_id):
+    with Progress(total=len(plans), desc="werewolf arms") as bar:
+        records = list(play(plans, agents, concurrency=16, progress=bar))
+    for rec in sorted(records, key=lambda r: r.match_id):
         by_arm[rec.match_id.split("|")[0]].append(match_row(rec))
     return by_arm
 
