@@ -281,11 +281,11 @@ def test_free_text_is_bounded_and_a_huge_reply_is_refused_fast():
     env = board()
     view = env.view("player_0")
     assert view.free_text and view.legal_moves == [] and 0 < view.max_chars <= 48
-    start = time.process_time()
+    start = time.thread_time()
     for reply in ("fruit " * 3000, "[" * 19_000, "<think>" + "x" * 19_000):
         with pytest.raises(ParseError):
             env.parse("player_0", reply)
-    assert time.process_time() - start < 0.5
+    assert time.thread_time() - start < 0.5
     clue = env.parse("player_0", "z" * 24 + " 9")
     assert len(clue) <= view.max_chars
 

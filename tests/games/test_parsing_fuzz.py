@@ -331,7 +331,7 @@ def test_fuzzed_replies_never_crash_never_accept_a_wrong_move_and_parse_fast():
             for case in cases(rng, view.legal_moves, pool):
                 inputs += 1
                 accepted, error = None, None
-                cpu, wall = time.process_time(), time.perf_counter()
+                cpu, wall = time.thread_time(), time.perf_counter()
                 try:
                     action = env.parse(agent, case.reply)
                 except ParseError as e:
@@ -339,7 +339,7 @@ def test_fuzzed_replies_never_crash_never_accept_a_wrong_move_and_parse_fast():
                 except Exception as e:  # noqa: BLE001 - any other exception is the finding
                     crashes.append((name, case.kind, case.reply[:80], repr(e)))
                     continue
-                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
                 if cpu > slowest[0]:
                     slowest = (cpu, wall, name, f"{case.kind} {case.reply[:24]!r}")
                 if error is not None:
