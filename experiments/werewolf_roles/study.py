@@ -4,8 +4,8 @@
         --json docs/figures/werewolf_roles.json
 
 For every seed, `arena train experiments/werewolf_roles/train_werewolf_roles_smollm2.yaml --set
-seed=S --out RUNS/S --resume` (a finished run, or one whose `max_minutes` is spent, returns at
-once), then `--deals` deals of 5-player werewolf (seeds drawn from `--eval-seed`), each played
+seed=S --out RUNS/S --resume` and each `--set KEY=VALUE` given (a finished run, or one whose
+`max_minutes` is spent, returns at once), then `--deals` deals of 5-player werewolf (seeds drawn from `--eval-seed`), each played
 three times with the same deal:
 
     village   the run's village adapter in every village seat (seer, doctor, villagers), the
@@ -122,9 +122,13 @@ def play_arms(agents: dict, deals: int, eval_seed: int) -> dict[str, list[dict]]
     return by_arm
 
 
-def score_seed(seed: int, runs: Path, deals: int, eval_seed: int) -> dict:
-    """The row of one seed: its run trained, then the three arms over the same deals."""
-    run = train_run(CONFIG, seed, runs / str(seed))
+def score_seed(
+    seed: int, runs: Path, deals: int, eval_seed: int, overrides: list[str] | None = None
+) -> dict:
+    """The row of one seed: its run trained (the config with `overrides`, each `KEY=VALUE`),
+    then the three arms over the same deals."""
+    extra = [a for kv in overrides or [] for a in ("--set", kv)]
+    run = train_run(CONFIG, seed, runs / str(seed), extra)
     agents = {
         "base": make_agent(f"llm:smollm2-135m,{AGENT}"),
         "village": make_agent(f"llm:{run}#village,{AGENT}"),
@@ -195,11 +199,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     ap.add_argument("--deals", type=int, default=24, help="deals, each played in the three arms")
     ap.add_argument("--eval-seed", type=int, default=31, help="the deals' seeds derive from it")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a training config override, passed to `arena train --set` (repeatable)",
+    )
     args = ap.parse_args(argv)
     rows = extend_rows(
         args.json,
         args.seeds,
-        lambda seed: score_seed(seed, args.runs, args.deals, args.eval_seed),
+        lambda seed: score_seed(seed, args.runs, args.deals, args.eval_seed, args.overrides),
         lambda row: print(line(row), flush=True),
     )
     if rows:

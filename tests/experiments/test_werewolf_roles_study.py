@@ -107,3 +107,27 @@ def test_the_figure_is_drawn(tmp_path):
     ]
     study.figure(rows, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_each_set_override_reaches_arena_train(tmp_path, monkeypatch):
+    calls = []
+
+    class Trained(Exception):
+        pass
+
+    def train_run(config, seed, run, extra=None):
+        calls.append((config, seed, run, extra))
+        raise Trained
+
+    monkeypatch.setattr(study, "train_run", train_run)
+    argv = ["--seeds", "5", "--runs", str(tmp_path), "--json", str(tmp_path / "rows.json")]
+    with pytest.raises(Trained):
+        study.main([*argv, "--set", "learner.lr=5e-4", "--set", "max_minutes=60"])
+    assert calls == [
+        (
+            study.CONFIG,
+            5,
+            tmp_path / "5",
+            ["--set", "learner.lr=5e-4", "--set", "max_minutes=60"],
+        )
+    ]
