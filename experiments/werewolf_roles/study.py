@@ -5,8 +5,8 @@
 
 For every seed, `arena train experiments/werewolf_roles/train_werewolf_roles_smollm2.yaml --set
 seed=S --out RUNS/S --resume` and each `--set KEY=VALUE` given (a finished run, or one whose
-`max_minutes` is spent, returns at once), then `--deals` deals of 5-player werewolf (seeds drawn from `--eval-seed`), each played
-three times with the same deal:
+`max_minutes` is spent, returns at once), then `--deals` deals of 5-player werewolf (seeds drawn
+from `--eval-seed`), each played three times with the same deal:
 
     village   the run's village adapter in every village seat (seer, doctor, villagers), the
               instruct model in the werewolf's seat
